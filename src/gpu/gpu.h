@@ -1,0 +1,112 @@
+/*
+ * The driver's view of the host as plain data: GPUs, their MIG devices and the processes NVML
+ * reports on each. Filled by the NVML client (nvml.h); read by the snapshot.
+ *
+ * Ownership: a struct vg_gpu_list owns every string and array reachable from it and is freed
+ * with vg_gpu_list_release(). Strings are never NULL once filled, except where noted (an unknown
+ * string is NULL and its known bit is clear).
+ *
+ * Unknown is not zero: each field that NVML may fail to give has a bit in `known`; consumers
+ * must test it before using the value.
+ */
+#ifndef VG_GPU_GPU_H
+#define VG_GPU_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Process types, as a bit set: a PID can appear in several of NVML's lists. */
+enum {
+    VG_PTYPE_COMPUTE = 1u << 0,
+    VG_PTYPE_GRAPHICS = 1u << 1,
+    VG_PTYPE_MPS = 1u << 2,
+};
+
+struct vg_gpu_proc {
+    uint32_t pid;
+    unsigned types;          /* VG_PTYPE_* */
+    bool used_known;         /* false when NVML said NVML_VALUE_NOT_AVAILABLE */
+    uint64_t used_bytes;
+    bool instance_known;     /* gpu/compute instance ids came from a v2+ entry */
+    uint32_t gpu_instance;   /* MIG GI id, as NVML reports it */
+    uint32_t compute_instance;
+    bool bogus_pid;          /* PID 0 or UINT32_MAX: the driver's bookkeeping, not a process */
+};
+
+enum {
+    VG_GPU_K_NAME = 1u << 0,
+    VG_GPU_K_UUID = 1u << 1,
+    VG_GPU_K_MINOR = 1u << 2,
+    VG_GPU_K_PCI = 1u << 3,
+    VG_GPU_K_MEM = 1u << 4,      /* total, used, free */
+    VG_GPU_K_RESERVED = 1u << 5, /* from nvmlDeviceGetMemoryInfo_v2 only */
+    VG_GPU_K_UTIL = 1u << 6,
+    VG_GPU_K_CC = 1u << 7,
+    VG_GPU_K_PERSIST = 1u << 8,
+    VG_GPU_K_COMPUTE_MODE = 1u << 9,
+    VG_GPU_K_MIG_MODE = 1u << 10,
+    VG_GPU_K_PROCS = 1u << 11,   /* at least one process list could be read */
+    VG_GPU_K_INSTANCE = 1u << 12 /* MIG devices: gpu/compute instance ids */
+};
+
+/* One problem NVML reported while reading a device; kept so one bad field or one lost GPU
+ * never hides the rest. */
+struct vg_gpu_error {
+    char *func;   /* the NVML function that failed */
+    int status;   /* its nvmlReturn_t */
+    char *msg;    /* "GPU 2: nvmlDeviceGetMemoryInfo_v2: GPU is lost" */
+};
+
+struct vg_gpu {
+    unsigned index;          /* NVML index (PCI bus order); MIG devices: index under the parent */
+    bool is_mig;
+    unsigned known;          /* VG_GPU_K_* */
+    char *name;
+    char *uuid;              /* "GPU-..." or "MIG-..." */
+    unsigned minor;          /* /dev/nvidia<minor>; MIG devices share their parent's */
+    char *pci_bus_id;        /* "00000000:17:00.0" */
+    unsigned pci_domain, pci_bus, pci_device;
+    uint64_t mem_total, mem_used, mem_free, mem_reserved;
+    unsigned util_gpu, util_mem; /* percent */
+    int cc_major, cc_minor;
+    bool persistence;
+    unsigned compute_mode;   /* NVML_COMPUTEMODE_* */
+    unsigned mig_current, mig_pending;
+    unsigned gpu_instance, compute_instance; /* MIG devices only */
+    bool lost;               /* the device answered GPU_IS_LOST (or could not be opened) */
+
+    struct vg_gpu_proc *procs;
+    size_t nprocs;
+
+    struct vg_gpu *mig;      /* MIG devices of this GPU (none when MIG is off) */
+    size_t nmig;
+
+    struct vg_gpu_error *errors;
+    size_t nerrors;
+};
+
+struct vg_gpu_list {
+    bool loaded;             /* the library was found and initialised */
+    char *library;           /* the path dlopen was given */
+    char *driver_version;    /* NULL when unknown */
+    char *nvml_version;      /* NULL when unknown */
+    int cuda_version;        /* e.g. 12040; 0 when unknown */
+    bool proc_stride_535;    /* process lists were read with the 535.43 32-byte stride */
+    const char *proc_api;    /* "v3", "v2" or "v1": which process-list generation answered */
+    const char *mem_api;     /* "v2" or "v1" */
+
+    struct vg_gpu *gpus;
+    size_t ngpus;
+
+    struct vg_gpu_error *errors; /* errors not tied to one GPU (init, count) */
+    size_t nerrors;
+};
+
+void vg_gpu_list_init(struct vg_gpu_list *list);
+void vg_gpu_list_release(struct vg_gpu_list *list);
+
+/* Find the GPU (not MIG device) whose minor number is known and equals minor; NULL if none. */
+const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsigned minor);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * The kernel's view of processes, read from a procfs root (default /proc) through directory fds.
+ *
+ * Scanning is two-phase because a busy host has thousands of processes and only a handful hold
+ * a GPU: phase one reads, for every process, just its fd directory and the link targets in it,
+ * to find the NVIDIA device nodes held open; phase two reads the details (stat, status, cmdline,
+ * the allow-listed environment variables, cgroup, mapped libraries, threads) only for the
+ * processes that hold a device node or that the caller names (the PIDs NVML reported).
+ *
+ * Ownership: struct vg_proc_table owns all its vg_proc entries and everything they point to;
+ * release it with vg_proc_table_release(). Strings in vg_proc are NULL when unknown.
+ *
+ * Failure model: a process that vanishes mid-scan is skipped (counted in n_vanished); a file
+ * that may not be read (another user's environ when not root) leaves those fields unknown, its
+ * known bit clear, and is counted in n_denied. Only failure to open the procfs root itself, or
+ * running out of memory, fails the scan.
+ */
+#ifndef VG_PROC_PROC_H
+#define VG_PROC_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/err.h"
+
+/* The environment variables vramguard reasons about. Nothing else from environ is kept. */
+enum vg_env_var {
+    VG_ENV_CUDA_VISIBLE_DEVICES,
+    VG_ENV_CUDA_DEVICE_ORDER,
+    VG_ENV_NVIDIA_VISIBLE_DEVICES,
+    VG_ENV_LOCAL_RANK,
+    VG_ENV_RANK,
+    VG_ENV_WORLD_SIZE,
+    VG_ENV_LOCAL_WORLD_SIZE,
+    VG_ENV_TORCHELASTIC_RUN_ID,
+    VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK,
+    VG_ENV_SLURM_LOCALID,
+    VG_ENV_SLURM_JOB_ID,
+    VG_ENV_TF_FORCE_GPU_ALLOW_GROWTH,
+    VG_ENV_XLA_PYTHON_CLIENT_PREALLOCATE,
+    VG_ENV_XLA_PYTHON_CLIENT_MEM_FRACTION,
+    VG_ENV_PYTORCH_CUDA_ALLOC_CONF,
+    VG_ENV_CUDA_MODULE_LOADING,
+    VG_ENV_HOSTNAME,
+    VG_ENV_COUNT
+};
+
+/* Name of an allow-listed variable ("CUDA_VISIBLE_DEVICES"). */
+const char *vg_env_name(enum vg_env_var v);
+
+/* Libraries recognised in /proc/PID/maps, as a bit set. */
+enum {
+    VG_LIB_CUDA = 1u << 0,       /* libcuda.so.1: the driver API, i.e. a CUDA context is possible */
+    VG_LIB_CUDART = 1u << 1,     /* libcudart.so* */
+    VG_LIB_NCCL = 1u << 2,       /* libnccl.so.2 */
+    VG_LIB_TORCH_CUDA = 1u << 3, /* libtorch_cuda.so */
+    VG_LIB_TENSORFLOW = 1u << 4, /* libtensorflow_framework.so.2 / _pywrap_tensorflow_internal.so */
+    VG_LIB_JAX = 1u << 5,        /* xla_extension.so, libjax_common.so, jaxlib cuda plugins */
+    VG_LIB_NVML = 1u << 6,       /* libnvidia-ml.so.1 */
+};
+
+/* Names of the VG_LIB_* bits, for output ("cuda", "cudart", "nccl", "torch", "tensorflow",
+ * "jax", "nvml"); bit is a single VG_LIB_* value. */
+const char *vg_lib_name(unsigned bit);
+
+/* Fields that were read; a clear bit means unknown (not read, vanished, or denied). */
+enum {
+    VG_PROC_K_STAT = 1u << 0,    /* ppid, pgid, sid, state, start time, comm */
+    VG_PROC_K_STATUS = 1u << 1,  /* uid, nspid */
+    VG_PROC_K_CMDLINE = 1u << 2,
+    VG_PROC_K_ENV = 1u << 3,
+    VG_PROC_K_CGROUP = 1u << 4,
+    VG_PROC_K_MAPS = 1u << 5,
+    VG_PROC_K_FDS = 1u << 6,
+    VG_PROC_K_THREADS = 1u << 7,
+    VG_PROC_K_USER = 1u << 8,    /* user name resolved from uid */
+};
+
+struct vg_proc {
+    pid_t pid;
+    unsigned known;         /* VG_PROC_K_* */
+
+    /* stat */
+    char *comm;             /* as the kernel has it (may contain spaces, ')' and newlines) */
+    char state;             /* 'R', 'S', 'D', 'Z', 'T', ... */
+    pid_t ppid, pgid, sid;
+    uint64_t start_ticks;   /* start time since boot, in clock ticks: with pid, the identity */
+    unsigned flags;         /* PF_* from stat; kernel threads have PF_KTHREAD */
+
+    /* status */
+    uid_t uid;              /* real uid */
+    pid_t *nspid;           /* NSpid chain, outermost first (nspid[0] == pid) */
+    size_t nnspid;
+    char *user;             /* user name, or the uid as text when it has no name */
+
+    /* cmdline: arguments joined by single spaces; NULL when unreadable. Empty for kernel
+     * threads and zombies. */
+    char *cmdline;
+
+    /* environ: only the allow-listed variables; env[v] NULL when not set (or not known). */
+    char *env[VG_ENV_COUNT];
+
+    /* cgroup */
+    char *cgroup;           /* the v2 path (or the first v1 path with a container id) */
+    char *container_id;     /* 64 hex digits for docker/containerd/CRI-O/podman; NULL if none */
+    char *pod_uid;          /* Kubernetes pod UID with dashes; NULL if none */
+
+    /* maps */
+    unsigned libs;          /* VG_LIB_* */
+
+    /* fds: NVIDIA device nodes held open */
+    unsigned *dev_minors;   /* distinct minors of /dev/nvidia<N> held, ascending */
+    size_t ndev_minors;
+    unsigned dev_fd_count;  /* descriptors pointing at any NVIDIA node */
+    bool has_ctl;           /* /dev/nvidiactl */
+    bool has_uvm;           /* /dev/nvidia-uvm or nvidia-uvm-tools */
+    unsigned fd_total;      /* descriptors seen in fd/ */
+
+    /* threads (task/) */
+    unsigned nthreads;
+    unsigned threads_d;     /* threads in D state */
+    unsigned threads_live;  /* threads not in Z/X state */
+
+    /* liveness of the job it came from */
+    bool parent_alive;      /* ppid's /proc entry exists (ppid 0 counts as alive) */
+    bool sid_alive;         /* session leader still exists */
+    bool pgid_alive;        /* process group leader still exists */
+};
+
+struct vg_proc_table {
+    struct vg_proc *procs;  /* sorted by pid */
+    size_t n;
+    size_t n_scanned;       /* process directories looked at in phase one */
+    size_t n_vanished;      /* exited between listing and reading */
+    size_t n_denied;        /* some file could not be read for lack of permission */
+    pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
+};
+
+struct vg_proc_opts {
+    const char *proc_root;  /* default "/proc" */
+    const char *dev_dir;    /* default "/dev": device nodes are matched as DIR/nvidia* */
+    const pid_t *want;      /* PIDs to read in full even without device fds (NVML's) */
+    size_t nwant;
+    bool all;               /* read every process in full, holders or not */
+};
+
+void vg_proc_table_init(struct vg_proc_table *t);
+void vg_proc_table_release(struct vg_proc_table *t);
+const struct vg_proc *vg_proc_table_find(const struct vg_proc_table *t, pid_t pid);
+
+/* Scan the procfs root per opts. t must be initialised and empty. */
+int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err);
+
+/* Read one process in full; -ENOENT/-ESRCH when it does not exist. p is overwritten and must
+ * be released with vg_proc_release(). dev_dir as in vg_proc_opts. */
+int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_proc *p,
+                 struct vg_err *err);
+void vg_proc_release(struct vg_proc *p);
+
+/* The individual parsers, exposed for unit tests and fuzzing. Each takes the file's bytes
+ * (not necessarily NUL-terminated) and fills part of p; -EINVAL on malformed content. */
+int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p);
+int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p);
+int vg_proc_parse_cmdline(const char *buf, size_t len, struct vg_proc *p);
+int vg_proc_parse_environ(const char *buf, size_t len, struct vg_proc *p);
+int vg_proc_parse_cgroup(const char *buf, size_t len, struct vg_proc *p);
+int vg_proc_parse_maps(const char *buf, size_t len, struct vg_proc *p);
+/* One fd link target ("/dev/nvidia3", "pipe:[123]") against dev_dir: returns 1 and sets *kind
+ * and *minor for an NVIDIA node, 0 otherwise. */
+enum vg_dev_kind { VG_DEV_NONE, VG_DEV_GPU, VG_DEV_CTL, VG_DEV_UVM, VG_DEV_OTHER };
+int vg_proc_parse_fd_target(const char *target, size_t len, const char *dev_dir,
+                            enum vg_dev_kind *kind, unsigned *minor);
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * Whole-file reads relative to a directory fd (see file.h). procfs generates content per read,
+ * so the loop reads until read() returns 0 rather than trusting st_size.
+ */
+#define _GNU_SOURCE
+#include "util/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static int vg_file_open(int dirfd, const char *path)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    return fd < 0 ? -errno : fd;
+}
+
+int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out)
+{
+    int fd = vg_file_open(dirfd, path);
+    if (fd < 0)
+        return fd;
+    vg_buf_reset(out);
+    int rc = 0;
+    for (;;) {
+        size_t room = out->cap > out->len + 1 ? out->cap - out->len - 1 : 0;
+        if (room < 1024) {
+            size_t want = out->len < 4096 ? 4096 : out->len;
+            if (want > out->max - out->len)
+                want = out->max - out->len;
+            if (want == 0) {
+                /* At the maximum: one more byte would prove the file is too long. */
+                char c;
+                ssize_t n = read(fd, &c, 1);
+                rc = n == 0 ? 0 : (n < 0 ? -errno : -E2BIG);
+                break;
+            }
+            rc = vg_buf_reserve(out, want);
+            if (rc)
+                break;
+            room = out->cap - out->len - 1;
+        }
+        if (room > out->max - out->len)
+            room = out->max - out->len;
+        ssize_t n = read(fd, out->data + out->len, room);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        out->len += (size_t)n;
+        out->data[out->len] = '\0';
+    }
+    close(fd);
+    return rc;
+}
+
+int vg_file_read_small(int dirfd, const char *path, char *buf, size_t n, size_t *len)
+{
+    int fd = vg_file_open(dirfd, path);
+    if (fd < 0)
+        return fd;
+    size_t got = 0;
+    int rc = 0;
+    for (;;) {
+        if (got == n - 1) {
+            char c;
+            ssize_t r = read(fd, &c, 1);
+            if (r > 0)
+                rc = -E2BIG;
+            else if (r < 0)
+                rc = -errno;
+            break;
+        }
+        ssize_t r = read(fd, buf + got, n - 1 - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    if (len)
+        *len = got;
+    return rc;
+}

@@ -1,0 +1,192 @@
+/*
+ * Strict parsers for untrusted text (see parse.h). Written by hand instead of strtoull() alone
+ * because strtoull accepts leading whitespace, a minus sign (wrapping the value) and partial
+ * input, each of which has let garbage through in other tools.
+ */
+#include "util/parse.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int vg_parse_u64n(const char *s, size_t n, uint64_t *out)
+{
+    if (!s || n == 0)
+        return -EINVAL;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int vg_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s)
+        return -EINVAL;
+    return vg_parse_u64n(s, strlen(s), out);
+}
+
+int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s)
+        return -EINVAL;
+    bool neg = s[0] == '-';
+    uint64_t mag;
+    int rc = vg_parse_u64(s + (neg || s[0] == '+'), &mag);
+    if (rc)
+        return rc;
+    int64_t v;
+    if (neg) {
+        if (mag > (uint64_t)INT64_MAX + 1)
+            return -ERANGE;
+        v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else {
+        if (mag > (uint64_t)INT64_MAX)
+            return -ERANGE;
+        v = (int64_t)mag;
+    }
+    if (v < min || v > max)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+/* A non-negative decimal number with an optional fraction, no exponent, no sign. Returns the
+ * number of bytes consumed, 0 when there is no number. */
+static size_t vg_parse_decimal(const char *s, double *out, bool *had_point)
+{
+    size_t i = 0, digits = 0;
+    double v = 0.0;
+    while (s[i] >= '0' && s[i] <= '9') {
+        v = v * 10.0 + (s[i] - '0');
+        i++;
+        digits++;
+    }
+    *had_point = false;
+    if (s[i] == '.') {
+        *had_point = true;
+        i++;
+        double scale = 0.1;
+        while (s[i] >= '0' && s[i] <= '9') {
+            v += (s[i] - '0') * scale;
+            scale /= 10.0;
+            i++;
+            digits++;
+        }
+    }
+    if (!digits || !isfinite(v))
+        return 0;
+    *out = v;
+    return i;
+}
+
+struct vg_unit {
+    const char *name;
+    double mult;
+};
+
+static int vg_unit_lookup(const struct vg_unit *units, const char *s, double *mult)
+{
+    for (const struct vg_unit *u = units; u->name; u++) {
+        if (strcmp(u->name, s) == 0) {
+            *mult = u->mult;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_fraction,
+                  double *fraction)
+{
+    static const struct vg_unit units[] = {
+        {"", 1},           {"B", 1},
+        {"K", 1024.0},     {"KiB", 1024.0},     {"k", 1024.0},
+        {"M", 1048576.0},  {"MiB", 1048576.0},
+        {"G", 1073741824.0}, {"GiB", 1073741824.0},
+        {"T", 1099511627776.0}, {"TiB", 1099511627776.0},
+        {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {NULL, 0},
+    };
+    if (!s)
+        return -EINVAL;
+    double v;
+    bool point;
+    size_t n = vg_parse_decimal(s, &v, &point);
+    if (!n)
+        return -EINVAL;
+    const char *unit = s + n;
+    if (*unit == ' ')
+        unit++;
+    if (allow_fraction && point && *unit == '\0' && v <= 1.0) {
+        if (is_fraction)
+            *is_fraction = true;
+        if (fraction)
+            *fraction = v;
+        return 0;
+    }
+    double mult;
+    if (vg_unit_lookup(units, unit, &mult))
+        return -EINVAL;
+    double b = v * mult;
+    /* 2^64 is exactly representable; anything at or above it does not fit. */
+    if (!isfinite(b) || b >= 18446744073709551616.0)
+        return -ERANGE;
+    if (is_fraction)
+        *is_fraction = false;
+    *bytes = (uint64_t)b;
+    return 0;
+}
+
+int vg_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    static const struct vg_unit units[] = {
+        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
+        {"h", 3600000}, {"d", 86400000}, {NULL, 0},
+    };
+    if (!s)
+        return -EINVAL;
+    double v;
+    bool point;
+    size_t n = vg_parse_decimal(s, &v, &point);
+    if (!n)
+        return -EINVAL;
+    double mult;
+    if (vg_unit_lookup(units, s + n, &mult))
+        return -EINVAL;
+    double r = v * mult;
+    if (!isfinite(r) || r >= 18446744073709551616.0)
+        return -ERANGE;
+    *ms = (uint64_t)r;
+    return 0;
+}
+
+int vg_fmt_size(uint64_t bytes, char *out, size_t n)
+{
+    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    unsigned i = 0;
+    double v = (double)bytes;
+    while (v >= 1024.0 && i + 1 < sizeof(names) / sizeof(names[0])) {
+        v /= 1024.0;
+        i++;
+    }
+    int w;
+    if (i == 0)
+        w = snprintf(out, n, "%llu B", (unsigned long long)bytes);
+    else if (v >= 100.0 || v == (double)(uint64_t)v)
+        w = snprintf(out, n, "%.0f %s", v, names[i]);
+    else
+        w = snprintf(out, n, "%.1f %s", v, names[i]);
+    if (w < 0 || (size_t)w >= n)
+        return -ENOSPC;
+    return 0;
+}

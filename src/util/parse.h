@@ -1,0 +1,36 @@
+/*
+ * Strict parsing of numbers, sizes and durations from untrusted text (command lines, /proc,
+ * scenario files). Every function rejects empty input, trailing garbage, signs where none
+ * belong and overflow, returning -EINVAL or -ERANGE and leaving *out untouched on failure.
+ * No function here allocates.
+ */
+#ifndef VG_UTIL_PARSE_H
+#define VG_UTIL_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decimal unsigned integer, the whole of s. */
+int vg_parse_u64(const char *s, uint64_t *out);
+/* Same, over exactly n bytes (s need not be NUL-terminated). */
+int vg_parse_u64n(const char *s, size_t n, uint64_t *out);
+/* Decimal signed integer within [min, max]. */
+int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* A byte size: "123", "512MiB", "20GiB", "1.5G", "10MB". Binary (KiB, MiB, GiB, TiB, and the
+ * single letters K, M, G, T) and decimal (kB, MB, GB, TB) units; "B" alone is bytes. When
+ * allow_fraction is true a plain number in [0, 1] with a decimal point (e.g. "0.5") is a fraction
+ * and reported through *is_fraction / *fraction instead of *bytes. */
+int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_fraction,
+                  double *fraction);
+
+/* A duration: "500ms", "2s", "1.5s", "10m", "2h", "1d"; a bare number is seconds.
+ * Result in milliseconds. */
+int vg_parse_duration_ms(const char *s, uint64_t *ms);
+
+/* Render bytes for people: "0 B", "512 KiB", "1.5 GiB" (one decimal above KiB when needed).
+ * Writes at most n bytes including the NUL; returns -ENOSPC if it would not fit. */
+int vg_fmt_size(uint64_t bytes, char *out, size_t n);
+
+#endif
