@@ -91,7 +91,8 @@ struct vg_proc {
 
     /* status */
     uid_t uid;              /* real uid */
-    pid_t *nspid;           /* NSpid chain, outermost first (nspid[0] == pid) */
+    pid_t *nspid;           /* NSpid chain, outermost first (nspid[0] == pid); NULL with
+                             * nnspid 0 when status has no NSpid line (Linux < 4.1) */
     size_t nnspid;
     char *user;             /* user name, or the uid as text when it has no name */
 
@@ -103,7 +104,8 @@ struct vg_proc {
     char *env[VG_ENV_COUNT];
 
     /* cgroup */
-    char *cgroup;           /* the v2 path (or the first v1 path with a container id) */
+    char *cgroup;           /* the path naming the container or pod (v2 line first), else the
+                             * v2 path, else the first v1 path */
     char *container_id;     /* 64 hex digits for docker/containerd/CRI-O/podman; NULL if none */
     char *pod_uid;          /* Kubernetes pod UID with dashes; NULL if none */
 
@@ -153,14 +155,22 @@ const struct vg_proc *vg_proc_table_find(const struct vg_proc_table *t, pid_t pi
 /* Scan the procfs root per opts. t must be initialised and empty. */
 int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err);
 
-/* Read one process in full; -ENOENT/-ESRCH when it does not exist. p is overwritten and must
- * be released with vg_proc_release(). dev_dir as in vg_proc_opts. */
+/* Read one process in full; -ENOENT when it does not exist, -ESRCH when it exited while being
+ * read. p is overwritten (zeroed first, even on failure) and must be released with
+ * vg_proc_release(). dev_dir as in vg_proc_opts (NULL for "/dev"). */
 int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_proc *p,
                  struct vg_err *err);
 void vg_proc_release(struct vg_proc *p);
 
+/* Longest cmdline kept; a longer one is -E2BIG and leaves the cmdline unknown. */
+#define VG_PROC_CMDLINE_MAX ((size_t)1 << 20)
+
 /* The individual parsers, exposed for unit tests and fuzzing. Each takes the file's bytes
- * (not necessarily NUL-terminated) and fills part of p; -EINVAL on malformed content. */
+ * (not necessarily NUL-terminated) and fills part of p, replacing (and freeing) what those
+ * fields held, and sets the matching known bit; -EINVAL on malformed content and -ENOMEM, in
+ * which case p is unchanged. vg_proc_parse_stat sets p->pid only when it is 0;
+ * vg_proc_parse_cmdline returns -E2BIG past VG_PROC_CMDLINE_MAX; vg_proc_parse_maps counts
+ * a mapping whose path ends in " (deleted)" (the library is still loaded). */
 int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_cmdline(const char *buf, size_t len, struct vg_proc *p);

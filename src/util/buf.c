@@ -16,6 +16,7 @@ void vg_buf_init(struct vg_buf *b, size_t max)
     b->len = 0;
     b->cap = 0;
     b->max = max ? max : VG_BUF_MAX_DEFAULT;
+    b->err = 0;
 }
 
 void vg_buf_release(struct vg_buf *b)
@@ -23,6 +24,7 @@ void vg_buf_release(struct vg_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->err = 0;
 }
 
 void vg_buf_reset(struct vg_buf *b)
@@ -32,10 +34,17 @@ void vg_buf_reset(struct vg_buf *b)
         b->data[0] = '\0';
 }
 
+static int vg_buf_fail(struct vg_buf *b, int rc)
+{
+    if (!b->err)
+        b->err = rc;
+    return rc;
+}
+
 int vg_buf_reserve(struct vg_buf *b, size_t n)
 {
     if (n > b->max || b->len > b->max - n)
-        return -E2BIG;
+        return vg_buf_fail(b, -E2BIG);
     size_t need = b->len + n + 1;
     if (need <= b->cap)
         return 0;
@@ -44,7 +53,7 @@ int vg_buf_reserve(struct vg_buf *b, size_t n)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     char *p = realloc(b->data, cap);
     if (!p)
-        return -ENOMEM;
+        return vg_buf_fail(b, -ENOMEM);
     if (!b->data)
         p[0] = '\0';
     b->data = p;
@@ -81,13 +90,13 @@ int vg_buf_vprintf(struct vg_buf *b, const char *fmt, va_list ap)
     int n = vsnprintf(NULL, 0, fmt, ap2);
     va_end(ap2);
     if (n < 0)
-        return -EINVAL;
+        return vg_buf_fail(b, -EINVAL);
     int rc = vg_buf_reserve(b, (size_t)n);
     if (rc)
         return rc;
     int m = vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     if (m != n)
-        return -EINVAL;
+        return vg_buf_fail(b, -EINVAL);
     b->len += (size_t)n;
     return 0;
 }

@@ -3,6 +3,9 @@
  * fails loudly with -E2BIG instead of truncating. The data is always NUL-terminated (the NUL is
  * not counted in len) so text can be used as a C string; binary data may contain NULs.
  *
+ * Every failing call also records its code in err, which stays set until vg_buf_release() or
+ * vg_buf_init(): renderers append freely and check b->err once at the end.
+ *
  * An embedded struct vg_buf is set up with vg_buf_init() and torn down with vg_buf_release();
  * vg_buf_steal() hands the data to the caller (who frees it) and leaves the buffer empty.
  */
@@ -17,6 +20,7 @@ struct vg_buf {
     size_t len;
     size_t cap;
     size_t max; /* largest len allowed */
+    int err;    /* first failure (sticky), so a long series of appends is checked once */
 };
 
 #define VG_BUF_MAX_DEFAULT ((size_t)64 << 20)

@@ -2,7 +2,6 @@
  * Heap-allocated one-line error messages (see err.h). Formatting failures degrade to a static
  * text rather than losing the error itself.
  */
-#define _GNU_SOURCE
 #include "util/err.h"
 
 #include <errno.h>

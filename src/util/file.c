@@ -2,7 +2,6 @@
  * Whole-file reads relative to a directory fd (see file.h). procfs generates content per read,
  * so the loop reads until read() returns 0 rather than trusting st_size.
  */
-#define _GNU_SOURCE
 #include "util/file.h"
 
 #include <errno.h>
@@ -23,23 +22,24 @@ int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out)
     vg_buf_reset(out);
     int rc = 0;
     for (;;) {
-        size_t room = out->cap > out->len + 1 ? out->cap - out->len - 1 : 0;
-        if (room < 1024) {
+        if (out->len == out->max) {
+            /* At the maximum: one more byte would prove the file is too long. */
+            char c;
+            ssize_t n = read(fd, &c, 1);
+            if (n < 0 && errno == EINTR)
+                continue;
+            rc = n == 0 ? 0 : (n < 0 ? -errno : -E2BIG);
+            break;
+        }
+        if (out->cap < out->len + 1 + 1024) {
             size_t want = out->len < 4096 ? 4096 : out->len;
             if (want > out->max - out->len)
                 want = out->max - out->len;
-            if (want == 0) {
-                /* At the maximum: one more byte would prove the file is too long. */
-                char c;
-                ssize_t n = read(fd, &c, 1);
-                rc = n == 0 ? 0 : (n < 0 ? -errno : -E2BIG);
-                break;
-            }
             rc = vg_buf_reserve(out, want);
             if (rc)
                 break;
-            room = out->cap - out->len - 1;
         }
+        size_t room = out->cap - out->len - 1;
         if (room > out->max - out->len)
             room = out->max - out->len;
         ssize_t n = read(fd, out->data + out->len, room);

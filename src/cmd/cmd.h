@@ -1,0 +1,86 @@
+/*
+ * The command layer: one file per subcommand, each parsing its own flags, calling the layers
+ * below and printing. Only main.c and cmd/ print or choose exit statuses.
+ *
+ * Global options (--json, --color, --proc, --dev, --nvml, --nvml-timeout, --verbose) are accepted
+ * both before the command name and among the command's own flags, so `vramguard --json status`
+ * and `vramguard status --json` mean the same. They are parsed into one struct vg_global owned
+ * by main(), the only mutable state shared between files.
+ */
+#ifndef VG_CMD_CMD_H
+#define VG_CMD_CMD_H
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include "util/buf.h"
+
+/* Exit statuses (documented in the man page and README). */
+enum vg_exit {
+    VG_EXIT_OK = 0,      /* success; for diagnosing commands: nothing found */
+    VG_EXIT_WARN = 1,    /* findings at warning level (or a command's own soft failure) */
+    VG_EXIT_CRIT = 2,    /* findings at critical level */
+    VG_EXIT_UNKNOWN = 3, /* could not check: no driver view, /proc unreadable, ... */
+    VG_EXIT_USAGE = 64,  /* bad command line (EX_USAGE) */
+    VG_EXIT_SOFTWARE = 70 /* internal error, e.g. out of memory (EX_SOFTWARE) */
+};
+
+enum vg_color { VG_COLOR_AUTO, VG_COLOR_ALWAYS, VG_COLOR_NEVER };
+
+struct vg_global {
+    const char *nvml_path;   /* --nvml */
+    const char *proc_root;   /* --proc */
+    const char *dev_dir;     /* --dev */
+    unsigned nvml_timeout_ms;/* --nvml-timeout; 0 = default */
+    bool json;               /* --json */
+    bool verbose;            /* --verbose */
+    enum vg_color color;     /* --color */
+};
+
+/* Option codes of the global options inside getopt_long tables. */
+enum {
+    VG_OPT_JSON = 0x100,
+    VG_OPT_COLOR,
+    VG_OPT_PROC,
+    VG_OPT_DEV,
+    VG_OPT_NVML,
+    VG_OPT_NVML_TIMEOUT,
+    VG_OPT_VERBOSE,
+    VG_OPT_HELP,
+    VG_OPT_FIRST_LOCAL /* commands number their own long-only options from here */
+};
+
+#define VG_GLOBAL_LONGOPTS                                                                     \
+    {"json", no_argument, NULL, VG_OPT_JSON},                                                  \
+    {"color", optional_argument, NULL, VG_OPT_COLOR},                                          \
+    {"colour", optional_argument, NULL, VG_OPT_COLOR},                                         \
+    {"proc", required_argument, NULL, VG_OPT_PROC},                                            \
+    {"dev", required_argument, NULL, VG_OPT_DEV},                                              \
+    {"nvml", required_argument, NULL, VG_OPT_NVML},                                            \
+    {"nvml-timeout", required_argument, NULL, VG_OPT_NVML_TIMEOUT},                            \
+    {"verbose", no_argument, NULL, VG_OPT_VERBOSE},                                            \
+    {"help", no_argument, NULL, VG_OPT_HELP}
+
+/* Handle one global option inside a command's getopt loop. Returns 1 when handled, 0 when c is
+ * not a global option, -1 after printing an error for a bad value. cmd names the command for
+ * messages (NULL before the command). */
+int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
+
+/* Usage text shared by every command's --help. */
+extern const char vg_global_help[];
+
+/* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL). */
+void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Report an unknown option or missing argument the way getopt saw it, and point at --help. */
+void vg_cmd_usage_error(const char *cmd, int argc, char **argv);
+
+/* Colour decision: --color, NO_COLOR, and whether stdout is a terminal. */
+bool vg_cmd_use_color(const struct vg_global *g);
+/* Terminal width of stdout, or 0 when it is not a terminal. */
+unsigned vg_cmd_term_width(void);
+/* Write the whole buffer to stdout; 0 or a negative errno. */
+int vg_cmd_write_out(const struct vg_buf *b);
+
+int vg_cmd_status(struct vg_global *g, int argc, char **argv);
+
+#endif

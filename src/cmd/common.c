@@ -1,0 +1,133 @@
+/*
+ * What every command shares: global options, error messages in the one house format
+ * ("vramguard: status: cannot read ..."), colour and terminal decisions, writing output.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "util/parse.h"
+
+const char vg_global_help[] =
+    "Global options (before or after the command):\n"
+    "  --json               machine-readable output (see docs/json.md)\n"
+    "  --color[=WHEN]       colour: auto (default, only on a terminal), always, never;\n"
+    "                       NO_COLOR in the environment means never\n"
+    "  --proc DIR           procfs to read (default /proc), e.g. a host's /proc in a container\n"
+    "  --dev DIR            where NVIDIA device nodes live (default /dev)\n"
+    "  --nvml PATH          NVML library to load (default $VRAMGUARD_NVML or libnvidia-ml.so.1)\n"
+    "  --nvml-timeout DUR   give up on a hung driver after DUR (default 10s)\n"
+    "  --verbose            say more about what was read and how\n"
+    "  --help               this help\n";
+
+void vg_cmd_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vramguard: ", stderr);
+    if (cmd)
+        fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void vg_cmd_usage_error(const char *cmd, int argc, char **argv)
+{
+    const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+    if (optopt && optopt < 0x100 && optopt != '?')
+        vg_cmd_error(cmd, "bad use of option '-%c' (see 'vramguard %s%s--help')", optopt,
+                     cmd ? cmd : "", cmd ? " " : "");
+    else
+        vg_cmd_error(cmd, "unknown option or missing value: '%s' (see 'vramguard %s%s--help')",
+                     bad, cmd ? cmd : "", cmd ? " " : "");
+}
+
+int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
+{
+    switch (c) {
+    case VG_OPT_JSON:
+        g->json = true;
+        return 1;
+    case VG_OPT_VERBOSE:
+        g->verbose = true;
+        return 1;
+    case VG_OPT_PROC:
+        g->proc_root = arg;
+        return 1;
+    case VG_OPT_DEV:
+        g->dev_dir = arg;
+        return 1;
+    case VG_OPT_NVML:
+        g->nvml_path = arg;
+        return 1;
+    case VG_OPT_COLOR:
+        if (!arg || strcmp(arg, "always") == 0) {
+            g->color = VG_COLOR_ALWAYS;
+        } else if (strcmp(arg, "never") == 0) {
+            g->color = VG_COLOR_NEVER;
+        } else if (strcmp(arg, "auto") == 0) {
+            g->color = VG_COLOR_AUTO;
+        } else {
+            vg_cmd_error(cmd, "--color takes auto, always or never, not '%s'", arg);
+            return -1;
+        }
+        return 1;
+    case VG_OPT_NVML_TIMEOUT: {
+        uint64_t ms;
+        if (vg_parse_duration_ms(arg, &ms) || ms == 0 || ms > 3600000) {
+            vg_cmd_error(cmd, "--nvml-timeout takes a duration between 1ms and 1h "
+                              "(e.g. 500ms, 10s), not '%s'", arg);
+            return -1;
+        }
+        g->nvml_timeout_ms = (unsigned)ms;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+bool vg_cmd_use_color(const struct vg_global *g)
+{
+    if (g->color == VG_COLOR_ALWAYS)
+        return true;
+    if (g->color == VG_COLOR_NEVER)
+        return false;
+    const char *nc = getenv("NO_COLOR");
+    if (nc && nc[0])
+        return false;
+    return isatty(STDOUT_FILENO) == 1;
+}
+
+unsigned vg_cmd_term_width(void)
+{
+    if (isatty(STDOUT_FILENO) != 1)
+        return 0;
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return 80;
+}
+
+int vg_cmd_write_out(const struct vg_buf *b)
+{
+    const char *p = vg_buf_str(b);
+    size_t left = b->len;
+    while (left) {
+        ssize_t n = write(STDOUT_FILENO, p, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    return 0;
+}

@@ -1,0 +1,136 @@
+/*
+ * Driver collection under a deadline (see collect.h).
+ *
+ * The job struct is shared by the caller and the worker and reference counted: whoever lets go
+ * last frees it. On a timeout the caller lets go at once and the worker, if the hung call ever
+ * returns, finishes, shuts NVML down and frees the job itself. The thread is detached so an
+ * abandoned worker never has to be joined.
+ */
+#include "gpu/collect.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu/nvml.h"
+
+struct vg_collect_job {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    int refs;
+    bool done;
+    char *path;
+    int rc;
+    struct vg_err err;
+    struct vg_gpu_list list;
+};
+
+static void vg_collect_job_unref(struct vg_collect_job *job)
+{
+    pthread_mutex_lock(&job->lock);
+    int refs = --job->refs;
+    pthread_mutex_unlock(&job->lock);
+    if (refs > 0)
+        return;
+    pthread_cond_destroy(&job->done_cond);
+    pthread_mutex_destroy(&job->lock);
+    vg_gpu_list_release(&job->list);
+    vg_err_release(&job->err);
+    free(job->path);
+    free(job);
+}
+
+static void *vg_collect_worker(void *arg)
+{
+    struct vg_collect_job *job = arg;
+    struct vg_nvml *nvml = NULL;
+    int rc = vg_nvml_open(job->path, &nvml, &job->err);
+    if (rc == 0)
+        rc = vg_nvml_read(nvml, &job->list, &job->err);
+    vg_nvml_free(nvml);
+
+    pthread_mutex_lock(&job->lock);
+    job->rc = rc;
+    job->done = true;
+    pthread_cond_signal(&job->done_cond);
+    pthread_mutex_unlock(&job->lock);
+    vg_collect_job_unref(job);
+    return NULL;
+}
+
+static int vg_collect_start(struct vg_collect_job *job, struct vg_err *err)
+{
+    pthread_attr_t attr;
+    pthread_t tid;
+    int rc = pthread_attr_init(&attr);
+    if (rc)
+        return vg_err_set(err, -rc, "cannot start the driver worker: %s", strerror(rc));
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&tid, &attr, vg_collect_worker, job);
+    pthread_attr_destroy(&attr);
+    if (rc)
+        return vg_err_set(err, -rc, "cannot start the driver worker: %s", strerror(rc));
+    return 0;
+}
+
+int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *out,
+                   struct vg_err *err)
+{
+    struct vg_collect_job *job = calloc(1, sizeof(*job));
+    if (!job)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    if (path && !(job->path = strdup(path))) {
+        free(job);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&job->done_cond, &cattr);
+    pthread_condattr_destroy(&cattr);
+    pthread_mutex_init(&job->lock, NULL);
+    vg_gpu_list_init(&job->list);
+    job->refs = 2;
+
+    int rc = vg_collect_start(job, err);
+    if (rc) {
+        job->refs = 1;
+        vg_collect_job_unref(job);
+        return rc;
+    }
+
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+
+    pthread_mutex_lock(&job->lock);
+    int wait_rc = 0;
+    while (!job->done && wait_rc != ETIMEDOUT)
+        wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
+    bool done = job->done;
+    if (done) {
+        rc = job->rc;
+        if (rc == 0) {
+            *out = job->list;
+            vg_gpu_list_init(&job->list);
+        } else {
+            vg_err_set(err, rc, "%s", vg_err_msg(&job->err));
+        }
+    }
+    pthread_mutex_unlock(&job->lock);
+    vg_collect_job_unref(job);
+
+    if (!done)
+        return vg_err_set(err, -ETIMEDOUT,
+                          "the NVIDIA driver did not answer within %u.%03u s (a driver call is "
+                          "hung); GPU memory figures are unavailable",
+                          timeout_ms / 1000, timeout_ms % 1000);
+    return rc;
+}

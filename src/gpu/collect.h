@@ -1,0 +1,20 @@
+/*
+ * One-shot collection of the driver's view with a deadline. NVML calls can hang inside the
+ * kernel driver (a GPU falling off the bus, a wedged driver); a command must not hang with
+ * them. The whole open/read/close sequence runs on a worker thread; if it has not finished by
+ * the deadline the caller gets -ETIMEDOUT and goes on without the driver's view. The abandoned
+ * worker owns everything it touches and frees it if it ever returns.
+ */
+#ifndef VG_GPU_COLLECT_H
+#define VG_GPU_COLLECT_H
+
+#include "gpu/gpu.h"
+#include "util/err.h"
+
+/* Fill out (initialised, empty) from the library at path (NULL: the default search). Returns 0,
+ * -ETIMEDOUT when the driver did not answer in time, or the error vg_nvml_open/vg_nvml_read
+ * gave. On failure out stays empty. */
+int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *out,
+                   struct vg_err *err);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * The driver's view as plain data (see gpu.h): setting up and tearing down a struct
+ * vg_gpu_list, and finding a GPU by the minor number that names its /dev/nvidia<minor> node.
+ *
+ * This file knows nothing about NVML; the NVML client (nvml.c) fills the list and the snapshot
+ * reads it. Keeping the release here means every consumer frees a list the same way, however
+ * it was filled (tests build lists by hand).
+ */
+#include "gpu/gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void vg_gpu_list_init(struct vg_gpu_list *list)
+{
+    memset(list, 0, sizeof *list);
+}
+
+static void vg_gpu_errors_free(struct vg_gpu_error *errors, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(errors[i].func);
+        free(errors[i].msg);
+    }
+    free(errors);
+}
+
+/* Frees what g points to (recursively through its MIG devices), not g itself. */
+static void vg_gpu_release(struct vg_gpu *g)
+{
+    free(g->name);
+    free(g->uuid);
+    free(g->pci_bus_id);
+    free(g->procs);
+    for (size_t i = 0; i < g->nmig; i++)
+        vg_gpu_release(&g->mig[i]);
+    free(g->mig);
+    vg_gpu_errors_free(g->errors, g->nerrors);
+}
+
+void vg_gpu_list_release(struct vg_gpu_list *list)
+{
+    if (!list)
+        return;
+    free(list->library);
+    free(list->driver_version);
+    free(list->nvml_version);
+    for (size_t i = 0; i < list->ngpus; i++)
+        vg_gpu_release(&list->gpus[i]);
+    free(list->gpus);
+    vg_gpu_errors_free(list->errors, list->nerrors);
+    vg_gpu_list_init(list);
+}
+
+const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsigned minor)
+{
+    for (size_t i = 0; i < list->ngpus; i++) {
+        const struct vg_gpu *g = &list->gpus[i];
+        if ((g->known & VG_GPU_K_MINOR) && g->minor == minor)
+            return g;
+    }
+    return NULL;
+}

@@ -1,0 +1,1073 @@
+/*
+ * The NVML client (see nvml.h): loads the driver's libnvidia-ml.so.1 with dlopen and reads every
+ * GPU, MIG device and process list into a struct vg_gpu_list.
+ *
+ * Why it looks the way it does:
+ *  - No nvml.h: the ABI we rely on is declared in nvml_abi.h and every symbol is resolved by
+ *    name from one table (vg_nvml_syms) into a struct of function pointers. Versioned symbols
+ *    (_v2, _v3) are separate table rows with separate slots, so a driver may export any subset;
+ *    a missing symbol means the feature is absent, never that the library is broken.
+ *  - Drivers disagree about the newest versions: each versioned family is tried newest first,
+ *    and memory and process lists fall back to the next older version when one answers
+ *    FUNCTION_NOT_FOUND, NOT_SUPPORTED or ARGUMENT_VERSION_MISMATCH. Process entries are read
+ *    by byte stride (v1 16, v2 24, v3 24, or 32 in the 535.43-535.98 window), never by casting
+ *    to one struct type.
+ *  - Unknown is not zero: a field's known bit is set only when its getter succeeded.
+ *  - One bad GPU must not hide the others: every NVML failure is recorded as a vg_gpu_error
+ *    on the GPU it concerns (or on the list) and reading goes on; only a failed device count or
+ *    running out of memory fails vg_nvml_read().
+ *
+ * No globals: the library handle and the function table live in struct vg_nvml.
+ */
+#include "gpu/nvml.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/nvml_abi.h"
+
+#define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Process-list kinds and versions: the two indices of vg_nvml_fns.procs. */
+enum { VG_PT_COMPUTE, VG_PT_GRAPHICS, VG_PT_MPS, VG_PT_N };
+enum { VG_PV3, VG_PV2, VG_PV1, VG_PV_N };
+
+/* Bounds for the process-list size/fill loop: tries after the size query, and entries. */
+#define VG_NVML_PROC_TRIES 8
+#define VG_NVML_PROC_MAX ((size_t)1 << 20)
+/* Largest buffer offered to a string getter that keeps answering INSUFFICIENT_SIZE. */
+#define VG_NVML_STRING_MAX 4096u
+
+/* One slot per symbol; arrays hold a versioned family, newest first. */
+struct vg_nvml_fns {
+    nvml_void_fn init[2];                 /* nvmlInit_v2, nvmlInit */
+    nvml_void_fn shutdown;
+    nvml_error_string_fn error_string;
+    nvml_sys_string_fn driver_version;
+    nvml_sys_string_fn nvml_version;
+    nvml_sys_int_fn cuda_version[2];      /* _v2, v1 */
+    nvml_count_fn count[2];               /* _v2, v1 */
+    nvml_handle_by_index_fn handle[2];    /* _v2, v1 */
+    nvml_dev_string_fn name;
+    nvml_dev_string_fn uuid;
+    nvml_dev_uint_fn minor;
+    nvml_pci_fn pci[3];                   /* _v3, _v2, v1 */
+    nvml_mem_v2_fn mem_v2;
+    nvml_mem_fn mem_v1;
+    nvml_util_fn util;
+    nvml_dev_2int_fn cc;
+    nvml_dev_uint_fn persistence;
+    nvml_dev_uint_fn compute_mode;
+    nvml_dev_2uint_fn mig_mode;
+    nvml_dev_uint_fn max_mig;
+    nvml_mig_handle_fn mig_handle;
+    nvml_dev_uint_fn gpu_instance;
+    nvml_dev_uint_fn compute_instance;
+    nvml_procs_fn procs[VG_PT_N][VG_PV_N];
+    void *conf_compute_mem;               /* presence only: the 535 window */
+    void *process_detail_list;            /* presence only: the 535 window */
+};
+
+struct vg_nvml {
+    void *dl;
+    char *path;
+    int initialised;
+    int r535; /* the _v3 process lists write 32-byte entries */
+    struct vg_nvml_fns f;
+};
+
+struct vg_nvml_sym {
+    const char *name;
+    size_t off;
+};
+
+#define VG_SYM(name, slot) { name, offsetof(struct vg_nvml_fns, slot) }
+
+/* Every symbol the client uses; vg_nvml_resolve() fills the slots in one loop. */
+static const struct vg_nvml_sym vg_nvml_syms[] = {
+    VG_SYM("nvmlInit_v2", init[0]),
+    VG_SYM("nvmlInit", init[1]),
+    VG_SYM("nvmlShutdown", shutdown),
+    VG_SYM("nvmlErrorString", error_string),
+    VG_SYM("nvmlSystemGetDriverVersion", driver_version),
+    VG_SYM("nvmlSystemGetNVMLVersion", nvml_version),
+    VG_SYM("nvmlSystemGetCudaDriverVersion_v2", cuda_version[0]),
+    VG_SYM("nvmlSystemGetCudaDriverVersion", cuda_version[1]),
+    VG_SYM("nvmlDeviceGetCount_v2", count[0]),
+    VG_SYM("nvmlDeviceGetCount", count[1]),
+    VG_SYM("nvmlDeviceGetHandleByIndex_v2", handle[0]),
+    VG_SYM("nvmlDeviceGetHandleByIndex", handle[1]),
+    VG_SYM("nvmlDeviceGetName", name),
+    VG_SYM("nvmlDeviceGetUUID", uuid),
+    VG_SYM("nvmlDeviceGetMinorNumber", minor),
+    VG_SYM("nvmlDeviceGetPciInfo_v3", pci[0]),
+    VG_SYM("nvmlDeviceGetPciInfo_v2", pci[1]),
+    VG_SYM("nvmlDeviceGetPciInfo", pci[2]),
+    VG_SYM("nvmlDeviceGetMemoryInfo_v2", mem_v2),
+    VG_SYM("nvmlDeviceGetMemoryInfo", mem_v1),
+    VG_SYM("nvmlDeviceGetUtilizationRates", util),
+    VG_SYM("nvmlDeviceGetCudaComputeCapability", cc),
+    VG_SYM("nvmlDeviceGetPersistenceMode", persistence),
+    VG_SYM("nvmlDeviceGetComputeMode", compute_mode),
+    VG_SYM("nvmlDeviceGetMigMode", mig_mode),
+    VG_SYM("nvmlDeviceGetMaxMigDeviceCount", max_mig),
+    VG_SYM("nvmlDeviceGetMigDeviceHandleByIndex", mig_handle),
+    VG_SYM("nvmlDeviceGetGpuInstanceId", gpu_instance),
+    VG_SYM("nvmlDeviceGetComputeInstanceId", compute_instance),
+    VG_SYM("nvmlDeviceGetComputeRunningProcesses_v3", procs[VG_PT_COMPUTE][VG_PV3]),
+    VG_SYM("nvmlDeviceGetComputeRunningProcesses_v2", procs[VG_PT_COMPUTE][VG_PV2]),
+    VG_SYM("nvmlDeviceGetComputeRunningProcesses", procs[VG_PT_COMPUTE][VG_PV1]),
+    VG_SYM("nvmlDeviceGetGraphicsRunningProcesses_v3", procs[VG_PT_GRAPHICS][VG_PV3]),
+    VG_SYM("nvmlDeviceGetGraphicsRunningProcesses_v2", procs[VG_PT_GRAPHICS][VG_PV2]),
+    VG_SYM("nvmlDeviceGetGraphicsRunningProcesses", procs[VG_PT_GRAPHICS][VG_PV1]),
+    VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses_v3", procs[VG_PT_MPS][VG_PV3]),
+    VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses_v2", procs[VG_PT_MPS][VG_PV2]),
+    VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses", procs[VG_PT_MPS][VG_PV1]),
+    VG_SYM("nvmlDeviceGetConfComputeMemSizeInfo", conf_compute_mem),
+    VG_SYM("nvmlDeviceGetRunningProcessDetailList", process_detail_list),
+};
+
+/* Slots are filled from dlsym's void * by memcpy, which POSIX makes valid for functions. */
+_Static_assert(sizeof(void *) == sizeof(nvml_void_fn), "function and data pointers differ");
+
+/* Our own text for each status, used when the library's nvmlErrorString gives none. */
+static const struct {
+    int status;
+    const char *text;
+} vg_nvml_texts[] = {
+    { NVML_SUCCESS, "Success" },
+    { NVML_ERROR_UNINITIALIZED, "Uninitialized" },
+    { NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument" },
+    { NVML_ERROR_NOT_SUPPORTED, "Not Supported" },
+    { NVML_ERROR_NO_PERMISSION, "Insufficient Permissions" },
+    { NVML_ERROR_ALREADY_INITIALIZED, "Already Initialized" },
+    { NVML_ERROR_NOT_FOUND, "Not Found" },
+    { NVML_ERROR_INSUFFICIENT_SIZE, "Insufficient Size" },
+    { NVML_ERROR_INSUFFICIENT_POWER, "Insufficient External Power" },
+    { NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded" },
+    { NVML_ERROR_TIMEOUT, "Timeout" },
+    { NVML_ERROR_IRQ_ISSUE, "Interrupt Request Issue" },
+    { NVML_ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found" },
+    { NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found" },
+    { NVML_ERROR_CORRUPTED_INFOROM, "Corrupted infoROM" },
+    { NVML_ERROR_GPU_IS_LOST, "GPU is lost" },
+    { NVML_ERROR_RESET_REQUIRED, "GPU requires restart" },
+    { NVML_ERROR_OPERATING_SYSTEM, "The operating system has blocked the request" },
+    { NVML_ERROR_LIB_RM_VERSION_MISMATCH, "RM has detected an NVML/RM version mismatch" },
+    { NVML_ERROR_IN_USE, "In use by another client" },
+    { NVML_ERROR_MEMORY, "Insufficient Memory" },
+    { NVML_ERROR_NO_DATA, "No data" },
+    { NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "ECC is not supported on vGPU" },
+    { NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources" },
+    { NVML_ERROR_FREQ_NOT_SUPPORTED, "Frequency not supported" },
+    { NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "Argument version mismatch" },
+    { NVML_ERROR_DEPRECATED, "Deprecated" },
+    { NVML_ERROR_NOT_READY, "Not ready" },
+    { NVML_ERROR_GPU_NOT_FOUND, "GPU not found" },
+    { NVML_ERROR_INVALID_STATE, "Invalid state" },
+    { NVML_ERROR_UNKNOWN, "Unknown Error" },
+};
+
+/* ---- symbols ---------------------------------------------------------------------------- */
+
+static void vg_nvml_resolve(struct vg_nvml *n)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(vg_nvml_syms); i++) {
+        void *sym = dlsym(n->dl, vg_nvml_syms[i].name);
+        memcpy((char *)&n->f + vg_nvml_syms[i].off, &sym, sizeof sym);
+    }
+}
+
+static int vg_nvml_slot_set(const struct vg_nvml *n, size_t off)
+{
+    void *sym;
+    memcpy(&sym, (const char *)&n->f + off, sizeof sym);
+    return sym != NULL;
+}
+
+/* The symbol name of a slot in n->f, for error messages: one table, no repeated strings. */
+static const char *vg_nvml_name_of(const struct vg_nvml *n, const void *slot)
+{
+    size_t off = (size_t)((const char *)slot - (const char *)&n->f);
+    for (size_t i = 0; i < VG_ARRAY_LEN(vg_nvml_syms); i++)
+        if (vg_nvml_syms[i].off == off)
+            return vg_nvml_syms[i].name;
+    return "nvml";
+}
+
+int vg_nvml_has_symbol(const struct vg_nvml *nvml, const char *name)
+{
+    if (!nvml || !name)
+        return 0;
+    for (size_t i = 0; i < VG_ARRAY_LEN(vg_nvml_syms); i++)
+        if (strcmp(vg_nvml_syms[i].name, name) == 0)
+            return vg_nvml_slot_set(nvml, vg_nvml_syms[i].off);
+    return 0;
+}
+
+/* ---- status texts ----------------------------------------------------------------------- */
+
+static const char *vg_nvml_own_text(int status)
+{
+    for (size_t i = 0; i < VG_ARRAY_LEN(vg_nvml_texts); i++)
+        if (vg_nvml_texts[i].status == status)
+            return vg_nvml_texts[i].text;
+    return NULL;
+}
+
+/* A driver may answer an unknown code with NULL or junk; accept only short printable text.
+ * (A wild pointer cannot be detected; NULL and non-text can.) */
+static int vg_nvml_plausible_text(const char *s)
+{
+    if (!s)
+        return 0;
+    for (size_t i = 0; i < 256; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\0')
+            return i > 0;
+        if (c < 0x20 || c > 0x7e)
+            return 0;
+    }
+    return 0;
+}
+
+static const char *vg_nvml_lib_text(const struct vg_nvml *n, int status)
+{
+    if (!n || !n->f.error_string)
+        return NULL;
+    const char *s = n->f.error_string(status);
+    return vg_nvml_plausible_text(s) ? s : NULL;
+}
+
+const char *vg_nvml_strerror(const struct vg_nvml *nvml, int status)
+{
+    const char *s = vg_nvml_lib_text(nvml, status);
+    if (!s)
+        s = vg_nvml_own_text(status);
+    return s ? s : "unknown NVML error";
+}
+
+/* The text for a status in messages; a code we do not know carries its number so it can be
+ * looked up. Heap; NULL on out of memory. */
+static char *vg_nvml_status_text(const struct vg_nvml *n, int status)
+{
+    const char *lib = vg_nvml_lib_text(n, status);
+    const char *own = vg_nvml_own_text(status);
+    char *s = NULL;
+    int r;
+    if (own)
+        r = asprintf(&s, "%s", lib ? lib : own);
+    else if (lib)
+        r = asprintf(&s, "%s (NVML error %d)", lib, status);
+    else
+        r = asprintf(&s, "unknown NVML error %d", status);
+    return r < 0 ? NULL : s;
+}
+
+static int vg_nvml_errno(int status)
+{
+    switch (status) {
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+    case NVML_ERROR_GPU_NOT_FOUND:
+        return -ENODEV;
+    case NVML_ERROR_NO_PERMISSION:
+        return -EACCES;
+    case NVML_ERROR_TIMEOUT:
+        return -ETIMEDOUT;
+    default:
+        return -EIO;
+    }
+}
+
+/* ---- open / free ------------------------------------------------------------------------ */
+
+static const char *vg_nvml_pick_path(const char *path)
+{
+    if (path && *path)
+        return path;
+    /* secure_getenv: a setuid build must not load a library the caller chose. */
+    const char *env = secure_getenv("VRAMGUARD_NVML");
+    return env && *env ? env : VG_NVML_DEFAULT_LIB;
+}
+
+static int vg_nvml_init(struct vg_nvml *n, struct vg_err *err)
+{
+    nvml_void_fn init = n->f.init[0] ? n->f.init[0] : n->f.init[1];
+    if (!init)
+        return vg_err_set(err, -ENOSYS, "cannot initialise NVML from '%s': no nvmlInit symbol",
+                          n->path);
+    nvmlReturn_t st = init();
+    if (st == NVML_SUCCESS) {
+        n->initialised = 1;
+        return 0;
+    }
+    char *text = vg_nvml_status_text(n, st);
+    int code = vg_err_set(err, vg_nvml_errno(st), "cannot initialise NVML from '%s': %s",
+                          n->path, text ? text : "out of memory");
+    free(text);
+    return code;
+}
+
+int vg_nvml_open(const char *path, struct vg_nvml **out, struct vg_err *err)
+{
+    *out = NULL;
+    path = vg_nvml_pick_path(path);
+    struct vg_nvml *n = calloc(1, sizeof *n);
+    if (!n || !(n->path = strdup(path))) {
+        free(n);
+        return vg_err_set(err, -ENOMEM, "out of memory loading NVML");
+    }
+    dlerror();
+    n->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!n->dl) {
+        const char *why = dlerror();
+        int code = vg_err_set(err, -ENOENT, "cannot load NVML from '%s': %s", path,
+                              why ? why : "unknown dlopen error");
+        vg_nvml_free(n);
+        return code;
+    }
+    vg_nvml_resolve(n);
+    n->r535 = n->f.conf_compute_mem && !n->f.process_detail_list;
+    int r = vg_nvml_init(n, err);
+    if (r < 0) {
+        vg_nvml_free(n);
+        return r;
+    }
+    *out = n;
+    return 0;
+}
+
+void vg_nvml_free(struct vg_nvml *nvml)
+{
+    if (!nvml)
+        return;
+    if (nvml->initialised && nvml->f.shutdown)
+        nvml->f.shutdown();
+    if (nvml->dl)
+        dlclose(nvml->dl);
+    free(nvml->path);
+    free(nvml);
+}
+
+/* ---- recording errors ------------------------------------------------------------------- */
+
+/*
+ * Which failures are recorded. NVML answers NOT_SUPPORTED (or FUNCTION_NOT_FOUND) when a GPU or
+ * driver simply lacks a feature; for the optional fields (utilisation, compute capability,
+ * persistence and compute mode, MIG mode and MIG devices, instance ids, reserved memory,
+ * driver/NVML/CUDA versions, the graphics and MPS process lists) that only leaves the field
+ * unknown and is not recorded. Every other failure, and any failure of the identity (handle,
+ * name, UUID, minor, PCI), memory and compute-process getters, is recorded. GPU_IS_LOST marks
+ * the device lost and is recorded once per device: the later getters would only repeat it.
+ */
+static int vg_nvml_quiet(nvmlReturn_t st, int optional)
+{
+    return optional && (st == NVML_ERROR_NOT_SUPPORTED || st == NVML_ERROR_FUNCTION_NOT_FOUND);
+}
+
+static int vg_nvml_add_error(struct vg_gpu_error **errs, size_t *nerrs, const char *func,
+                             int status, char *msg)
+{
+    struct vg_gpu_error *e = realloc(*errs, (*nerrs + 1) * sizeof **errs);
+    char *f = strdup(func);
+    if (!e || !f || !msg) {
+        if (e)
+            *errs = e;
+        free(f);
+        free(msg);
+        return -ENOMEM;
+    }
+    *errs = e;
+    e[*nerrs] = (struct vg_gpu_error){ .func = f, .status = status, .msg = msg };
+    (*nerrs)++;
+    return 0;
+}
+
+/* Record a failure not tied to one GPU; returns 0 or -ENOMEM. */
+static int vg_nvml_list_fail(const struct vg_nvml *n, struct vg_gpu_list *list, const void *slot,
+                             nvmlReturn_t st, int optional)
+{
+    if (vg_nvml_quiet(st, optional))
+        return 0;
+    const char *func = vg_nvml_name_of(n, slot);
+    char *text = vg_nvml_status_text(n, st), *msg = NULL;
+    if (text && asprintf(&msg, "%s: %s", func, text) < 0)
+        msg = NULL;
+    free(text);
+    return vg_nvml_add_error(&list->errors, &list->nerrors, func, st, msg);
+}
+
+/* What one device read needs: the client, the list, the device and its label. */
+struct vg_nvml_dev {
+    struct vg_nvml *nvml;
+    struct vg_gpu_list *list;
+    struct vg_gpu *g;
+    nvmlDevice_t dev;
+    long parent; /* the parent GPU's index for a MIG device, else -1 */
+};
+
+/* Record a failed call on d's device ("GPU 2: func: text"); returns 0 or -ENOMEM. */
+static int vg_nvml_fail(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st, int optional)
+{
+    if (vg_nvml_quiet(st, optional))
+        return 0;
+    if (st == NVML_ERROR_GPU_IS_LOST) {
+        if (d->g->lost)
+            return 0;
+        d->g->lost = true;
+    }
+    const char *func = vg_nvml_name_of(d->nvml, slot);
+    char *text = vg_nvml_status_text(d->nvml, st), *msg = NULL;
+    int r = 0;
+    if (text && d->parent >= 0)
+        r = asprintf(&msg, "GPU %ld/MIG %u: %s: %s", d->parent, d->g->index, func, text);
+    else if (text)
+        r = asprintf(&msg, "GPU %u: %s: %s", d->g->index, func, text);
+    if (r < 0)
+        msg = NULL;
+    free(text);
+    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, st, msg);
+}
+
+/* ---- strings ---------------------------------------------------------------------------- */
+
+/* Call a string getter (device or system shape) starting at NVML's documented size, growing
+ * on INSUFFICIENT_SIZE. On success *out is a heap copy. Returns 0 or -ENOMEM; the NVML status
+ * is in *st. */
+static int vg_nvml_get_string(nvml_dev_string_fn dfn, nvml_sys_string_fn sfn, nvmlDevice_t dev,
+                              unsigned size, char **out, nvmlReturn_t *st)
+{
+    char *buf = NULL;
+    *st = NVML_ERROR_INSUFFICIENT_SIZE;
+    for (; *st == NVML_ERROR_INSUFFICIENT_SIZE && size <= VG_NVML_STRING_MAX; size *= 2) {
+        char *nb = realloc(buf, size);
+        if (!nb) {
+            free(buf);
+            return -ENOMEM;
+        }
+        buf = nb;
+        memset(buf, 0, size);
+        *st = dfn ? dfn(dev, buf, size) : sfn(buf, size);
+        /* No NUL inside the buffer: treat as too small rather than cut the text. */
+        if (*st == NVML_SUCCESS && strnlen(buf, size) == size)
+            *st = NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (*st != NVML_SUCCESS) {
+        free(buf);
+        return 0;
+    }
+    *out = buf;
+    return 0;
+}
+
+static int vg_nvml_dev_string(struct vg_nvml_dev *d, nvml_dev_string_fn const *slot,
+                              unsigned size, unsigned bit, char **out)
+{
+    nvmlReturn_t st;
+    if (!*slot)
+        return 0;
+    int r = vg_nvml_get_string(*slot, NULL, d->dev, size, out, &st);
+    if (r < 0)
+        return r;
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, slot, st, 0);
+    d->g->known |= bit;
+    return 0;
+}
+
+static int vg_nvml_read_name(struct vg_nvml_dev *d)
+{
+    return vg_nvml_dev_string(d, &d->nvml->f.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE,
+                              VG_GPU_K_NAME, &d->g->name);
+}
+
+static int vg_nvml_read_uuid(struct vg_nvml_dev *d)
+{
+    return vg_nvml_dev_string(d, &d->nvml->f.uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE,
+                              VG_GPU_K_UUID, &d->g->uuid);
+}
+
+/* ---- per-device fields ------------------------------------------------------------------ */
+
+static int vg_nvml_read_minor(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned v = 0;
+    if (!f->minor)
+        return 0;
+    nvmlReturn_t st = f->minor(d->dev, &v);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->minor, st, 0);
+    d->g->minor = v;
+    d->g->known |= VG_GPU_K_MINOR;
+    return 0;
+}
+
+static int vg_nvml_read_pci(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    size_t v = 0;
+    while (v < VG_ARRAY_LEN(f->pci) && !f->pci[v])
+        v++;
+    if (v == VG_ARRAY_LEN(f->pci))
+        return 0;
+    nvmlPciInfo_t pci;
+    memset(&pci, 0, sizeof pci);
+    nvmlReturn_t st = f->pci[v](d->dev, &pci);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->pci[v], st, 0);
+    /* v1 fills only the 16-byte legacy id; later versions the full one (legacy as fallback). */
+    const char *id = pci.busId;
+    size_t len = strnlen(pci.busId, sizeof pci.busId);
+    if (v == VG_ARRAY_LEN(f->pci) - 1 || len == 0 || len == sizeof pci.busId) {
+        id = pci.busIdLegacy;
+        len = strnlen(pci.busIdLegacy, sizeof pci.busIdLegacy);
+    }
+    if (!(d->g->pci_bus_id = strndup(id, len)))
+        return -ENOMEM;
+    d->g->pci_domain = pci.domain;
+    d->g->pci_bus = pci.bus;
+    d->g->pci_device = pci.device;
+    d->g->known |= VG_GPU_K_PCI;
+    return 0;
+}
+
+/* Process lists and memory fall back to the next older version on these answers. */
+static int vg_nvml_try_older(nvmlReturn_t st)
+{
+    return st == NVML_ERROR_FUNCTION_NOT_FOUND || st == NVML_ERROR_NOT_SUPPORTED ||
+           st == NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+}
+
+static void vg_nvml_set_mem(struct vg_nvml_dev *d, uint64_t total, uint64_t used, uint64_t free_,
+                            const char *api)
+{
+    d->g->mem_total = total;
+    d->g->mem_used = used;
+    d->g->mem_free = free_;
+    d->g->known |= VG_GPU_K_MEM;
+    if (!d->list->mem_api)
+        d->list->mem_api = api;
+}
+
+static int vg_nvml_read_memory(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    nvmlReturn_t st = NVML_SUCCESS;
+    if (f->mem_v2) {
+        nvmlMemory_v2_t m;
+        memset(&m, 0, sizeof m);
+        m.version = nvmlMemory_v2;
+        st = f->mem_v2(d->dev, &m);
+        if (st == NVML_SUCCESS) {
+            vg_nvml_set_mem(d, m.total, m.used, m.free, "v2");
+            d->g->mem_reserved = m.reserved;
+            d->g->known |= VG_GPU_K_RESERVED;
+            return 0;
+        }
+        if (!vg_nvml_try_older(st) || !f->mem_v1)
+            return vg_nvml_fail(d, &f->mem_v2, st, 0);
+    }
+    if (!f->mem_v1)
+        return 0;
+    nvmlMemory_t m;
+    memset(&m, 0, sizeof m);
+    st = f->mem_v1(d->dev, &m);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->mem_v1, st, 0);
+    vg_nvml_set_mem(d, m.total, m.used, m.free, "v1");
+    return 0;
+}
+
+static int vg_nvml_read_util(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    nvmlUtilization_t u = { 0, 0 };
+    if (!f->util)
+        return 0;
+    nvmlReturn_t st = f->util(d->dev, &u);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->util, st, 1);
+    d->g->util_gpu = u.gpu;
+    d->g->util_mem = u.memory;
+    d->g->known |= VG_GPU_K_UTIL;
+    return 0;
+}
+
+static int vg_nvml_read_cc(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    int major = 0, minor = 0;
+    if (!f->cc)
+        return 0;
+    nvmlReturn_t st = f->cc(d->dev, &major, &minor);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->cc, st, 1);
+    d->g->cc_major = major;
+    d->g->cc_minor = minor;
+    d->g->known |= VG_GPU_K_CC;
+    return 0;
+}
+
+static int vg_nvml_read_persistence(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned v = 0;
+    if (!f->persistence)
+        return 0;
+    nvmlReturn_t st = f->persistence(d->dev, &v);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->persistence, st, 1);
+    d->g->persistence = v == NVML_FEATURE_ENABLED;
+    d->g->known |= VG_GPU_K_PERSIST;
+    return 0;
+}
+
+static int vg_nvml_read_compute_mode(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned v = 0;
+    if (!f->compute_mode)
+        return 0;
+    nvmlReturn_t st = f->compute_mode(d->dev, &v);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->compute_mode, st, 1);
+    d->g->compute_mode = v;
+    d->g->known |= VG_GPU_K_COMPUTE_MODE;
+    return 0;
+}
+
+static int vg_nvml_read_mig_mode(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned cur = 0, pending = 0;
+    if (!f->mig_mode)
+        return 0;
+    nvmlReturn_t st = f->mig_mode(d->dev, &cur, &pending);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->mig_mode, st, 1);
+    d->g->mig_current = cur;
+    d->g->mig_pending = pending;
+    d->g->known |= VG_GPU_K_MIG_MODE;
+    return 0;
+}
+
+/* A MIG device's GPU and compute instance ids; known only when both answered. */
+static int vg_nvml_read_instance(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned gi = 0, ci = 0;
+    if (!f->gpu_instance || !f->compute_instance)
+        return 0;
+    nvmlReturn_t st = f->gpu_instance(d->dev, &gi);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->gpu_instance, st, 1);
+    st = f->compute_instance(d->dev, &ci);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->compute_instance, st, 1);
+    d->g->gpu_instance = gi;
+    d->g->compute_instance = ci;
+    d->g->known |= VG_GPU_K_INSTANCE;
+    return 0;
+}
+
+/* ---- process lists ---------------------------------------------------------------------- */
+
+/*
+ * The two-call pattern: ask for the size with an empty buffer, allocate with headroom, fill.
+ * The list can grow between the calls (or a driver can under-report), so INSUFFICIENT_SIZE is
+ * retried with at least the reported count and at least double the previous buffer, a bounded
+ * number of times. On success *buf (heap, may be NULL when empty) holds *n entries of stride
+ * bytes. Returns 0 or -ENOMEM; the NVML status is in *st.
+ */
+static int vg_nvml_call_procs(nvml_procs_fn fn, nvmlDevice_t dev, size_t stride,
+                              unsigned char **buf, unsigned *n, nvmlReturn_t *st)
+{
+    unsigned char *b = NULL;
+    size_t cap = 0;
+    unsigned count = 0;
+    *st = fn(dev, &count, NULL);
+    for (int tries = 0; *st == NVML_ERROR_INSUFFICIENT_SIZE && tries < VG_NVML_PROC_TRIES;
+         tries++) {
+        size_t want = (size_t)count + count / 4 + 4;
+        if (want <= cap)
+            want = cap * 2;
+        if (want > VG_NVML_PROC_MAX)
+            break;
+        unsigned char *nb = realloc(b, want * stride);
+        if (!nb) {
+            free(b);
+            return -ENOMEM;
+        }
+        b = nb;
+        memset(b, 0, want * stride);
+        cap = want;
+        count = (unsigned)cap;
+        *st = fn(dev, &count, b);
+    }
+    if (*st != NVML_SUCCESS) {
+        free(b);
+        return 0;
+    }
+    *buf = b;
+    *n = count < cap ? count : (unsigned)cap; /* never trust a count beyond the buffer */
+    return 0;
+}
+
+static size_t vg_nvml_stride(const struct vg_nvml *n, int version)
+{
+    if (version == VG_PV1)
+        return sizeof(nvmlProcessInfo_v1_t);
+    if (version == VG_PV3 && n->r535)
+        return sizeof(nvmlProcessInfo_535_t);
+    return sizeof(nvmlProcessInfo_v2_t);
+}
+
+/* Decode one entry by offsets, so every stride shares the v1/v2 field positions. */
+static void vg_nvml_decode(const unsigned char *e, int version, unsigned type,
+                           struct vg_gpu_proc *p)
+{
+    uint32_t pid, gi, ci;
+    uint64_t used;
+    memcpy(&pid, e + offsetof(nvmlProcessInfo_v2_t, pid), sizeof pid);
+    memcpy(&used, e + offsetof(nvmlProcessInfo_v2_t, usedGpuMemory), sizeof used);
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    p->types = type;
+    p->used_known = used != NVML_VALUE_NOT_AVAILABLE;
+    p->used_bytes = p->used_known ? used : 0;
+    p->bogus_pid = pid == 0 || pid == UINT32_MAX;
+    if (version == VG_PV1)
+        return;
+    memcpy(&gi, e + offsetof(nvmlProcessInfo_v2_t, gpuInstanceId), sizeof gi);
+    memcpy(&ci, e + offsetof(nvmlProcessInfo_v2_t, computeInstanceId), sizeof ci);
+    /* Outside MIG the driver writes 0xFFFFFFFF: no instance, not instance 4294967295. */
+    if (gi != UINT32_MAX) {
+        p->instance_known = true;
+        p->gpu_instance = gi;
+        p->compute_instance = ci;
+    }
+}
+
+static struct vg_gpu_proc *vg_nvml_find_proc(struct vg_gpu_proc *procs, size_t n, uint32_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (procs[i].pid == pid)
+            return &procs[i];
+    return NULL;
+}
+
+/*
+ * Fold p into the entry q for the same pid. Within one list a pid appears more than once only
+ * for separate contexts (e.g. on two MIG instances), so memory adds up (unknown if any part is).
+ * Across lists compute, graphics and MPS report the same context, so a known value is taken
+ * and the larger of two known ones kept.
+ */
+static void vg_nvml_fold(struct vg_gpu_proc *q, const struct vg_gpu_proc *p, int same_list)
+{
+    q->types |= p->types;
+    if (same_list) {
+        q->used_known = q->used_known && p->used_known;
+        q->used_bytes = q->used_known ? q->used_bytes + p->used_bytes : 0;
+        if (q->instance_known && (!p->instance_known || p->gpu_instance != q->gpu_instance ||
+                                  p->compute_instance != q->compute_instance))
+            q->instance_known = false;
+        return;
+    }
+    if (p->used_known && (!q->used_known || p->used_bytes > q->used_bytes)) {
+        q->used_known = true;
+        q->used_bytes = p->used_bytes;
+    }
+    if (!q->instance_known && p->instance_known) {
+        q->instance_known = true;
+        q->gpu_instance = p->gpu_instance;
+        q->compute_instance = p->compute_instance;
+    }
+}
+
+/* Merge p into procs[0..*n) (capacity at least *n + 1). */
+static void vg_nvml_merge(struct vg_gpu_proc *procs, size_t *n, const struct vg_gpu_proc *p,
+                          int same_list)
+{
+    struct vg_gpu_proc *q = vg_nvml_find_proc(procs, *n, p->pid);
+    if (q)
+        vg_nvml_fold(q, p, same_list);
+    else
+        procs[(*n)++] = *p;
+}
+
+/* Decode a filled buffer and merge it into the device's process list. */
+static int vg_nvml_add_procs(struct vg_gpu *g, const unsigned char *buf, unsigned count,
+                             int version, size_t stride, unsigned type)
+{
+    struct vg_gpu_proc *mine = calloc(count ? count : 1, sizeof *mine);
+    struct vg_gpu_proc *all = realloc(g->procs, (g->nprocs + count + 1) * sizeof *all);
+    if (all)
+        g->procs = all;
+    if (!mine || !all) {
+        free(mine);
+        return -ENOMEM;
+    }
+    size_t nmine = 0;
+    for (unsigned i = 0; i < count; i++) {
+        struct vg_gpu_proc p;
+        vg_nvml_decode(buf + (size_t)i * stride, version, type, &p);
+        vg_nvml_merge(mine, &nmine, &p, 1);
+    }
+    for (size_t i = 0; i < nmine; i++)
+        vg_nvml_merge(g->procs, &g->nprocs, &mine[i], 0);
+    free(mine);
+    return 0;
+}
+
+static const char *const vg_nvml_proc_api[VG_PV_N] = { "v3", "v2", "v1" };
+static const unsigned vg_nvml_ptype_bit[VG_PT_N] = { VG_PTYPE_COMPUTE, VG_PTYPE_GRAPHICS,
+                                                     VG_PTYPE_MPS };
+
+static void vg_nvml_note_proc_api(struct vg_nvml_dev *d, int version)
+{
+    if (!d->list->proc_api)
+        d->list->proc_api = vg_nvml_proc_api[version];
+    if (version == VG_PV3 && d->nvml->r535)
+        d->list->proc_stride_535 = true;
+    d->g->known |= VG_GPU_K_PROCS;
+}
+
+/* One list (compute, graphics or MPS), newest version first. */
+static int vg_nvml_read_proc_list(struct vg_nvml_dev *d, int type)
+{
+    nvml_procs_fn const *slots = d->nvml->f.procs[type];
+    const void *last = NULL;
+    nvmlReturn_t st = NVML_SUCCESS;
+    for (int v = 0; v < VG_PV_N; v++) {
+        if (!slots[v])
+            continue;
+        last = &slots[v];
+        size_t stride = vg_nvml_stride(d->nvml, v);
+        unsigned char *buf = NULL;
+        unsigned count = 0;
+        int r = vg_nvml_call_procs(slots[v], d->dev, stride, &buf, &count, &st);
+        if (r < 0)
+            return r;
+        if (st == NVML_SUCCESS) {
+            r = vg_nvml_add_procs(d->g, buf, count, v, stride, vg_nvml_ptype_bit[type]);
+            free(buf);
+            if (r == 0)
+                vg_nvml_note_proc_api(d, v);
+            return r;
+        }
+        if (!vg_nvml_try_older(st))
+            break;
+    }
+    if (!last)
+        return 0;
+    return vg_nvml_fail(d, last, st, type != VG_PT_COMPUTE);
+}
+
+static int vg_nvml_read_procs(struct vg_nvml_dev *d)
+{
+    for (int t = 0; t < VG_PT_N; t++) {
+        int r = vg_nvml_read_proc_list(d, t);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* ---- devices ---------------------------------------------------------------------------- */
+
+typedef int (*vg_nvml_reader)(struct vg_nvml_dev *d);
+
+static const vg_nvml_reader vg_nvml_mig_readers[] = {
+    vg_nvml_read_name, vg_nvml_read_uuid, vg_nvml_read_memory, vg_nvml_read_instance,
+    vg_nvml_read_procs,
+};
+
+static int vg_nvml_run_readers(struct vg_nvml_dev *d, const vg_nvml_reader *readers, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int r = readers[i](d);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* A MIG device shares its parent's minor number (its /dev/nvidia node) and PCI address. */
+static int vg_nvml_inherit(struct vg_gpu *mg, const struct vg_gpu *parent)
+{
+    mg->minor = parent->minor;
+    mg->known |= parent->known & VG_GPU_K_MINOR;
+    if (!(parent->known & VG_GPU_K_PCI))
+        return 0;
+    if (!(mg->pci_bus_id = strdup(parent->pci_bus_id)))
+        return -ENOMEM;
+    mg->pci_domain = parent->pci_domain;
+    mg->pci_bus = parent->pci_bus;
+    mg->pci_device = parent->pci_device;
+    mg->known |= VG_GPU_K_PCI;
+    return 0;
+}
+
+static int vg_nvml_read_mig_device(struct vg_nvml_dev *pd, unsigned index, nvmlDevice_t h)
+{
+    struct vg_gpu *mg = &pd->g->mig[pd->g->nmig++];
+    mg->index = index;
+    mg->is_mig = true;
+    int r = vg_nvml_inherit(mg, pd->g);
+    if (r < 0)
+        return r;
+    struct vg_nvml_dev d = {
+        .nvml = pd->nvml, .list = pd->list, .g = mg, .dev = h, .parent = (long)pd->g->index,
+    };
+    return vg_nvml_run_readers(&d, vg_nvml_mig_readers, VG_ARRAY_LEN(vg_nvml_mig_readers));
+}
+
+/* MIG devices are enumerated only when MIG is on; indices the driver has not populated
+ * answer NOT_FOUND and are skipped. */
+static int vg_nvml_read_migs(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu *g = d->g;
+    unsigned max = 0;
+    if (!(g->known & VG_GPU_K_MIG_MODE) || g->mig_current != NVML_DEVICE_MIG_ENABLE ||
+        !f->max_mig || !f->mig_handle)
+        return 0;
+    nvmlReturn_t st = f->max_mig(d->dev, &max);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->max_mig, st, 1);
+    if (max == 0)
+        return 0;
+    if (!(g->mig = calloc(max, sizeof *g->mig)))
+        return -ENOMEM;
+    for (unsigned i = 0; i < max; i++) {
+        nvmlDevice_t h = NULL;
+        st = f->mig_handle(d->dev, i, &h);
+        int r = 0;
+        if (st == NVML_SUCCESS)
+            r = vg_nvml_read_mig_device(d, i, h);
+        else if (st != NVML_ERROR_NOT_FOUND)
+            r = vg_nvml_fail(d, &f->mig_handle, st, 1);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+static const vg_nvml_reader vg_nvml_gpu_readers[] = {
+    vg_nvml_read_name,     vg_nvml_read_uuid,        vg_nvml_read_minor,
+    vg_nvml_read_pci,      vg_nvml_read_memory,      vg_nvml_read_util,
+    vg_nvml_read_cc,       vg_nvml_read_persistence, vg_nvml_read_compute_mode,
+    vg_nvml_read_mig_mode, vg_nvml_read_procs,       vg_nvml_read_migs,
+};
+
+/* Read GPU index into g. A handle that cannot be had leaves the GPU lost with only its index. */
+static int vg_nvml_read_gpu(struct vg_nvml *n, struct vg_gpu_list *list, unsigned index,
+                            struct vg_gpu *g)
+{
+    const struct vg_nvml_fns *f = &n->f;
+    struct vg_nvml_dev d = { .nvml = n, .list = list, .g = g, .dev = NULL, .parent = -1 };
+    const nvml_handle_by_index_fn *slot = f->handle[0] ? &f->handle[0] : &f->handle[1];
+    g->index = index;
+    if (!*slot) {
+        g->lost = true;
+        return 0;
+    }
+    nvmlReturn_t st = (*slot)(index, &d.dev);
+    if (st != NVML_SUCCESS) {
+        int r = vg_nvml_fail(&d, slot, st, 0);
+        g->lost = true;
+        return r;
+    }
+    return vg_nvml_run_readers(&d, vg_nvml_gpu_readers, VG_ARRAY_LEN(vg_nvml_gpu_readers));
+}
+
+/* ---- the whole host --------------------------------------------------------------------- */
+
+static int vg_nvml_read_sys_string(struct vg_nvml *n, struct vg_gpu_list *list,
+                                   nvml_sys_string_fn const *slot, unsigned size, char **out)
+{
+    nvmlReturn_t st;
+    if (!*slot)
+        return 0;
+    int r = vg_nvml_get_string(NULL, *slot, NULL, size, out, &st);
+    if (r < 0)
+        return r;
+    return st == NVML_SUCCESS ? 0 : vg_nvml_list_fail(n, list, slot, st, 1);
+}
+
+static int vg_nvml_read_versions(struct vg_nvml *n, struct vg_gpu_list *list)
+{
+    const struct vg_nvml_fns *f = &n->f;
+    int r = vg_nvml_read_sys_string(n, list, &f->driver_version,
+                                    NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE, &list->driver_version);
+    if (r == 0)
+        r = vg_nvml_read_sys_string(n, list, &f->nvml_version,
+                                    NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE, &list->nvml_version);
+    if (r < 0)
+        return r;
+    const nvml_sys_int_fn *slot = f->cuda_version[0] ? &f->cuda_version[0] : &f->cuda_version[1];
+    int cuda = 0;
+    if (!*slot)
+        return 0;
+    nvmlReturn_t st = (*slot)(&cuda);
+    if (st != NVML_SUCCESS)
+        return vg_nvml_list_fail(n, list, slot, st, 1);
+    list->cuda_version = cuda;
+    return 0;
+}
+
+static int vg_nvml_count(struct vg_nvml *n, struct vg_gpu_list *list, unsigned *count,
+                         struct vg_err *err)
+{
+    const struct vg_nvml_fns *f = &n->f;
+    const nvml_count_fn *slot = f->count[0] ? &f->count[0] : &f->count[1];
+    if (!*slot)
+        return vg_err_set(err, -ENOSYS, "cannot count GPUs: '%s' has no nvmlDeviceGetCount",
+                          n->path);
+    nvmlReturn_t st = (*slot)(count);
+    if (st == NVML_SUCCESS)
+        return 0;
+    if (vg_nvml_list_fail(n, list, slot, st, 0) < 0)
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+    char *text = vg_nvml_status_text(n, st);
+    int code = vg_err_set(err, vg_nvml_errno(st), "cannot count GPUs: %s: %s",
+                          vg_nvml_name_of(n, slot), text ? text : "out of memory");
+    free(text);
+    return code;
+}
+
+static int vg_nvml_read_all(struct vg_nvml *n, struct vg_gpu_list *list, struct vg_err *err)
+{
+    unsigned count = 0;
+    int r = vg_nvml_read_versions(n, list);
+    if (r < 0)
+        return r;
+    r = vg_nvml_count(n, list, &count, err);
+    if (r < 0 || count == 0)
+        return r;
+    if (!(list->gpus = calloc(count, sizeof *list->gpus)))
+        return -ENOMEM;
+    for (unsigned i = 0; i < count; i++) {
+        list->ngpus = i + 1;
+        r = vg_nvml_read_gpu(n, list, i, &list->gpus[i]);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int vg_nvml_read(struct vg_nvml *nvml, struct vg_gpu_list *list, struct vg_err *err)
+{
+    list->loaded = true;
+    if (!(list->library = strdup(nvml->path)))
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+    int r = vg_nvml_read_all(nvml, list, err);
+    if (r == -ENOMEM)
+        return vg_err_set(err, r, "out of memory reading GPUs");
+    return r;
+}

@@ -1,0 +1,84 @@
+/*
+ * vramguard: who holds memory on which GPU, why, and what to do about it.
+ *
+ * A thin main over the layers below (jq-style): parse the global options up to the command
+ * name, look the command up in a table, and hand it the rest of the command line.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+
+struct vg_command {
+    const char *name;
+    int (*run)(struct vg_global *g, int argc, char **argv);
+    const char *summary;
+};
+
+static const struct vg_command vg_commands[] = {
+    {"status", vg_cmd_status, "each GPU and every process holding its memory (default)"},
+};
+
+static void vg_main_help(FILE *f)
+{
+    fputs("usage: vramguard [global options] [COMMAND] [options]\n"
+          "\n"
+          "Shows who holds memory on which NVIDIA GPU, joined from the driver (NVML) and from\n"
+          "the /dev/nvidia* descriptors processes hold open.\n"
+          "\n"
+          "Commands:\n",
+          f);
+    for (size_t i = 0; i < sizeof(vg_commands) / sizeof(vg_commands[0]); i++)
+        fprintf(f, "  %-10s %s\n", vg_commands[i].name, vg_commands[i].summary);
+    fputs("\n'vramguard COMMAND --help' shows a command's options.\n\n", f);
+    fputs(vg_global_help, f);
+    fputs("\nExit status: 0 ok; 1 warnings; 2 critical; 3 could not check; 64 bad usage;\n"
+          "70 internal error. See vramguard(1).\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_global g = {0};
+    int c;
+    /* '+': stop at the command name; the command parses the rest. */
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+        int r = vg_global_opt(&g, c, optarg, NULL);
+        if (r < 0)
+            return VG_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            vg_main_help(stdout);
+            return VG_EXIT_OK;
+        case 'V':
+            printf("vramguard %s\n", VG_VERSION);
+            return VG_EXIT_OK;
+        default:
+            vg_cmd_usage_error(NULL, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+
+    const char *name = optind < argc ? argv[optind] : "status";
+    for (size_t i = 0; i < sizeof(vg_commands) / sizeof(vg_commands[0]); i++) {
+        if (strcmp(vg_commands[i].name, name) != 0)
+            continue;
+        /* The command sees argv[0] = its name, then its own arguments. */
+        int sub_argc = optind < argc ? argc - optind : 1;
+        char *dflt[] = {(char *)name, NULL};
+        char **sub_argv = optind < argc ? argv + optind : dflt;
+        return vg_commands[i].run(&g, sub_argc, sub_argv);
+    }
+    vg_cmd_error(NULL, "'%s' is not a vramguard command (see 'vramguard --help')", name);
+    return VG_EXIT_USAGE;
+}

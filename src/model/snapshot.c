@@ -1,0 +1,341 @@
+/*
+ * Building the snapshot (see snapshot.h): driver first, under a deadline, so that the PIDs it
+ * reports can be read from /proc in the same pass as the device-node holders; then the join.
+ */
+#include "model/snapshot.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/collect.h"
+
+struct vg_snapshot *vg_snap_new(void)
+{
+    struct vg_snapshot *snap = calloc(1, sizeof(*snap));
+    if (!snap)
+        return NULL;
+    vg_gpu_list_init(&snap->gpus);
+    vg_proc_table_init(&snap->procs);
+    clock_gettime(CLOCK_REALTIME, &snap->taken_at);
+    return snap;
+}
+
+void vg_snap_free(struct vg_snapshot *snap)
+{
+    if (!snap)
+        return;
+    free(snap->proc_root);
+    free(snap->dev_dir);
+    free(snap->driver_error);
+    vg_gpu_list_release(&snap->gpus);
+    free(snap->per_gpu);
+    vg_proc_table_release(&snap->procs);
+    free(snap->holdings);
+    free(snap);
+}
+
+/* Growable holdings array used during assembly. */
+struct vg_hold_vec {
+    struct vg_holding *v;
+    size_t n, cap;
+};
+
+static struct vg_holding *vg_hold_push(struct vg_hold_vec *hv)
+{
+    if (hv->n == hv->cap) {
+        size_t cap = hv->cap ? hv->cap * 2 : 16;
+        struct vg_holding *v = realloc(hv->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        hv->v = v;
+        hv->cap = cap;
+    }
+    struct vg_holding *h = &hv->v[hv->n++];
+    memset(h, 0, sizeof(*h));
+    h->mig = -1;
+    return h;
+}
+
+static int vg_hold_add_nvml(struct vg_hold_vec *hv, size_t gi, int mig, const struct vg_gpu *g,
+                            const struct vg_gpu_proc *p)
+{
+    struct vg_holding *h = vg_hold_push(hv);
+    if (!h)
+        return -ENOMEM;
+    h->gpu = gi;
+    h->mig = mig;
+    h->minor = g->minor;
+    h->minor_known = (g->known & VG_GPU_K_MINOR) != 0;
+    h->pid = (pid_t)p->pid;
+    h->seen = VG_SEEN_NVML;
+    h->types = p->types;
+    h->used_known = p->used_known;
+    h->used_bytes = p->used_bytes;
+    h->bogus_pid = p->bogus_pid;
+    return 0;
+}
+
+/* NVML's lists. On a MIG-enabled GPU the MIG devices' own lists are authoritative (they carry
+ * per-instance memory); the parent's list only adds PIDs no MIG device reported. */
+static int vg_snap_join_nvml(struct vg_hold_vec *hv, const struct vg_gpu_list *gpus)
+{
+    for (size_t gi = 0; gi < gpus->ngpus; gi++) {
+        const struct vg_gpu *g = &gpus->gpus[gi];
+        size_t first = hv->n;
+        for (size_t m = 0; m < g->nmig; m++) {
+            const struct vg_gpu *mg = &g->mig[m];
+            for (size_t k = 0; k < mg->nprocs; k++) {
+                struct vg_gpu_proc *p = &mg->procs[k];
+                int rc = vg_hold_add_nvml(hv, gi, (int)m, g, p);
+                if (rc)
+                    return rc;
+            }
+        }
+        size_t after_mig = hv->n;
+        for (size_t k = 0; k < g->nprocs; k++) {
+            const struct vg_gpu_proc *p = &g->procs[k];
+            bool in_mig = false;
+            for (size_t i = first; i < after_mig && !in_mig; i++)
+                in_mig = hv->v[i].pid == (pid_t)p->pid;
+            if (in_mig)
+                continue;
+            int rc = vg_hold_add_nvml(hv, gi, -1, g, p);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static size_t vg_snap_gpu_by_minor(const struct vg_gpu_list *gpus, unsigned minor)
+{
+    const struct vg_gpu *g = vg_gpu_list_by_minor(gpus, minor);
+    return g ? (size_t)(g - gpus->gpus) : VG_SNAP_NO_GPU;
+}
+
+/* Device-node holders: mark what NVML already listed, add the rest as fd-only. */
+static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gpus,
+                            const struct vg_proc_table *procs)
+{
+    for (size_t i = 0; i < procs->n; i++) {
+        const struct vg_proc *p = &procs->procs[i];
+        for (size_t k = 0; k < p->ndev_minors; k++) {
+            unsigned minor = p->dev_minors[k];
+            size_t gi = vg_snap_gpu_by_minor(gpus, minor);
+            bool marked = false;
+            for (size_t j = 0; j < hv->n; j++) {
+                struct vg_holding *h = &hv->v[j];
+                if (h->pid == p->pid && h->gpu == gi && gi != VG_SNAP_NO_GPU) {
+                    h->seen |= VG_SEEN_FD;
+                    marked = true;
+                }
+            }
+            if (marked)
+                continue;
+            struct vg_holding *h = vg_hold_push(hv);
+            if (!h)
+                return -ENOMEM;
+            h->gpu = gi;
+            h->minor = minor;
+            h->minor_known = true;
+            h->pid = p->pid;
+            h->seen = VG_SEEN_FD;
+        }
+    }
+    return 0;
+}
+
+static int vg_hold_cmp(const void *a, const void *b)
+{
+    const struct vg_holding *x = a, *y = b;
+    if (x->gpu != y->gpu)
+        return x->gpu < y->gpu ? -1 : 1;
+    if (x->gpu == VG_SNAP_NO_GPU && x->minor != y->minor)
+        return x->minor < y->minor ? -1 : 1;
+    if (x->mig != y->mig)
+        return x->mig < y->mig ? -1 : 1;
+    /* Compare as unsigned so bogus PIDs (UINT32_MAX reads as -1) sort last. */
+    if ((uint32_t)x->pid != (uint32_t)y->pid)
+        return (uint32_t)x->pid < (uint32_t)y->pid ? -1 : 1;
+    return 0;
+}
+
+static void vg_snap_sum(struct vg_snapshot *snap)
+{
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->gpu == VG_SNAP_NO_GPU)
+            continue;
+        struct vg_snap_gpu *s = &snap->per_gpu[h->gpu];
+        s->nholders++;
+        if (h->used_known)
+            s->held_bytes += h->used_bytes;
+        else if (h->seen & VG_SEEN_NVML)
+            s->nholders_unknown++;
+    }
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[gi];
+        struct vg_snap_gpu *s = &snap->per_gpu[gi];
+        /* Without the process lists nothing can be attributed, so nothing can be called
+         * unexplained either. */
+        if (!(g->known & VG_GPU_K_MEM) || !(g->known & VG_GPU_K_PROCS))
+            continue;
+        s->unexplained_known = true;
+        s->unexplained_bytes = g->mem_used > s->held_bytes ? g->mem_used - s->held_bytes : 0;
+        s->unexplained_has_reserved = !(g->known & VG_GPU_K_RESERVED);
+        s->unexplained_upper_bound = s->nholders_unknown > 0;
+    }
+}
+
+int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool driver_ok,
+                     struct vg_proc_table *procs, struct vg_err *err)
+{
+    snap->gpus = *gpus;
+    vg_gpu_list_init(gpus);
+    snap->procs = *procs;
+    vg_proc_table_init(procs);
+    snap->driver_ok = driver_ok;
+
+    if (snap->gpus.ngpus) {
+        snap->per_gpu = calloc(snap->gpus.ngpus, sizeof(*snap->per_gpu));
+        if (!snap->per_gpu)
+            return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+
+    struct vg_hold_vec hv = {0};
+    int rc = vg_snap_join_nvml(&hv, &snap->gpus);
+    if (!rc)
+        rc = vg_snap_join_fds(&hv, &snap->gpus, &snap->procs);
+    if (rc) {
+        free(hv.v);
+        return vg_err_set(err, rc, "out of memory");
+    }
+    for (size_t i = 0; i < hv.n; i++)
+        hv.v[i].proc = hv.v[i].bogus_pid ? NULL : vg_proc_table_find(&snap->procs, hv.v[i].pid);
+    if (hv.n)
+        qsort(hv.v, hv.n, sizeof(*hv.v), vg_hold_cmp);
+    snap->holdings = hv.v;
+    snap->nholdings = hv.n;
+    vg_snap_sum(snap);
+    return 0;
+}
+
+/* The PIDs NVML reported, so /proc can read them in full even without device fds. */
+static int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n)
+{
+    size_t cap = 0;
+    for (size_t gi = 0; gi < gpus->ngpus; gi++) {
+        cap += gpus->gpus[gi].nprocs;
+        for (size_t m = 0; m < gpus->gpus[gi].nmig; m++)
+            cap += gpus->gpus[gi].mig[m].nprocs;
+    }
+    *out = NULL;
+    *n = 0;
+    if (!cap)
+        return 0;
+    pid_t *v = malloc(cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t gi = 0; gi < gpus->ngpus; gi++) {
+        const struct vg_gpu *g = &gpus->gpus[gi];
+        for (size_t j = 0; j < g->nprocs; j++)
+            if (!g->procs[j].bogus_pid)
+                v[k++] = (pid_t)g->procs[j].pid;
+        for (size_t m = 0; m < g->nmig; m++)
+            for (size_t j = 0; j < g->mig[m].nprocs; j++)
+                if (!g->mig[m].procs[j].bogus_pid)
+                    v[k++] = (pid_t)g->mig[m].procs[j].pid;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, struct vg_err *err)
+{
+    *out = NULL;
+    struct vg_snapshot *snap = vg_snap_new();
+    if (!snap)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    const char *proc_root = opts->proc_root ? opts->proc_root : "/proc";
+    const char *dev_dir = opts->dev_dir ? opts->dev_dir : "/dev";
+    snap->proc_root = strdup(proc_root);
+    snap->dev_dir = strdup(dev_dir);
+    struct vg_gpu_list gpus;
+    vg_gpu_list_init(&gpus);
+    struct vg_proc_table procs;
+    vg_proc_table_init(&procs);
+    pid_t *want = NULL;
+    size_t nwant = 0;
+    int rc = -ENOMEM;
+    if (!snap->proc_root || !snap->dev_dir) {
+        vg_err_set(err, rc, "out of memory");
+        goto fail;
+    }
+
+    bool driver_ok = false;
+    if (!opts->skip_nvml) {
+        struct vg_err nerr = VG_ERR_INIT;
+        unsigned timeout = opts->nvml_timeout_ms ? opts->nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS;
+        rc = vg_gpu_collect(opts->nvml_path, timeout, &gpus, &nerr);
+        if (rc == -ENOMEM) {
+            vg_err_set(err, rc, "%s", vg_err_msg(&nerr));
+            vg_err_release(&nerr);
+            goto fail;
+        }
+        driver_ok = rc == 0;
+        if (!driver_ok && !(snap->driver_error = strdup(vg_err_msg(&nerr)))) {
+            vg_err_release(&nerr);
+            rc = vg_err_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        vg_err_release(&nerr);
+    } else if (!(snap->driver_error = strdup("the driver was not asked (--no-nvml)"))) {
+        rc = vg_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+
+    rc = vg_snap_nvml_pids(&gpus, &want, &nwant);
+    if (rc) {
+        vg_err_set(err, rc, "out of memory");
+        goto fail;
+    }
+    struct vg_proc_opts popts = {
+        .proc_root = proc_root,
+        .dev_dir = dev_dir,
+        .want = want,
+        .nwant = nwant,
+        .all = opts->all_procs,
+    };
+    rc = vg_proc_scan(&popts, &procs, err);
+    if (rc)
+        goto fail;
+    rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
+    if (rc)
+        goto fail;
+    free(want);
+    *out = snap;
+    return 0;
+
+fail:
+    free(want);
+    vg_gpu_list_release(&gpus);
+    vg_proc_table_release(&procs);
+    vg_snap_free(snap);
+    return rc;
+}
+
+void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first,
+                          size_t *count)
+{
+    size_t i = 0;
+    while (i < snap->nholdings && snap->holdings[i].gpu < gpu)
+        i++;
+    size_t j = i;
+    while (j < snap->nholdings && snap->holdings[j].gpu == gpu)
+        j++;
+    *first = i;
+    *count = j - i;
+}

@@ -1,0 +1,110 @@
+/*
+ * The snapshot: one consistent picture of the host, joining the driver's view (NVML: which PIDs
+ * have contexts on which GPU, and how much memory each holds) with the kernel's view (/proc:
+ * which processes hold which /dev/nvidia<minor> open, and who they are).
+ *
+ * A holding is one (GPU, PID) pair, or (GPU, MIG device, PID) on a MIG-enabled GPU, seen by
+ * NVML, by an open device node, or both. Holdings seen by only one source are kept and marked:
+ * fd-only holders are typically orphaned workers keeping a dead job's memory; NVML-only PIDs live
+ * in another PID namespace or are gone while the driver still holds their memory.
+ *
+ * Ownership: vg_snap_build() returns a snapshot the caller frees with vg_snap_free(). It owns the
+ * GPU list, the process table and the holdings; pointers between them (holding->proc) stay valid
+ * for the snapshot's life. Once built it is immutable: rules and renderers only read it.
+ */
+#ifndef VG_MODEL_SNAPSHOT_H
+#define VG_MODEL_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "gpu/gpu.h"
+#include "proc/proc.h"
+#include "util/err.h"
+
+#define VG_SNAP_NO_GPU ((size_t)-1)
+
+enum vg_seen {
+    VG_SEEN_NVML = 1u << 0, /* in one of NVML's process lists */
+    VG_SEEN_FD = 1u << 1,   /* holds /dev/nvidia<minor> open */
+};
+
+struct vg_holding {
+    size_t gpu;                 /* index into snap->gpus.gpus, or VG_SNAP_NO_GPU (minor unknown
+                                 * to NVML, or no driver) */
+    int mig;                    /* index into that GPU's mig[], or -1 */
+    unsigned minor;             /* device minor the fd pointed at (fd-seen), else the GPU's */
+    bool minor_known;
+    pid_t pid;
+    const struct vg_proc *proc; /* NULL when this procfs does not show the PID */
+    unsigned seen;              /* VG_SEEN_* */
+    unsigned types;             /* VG_PTYPE_* from NVML; 0 when fd-only */
+    bool used_known;
+    uint64_t used_bytes;
+    bool bogus_pid;             /* NVML reported PID 0 or UINT32_MAX */
+};
+
+/* Per-GPU sums derived from the holdings. */
+struct vg_snap_gpu {
+    size_t nholders;            /* holdings on this GPU (MIG devices included) */
+    size_t nholders_unknown;    /* of those, with memory unknown */
+    uint64_t held_bytes;        /* sum of known holder memory */
+    /* used memory no holder accounts for. With the v1 memory API the driver's reservation is
+     * inside "used", so it is inside this figure too (unexplained_has_reserved). When some
+     * holder's memory is unknown this is an upper bound (unexplained_upper_bound). */
+    bool unexplained_known;
+    uint64_t unexplained_bytes;
+    bool unexplained_has_reserved;
+    bool unexplained_upper_bound;
+};
+
+struct vg_snapshot {
+    struct timespec taken_at;   /* CLOCK_REALTIME */
+    char *proc_root;
+    char *dev_dir;
+
+    bool driver_ok;             /* NVML answered: gpus is meaningful */
+    char *driver_error;         /* why not, one line; NULL when driver_ok */
+    struct vg_gpu_list gpus;
+    struct vg_snap_gpu *per_gpu; /* gpus.ngpus entries */
+
+    struct vg_proc_table procs;
+
+    struct vg_holding *holdings; /* sorted by gpu (NO_GPU last), mig, pid */
+    size_t nholdings;
+};
+
+struct vg_snap_opts {
+    const char *nvml_path;      /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
+    unsigned nvml_timeout_ms;   /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+    const char *proc_root;      /* NULL: /proc */
+    const char *dev_dir;        /* NULL: /dev */
+    bool skip_nvml;             /* build from /proc alone */
+    bool all_procs;             /* read every process in full, not only holders */
+};
+
+/* A driver that does not answer within this is reported as hung; the command goes on with
+ * what /proc shows. */
+#define VG_SNAP_NVML_TIMEOUT_MS 10000u
+
+/* Build a snapshot. Fails only when /proc cannot be read at all or memory runs out; a missing
+ * or failing driver gives driver_ok == false with driver_error set. */
+int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, struct vg_err *err);
+void vg_snap_free(struct vg_snapshot *snap);
+
+/* Holdings of one GPU are contiguous: [*first, *first + *count). */
+void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first,
+                          size_t *count);
+
+/* The join, separated from the reading so it can be unit-tested on hand-made inputs: takes
+ * ownership of gpus and procs (their contents are moved into snap, the arguments left empty). */
+int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool driver_ok,
+                     struct vg_proc_table *procs, struct vg_err *err);
+
+/* Allocate an empty snapshot (for vg_snap_assemble). */
+struct vg_snapshot *vg_snap_new(void);
+
+#endif

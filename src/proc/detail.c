@@ -1,0 +1,129 @@
+/*
+ * Phase two of the scan: everything about one process except its fds, read relative to its
+ * pid directory fd, for the few processes that hold an NVIDIA node or that the caller asked
+ * about. Each file is optional: a missing or unreadable one leaves its fields unknown. What
+ * ends the process's reading early is evidence that it exited: stat missing or empty, or any
+ * later file missing while stat is gone too (a fake or odd procfs may simply lack a file).
+ * Denied files set c->denied so the scan counts the process once in n_denied.
+ */
+#include "proc/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/file.h"
+
+typedef int (*vg_parse_fn)(const char *buf, size_t len, struct vg_proc *p);
+
+/* The pid directory is pinned to the process it was opened for: once that process is reaped,
+ * every lookup in it fails with ENOENT or ESRCH. */
+static bool vg_detail_gone(int pid_fd)
+{
+    return faccessat(pid_fd, "stat", F_OK, 0) < 0 && (errno == ENOENT || errno == ESRCH);
+}
+
+/* Sort out a failed read: 0 to go on with the field unknown, or -ENOENT / -ENOMEM. */
+static int vg_detail_failed(struct vg_proc_ctx *c, int pid_fd, int rc)
+{
+    if (rc == -ENOMEM)
+        return rc;
+    if (vg_proc_err_gone(rc))
+        return vg_detail_gone(pid_fd) ? -ENOENT : 0;
+    if (vg_proc_err_denied(rc))
+        c->denied = true;
+    return 0;
+}
+
+static bool vg_is_zombie(const struct vg_proc *p)
+{
+    return (p->known & VG_PROC_K_STAT) && (p->state == 'Z' || p->state == 'X');
+}
+
+/* Read and parse one file into p. empty_unknown: an empty file from a zombie says nothing
+ * (its memory is gone), so the field stays unknown rather than "nothing set". */
+static int vg_detail_file(struct vg_proc_ctx *c, int pid_fd, const char *name, size_t max,
+                          vg_parse_fn parse, bool empty_unknown, struct vg_proc *p)
+{
+    int rc = vg_proc_ctx_read(c, pid_fd, name, max);
+    if (rc < 0)
+        return vg_detail_failed(c, pid_fd, rc);
+    if (empty_unknown && c->file.len == 0 && vg_is_zombie(p))
+        return 0;
+    rc = parse(vg_buf_str(&c->file), c->file.len, p);
+    return rc == -ENOMEM ? rc : 0;
+}
+
+static int vg_detail_stat(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+{
+    char small[512];
+    size_t len = 0;
+    const char *buf = small;
+    int rc = vg_file_read_small(pid_fd, "stat", small, sizeof(small), &len);
+    if (rc == -E2BIG) {
+        rc = vg_proc_ctx_read(c, pid_fd, "stat", VG_PROC_STAT_MAX);
+        buf = c->file.data;
+        len = c->file.len;
+    }
+    if (vg_proc_err_gone(rc) || (rc == 0 && len == 0))
+        return -ENOENT;
+    if (rc < 0)
+        return vg_detail_failed(c, pid_fd, rc);
+    rc = vg_proc_parse_stat(buf, len, p);
+    return rc == -ENOMEM ? rc : 0;
+}
+
+/* Whether pid's directory exists under the procfs root; pid 0 (no parent, no session) counts
+ * as alive, and so does an answer other than "no such entry", to never invent an orphan. */
+static bool vg_pid_alive(int root_fd, pid_t pid)
+{
+    if (pid <= 0)
+        return true;
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    return faccessat(root_fd, name, F_OK, 0) == 0 || errno != ENOENT;
+}
+
+int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+{
+    int rc = vg_detail_stat(c, pid_fd, p);
+    if (rc)
+        return rc;
+    static const struct {
+        const char *name;
+        size_t max;
+        vg_parse_fn parse;
+        bool empty_unknown;
+    } files[] = {
+        {"status", VG_PROC_STATUS_MAX, vg_proc_parse_status, false},
+        {"cmdline", VG_PROC_CMDLINE_MAX, vg_proc_parse_cmdline, false},
+        {"environ", VG_PROC_ENVIRON_MAX, vg_proc_parse_environ, true},
+        {"cgroup", VG_PROC_CGROUP_MAX, vg_proc_parse_cgroup, false},
+        {"maps", VG_PROC_MAPS_MAX, vg_proc_parse_maps, true},
+    };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        rc = vg_detail_file(c, pid_fd, files[i].name, files[i].max, files[i].parse,
+                            files[i].empty_unknown, p);
+        if (rc)
+            return rc;
+    }
+
+    rc = vg_proc_read_threads(c, pid_fd, p);
+    if (rc < 0 && (rc = vg_detail_failed(c, pid_fd, rc)) < 0)
+        return rc;
+
+    if (p->known & VG_PROC_K_STATUS) {
+        rc = vg_proc_user_name(c, p->uid, &p->user);
+        if (rc)
+            return rc;
+        p->known |= VG_PROC_K_USER;
+    }
+    if (p->known & VG_PROC_K_STAT) {
+        /* pid 1 is alive by definition, even in a procfs root without it (tests, chroots) */
+        p->parent_alive = p->ppid == 1 || vg_pid_alive(c->root_fd, p->ppid);
+        p->sid_alive = vg_pid_alive(c->root_fd, p->sid);
+        p->pgid_alive = vg_pid_alive(c->root_fd, p->pgid);
+    }
+    return 0;
+}

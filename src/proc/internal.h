@@ -1,0 +1,106 @@
+/*
+ * Private to src/proc/: the scan context shared by the per-file readers, and the helpers the
+ * files of this module call in one another. Nothing here is part of the module's interface.
+ *
+ * A struct vg_proc_ctx lives for one scan (or one vg_proc_read): it borrows the procfs root fd
+ * and dev_dir, and owns reusable buffers (directory entries, file contents, device minors) so
+ * that reading a process that holds nothing allocates nothing, plus the uid -> name cache.
+ */
+#ifndef VG_PROC_INTERNAL_H
+#define VG_PROC_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "proc/proc.h"
+#include "util/buf.h"
+
+/* Bounds on what is read per file; a longer file leaves its fields unknown (-E2BIG). */
+#define VG_PROC_ENVIRON_MAX ((size_t)16 << 20)
+#define VG_PROC_CGROUP_MAX ((size_t)1 << 20)
+#define VG_PROC_MAPS_MAX ((size_t)256 << 20)
+#define VG_PROC_STATUS_MAX ((size_t)1 << 20)
+#define VG_PROC_STAT_MAX ((size_t)64 << 10)
+
+struct vg_proc_uname {
+    uid_t uid;
+    char *name;
+};
+
+struct vg_proc_ctx {
+    int root_fd;                 /* borrowed */
+    const char *dev_dir;         /* borrowed, without trailing '/' unless it is "/" */
+    size_t dev_dir_len;
+
+    char *dents;                 /* getdents64 buffer for fd/ and task/ */
+    size_t dents_cap;
+    struct vg_buf file;          /* contents of the file being parsed */
+
+    unsigned *minors;            /* GPU minors seen while walking one fd/ directory */
+    size_t nminors, minors_cap;
+
+    struct vg_proc_uname *unames; /* uid -> name cache for this scan */
+    size_t nunames, unames_cap;
+
+    bool denied;                 /* some file of the current process was denied */
+};
+
+int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir);
+void vg_proc_ctx_release(struct vg_proc_ctx *c);
+
+/* Iterate the entries of a directory fd with getdents64 into c's buffer (no allocation).
+ * next returns 1 with *name set, 0 at the end, or a negative errno. "." and ".." are skipped. */
+struct vg_proc_dirit {
+    int fd;
+    char *buf;
+    size_t cap, pos, end;
+};
+void vg_proc_dirit_init(struct vg_proc_dirit *it, int fd, char *buf, size_t cap);
+int vg_proc_dirit_next(struct vg_proc_dirit *it, const char **name);
+
+/* A directory entry name that is a pid: all digits, no leading zero, fits pid_t. */
+bool vg_proc_name_pid(const char *name, pid_t *pid);
+/* Decimal text of a non-negative pid into out (at least 16 bytes). */
+void vg_proc_pid_str(pid_t pid, char out[16]);
+
+/* Errors from reading a per-process file, by what they mean to the scan. */
+static inline bool vg_proc_err_gone(int rc)
+{
+    return rc == -ENOENT || rc == -ESRCH;
+}
+static inline bool vg_proc_err_denied(int rc)
+{
+    return rc == -EACCES || rc == -EPERM;
+}
+
+/* Read dirfd/name into c->file, at most max bytes. */
+int vg_proc_ctx_read(struct vg_proc_ctx *c, int dirfd, const char *name, size_t max);
+
+/* Phase one: walk pid_fd's fd/ directory, counting descriptors and NVIDIA nodes into p and the
+ * GPU minors into c. 0, -ENOENT/-ESRCH (gone), -EACCES/-EPERM, -ENOMEM or another errno. */
+int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
+/* Whether what vg_proc_read_fds found makes p a holder of an NVIDIA node. */
+bool vg_proc_is_holder(const struct vg_proc *p);
+/* Copy the minors collected by the last vg_proc_read_fds into p (sorted, distinct). */
+int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p);
+
+/* Phase two: everything but fds. 0, -ENOENT (the process is gone: skip it) or -ENOMEM. Denied
+ * files set c->denied and leave their fields unknown. */
+int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
+
+/* task/: thread count and states. Same return convention as one file read. */
+int vg_proc_read_threads(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
+
+/* The state letter of a stat line (process or thread), found after the last ')'. */
+int vg_proc_parse_stat_state(const char *buf, size_t len, char *state);
+
+/* The user name for uid, cached in c; numeric text when the uid has no name. *out is a new
+ * string. 0 or -ENOMEM. */
+int vg_proc_user_name(struct vg_proc_ctx *c, uid_t uid, char **out);
+
+/* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
+char *vg_proc_strndup(const char *s, size_t n);
+
+#endif

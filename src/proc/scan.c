@@ -1,0 +1,252 @@
+/*
+ * The two-phase walk over a procfs root (see proc.h), after htop: the root is opened once,
+ * its numeric entries listed with getdents64, and each process read through its own pid
+ * directory fd. Phase one (fd/ link targets, fds.c) runs for every process and allocates
+ * nothing; phase two (detail.c) follows at once, on the same directory fd, only for holders of
+ * an NVIDIA node, the PIDs the caller wants, or everyone with opts->all. Keeping the pid
+ * directory open across both phases means the details belong to the very process whose fds
+ * were read: a procfs pid directory fd stops resolving once its process is reaped, so a PID
+ * reused in between cannot mix two processes in one entry.
+ *
+ * Processes that exit mid-scan are skipped and counted; denied files are counted; only
+ * failing to open the root or running out of memory fails the scan.
+ */
+#include "proc/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
+
+static int vg_cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every pid directory name under the root, sorted and distinct. */
+static int vg_scan_list(int root_fd, pid_t **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    char *dents = malloc(VG_PROC_ROOT_DENTS);
+    if (!dents)
+        return -ENOMEM;
+    /* getdents64 on a dup, so the root fd's own offset stays at 0 for the next caller */
+    int fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        free(dents);
+        return rc;
+    }
+    pid_t *pids = NULL;
+    size_t n = 0, cap = 0;
+    struct vg_proc_dirit it;
+    vg_proc_dirit_init(&it, fd, dents, VG_PROC_ROOT_DENTS);
+    const char *name;
+    int rc;
+    while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
+        pid_t pid;
+        if (!vg_proc_name_pid(name, &pid))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 1024;
+            pid_t *np = realloc(pids, ncap * sizeof(*np));
+            if (!np) {
+                rc = -ENOMEM;
+                break;
+            }
+            pids = np;
+            cap = ncap;
+        }
+        pids[n++] = pid;
+    }
+    close(fd);
+    free(dents);
+    if (rc < 0) {
+        free(pids);
+        return rc;
+    }
+    qsort(pids, n, sizeof(*pids), vg_cmp_pid);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || pids[k - 1] != pids[i])
+            pids[k++] = pids[i];
+    *out = pids;
+    *nout = k;
+    return 0;
+}
+
+/* Our own NSpid depth, from <root>/self/status; 0 when unknown. */
+static pid_t vg_scan_self_depth(struct vg_proc_ctx *c)
+{
+    struct vg_proc self = {0};
+    pid_t depth = 0;
+    if (vg_proc_ctx_read(c, c->root_fd, "self/status", VG_PROC_STATUS_MAX) == 0 &&
+        vg_proc_parse_status(vg_buf_str(&c->file), c->file.len, &self) == 0)
+        depth = (pid_t)self.nnspid;
+    vg_proc_release(&self);
+    return depth;
+}
+
+enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
+
+/* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
+ * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
+static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted,
+                       struct vg_proc *p, bool *denied)
+{
+    memset(p, 0, sizeof(*p));
+    p->pid = pid;
+    c->denied = false;
+    *denied = false;
+    int rc = vg_proc_read_fds(c, pid_fd, p);
+    if (rc == -ENOMEM)
+        return rc;
+    if (vg_proc_err_gone(rc))
+        return VG_ONE_VANISHED;
+    if (vg_proc_err_denied(rc))
+        c->denied = true;
+    if (!wanted && !vg_proc_is_holder(p)) {
+        *denied = c->denied;
+        return VG_ONE_SKIP;
+    }
+    rc = vg_proc_fds_commit(c, p);
+    if (rc == 0)
+        rc = vg_proc_read_details(c, pid_fd, p);
+    *denied = c->denied;
+    if (rc < 0) {
+        vg_proc_release(p);
+        return rc == -ENOENT ? VG_ONE_VANISHED : rc;
+    }
+    return VG_ONE_KEEP;
+}
+
+static bool vg_scan_wanted(const pid_t *want, size_t nwant, pid_t pid)
+{
+    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_cmp_pid) != NULL;
+}
+
+int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err)
+{
+    static const struct vg_proc_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    const char *root = opts->proc_root && *opts->proc_root ? opts->proc_root : "/proc";
+    int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        int e = errno;
+        return vg_err_set(err, -e, "cannot open '%s': %s", root, strerror(e));
+    }
+
+    struct vg_proc_ctx c;
+    pid_t *pids = NULL, *want = NULL;
+    size_t npids = 0, cap = 0;
+    int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
+    if (rc)
+        goto out;
+    if (opts->nwant && opts->want) {
+        want = malloc(opts->nwant * sizeof(*want));
+        if (!want) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        memcpy(want, opts->want, opts->nwant * sizeof(*want));
+        qsort(want, opts->nwant, sizeof(*want), vg_cmp_pid);
+    }
+    t->self_nspid_depth = vg_scan_self_depth(&c);
+    rc = vg_scan_list(root_fd, &pids, &npids);
+    if (rc < 0) {
+        if (rc != -ENOMEM)
+            vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
+        goto out;
+    }
+
+    for (size_t i = 0; i < npids; i++) {
+        char name[16];
+        vg_proc_pid_str(pids[i], name);
+        t->n_scanned++;
+        int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (pid_fd < 0) {
+            if (errno == ENOENT || errno == ESRCH)
+                t->n_vanished++;
+            else if (errno == EACCES || errno == EPERM)
+                t->n_denied++;
+            else if (errno == ENOMEM) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            continue;
+        }
+        bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, pids[i]);
+        if (t->n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
+            if (!np) {
+                close(pid_fd);
+                rc = -ENOMEM;
+                goto out;
+            }
+            t->procs = np;
+            cap = ncap;
+        }
+        bool denied;
+        rc = vg_scan_one(&c, pid_fd, pids[i], wanted, &t->procs[t->n], &denied);
+        close(pid_fd);
+        if (rc < 0)
+            goto out;
+        t->n_denied += denied;
+        if (rc == VG_ONE_VANISHED)
+            t->n_vanished++;
+        else if (rc == VG_ONE_KEEP)
+            t->n++;
+        rc = 0;
+    }
+
+out:
+    if (rc == -ENOMEM)
+        vg_err_set(err, rc, "out of memory while reading '%s'", root);
+    if (rc < 0)
+        vg_proc_table_release(t);
+    free(pids);
+    free(want);
+    vg_proc_ctx_release(&c);
+    close(root_fd);
+    return rc;
+}
+
+int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_proc *p,
+                 struct vg_err *err)
+{
+    memset(p, 0, sizeof(*p));
+    if (pid <= 0)
+        return vg_err_set(err, -ENOENT, "no process %d", (int)pid);
+    struct vg_proc_ctx c;
+    int rc = vg_proc_ctx_init(&c, proc_root_fd, dev_dir);
+    if (rc) {
+        vg_proc_ctx_release(&c);
+        return vg_err_set(err, rc, "out of memory reading process %d", (int)pid);
+    }
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    int pid_fd = openat(proc_root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pid_fd < 0) {
+        int e = errno;
+        vg_proc_ctx_release(&c);
+        if (e == ENOENT || e == ESRCH)
+            return vg_err_set(err, -e, "no process %d", (int)pid);
+        return vg_err_set(err, -e, "cannot read process %d: %s", (int)pid, strerror(e));
+    }
+    bool denied;
+    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied);
+    close(pid_fd);
+    vg_proc_ctx_release(&c);
+    if (rc == -ENOMEM)
+        return vg_err_set(err, rc, "out of memory reading process %d", (int)pid);
+    if (rc == VG_ONE_VANISHED)
+        return vg_err_set(err, -ESRCH, "process %d exited while being read", (int)pid);
+    return 0;
+}

@@ -1,0 +1,101 @@
+/*
+ * /proc/PID/status: the real uid ("Uid:" line, first of four) and the NSpid chain ("NSpid:",
+ * Linux 4.1+), which tells whether the process (or vramguard itself) lives in a nested PID
+ * namespace: NVML reports PIDs as the host sees them, so a chain longer than one means the
+ * numbers differ. Other lines are ignored. A status without NSpid leaves the chain empty
+ * (unknown), it is not an error; one without Uid is malformed.
+ */
+#include "proc/internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/parse.h"
+
+static bool vg_status_key(const char *line, size_t n, const char *key, const char **val)
+{
+    size_t k = strlen(key);
+    if (n < k || memcmp(line, key, k) != 0)
+        return false;
+    *val = line + k;
+    return true;
+}
+
+/* Next whitespace-separated decimal number in [*s, end); 1 found, 0 none, -EINVAL bad. */
+static int vg_status_num(const char **s, const char *end, uint64_t *v)
+{
+    const char *q = *s;
+    while (q < end && (*q == ' ' || *q == '\t'))
+        q++;
+    if (q >= end)
+        return 0;
+    const char *b = q;
+    while (q < end && *q != ' ' && *q != '\t')
+        q++;
+    *s = q;
+    return vg_parse_u64n(b, (size_t)(q - b), v) ? -EINVAL : 1;
+}
+
+int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
+{
+    if (!buf)
+        return -EINVAL;
+    bool have_uid = false;
+    uid_t uid = 0;
+    const char *ns = NULL, *ns_end = NULL;
+
+    for (const char *s = buf, *end = buf + len; s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        const char *val;
+        if (!have_uid && vg_status_key(s, (size_t)(le - s), "Uid:", &val)) {
+            uint64_t v;
+            if (vg_status_num(&val, le, &v) != 1 || v >= UINT_MAX)
+                return -EINVAL;
+            uid = (uid_t)v;
+            have_uid = true;
+        } else if (!ns && vg_status_key(s, (size_t)(le - s), "NSpid:", &val)) {
+            ns = val;
+            ns_end = le;
+        }
+        s = nl ? nl + 1 : end;
+    }
+    if (!have_uid)
+        return -EINVAL;
+
+    pid_t *chain = NULL;
+    size_t n = 0;
+    if (ns) {
+        size_t cap = 0;
+        for (const char *q = ns;;) {
+            uint64_t v;
+            int rc = vg_status_num(&q, ns_end, &v);
+            if (rc == 0)
+                break;
+            if (rc < 0 || v == 0 || v > INT_MAX) {
+                free(chain);
+                return -EINVAL;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 4;
+                pid_t *c = realloc(chain, cap * sizeof(*c));
+                if (!c) {
+                    free(chain);
+                    return -ENOMEM;
+                }
+                chain = c;
+            }
+            chain[n++] = (pid_t)v;
+        }
+        if (n == 0)
+            return -EINVAL;
+    }
+    free(p->nspid);
+    p->nspid = chain;
+    p->nnspid = n;
+    p->uid = uid;
+    p->known |= VG_PROC_K_STATUS;
+    return 0;
+}

@@ -1,0 +1,57 @@
+/*
+ * The scan's result: a pid-sorted array of struct vg_proc that owns every string and array its
+ * entries point to. Lookups are binary searches, since the snapshot joins each NVML process
+ * with its /proc entry.
+ */
+#include "proc/proc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void vg_proc_release(struct vg_proc *p)
+{
+    if (!p)
+        return;
+    free(p->comm);
+    free(p->nspid);
+    free(p->user);
+    free(p->cmdline);
+    for (int v = 0; v < VG_ENV_COUNT; v++)
+        free(p->env[v]);
+    free(p->cgroup);
+    free(p->container_id);
+    free(p->pod_uid);
+    free(p->dev_minors);
+    memset(p, 0, sizeof(*p));
+}
+
+void vg_proc_table_init(struct vg_proc_table *t)
+{
+    memset(t, 0, sizeof(*t));
+}
+
+void vg_proc_table_release(struct vg_proc_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        vg_proc_release(&t->procs[i]);
+    free(t->procs);
+    memset(t, 0, sizeof(*t));
+}
+
+const struct vg_proc *vg_proc_table_find(const struct vg_proc_table *t, pid_t pid)
+{
+    size_t lo = 0, hi = t ? t->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        pid_t m = t->procs[mid].pid;
+        if (m == pid)
+            return &t->procs[mid];
+        if (m < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}

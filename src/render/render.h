@@ -1,0 +1,35 @@
+/*
+ * Renderers turn a snapshot into text: a table for people, JSON for scripts. They never read
+ * the system; everything comes from the snapshot. Output is appended to a caller-owned
+ * struct vg_buf so the command decides where it goes.
+ */
+#ifndef VG_RENDER_RENDER_H
+#define VG_RENDER_RENDER_H
+
+#include <stdbool.h>
+
+#include "model/snapshot.h"
+#include "util/buf.h"
+
+#define VG_JSON_SCHEMA_STATUS "vramguard.status/1"
+
+struct vg_render_opts {
+    bool color;
+    unsigned width; /* terminal columns to fit the command column into; 0 = no limit */
+};
+
+int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render_opts *ro,
+                          struct vg_buf *out);
+int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render_opts *ro,
+                          struct vg_buf *out);
+
+/* Shared vocabulary, so text and JSON say the same words. */
+const char *vg_render_seen(unsigned seen);              /* "both", "nvml", "fd" */
+const char *vg_render_compute_mode(unsigned mode);      /* "default", "exclusive_process", ... */
+/* "C", "G", "M", "C+G"...; "-" when none. */
+const char *vg_render_types_short(unsigned types);
+/* "GPU-8a1b2c3d": the UUID's first 8 hex digits after the prefix; borrowed from a static
+ * pattern is impossible, so it writes into out (n >= 16). */
+void vg_render_short_uuid(const char *uuid, char *out, size_t n);
+
+#endif

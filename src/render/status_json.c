@@ -1,0 +1,260 @@
+/*
+ * `status --json`: the snapshot as a documented, versioned JSON document (docs/json.md).
+ * Unknown values are null, never 0; every field is always present so scripts can rely on the
+ * shape.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "render/json.h"
+#include "render/render.h"
+
+static void vg_json_errors(struct vg_json *j, const struct vg_gpu_error *errs, size_t n)
+{
+    vg_json_key(j, "errors");
+    vg_json_arr_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        vg_json_obj_begin(j);
+        vg_json_kstr(j, "function", errs[i].func);
+        vg_json_ki64(j, "code", errs[i].status);
+        vg_json_kstr(j, "message", errs[i].msg);
+        vg_json_obj_end(j);
+    }
+    vg_json_arr_end(j);
+}
+
+static void vg_json_proc_fields(struct vg_json *j, const struct vg_proc *p)
+{
+    bool st = p && (p->known & VG_PROC_K_STAT);
+    bool su = p && (p->known & VG_PROC_K_STATUS);
+    vg_json_key(j, "user");
+    vg_json_str(j, p && (p->known & VG_PROC_K_USER) ? p->user : NULL);
+    vg_json_key(j, "uid");
+    if (su)
+        vg_json_u64(j, p->uid);
+    else
+        vg_json_null(j);
+    vg_json_key(j, "state");
+    if (st)
+        vg_json_strn(j, &p->state, 1);
+    else
+        vg_json_null(j);
+    vg_json_key(j, "ppid");
+    if (st)
+        vg_json_i64(j, p->ppid);
+    else
+        vg_json_null(j);
+    vg_json_ku64_opt(j, "start_ticks", st, st ? p->start_ticks : 0);
+    vg_json_kstr(j, "comm", st ? p->comm : NULL);
+    vg_json_kstr(j, "command", p ? p->cmdline : NULL);
+    vg_json_kstr(j, "container", p ? p->container_id : NULL);
+    vg_json_kstr(j, "pod_uid", p ? p->pod_uid : NULL);
+    vg_json_key(j, "nspid");
+    if (su && p->nnspid) {
+        vg_json_arr_begin(j);
+        for (size_t i = 0; i < p->nnspid; i++)
+            vg_json_i64(j, p->nspid[i]);
+        vg_json_arr_end(j);
+    } else {
+        vg_json_null(j);
+    }
+}
+
+static void vg_json_holder(struct vg_json *j, const struct vg_snapshot *snap,
+                           const struct vg_holding *h)
+{
+    (void)snap;
+    vg_json_obj_begin(j);
+    vg_json_ku64(j, "pid", (uint32_t)h->pid);
+    vg_json_ku64_opt(j, "memory", h->used_known, h->used_bytes);
+    vg_json_key(j, "types");
+    vg_json_arr_begin(j);
+    if (h->types & VG_PTYPE_COMPUTE)
+        vg_json_str(j, "compute");
+    if (h->types & VG_PTYPE_GRAPHICS)
+        vg_json_str(j, "graphics");
+    if (h->types & VG_PTYPE_MPS)
+        vg_json_str(j, "mps");
+    vg_json_arr_end(j);
+    vg_json_kstr(j, "seen_by", vg_render_seen(h->seen));
+    vg_json_kbool(j, "in_proc", h->proc != NULL);
+    vg_json_kbool(j, "bogus_pid", h->bogus_pid);
+    vg_json_key(j, "mig_device");
+    if (h->mig >= 0)
+        vg_json_i64(j, h->mig);
+    else
+        vg_json_null(j);
+    vg_json_proc_fields(j, h->proc);
+    vg_json_obj_end(j);
+}
+
+static void vg_json_memory(struct vg_json *j, const struct vg_gpu *g, const struct vg_snap_gpu *s)
+{
+    bool mem = g->known & VG_GPU_K_MEM;
+    vg_json_key(j, "memory");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "total", mem, g->mem_total);
+    vg_json_ku64_opt(j, "used", mem, g->mem_used);
+    vg_json_ku64_opt(j, "free", mem, g->mem_free);
+    vg_json_ku64_opt(j, "reserved", g->known & VG_GPU_K_RESERVED, g->mem_reserved);
+    if (s) {
+        vg_json_ku64(j, "held_by_holders", s->held_bytes);
+        vg_json_ku64_opt(j, "unexplained", s->unexplained_known, s->unexplained_bytes);
+        vg_json_kbool(j, "unexplained_includes_reserved", s->unexplained_has_reserved);
+        vg_json_kbool(j, "unexplained_is_upper_bound", s->unexplained_upper_bound);
+    }
+    vg_json_obj_end(j);
+}
+
+static void vg_json_gpu_ident(struct vg_json *j, const struct vg_gpu *g)
+{
+    vg_json_ku64(j, "index", g->index);
+    vg_json_kstr(j, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    vg_json_kstr(j, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
+}
+
+static void vg_json_holders_of(struct vg_json *j, const struct vg_snapshot *snap, size_t gi,
+                               int mig)
+{
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    vg_json_key(j, "holders");
+    vg_json_arr_begin(j);
+    for (size_t i = first; i < first + count; i++)
+        if (snap->holdings[i].mig == mig)
+            vg_json_holder(j, snap, &snap->holdings[i]);
+    vg_json_arr_end(j);
+}
+
+static void vg_json_mig(struct vg_json *j, const struct vg_snapshot *snap, size_t gi)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    vg_json_key(j, "mig_devices");
+    vg_json_arr_begin(j);
+    for (size_t m = 0; m < g->nmig; m++) {
+        const struct vg_gpu *mg = &g->mig[m];
+        bool inst = mg->known & VG_GPU_K_INSTANCE;
+        vg_json_obj_begin(j);
+        vg_json_gpu_ident(j, mg);
+        vg_json_ku64_opt(j, "gpu_instance", inst, mg->gpu_instance);
+        vg_json_ku64_opt(j, "compute_instance", inst, mg->compute_instance);
+        vg_json_memory(j, mg, NULL);
+        vg_json_holders_of(j, snap, gi, (int)m);
+        vg_json_errors(j, mg->errors, mg->nerrors);
+        vg_json_obj_end(j);
+    }
+    vg_json_arr_end(j);
+}
+
+static void vg_json_gpu(struct vg_json *j, const struct vg_snapshot *snap, size_t gi)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+    vg_json_obj_begin(j);
+    vg_json_gpu_ident(j, g);
+    vg_json_ku64_opt(j, "minor", g->known & VG_GPU_K_MINOR, g->minor);
+    vg_json_kstr(j, "pci_bus_id", (g->known & VG_GPU_K_PCI) ? g->pci_bus_id : NULL);
+    vg_json_kbool(j, "lost", g->lost);
+    vg_json_memory(j, g, s);
+    vg_json_key(j, "utilization");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "gpu", g->known & VG_GPU_K_UTIL, g->util_gpu);
+    vg_json_ku64_opt(j, "memory", g->known & VG_GPU_K_UTIL, g->util_mem);
+    vg_json_obj_end(j);
+    vg_json_key(j, "compute_capability");
+    if (g->known & VG_GPU_K_CC) {
+        char cc[32];
+        snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
+        vg_json_str(j, cc);
+    } else {
+        vg_json_null(j);
+    }
+    vg_json_kbool_opt(j, "persistence_mode", g->known & VG_GPU_K_PERSIST, g->persistence);
+    vg_json_kstr(j, "compute_mode", (g->known & VG_GPU_K_COMPUTE_MODE)
+                                        ? vg_render_compute_mode(g->compute_mode) : NULL);
+    vg_json_key(j, "mig_mode");
+    vg_json_obj_begin(j);
+    vg_json_kbool_opt(j, "current", g->known & VG_GPU_K_MIG_MODE, g->mig_current);
+    vg_json_kbool_opt(j, "pending", g->known & VG_GPU_K_MIG_MODE, g->mig_pending);
+    vg_json_obj_end(j);
+    vg_json_kbool(j, "processes_known", g->known & VG_GPU_K_PROCS);
+    vg_json_ku64(j, "holder_count", s->nholders);
+    vg_json_holders_of(j, snap, gi, -1);
+    vg_json_mig(j, snap, gi);
+    vg_json_errors(j, g->errors, g->nerrors);
+    vg_json_obj_end(j);
+}
+
+static void vg_json_driver(struct vg_json *j, const struct vg_snapshot *snap)
+{
+    const struct vg_gpu_list *l = &snap->gpus;
+    vg_json_key(j, "driver");
+    vg_json_obj_begin(j);
+    vg_json_kbool(j, "available", snap->driver_ok);
+    vg_json_kstr(j, "error", snap->driver_error);
+    vg_json_kstr(j, "library", l->library);
+    vg_json_kstr(j, "driver_version", l->driver_version);
+    vg_json_kstr(j, "nvml_version", l->nvml_version);
+    vg_json_key(j, "cuda_version");
+    if (l->cuda_version > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%d.%d", l->cuda_version / 1000, (l->cuda_version % 1000) / 10);
+        vg_json_str(j, v);
+    } else {
+        vg_json_null(j);
+    }
+    vg_json_kstr(j, "memory_api", l->mem_api);
+    vg_json_kstr(j, "process_api", l->proc_api);
+    vg_json_kbool(j, "process_stride_535", l->proc_stride_535);
+    vg_json_errors(j, l->errors, l->nerrors);
+    vg_json_obj_end(j);
+}
+
+int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render_opts *ro,
+                          struct vg_buf *out)
+{
+    (void)ro;
+    struct vg_json j;
+    vg_json_init(&j, out, true);
+    vg_json_obj_begin(&j);
+    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_STATUS);
+    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
+    char ts[64];
+    struct tm tm;
+    gmtime_r(&snap->taken_at.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    vg_json_kstr(&j, "time", ts);
+    vg_json_key(&j, "host");
+    vg_json_obj_begin(&j);
+    vg_json_kstr(&j, "proc_root", snap->proc_root);
+    vg_json_kstr(&j, "dev_dir", snap->dev_dir);
+    vg_json_ku64(&j, "pid_namespace_depth", (uint64_t)snap->procs.self_nspid_depth);
+    vg_json_obj_end(&j);
+    vg_json_driver(&j, snap);
+    vg_json_key(&j, "gpus");
+    vg_json_arr_begin(&j);
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++)
+        vg_json_gpu(&j, snap, gi);
+    vg_json_arr_end(&j);
+    /* Device-node holders whose minor matches no GPU the driver reported (or no driver). */
+    vg_json_key(&j, "unmatched_holders");
+    vg_json_arr_begin(&j);
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, VG_SNAP_NO_GPU, &first, &count);
+    for (size_t i = first; i < first + count; i++) {
+        vg_json_obj_begin(&j);
+        vg_json_ku64(&j, "minor", snap->holdings[i].minor);
+        vg_json_key(&j, "holder");
+        vg_json_holder(&j, snap, &snap->holdings[i]);
+        vg_json_obj_end(&j);
+    }
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "scan");
+    vg_json_obj_begin(&j);
+    vg_json_ku64(&j, "processes", snap->procs.n_scanned);
+    vg_json_ku64(&j, "vanished", snap->procs.n_vanished);
+    vg_json_ku64(&j, "denied", snap->procs.n_denied);
+    vg_json_obj_end(&j);
+    vg_json_obj_end(&j);
+    return vg_json_finish(&j);
+}

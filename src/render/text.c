@@ -1,0 +1,117 @@
+/*
+ * Escaping and padding for terminal output (see text.h). Every code point counts as one column:
+ * exact East Asian widths would need tables we do not want, and an off-by-one in the last
+ * column of a command line costs nothing.
+ */
+#include "render/text.h"
+
+#include <string.h>
+
+void vg_style_init(struct vg_style *st, bool color)
+{
+    if (color) {
+        *st = (struct vg_style){"\033[1m", "\033[2m", "\033[31m", "\033[33m", "\033[32m",
+                                "\033[35m", "\033[36m", "\033[0m"};
+    } else {
+        *st = (struct vg_style){"", "", "", "", "", "", "", ""};
+    }
+}
+
+/* Bytes of the valid UTF-8 sequence at p, or 0. */
+static size_t vg_text_utf8(const unsigned char *p, size_t n)
+{
+    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
+               : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (!len || len > n || (len == 2 && p[0] < 0xC2))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* The escaped form of the code point or byte at p into tmp; returns its length, *used the input
+ * bytes consumed. */
+static size_t vg_text_one(const unsigned char *p, size_t n, char tmp[8], size_t *used)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char c = p[0];
+    if (c == '\n' || c == '\t' || c == '\r') {
+        tmp[0] = '\\';
+        tmp[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        *used = 1;
+        return 2;
+    }
+    size_t len = vg_text_utf8(p, n);
+    /* C0 and C1 controls and DEL: never let them reach the terminal. */
+    bool control = c < 0x20 || c == 0x7F || (len == 2 && c == 0xC2 && p[1] < 0xA0);
+    if (!len || control) {
+        tmp[0] = '\\';
+        tmp[1] = 'x';
+        tmp[2] = hex[c >> 4];
+        tmp[3] = hex[c & 15];
+        *used = 1;
+        return 4;
+    }
+    memcpy(tmp, p, len);
+    *used = len;
+    return len;
+}
+
+int vg_text_escape(struct vg_buf *out, const char *s, size_t n, size_t max_cols, size_t *cols)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t col = 0;
+    int rc = 0;
+    /* First pass: total width, to know whether to cut. */
+    size_t total = 0;
+    for (size_t i = 0; i < n;) {
+        char tmp[8];
+        size_t used, len = vg_text_one(p + i, n - i, tmp, &used);
+        total += len == used && len > 1 && (unsigned char)tmp[0] >= 0x80 ? 1 : len;
+        i += used;
+    }
+    bool cut = max_cols && total > max_cols;
+    size_t limit = cut ? max_cols - 1 : total;
+    for (size_t i = 0; i < n && rc == 0;) {
+        char tmp[8];
+        size_t used, len = vg_text_one(p + i, n - i, tmp, &used);
+        size_t w = len == used && len > 1 && (unsigned char)tmp[0] >= 0x80 ? 1 : len;
+        if (col + w > limit)
+            break;
+        rc = vg_buf_add(out, tmp, len);
+        col += w;
+        i += used;
+    }
+    if (rc == 0 && cut) {
+        rc = vg_buf_adds(out, "\xE2\x80\xA6");
+        col++;
+    }
+    if (cols)
+        *cols = col;
+    return rc;
+}
+
+size_t vg_text_cols(const char *s)
+{
+    size_t cols = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xC0) != 0x80)
+            cols++;
+    return cols;
+}
+
+int vg_text_pad(struct vg_buf *out, const char *s, size_t width, bool right)
+{
+    size_t w = vg_text_cols(s);
+    int rc = 0;
+    if (right)
+        for (size_t i = w; i < width && rc == 0; i++)
+            rc = vg_buf_addc(out, ' ');
+    if (rc == 0)
+        rc = vg_buf_adds(out, s);
+    if (!right)
+        for (size_t i = w; i < width && rc == 0; i++)
+            rc = vg_buf_addc(out, ' ');
+    return rc;
+}

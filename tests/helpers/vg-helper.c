@@ -1,0 +1,1152 @@
+/*
+ * vg-helper: puts real processes into the states vramguard diagnoses, so the CLI tests can run on
+ * a machine without GPUs. It sets up what its options ask for, reports that it is ready (a pidfile
+ * written atomically, and/or "ready\n" on a descriptor), then waits until SIGTERM, SIGINT, SIGHUP
+ * or its lifetime runs out. Every process it creates uses the same deadline, so nothing outlives
+ * a test by more than --lifetime even if the test forgets to clean up.
+ *
+ *   vg-helper [options] [-- ARGS...]
+ *
+ *   --open PATH        open PATH read-only WITHOUT O_CLOEXEC and keep it open (repeatable); the
+ *                      point is workers inheriting device fds, as /dev/nvidia* are in real jobs
+ *   --map PATH         mmap PATH (PROT_READ, MAP_PRIVATE) so it shows in /proc/PID/maps
+ *                      (repeatable); an empty file is mapped as one page, which is never touched
+ *   --env NAME=VALUE   put NAME=VALUE in the exec-time environment (repeatable): /proc/PID/environ
+ *                      shows only what execve() was given, so the helper re-executes itself
+ *                      (/proc/self/exe, same argv) with the new environment when it differs
+ *   --clear-env        the re-executed environment holds only the --env variables
+ *   --comm NAME        prctl(PR_SET_NAME): the comm of the main process and, unless
+ *                      --child-comm says otherwise, of its children (at most 15 bytes kept)
+ *   --child-comm NAME  comm of the --children workers
+ *   --children N       fork N workers that inherit fds, environment and maps and sleep (DataLoader
+ *                      workers); they die with their parent (PR_SET_PDEATHSIG, SIGKILL)
+ *   --zombie           fork a child that exits at once and is never reaped (repeatable: one
+ *                      zombie each)
+ *   --zombie-leader    the main thread exits (SYS_exit) while a second thread keeps running and
+ *                      the fds stay open: the leader shows Z in /proc/PID/stat, the live thread
+ *                      is under /proc/PID/task/ (fds, environ and maps only through task/TID/)
+ *   --dstate           a thread blocks in uninterruptible sleep (state D): it clone()s with
+ *                      CLONE_VFORK and the child sleeps, so the thread waits in the kernel for it
+ *   --orphan           fork; the child carries all the state and the original process exits once
+ *                      the child is set up, so the child is reparented (to init or the nearest
+ *                      subreaper); the exit status of the original process is 0 once the child
+ *                      is set up, 1 if it failed
+ *   --setsid           with --orphan: the process that forks the carrier first starts a new
+ *                      session (an intermediate process does so when needed), so the carrier is
+ *                      left in a session whose leader is gone
+ *   --uid USER         after opening and mapping (as root), drop to USER (name or number) with
+ *                      its group (or --gid), no supplementary groups, dumpable again; the
+ *                      pidfile's directory must then be writable by USER
+ *   --gid GID          the group for --uid (default: the user's, or GID = UID when numeric)
+ *   --pidfile FILE     when fully ready, write "ROLE PID" lines to FILE.tmp.PID, then rename it
+ *                      to FILE (see below)
+ *   --ready-fd N       when fully ready, write "ready\n" to descriptor N and close it
+ *   --lifetime SEC     exit after SEC seconds whatever happens (default 120, 1..86400)
+ *   --ignore-term      ignore SIGTERM (SIG_IGN, so /proc/PID/status SigIgn shows it); children too
+ *   --exit-on-term     exit 0 on SIGTERM (the default; for readability of tests)
+ *   --help             this text
+ *   -- ARGS...         ignored; they only show in /proc/PID/cmdline (e.g. "-- python train.py")
+ *
+ * Pidfile: one "ROLE PID" line each, in this order:
+ *   main PID       the process carrying the state (with --zombie-leader, the Z leader)
+ *   orphan PID     with --orphan: the same pid as main
+ *   parent PID     with --orphan: the process that forked the carrier and exited (with --setsid,
+ *                  the dead session leader: the carrier's sid)
+ *   thread TID     with --zombie-leader: the live thread
+ *   dstate TID     with --dstate: the thread in D state
+ *   vfork PID      with --dstate: the child that thread waits for
+ *   child PID      one per --children worker
+ *   zombie PID     one per --zombie
+ *
+ * "Ready" means: every fd open, every map in place, the environment applied, workers started
+ * (with their comm and death signal), zombies exited, the leader zombie, the D thread in D, and
+ * with --orphan the original process gone and the carrier reparented.
+ *
+ * Descriptors other than 0-2 and --ready-fd that the helper inherits are closed at start, so
+ * /proc/PID/fd shows only what the options asked for. Every wait is bounded by the deadline;
+ * signals are taken synchronously with sigtimedwait(), so there are no handlers and no busy
+ * loops (the few state polls sleep 2 ms between reads). Errors go to stderr as
+ * "vg-helper: ..." with exit status 1 (2 for usage errors). Once set up, processes leave with
+ * _exit(): there is nothing to flush, and a zombie leader must not run exit-time hooks.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ITEMS 64     /* --open, --map, --env each */
+#define MAX_CHILDREN 64
+#define MAX_ZOMBIES 16
+#define MAX_LIFETIME 86400L
+#define POLL_NS 2000000L /* between reads of /proc while waiting for a state */
+
+extern char **environ;
+
+static const char usage_text[] =
+    "usage: vg-helper [options] [-- ARGS...]\n"
+    "Puts real processes into the states vramguard diagnoses (tests only).\n"
+    "\n"
+    "  --open PATH        keep PATH open, inheritable (no O_CLOEXEC); repeatable\n"
+    "  --map PATH         mmap PATH read-only so it shows in /proc/PID/maps; repeatable\n"
+    "  --env NAME=VALUE   set in the exec-time environment (re-exec); repeatable\n"
+    "  --clear-env        exec-time environment holds only the --env variables\n"
+    "  --comm NAME        prctl(PR_SET_NAME) for the main process (and children)\n"
+    "  --child-comm NAME  comm of the --children workers\n"
+    "  --children N       fork N workers inheriting fds/env/maps (die with the parent)\n"
+    "  --zombie           fork a child that exits and is never reaped; repeatable\n"
+    "  --zombie-leader    main thread exits, a second thread keeps running with the fds\n"
+    "  --dstate           a thread sits in state D (waits on a CLONE_VFORK child)\n"
+    "  --orphan           a child carries the state; the original process exits\n"
+    "  --setsid           with --orphan: the carrier's session leader is gone too\n"
+    "  --uid USER         drop to USER (name or number) after opening/mapping (root only)\n"
+    "  --gid GID          group for --uid (default: the user's, or GID = UID)\n"
+    "  --pidfile FILE     when ready, write \"ROLE PID\" lines atomically (tmp + rename)\n"
+    "  --ready-fd N       when ready, write \"ready\\n\" to fd N and close it\n"
+    "  --lifetime SEC     exit after SEC seconds whatever happens (default 120)\n"
+    "  --ignore-term      ignore SIGTERM\n"
+    "  --exit-on-term     exit 0 on SIGTERM (default)\n"
+    "  --help             this text\n"
+    "  -- ARGS...         ignored; only visible in /proc/PID/cmdline\n"
+    "\n"
+    "Pidfile roles, in order: main, orphan (= main, with --orphan), parent (with --orphan),\n"
+    "thread (--zombie-leader), dstate and vfork (--dstate), child (each worker), zombie.\n"
+    "Exit status: 0 at SIGTERM/SIGINT/SIGHUP or the end of the lifetime, 1 on errors, 2 on\n"
+    "usage errors.\n";
+
+static struct {
+    const char *open_paths[MAX_ITEMS];
+    size_t n_open;
+    const char *map_paths[MAX_ITEMS];
+    size_t n_map;
+    const char *env[MAX_ITEMS];
+    size_t n_env;
+    bool clear_env;
+    const char *comm;
+    const char *child_comm;
+    unsigned long children;
+    unsigned long zombies;
+    bool zombie_leader;
+    bool dstate;
+    bool orphan;
+    bool setsid;
+    const char *uid_arg;
+    const char *gid_arg;
+    const char *pidfile;
+    int ready_fd;
+    long lifetime;
+    bool ignore_term;
+} opt = { .ready_fd = -1, .lifetime = 120 };
+
+/* Runtime state of the carrier (the process holding everything). */
+static struct timespec deadline; /* CLOCK_MONOTONIC; shared by every process created */
+static sigset_t wait_set;        /* blocked everywhere, taken with sigtimedwait() */
+static pid_t parent_pid;         /* --orphan: the process that forked the carrier */
+static int orphan_sock = -1;     /* --orphan: carrier's end of the handshake socket */
+static pid_t child_pids[MAX_CHILDREN];
+static pid_t zombie_pids[MAX_ZOMBIES];
+static pid_t leader_tid, thread_tid, dstate_tid, vfork_pid;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_errno(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void vmessage(const char *fmt, va_list ap, int errnum)
+{
+    char msg[512];
+
+    vsnprintf(msg, sizeof msg, fmt, ap); /* a truncated error message is still an error */
+    if (errnum)
+        fprintf(stderr, "vg-helper: %s: %s\n", msg, strerror(errnum));
+    else
+        fprintf(stderr, "vg-helper: %s\n", msg);
+}
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vmessage(fmt, ap, 0);
+    va_end(ap);
+    _exit(1);
+}
+
+static void die_errno(const char *fmt, ...)
+{
+    int errnum = errno;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vmessage(fmt, ap, errnum);
+    va_end(ap);
+    _exit(1);
+}
+
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vmessage(fmt, ap, 0);
+    va_end(ap);
+    fputs("try 'vg-helper --help'\n", stderr);
+    _exit(2);
+}
+
+static pid_t my_tid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+/* Strict decimal: digits only, no sign, no spaces, within [min, max]. */
+static unsigned long parse_number(const char *s, unsigned long min, unsigned long max,
+                                  const char *what)
+{
+    char *end;
+    unsigned long v;
+
+    if (s[0] < '0' || s[0] > '9')
+        usage_error("%s: '%s' is not a number", what, s);
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || *end != '\0')
+        usage_error("%s: '%s' is not a number", what, s);
+    if (v < min || v > max)
+        usage_error("%s: %s is out of range (%lu..%lu)", what, s, min, max);
+    return v;
+}
+
+static void add_item(const char **list, size_t *n, const char *item, const char *what)
+{
+    if (*n >= MAX_ITEMS)
+        usage_error("too many %s (at most %d)", what, MAX_ITEMS);
+    list[(*n)++] = item;
+}
+
+enum {
+    OPT_OPEN = 256,
+    OPT_MAP,
+    OPT_ENV,
+    OPT_CLEAR_ENV,
+    OPT_COMM,
+    OPT_CHILD_COMM,
+    OPT_CHILDREN,
+    OPT_ZOMBIE,
+    OPT_ZOMBIE_LEADER,
+    OPT_DSTATE,
+    OPT_ORPHAN,
+    OPT_SETSID,
+    OPT_UID,
+    OPT_GID,
+    OPT_PIDFILE,
+    OPT_READY_FD,
+    OPT_LIFETIME,
+    OPT_IGNORE_TERM,
+    OPT_EXIT_ON_TERM,
+    OPT_HELP,
+};
+
+static void parse_args(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "open", required_argument, NULL, OPT_OPEN },
+        { "map", required_argument, NULL, OPT_MAP },
+        { "env", required_argument, NULL, OPT_ENV },
+        { "clear-env", no_argument, NULL, OPT_CLEAR_ENV },
+        { "comm", required_argument, NULL, OPT_COMM },
+        { "child-comm", required_argument, NULL, OPT_CHILD_COMM },
+        { "children", required_argument, NULL, OPT_CHILDREN },
+        { "zombie", no_argument, NULL, OPT_ZOMBIE },
+        { "zombie-leader", no_argument, NULL, OPT_ZOMBIE_LEADER },
+        { "dstate", no_argument, NULL, OPT_DSTATE },
+        { "orphan", no_argument, NULL, OPT_ORPHAN },
+        { "setsid", no_argument, NULL, OPT_SETSID },
+        { "uid", required_argument, NULL, OPT_UID },
+        { "gid", required_argument, NULL, OPT_GID },
+        { "pidfile", required_argument, NULL, OPT_PIDFILE },
+        { "ready-fd", required_argument, NULL, OPT_READY_FD },
+        { "lifetime", required_argument, NULL, OPT_LIFETIME },
+        { "ignore-term", no_argument, NULL, OPT_IGNORE_TERM },
+        { "exit-on-term", no_argument, NULL, OPT_EXIT_ON_TERM },
+        { "help", no_argument, NULL, OPT_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+
+    opterr = 0; /* our own messages, without argv[0]'s full path */
+    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_OPEN:
+            add_item(opt.open_paths, &opt.n_open, optarg, "--open");
+            break;
+        case OPT_MAP:
+            add_item(opt.map_paths, &opt.n_map, optarg, "--map");
+            break;
+        case OPT_ENV: {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg)
+                usage_error("--env: expected NAME=VALUE, got '%s'", optarg);
+            add_item(opt.env, &opt.n_env, optarg, "--env");
+            break;
+        }
+        case OPT_CLEAR_ENV:
+            opt.clear_env = true;
+            break;
+        case OPT_COMM:
+            opt.comm = optarg;
+            break;
+        case OPT_CHILD_COMM:
+            opt.child_comm = optarg;
+            break;
+        case OPT_CHILDREN:
+            opt.children = parse_number(optarg, 0, MAX_CHILDREN, "--children");
+            break;
+        case OPT_ZOMBIE:
+            if (opt.zombies >= MAX_ZOMBIES)
+                usage_error("too many --zombie (at most %d)", MAX_ZOMBIES);
+            opt.zombies++;
+            break;
+        case OPT_ZOMBIE_LEADER:
+            opt.zombie_leader = true;
+            break;
+        case OPT_DSTATE:
+            opt.dstate = true;
+            break;
+        case OPT_ORPHAN:
+            opt.orphan = true;
+            break;
+        case OPT_SETSID:
+            opt.setsid = true;
+            break;
+        case OPT_UID:
+            opt.uid_arg = optarg;
+            break;
+        case OPT_GID:
+            opt.gid_arg = optarg;
+            break;
+        case OPT_PIDFILE:
+            opt.pidfile = optarg;
+            break;
+        case OPT_READY_FD:
+            opt.ready_fd = (int)parse_number(optarg, 0, 1 << 20, "--ready-fd");
+            break;
+        case OPT_LIFETIME:
+            opt.lifetime = (long)parse_number(optarg, 1, MAX_LIFETIME, "--lifetime");
+            break;
+        case OPT_IGNORE_TERM:
+            opt.ignore_term = true;
+            break;
+        case OPT_EXIT_ON_TERM:
+            opt.ignore_term = false;
+            break;
+        case OPT_HELP:
+            fputs(usage_text, stdout);
+            fflush(stdout);
+            _exit(0);
+        case ':':
+            usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            if (optopt)
+                usage_error("unknown option '-%c'", optopt);
+            usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    /* Anything left (after "--" or a first non-option) is only there to be seen in cmdline. */
+    if (opt.setsid && !opt.orphan)
+        usage_error("--setsid only makes sense with --orphan");
+    if (opt.gid_arg && !opt.uid_arg)
+        usage_error("--gid needs --uid");
+    if (opt.ready_fd >= 0 && opt.ready_fd <= 2)
+        usage_error("--ready-fd: use a descriptor above 2");
+}
+
+/* ---- environment ------------------------------------------------------------------------- */
+
+static size_t name_len(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    return eq ? (size_t)(eq - entry) : strlen(entry);
+}
+
+/* The value --env wants for the variable of entry, or NULL; the last --env of a name wins. */
+static const char *wanted_entry(const char *entry)
+{
+    size_t len = name_len(entry);
+
+    for (size_t i = opt.n_env; i-- > 0;) {
+        if (name_len(opt.env[i]) == len && strncmp(opt.env[i], entry, len) == 0)
+            return opt.env[i];
+    }
+    return NULL;
+}
+
+static bool env_is_applied(void)
+{
+    size_t n_present = 0;
+
+    for (char **e = environ; *e; e++) {
+        const char *want = wanted_entry(*e);
+        if (want) {
+            if (strcmp(want, *e) != 0)
+                return false;
+            n_present++;
+        } else if (opt.clear_env) {
+            return false;
+        }
+    }
+    /* Every distinct wanted name must be present exactly once. */
+    for (size_t i = 0; i < opt.n_env; i++) {
+        if (wanted_entry(opt.env[i]) != opt.env[i])
+            continue; /* overridden by a later --env */
+        n_present--;
+        if (n_present == (size_t)-1)
+            return false;
+    }
+    return n_present == 0;
+}
+
+/*
+ * /proc/PID/environ shows the environment execve() was given, not setenv()'s: re-execute the
+ * same binary with the same argv and the new environment. After the exec the environment
+ * matches, so this happens at most once without any marker in argv or the environment.
+ */
+static void apply_env(char **argv)
+{
+    size_t n = 0, cap;
+    char **envp;
+
+    if ((opt.n_env == 0 && !opt.clear_env) || env_is_applied())
+        return;
+    for (char **e = environ; *e; e++)
+        n++;
+    cap = n + opt.n_env + 1;
+    envp = calloc(cap, sizeof *envp);
+    if (!envp)
+        die("out of memory");
+    n = 0;
+    if (!opt.clear_env) {
+        for (char **e = environ; *e; e++) {
+            if (!wanted_entry(*e))
+                envp[n++] = *e;
+        }
+    }
+    for (size_t i = 0; i < opt.n_env; i++) {
+        if (wanted_entry(opt.env[i]) == opt.env[i])
+            envp[n++] = (char *)opt.env[i];
+    }
+    envp[n] = NULL;
+    execve("/proc/self/exe", argv, envp);
+    die_errno("cannot re-execute /proc/self/exe to apply --env");
+}
+
+/* ---- time, signals, waiting -------------------------------------------------------------- */
+
+static void set_deadline(void)
+{
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += opt.lifetime;
+}
+
+/* Time left until the deadline; false when it has passed. */
+static bool time_left(struct timespec *left)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    left->tv_sec = deadline.tv_sec - now.tv_sec;
+    left->tv_nsec = deadline.tv_nsec - now.tv_nsec;
+    if (left->tv_nsec < 0) {
+        left->tv_nsec += 1000000000L;
+        left->tv_sec--;
+    }
+    return left->tv_sec > 0 || (left->tv_sec == 0 && left->tv_nsec > 0);
+}
+
+static int ms_left(void)
+{
+    struct timespec left;
+
+    if (!time_left(&left))
+        return 0;
+    if (left.tv_sec > 86400 * 2)
+        return 86400 * 2 * 1000;
+    return (int)(left.tv_sec * 1000 + left.tv_nsec / 1000000) + 1;
+}
+
+/*
+ * Signals are never handled asynchronously: SIGTERM (unless ignored), SIGINT, SIGHUP and
+ * SIGCHLD are blocked in every thread and process and taken with sigtimedwait(). Dispositions
+ * and masks survive execve(), and bash starts background jobs with SIGINT ignored, so reset
+ * them explicitly.
+ */
+static void setup_signals(void)
+{
+    struct sigaction sa;
+    sigset_t none;
+
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGCHLD, &sa, NULL); /* SIG_IGN would reap zombies behind our back */
+    sigaction(SIGQUIT, &sa, NULL);
+    sa.sa_handler = opt.ignore_term ? SIG_IGN : SIG_DFL;
+    sigaction(SIGTERM, &sa, NULL);
+    if (opt.ready_fd >= 0) {
+        sa.sa_handler = SIG_IGN; /* a closed reader gives EPIPE, reported as an error */
+        sigaction(SIGPIPE, &sa, NULL);
+    }
+
+    sigemptyset(&wait_set);
+    sigaddset(&wait_set, SIGINT);
+    sigaddset(&wait_set, SIGHUP);
+    sigaddset(&wait_set, SIGCHLD);
+    if (!opt.ignore_term)
+        sigaddset(&wait_set, SIGTERM);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    sigprocmask(SIG_BLOCK, &wait_set, NULL);
+}
+
+/*
+ * Waits for one signal of set until the deadline: returns the signal, or 0 once the deadline
+ * has passed. Only async-signal-safe calls: also used in the CLONE_VFORK child.
+ */
+static int wait_signal_until(const sigset_t *set, const struct timespec *until)
+{
+    for (;;) {
+        struct timespec now, left;
+        int sig;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = until->tv_sec - now.tv_sec;
+        left.tv_nsec = until->tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0) {
+            left.tv_nsec += 1000000000L;
+            left.tv_sec--;
+        }
+        if (left.tv_sec < 0 || (left.tv_sec == 0 && left.tv_nsec == 0))
+            return 0;
+        sig = sigtimedwait(set, NULL, &left);
+        if (sig > 0)
+            return sig;
+        if (errno != EINTR && errno != EAGAIN)
+            return 0;
+        /* EINTR (e.g. after SIGSTOP/SIGCONT) or EAGAIN (timeout): recompute what is left. */
+    }
+}
+
+static int wait_signal(const sigset_t *set)
+{
+    return wait_signal_until(set, &deadline);
+}
+
+/* Sleeps POLL_NS, never past the deadline; false once the deadline has passed. */
+static bool nap(void)
+{
+    struct timespec left, step = { 0, POLL_NS };
+
+    if (!time_left(&left))
+        return false;
+    if (left.tv_sec == 0 && left.tv_nsec < step.tv_nsec)
+        step = left;
+    while (nanosleep(&step, &step) != 0 && errno == EINTR)
+        ;
+    return true;
+}
+
+static void reap_workers(void)
+{
+    for (unsigned long i = 0; i < opt.children; i++) {
+        if (child_pids[i] > 0 && waitpid(child_pids[i], NULL, WNOHANG) == child_pids[i])
+            child_pids[i] = -child_pids[i]; /* keep it for nothing but debugging */
+    }
+}
+
+/*
+ * The end state of every process: sleep until SIGTERM/SIGINT/SIGHUP or the deadline. Workers
+ * that die are reaped (a killed DataLoader worker must not stay a zombie of ours); --zombie
+ * children never are.
+ */
+static void __attribute__((noreturn)) idle_until_end(void)
+{
+    for (;;) {
+        int sig = wait_signal(&wait_set);
+        if (sig == 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+            _exit(0);
+        if (sig == SIGCHLD)
+            reap_workers();
+    }
+}
+
+/* State letter of /proc/PID/task/TID/stat, parsed after the last ')'; 0 if unreadable. */
+static char task_state(pid_t pid, pid_t tid)
+{
+    char path[64], buf[1024];
+    ssize_t n;
+    int fd;
+    char *p;
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return 0;
+    return p[2];
+}
+
+static void wait_task_state(pid_t pid, pid_t tid, char want, const char *what)
+{
+    while (task_state(pid, tid) != want) {
+        if (!nap())
+            die("%s (task %d) did not reach state %c before the lifetime ran out", what, (int)tid,
+                want);
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------------------- */
+
+/* Close every inherited descriptor above 2 but --ready-fd: /proc/PID/fd shows only ours. */
+static void close_stray_fds(void)
+{
+    int fds[256];
+    size_t n = 0;
+    bool more = true;
+
+    while (more) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+
+        if (!d)
+            die_errno("cannot list /proc/self/fd");
+        more = false;
+        n = 0;
+        while ((de = readdir(d)) != NULL) {
+            char *end;
+            long fd = strtol(de->d_name, &end, 10);
+            if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end)
+                continue;
+            if (fd <= 2 || fd == opt.ready_fd || fd == dirfd(d))
+                continue;
+            if (n == sizeof fds / sizeof fds[0]) {
+                more = true;
+                break;
+            }
+            fds[n++] = (int)fd;
+        }
+        closedir(d);
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+    }
+    if (opt.ready_fd >= 0) {
+        if (fcntl(opt.ready_fd, F_SETFD, FD_CLOEXEC) < 0)
+            die_errno("--ready-fd %d", opt.ready_fd);
+    }
+}
+
+static void open_files(void)
+{
+    for (size_t i = 0; i < opt.n_open; i++) {
+        /* Deliberately without O_CLOEXEC: workers and re-executed programs inherit it. */
+        int fd = open(opt.open_paths[i], O_RDONLY | O_NOCTTY);
+        if (fd < 0)
+            die_errno("cannot open '%s'", opt.open_paths[i]);
+    }
+}
+
+static void map_files(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+
+    for (size_t i = 0; i < opt.n_map; i++) {
+        const char *path = opt.map_paths[i];
+        struct stat st;
+        size_t len;
+        void *p;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+            die_errno("cannot open '%s' to map it", path);
+        if (fstat(fd, &st) < 0)
+            die_errno("cannot stat '%s'", path);
+        if (!S_ISREG(st.st_mode))
+            die("cannot map '%s': not a regular file", path);
+        /* An empty file maps fine with a nonzero length; the page is never touched. */
+        len = st.st_size > 0 ? (size_t)st.st_size : (size_t)page;
+        p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            die_errno("cannot map '%s'", path);
+        close(fd); /* the mapping keeps the file, as after dlopen() */
+    }
+}
+
+static void set_comm(const char *name)
+{
+    if (name && prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL) < 0)
+        die_errno("cannot set comm to '%s'", name);
+}
+
+static void drop_privileges(void)
+{
+    uid_t uid;
+    gid_t gid;
+
+    if (!opt.uid_arg)
+        return;
+    if (geteuid() != 0)
+        die("--uid needs root");
+    if (opt.uid_arg[0] >= '0' && opt.uid_arg[0] <= '9') {
+        uid = (uid_t)parse_number(opt.uid_arg, 0, 0xfffffffeUL, "--uid");
+        gid = (gid_t)uid;
+    } else {
+        struct passwd *pw = getpwnam(opt.uid_arg);
+        if (!pw)
+            die("--uid: no user '%s'", opt.uid_arg);
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+    if (opt.gid_arg)
+        gid = (gid_t)parse_number(opt.gid_arg, 0, 0xfffffffeUL, "--gid");
+    if (setgroups(0, NULL) < 0)
+        die_errno("setgroups");
+    if (setresgid(gid, gid, gid) < 0)
+        die_errno("cannot switch to gid %u", (unsigned)gid);
+    if (setresuid(uid, uid, uid) < 0)
+        die_errno("cannot switch to uid %u", (unsigned)uid);
+    /* A process started by that user is dumpable; a setuid() one is not unless told so. */
+    if (prctl(PR_SET_DUMPABLE, 1UL, 0UL, 0UL, 0UL) < 0)
+        die_errno("PR_SET_DUMPABLE");
+}
+
+/* Descriptors that only the carrier may keep: closed in every other process it creates. */
+static void close_internal_fds(void)
+{
+    if (opt.ready_fd >= 0)
+        close(opt.ready_fd);
+    if (orphan_sock >= 0)
+        close(orphan_sock);
+}
+
+/*
+ * Called first thing in a worker or the CLONE_VFORK child: die with the thread that forked us,
+ * and check that it is not already gone (the death signal would never come).
+ */
+static void die_with_parent(pid_t expected_parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, (unsigned long)SIGKILL, 0UL, 0UL, 0UL) < 0)
+        _exit(1);
+    if (getppid() != expected_parent)
+        _exit(0);
+}
+
+static void spawn_workers(void)
+{
+    pid_t self = getpid();
+    int ready[2];
+
+    if (opt.children == 0)
+        return;
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        die_errno("pipe");
+    for (unsigned long i = 0; i < opt.children; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die_errno("cannot fork worker %lu", i);
+        if (pid == 0) {
+            char c = 'w';
+            die_with_parent(self);
+            close_internal_fds();
+            close(ready[0]);
+            set_comm(opt.child_comm);
+            if (write(ready[1], &c, 1) != 1)
+                _exit(1);
+            close(ready[1]);
+            idle_until_end(); /* no workers of its own: reap_workers() sees none */
+        }
+        child_pids[i] = pid;
+    }
+    close(ready[1]);
+    /* Each worker writes one byte once set up; EOF before that means one died. */
+    for (unsigned long got = 0; got < opt.children;) {
+        char buf[MAX_CHILDREN];
+        struct pollfd pfd = { .fd = ready[0], .events = POLLIN };
+        int r = poll(&pfd, 1, ms_left());
+        ssize_t n;
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            die_errno("poll");
+        if (r == 0)
+            die("workers did not get ready before the lifetime ran out");
+        n = read(ready[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            die("a worker died while starting");
+        got += (unsigned long)n;
+    }
+    close(ready[0]);
+}
+
+static void spawn_zombies(void)
+{
+    for (unsigned long i = 0; i < opt.zombies; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die_errno("cannot fork zombie");
+        if (pid == 0)
+            _exit(0);
+        zombie_pids[i] = pid;
+    }
+}
+
+/* Without reaping: waitid(WNOWAIT) leaves the child a zombie. */
+static void wait_zombies(void)
+{
+    for (unsigned long i = 0; i < opt.zombies; i++) {
+        for (;;) {
+            siginfo_t si;
+            sigset_t chld;
+
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)zombie_pids[i], &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+                errno != EINTR)
+                die_errno("waitid %d", (int)zombie_pids[i]);
+            if (si.si_pid == zombie_pids[i])
+                break;
+            sigemptyset(&chld);
+            sigaddset(&chld, SIGCHLD);
+            if (wait_signal(&chld) == 0)
+                die("zombie %d did not exit before the lifetime ran out", (int)zombie_pids[i]);
+        }
+    }
+}
+
+/* ---- D state ----------------------------------------------------------------------------- */
+
+static int dstate_pipe[2] = { -1, -1 };
+
+/*
+ * clone(CLONE_VFORK) without CLONE_VM: the child gets its own copy of memory, as with fork(),
+ * but the calling thread waits in the kernel (TASK_KILLABLE, shown as D) until the child exits
+ * or execs. The child only makes async-signal-safe calls.
+ */
+static void *dstate_main(void *arg)
+{
+    pid_t self = getpid();
+    pid_t tid = my_tid();
+    pid_t child;
+
+    (void)arg;
+    if (write(dstate_pipe[1], &tid, sizeof tid) != (ssize_t)sizeof tid)
+        die_errno("dstate thread: cannot report its tid");
+    child = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_VFORK | SIGCHLD), NULL, NULL, NULL,
+                           NULL);
+    if (child < 0)
+        die_errno("dstate thread: clone(CLONE_VFORK)");
+    if (child == 0) {
+        pid_t me = (pid_t)syscall(SYS_getpid);
+        die_with_parent(self);
+        if (write(dstate_pipe[1], &me, sizeof me) != (ssize_t)sizeof me)
+            _exit(1);
+        for (;;) {
+            int sig = wait_signal(&wait_set);
+            if (sig != SIGCHLD)
+                _exit(0);
+        }
+    }
+    /* The child has exited (killed, or the lifetime ended): collect it and let the thread go. */
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+static void read_exact(int fd, void *buf, size_t len, const char *what)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        int r = poll(&pfd, 1, ms_left());
+        ssize_t n;
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            die_errno("poll");
+        if (r == 0)
+            die("%s: nothing before the lifetime ran out", what);
+        n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die_errno("%s", what);
+        if (n == 0)
+            die("%s: unexpected end", what);
+        got += (size_t)n;
+    }
+}
+
+static void start_dstate(void)
+{
+    pthread_t t;
+    int rc;
+
+    if (!opt.dstate)
+        return;
+    if (pipe2(dstate_pipe, O_CLOEXEC) < 0)
+        die_errno("pipe");
+    rc = pthread_create(&t, NULL, dstate_main, NULL);
+    if (rc != 0) {
+        errno = rc;
+        die_errno("cannot start the dstate thread");
+    }
+    pthread_detach(t);
+    read_exact(dstate_pipe[0], &dstate_tid, sizeof dstate_tid, "dstate thread");
+    read_exact(dstate_pipe[0], &vfork_pid, sizeof vfork_pid, "dstate child");
+    wait_task_state(getpid(), dstate_tid, 'D', "the dstate thread");
+    /* Keep dstate_pipe open: the CLONE_VFORK child has a copy; nothing else reads it. */
+}
+
+/* ---- orphans ----------------------------------------------------------------------------- */
+
+/* Waits (bounded) for child to exit and returns its exit status, 1 if it was killed. */
+static int wait_child_status(pid_t child)
+{
+    sigset_t chld;
+
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    for (;;) {
+        int status;
+        pid_t r = waitpid(child, &status, WNOHANG);
+        if (r == child)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        if (r < 0 && errno != EINTR)
+            die_errno("waitpid %d", (int)child);
+        if (wait_signal(&chld) == 0)
+            die("process %d did not exit before the lifetime ran out", (int)child);
+    }
+}
+
+/*
+ * --orphan: returns in the carrier only. The launcher (the original process, or with --setsid
+ * an intermediate session leader) forks the carrier, waits until the carrier says it is set up,
+ * then exits; the carrier later waits for that exit and for its reparenting.
+ */
+static void become_orphan(void)
+{
+    int sv[2];
+    pid_t pid;
+
+    if (opt.setsid) {
+        /* The original may lead a process group (setsid() fails then): a fresh child never
+         * does, so it becomes the session leader that will be gone. */
+        pid = fork();
+        if (pid < 0)
+            die_errno("fork");
+        if (pid > 0) {
+            close_internal_fds();
+            _exit(wait_child_status(pid));
+        }
+        if (setsid() < 0)
+            die_errno("setsid");
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        die_errno("socketpair");
+    parent_pid = getpid();
+    pid = fork();
+    if (pid < 0)
+        die_errno("fork");
+    if (pid > 0) {
+        char c = 0;
+        close(sv[1]);
+        close_internal_fds();
+        read_exact(sv[0], &c, 1, "orphan carrier"); /* dies with a message on EOF */
+        _exit(c == 'k' ? 0 : 1);
+    }
+    close(sv[0]);
+    orphan_sock = sv[1];
+}
+
+/* In the carrier, once set up: let the launcher exit and wait until we are reparented. */
+static void finish_orphan(void)
+{
+    char c = 'k', buf[16];
+
+    if (orphan_sock < 0)
+        return;
+    if (write(orphan_sock, &c, 1) != 1)
+        die_errno("cannot tell the launcher we are set up");
+    for (;;) {
+        struct pollfd pfd = { .fd = orphan_sock, .events = POLLIN };
+        int r = poll(&pfd, 1, ms_left());
+        ssize_t n;
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            die_errno("poll");
+        if (r == 0)
+            die("the launcher %d did not exit before the lifetime ran out", (int)parent_pid);
+        n = read(orphan_sock, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            break; /* the launcher closed its end: it is exiting */
+        if (n < 0 && errno != EINTR)
+            die_errno("read");
+    }
+    close(orphan_sock);
+    orphan_sock = -1;
+    /* Its descriptors close before the kernel reparents its children: wait for the latter. */
+    while (getppid() == parent_pid) {
+        if (!nap())
+            die("not reparented before the lifetime ran out");
+    }
+}
+
+/* ---- readiness --------------------------------------------------------------------------- */
+
+static void add_line(char *buf, size_t size, size_t *len, const char *role, pid_t pid)
+{
+    int n = snprintf(buf + *len, size - *len, "%s %d\n", role, (int)pid);
+    if (n < 0 || (size_t)n >= size - *len)
+        die("pidfile contents too long");
+    *len += (size_t)n;
+}
+
+static void write_all(int fd, const char *buf, size_t len, const char *what)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die_errno("cannot write %s", what);
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void report_ready(void)
+{
+    char buf[4096], tmp[4096];
+    size_t len = 0;
+    int fd, n;
+
+    if (opt.pidfile) {
+        add_line(buf, sizeof buf, &len, "main", getpid());
+        if (opt.orphan) {
+            add_line(buf, sizeof buf, &len, "orphan", getpid());
+            add_line(buf, sizeof buf, &len, "parent", parent_pid);
+        }
+        if (opt.zombie_leader)
+            add_line(buf, sizeof buf, &len, "thread", thread_tid);
+        if (opt.dstate) {
+            add_line(buf, sizeof buf, &len, "dstate", dstate_tid);
+            add_line(buf, sizeof buf, &len, "vfork", vfork_pid);
+        }
+        for (unsigned long i = 0; i < opt.children; i++)
+            add_line(buf, sizeof buf, &len, "child", child_pids[i]);
+        for (unsigned long i = 0; i < opt.zombies; i++)
+            add_line(buf, sizeof buf, &len, "zombie", zombie_pids[i]);
+
+        n = snprintf(tmp, sizeof tmp, "%s.tmp.%d", opt.pidfile, (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof tmp)
+            die("--pidfile path too long");
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+            die_errno("cannot create '%s'%s", tmp,
+                      opt.uid_arg ? " (with --uid, its directory must be writable by that user)"
+                                  : "");
+        write_all(fd, buf, len, tmp);
+        if (close(fd) < 0)
+            die_errno("cannot write '%s'", tmp);
+        if (rename(tmp, opt.pidfile) < 0)
+            die_errno("cannot rename '%s' to '%s'", tmp, opt.pidfile);
+    }
+    if (opt.ready_fd >= 0) {
+        write_all(opt.ready_fd, "ready\n", 6, "to --ready-fd");
+        close(opt.ready_fd);
+        opt.ready_fd = -1;
+    }
+}
+
+/* ---- the carrier ------------------------------------------------------------------------- */
+
+/* Everything after the process-wide state is in place; runs in the live thread with
+ * --zombie-leader, in the main thread otherwise. */
+static void *carry_rest(void *arg)
+{
+    (void)arg;
+    thread_tid = my_tid();
+    spawn_workers();
+    spawn_zombies();
+    start_dstate();
+    finish_orphan();
+    if (opt.zombie_leader)
+        wait_task_state(getpid(), leader_tid, 'Z', "the exited main thread");
+    wait_zombies();
+    report_ready();
+    idle_until_end();
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    apply_env(argv);
+    setup_signals();
+    set_deadline();
+    close_stray_fds();
+    if (opt.orphan)
+        become_orphan();
+
+    open_files();
+    map_files();
+    set_comm(opt.comm);
+    drop_privileges();
+
+    if (opt.zombie_leader) {
+        pthread_t t;
+        int rc;
+
+        leader_tid = getpid();
+        rc = pthread_create(&t, NULL, carry_rest, NULL);
+        if (rc != 0) {
+            errno = rc;
+            die_errno("cannot start the surviving thread");
+        }
+        /* Not pthread_exit(): that could run exit-time hooks; only this thread must go. */
+        syscall(SYS_exit, 0);
+    }
+    carry_rest(NULL);
+    return 0;
+}

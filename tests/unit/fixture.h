@@ -1,0 +1,123 @@
+/*
+ * Hand-made snapshots for unit tests of the model, rules and renderers: builds the GPU list and
+ * process table the way the NVML client and the /proc scanner would (heap-owned, so the real
+ * release functions free them), then joins them with vg_snap_assemble().
+ */
+#ifndef VG_TEST_FIXTURE_H
+#define VG_TEST_FIXTURE_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/snapshot.h"
+
+static inline char *fx_strdup(const char *s)
+{
+    char *p = s ? strdup(s) : NULL;
+    if (s && !p)
+        abort();
+    return p;
+}
+
+static inline void *fx_grow(void *p, size_t n, size_t size)
+{
+    void *q = realloc(p, n * size);
+    if (!q)
+        abort();
+    return q;
+}
+
+/* Append a GPU with everything known; returns it for further tweaks. */
+static inline struct vg_gpu *fx_gpu(struct vg_gpu_list *l, const char *uuid, const char *name,
+                                    unsigned minor, uint64_t total, uint64_t used,
+                                    uint64_t reserved)
+{
+    l->gpus = fx_grow(l->gpus, l->ngpus + 1, sizeof(*l->gpus));
+    struct vg_gpu *g = &l->gpus[l->ngpus];
+    memset(g, 0, sizeof(*g));
+    g->index = (unsigned)l->ngpus++;
+    g->uuid = fx_strdup(uuid);
+    g->name = fx_strdup(name);
+    g->pci_bus_id = fx_strdup("00000000:17:00.0");
+    g->minor = minor;
+    g->mem_total = total;
+    g->mem_used = used;
+    g->mem_reserved = reserved;
+    g->mem_free = total - used - reserved;
+    g->util_gpu = 10;
+    g->cc_major = 9;
+    g->known = VG_GPU_K_NAME | VG_GPU_K_UUID | VG_GPU_K_MINOR | VG_GPU_K_PCI | VG_GPU_K_MEM |
+               VG_GPU_K_RESERVED | VG_GPU_K_UTIL | VG_GPU_K_CC | VG_GPU_K_PROCS;
+    return g;
+}
+
+static inline struct vg_gpu *fx_mig(struct vg_gpu *parent, const char *uuid, uint64_t total)
+{
+    parent->mig = fx_grow(parent->mig, parent->nmig + 1, sizeof(*parent->mig));
+    struct vg_gpu *m = &parent->mig[parent->nmig];
+    memset(m, 0, sizeof(*m));
+    m->index = (unsigned)parent->nmig++;
+    m->is_mig = true;
+    m->uuid = fx_strdup(uuid);
+    m->name = fx_strdup("MIG 1g.10gb");
+    m->mem_total = total;
+    m->known = VG_GPU_K_NAME | VG_GPU_K_UUID | VG_GPU_K_MEM | VG_GPU_K_PROCS;
+    parent->mig_current = 1;
+    parent->known |= VG_GPU_K_MIG_MODE;
+    return m;
+}
+
+/* used == UINT64_MAX means "not available". */
+static inline void fx_gproc(struct vg_gpu *g, uint32_t pid, uint64_t used, unsigned types)
+{
+    g->procs = fx_grow(g->procs, g->nprocs + 1, sizeof(*g->procs));
+    struct vg_gpu_proc *p = &g->procs[g->nprocs++];
+    memset(p, 0, sizeof(*p));
+    p->pid = pid;
+    p->types = types;
+    p->used_known = used != UINT64_MAX;
+    p->used_bytes = p->used_known ? used : 0;
+    p->bogus_pid = pid == 0 || pid == UINT32_MAX;
+}
+
+/* Append a process; keep calls in ascending pid order (the table is sorted). */
+static inline struct vg_proc *fx_proc(struct vg_proc_table *t, pid_t pid, const char *comm,
+                                      const char *cmdline, char state)
+{
+    t->procs = fx_grow(t->procs, t->n + 1, sizeof(*t->procs));
+    struct vg_proc *p = &t->procs[t->n++];
+    memset(p, 0, sizeof(*p));
+    p->pid = pid;
+    p->comm = fx_strdup(comm);
+    p->cmdline = fx_strdup(cmdline);
+    p->state = state;
+    p->ppid = 1;
+    p->uid = 1000;
+    p->user = fx_strdup("alice");
+    p->known = VG_PROC_K_STAT | VG_PROC_K_STATUS | VG_PROC_K_CMDLINE | VG_PROC_K_USER |
+               VG_PROC_K_FDS;
+    t->n_scanned++;
+    return p;
+}
+
+static inline void fx_fd(struct vg_proc *p, unsigned minor)
+{
+    p->dev_minors = fx_grow(p->dev_minors, p->ndev_minors + 1, sizeof(*p->dev_minors));
+    p->dev_minors[p->ndev_minors++] = minor;
+    p->dev_fd_count++;
+}
+
+static inline struct vg_snapshot *fx_assemble(struct vg_gpu_list *l, struct vg_proc_table *t)
+{
+    struct vg_snapshot *s = vg_snap_new();
+    if (!s)
+        abort();
+    s->proc_root = fx_strdup("/proc");
+    s->dev_dir = fx_strdup("/dev");
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_snap_assemble(s, l, true, t, &err) != 0)
+        abort();
+    return s;
+}
+
+#endif

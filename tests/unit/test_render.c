@@ -1,0 +1,158 @@
+/*
+ * Unit tests for src/render: JSON writer and escaping (always valid JSON whatever a process put
+ * in its name), terminal escaping (no control bytes reach the terminal), and the status
+ * renderers over a hand-made snapshot (unknown values as null / n/a, never 0).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "fixture.h"
+#include "render/json.h"
+#include "render/render.h"
+#include "render/text.h"
+
+#define GiB (1ull << 30)
+
+static void test_json_escape(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    const char in[] = "a\"b\\c\n\x01\xff\xc3\xa9\xed\xa0\x80z";
+    assert_int_equal(vg_json_escape(&b, in, sizeof(in) - 1), 0);
+    /* quote, backslash, newline, control, invalid byte -> U+FFFD, valid é kept, surrogate
+     * encoding (invalid in UTF-8) -> three U+FFFD. */
+    assert_string_equal(vg_buf_str(&b), "a\\\"b\\\\c\\n\\u0001\xEF\xBF\xBD\xc3\xa9"
+                                         "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz");
+    vg_buf_release(&b);
+}
+
+static void test_json_writer(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_json j;
+    vg_json_init(&j, &b, false);
+    vg_json_obj_begin(&j);
+    vg_json_ku64(&j, "a", 1);
+    vg_json_ku64_opt(&j, "b", false, 7);
+    vg_json_key(&j, "c");
+    vg_json_arr_begin(&j);
+    vg_json_str(&j, "x");
+    vg_json_null(&j);
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "d");
+    vg_json_arr_begin(&j);
+    vg_json_arr_end(&j);
+    vg_json_obj_end(&j);
+    assert_int_equal(vg_json_finish(&j), 0);
+    assert_string_equal(vg_buf_str(&b), "{\"a\":1,\"b\":null,\"c\":[\"x\",null],\"d\":[]}\n");
+    vg_buf_release(&b);
+
+    vg_buf_init(&b, 0);
+    vg_json_init(&j, &b, false);
+    vg_json_obj_begin(&j); /* unbalanced */
+    assert_int_equal(vg_json_finish(&j), -EINVAL);
+    vg_buf_release(&b);
+}
+
+static void test_text_escape(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    const char in[] = "ls\x1b[2J\n\xff\xc2\x9b ok";
+    size_t cols;
+    assert_int_equal(vg_text_escape(&b, in, sizeof(in) - 1, 0, &cols), 0);
+    assert_string_equal(vg_buf_str(&b), "ls\\x1b[2J\\n\\xff\\xc2\\x9b ok");
+    vg_buf_reset(&b);
+    assert_int_equal(vg_text_escape(&b, "abcdefghij", 10, 5, &cols), 0);
+    assert_string_equal(vg_buf_str(&b), "abcd\xE2\x80\xA6");
+    assert_int_equal(cols, 5);
+    vg_buf_reset(&b);
+    assert_int_equal(vg_text_escape(&b, "abcde", 5, 5, &cols), 0);
+    assert_string_equal(vg_buf_str(&b), "abcde");
+    vg_buf_release(&b);
+}
+
+static struct vg_snapshot *sample(void)
+{
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_gpu *g = fx_gpu(&l, "GPU-8a1b2c3d-1111-2222", "NVIDIA H100", 2, 80 * GiB, 3 * GiB,
+                              GiB / 2);
+    fx_gproc(g, 100, 1 * GiB, VG_PTYPE_COMPUTE);
+    fx_gproc(g, 200, UINT64_MAX, VG_PTYPE_COMPUTE);
+    struct vg_proc *p = fx_proc(&t, 100, "py)\n(thon", "python \"train\".py\x1b[31m", 'S');
+    fx_fd(p, 2);
+    return fx_assemble(&l, &t);
+}
+
+static void test_status_json(void **state)
+{
+    (void)state;
+    struct vg_snapshot *s = sample();
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_render_opts ro = {0};
+    assert_int_equal(vg_render_status_json(s, &ro, &b), 0);
+    const char *o = vg_buf_str(&b);
+    assert_non_null(strstr(o, "\"schema\": \"vramguard.status/1\""));
+    assert_non_null(strstr(o, "\"minor\": 2"));
+    assert_non_null(strstr(o, "\"reserved\": 536870912"));
+    assert_non_null(strstr(o, "\"unexplained\": 2147483648"));
+    assert_non_null(strstr(o, "\"memory\": 1073741824"));
+    assert_non_null(strstr(o, "\"memory\": null")); /* pid 200: unknown, not 0 */
+    assert_non_null(strstr(o, "\"seen_by\": \"both\""));
+    assert_non_null(strstr(o, "\"seen_by\": \"nvml\""));
+    assert_non_null(strstr(o, "\"comm\": \"py)\\n(thon\""));
+    assert_non_null(strstr(o, "\"command\": \"python \\\"train\\\".py\\u001b[31m\""));
+    assert_null(strstr(o, "\x1b"));
+    vg_buf_release(&b);
+    vg_snap_free(s);
+}
+
+static void test_status_text(void **state)
+{
+    (void)state;
+    struct vg_snapshot *s = sample();
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_render_opts ro = {.color = false, .width = 80};
+    assert_int_equal(vg_render_status_text(s, &ro, &b), 0);
+    const char *o = vg_buf_str(&b);
+    assert_non_null(strstr(o, "GPU 0  NVIDIA H100  GPU-8a1b2c3d  minor 2"));
+    assert_non_null(strstr(o, "(+512 MiB reserved by the driver)"));
+    assert_non_null(strstr(o, "up to 2 GiB held by no listed process"));
+    assert_non_null(strstr(o, "n/a")); /* pid 200's memory */
+    assert_null(strstr(o, "\x1b"));    /* no colour, and the command's escape is escaped */
+    /* Every line fits 80 columns. */
+    for (const char *line = o; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        char *copy = strndup(line, n);
+        assert_true(vg_text_cols(copy) <= 80);
+        free(copy);
+        line += n + (nl ? 1 : 0);
+    }
+    vg_buf_release(&b);
+    vg_snap_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_escape), cmocka_unit_test(test_json_writer),
+        cmocka_unit_test(test_text_escape), cmocka_unit_test(test_status_json),
+        cmocka_unit_test(test_status_text),
+    };
+    return cmocka_run_group_tests_name("render", tests, NULL, NULL);
+}

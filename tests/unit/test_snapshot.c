@@ -1,0 +1,182 @@
+/*
+ * Unit tests for the snapshot join (src/model/snapshot.c): NVML and fd holders merged per GPU
+ * through the minor number, fd-only and NVML-only holders kept and marked, MIG attribution,
+ * bogus PIDs, and the per-GPU unexplained memory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fixture.h"
+
+#define GiB (1ull << 30)
+#define MiB (1ull << 20)
+
+static const struct vg_holding *find(const struct vg_snapshot *s, size_t gpu, int mig, pid_t pid)
+{
+    for (size_t i = 0; i < s->nholdings; i++)
+        if (s->holdings[i].gpu == gpu && s->holdings[i].mig == mig && s->holdings[i].pid == pid)
+            return &s->holdings[i];
+    return NULL;
+}
+
+static void test_join_minor_not_index(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    /* GPU 0 is /dev/nvidia3 and GPU 1 is /dev/nvidia1: never assume minor == index. */
+    fx_gpu(&l, "GPU-aaaaaaaa-0000", "A", 3, 80 * GiB, 3 * GiB, 512 * MiB);
+    fx_gpu(&l, "GPU-bbbbbbbb-0000", "B", 1, 80 * GiB, 1 * GiB, 512 * MiB);
+    struct vg_gpu *g0 = &l.gpus[0], *g1 = &l.gpus[1]; /* after the last realloc */
+    fx_gproc(g0, 100, 1 * GiB, VG_PTYPE_COMPUTE);
+    fx_gproc(g0, 200, UINT64_MAX, VG_PTYPE_COMPUTE | VG_PTYPE_GRAPHICS);
+    fx_gproc(g1, 999999, 1 * GiB, VG_PTYPE_COMPUTE);
+    fx_fd(fx_proc(&t, 100, "python", "python train.py", 'S'), 3);
+    fx_proc(&t, 200, "Xorg", "/usr/lib/xorg/Xorg", 'S');
+    fx_fd(fx_proc(&t, 300, "pt_data_worker", "python train.py", 'S'), 3);
+    fx_fd(fx_proc(&t, 400, "stray", "stray", 'S'), 7);
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+
+    assert_int_equal(s->nholdings, 5);
+    const struct vg_holding *h = find(s, 0, -1, 100);
+    assert_non_null(h);
+    assert_int_equal(h->seen, VG_SEEN_NVML | VG_SEEN_FD);
+    assert_true(h->used_known && h->used_bytes == 1 * GiB);
+    assert_non_null(h->proc);
+
+    h = find(s, 0, -1, 200);
+    assert_non_null(h);
+    assert_int_equal(h->seen, VG_SEEN_NVML);
+    assert_false(h->used_known);
+    assert_int_equal(h->types, VG_PTYPE_COMPUTE | VG_PTYPE_GRAPHICS);
+
+    h = find(s, 0, -1, 300);
+    assert_non_null(h);
+    assert_int_equal(h->seen, VG_SEEN_FD);
+    assert_false(h->used_known);
+
+    h = find(s, 1, -1, 999999);
+    assert_non_null(h);
+    assert_null(h->proc); /* NVML-only, not in this /proc */
+
+    h = find(s, VG_SNAP_NO_GPU, -1, 400);
+    assert_non_null(h);
+    assert_int_equal(h->minor, 7);
+
+    /* Holdings are grouped by GPU, NO_GPU last. */
+    size_t first, count;
+    vg_snap_gpu_holdings(s, 0, &first, &count);
+    assert_int_equal(first, 0);
+    assert_int_equal(count, 3);
+    vg_snap_gpu_holdings(s, VG_SNAP_NO_GPU, &first, &count);
+    assert_int_equal(first, 4);
+    assert_int_equal(count, 1);
+
+    /* 3 GiB used, 1 GiB attributed, one holder unknown: up to 2 GiB unexplained. */
+    assert_true(s->per_gpu[0].unexplained_known);
+    assert_true(s->per_gpu[0].unexplained_bytes == 2 * GiB);
+    assert_true(s->per_gpu[0].unexplained_upper_bound);
+    assert_false(s->per_gpu[0].unexplained_has_reserved);
+    assert_int_equal(s->per_gpu[0].nholders, 3);
+    assert_true(s->per_gpu[1].unexplained_bytes == 0);
+    assert_false(s->per_gpu[1].unexplained_upper_bound);
+    vg_snap_free(s);
+}
+
+static void test_mig_attribution(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_gpu *g = fx_gpu(&l, "GPU-cccccccc", "A100", 0, 80 * GiB, 6 * GiB, 0);
+    g->known &= ~(unsigned)VG_GPU_K_RESERVED;
+    fx_mig(g, "MIG-11111111", 10 * GiB);
+    fx_mig(g, "MIG-22222222", 10 * GiB);
+    struct vg_gpu *m0 = &g->mig[0];
+    fx_gproc(m0, 500, 4 * GiB, VG_PTYPE_COMPUTE);
+    fx_gproc(g, 500, UINT64_MAX, VG_PTYPE_COMPUTE); /* the parent lists it too */
+    fx_gproc(g, 600, 1 * GiB, VG_PTYPE_COMPUTE);
+    fx_fd(fx_proc(&t, 500, "python", "python a.py", 'R'), 0);
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+
+    assert_int_equal(s->nholdings, 2);
+    const struct vg_holding *h = find(s, 0, 0, 500);
+    assert_non_null(h);
+    assert_int_equal(h->seen, VG_SEEN_NVML | VG_SEEN_FD);
+    assert_true(h->used_bytes == 4 * GiB);
+    assert_null(find(s, 0, -1, 500));
+    assert_non_null(find(s, 0, -1, 600));
+    /* v1-style memory (no reservation known): unexplained includes the reservation. */
+    assert_true(s->per_gpu[0].unexplained_bytes == 1 * GiB);
+    assert_true(s->per_gpu[0].unexplained_has_reserved);
+    vg_snap_free(s);
+}
+
+static void test_bogus_and_unknown(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_gpu *g = fx_gpu(&l, "GPU-dddddddd", "H100", 0, 80 * GiB, 1 * GiB, 0);
+    fx_gproc(g, 0, 1 * GiB, VG_PTYPE_COMPUTE);
+    fx_gproc(g, UINT32_MAX, UINT64_MAX, VG_PTYPE_COMPUTE);
+    struct vg_gpu *g2 = fx_gpu(&l, "GPU-eeeeeeee", "H100", 1, 80 * GiB, 5 * GiB, 0);
+    g2->known &= ~(unsigned)VG_GPU_K_PROCS; /* process lists failed */
+    fx_proc(&t, 1, "init", "/sbin/init", 'S');
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+
+    const struct vg_holding *h = find(s, 0, -1, 0);
+    assert_non_null(h);
+    assert_true(h->bogus_pid);
+    assert_null(h->proc); /* PID 0 is not the process in /proc/0, nor anything else */
+    h = find(s, 0, -1, (pid_t)UINT32_MAX);
+    assert_non_null(h);
+    assert_true(h->bogus_pid);
+    assert_null(h->proc);
+    /* No process list: nothing can be called unexplained. */
+    assert_false(s->per_gpu[1].unexplained_known);
+    vg_snap_free(s);
+}
+
+static void test_no_driver(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_proc *p = fx_proc(&t, 42, "python", "python x.py", 'S');
+    fx_fd(p, 0);
+    fx_fd(p, 1);
+    struct vg_snapshot *s = vg_snap_new();
+    assert_non_null(s);
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_snap_assemble(s, &l, false, &t, &err), 0);
+    assert_int_equal(s->nholdings, 2);
+    assert_int_equal(s->holdings[0].gpu, VG_SNAP_NO_GPU);
+    assert_int_equal(s->holdings[0].minor, 0);
+    assert_int_equal(s->holdings[1].minor, 1);
+    assert_null(s->per_gpu);
+    vg_snap_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_join_minor_not_index),
+        cmocka_unit_test(test_mig_attribution),
+        cmocka_unit_test(test_bogus_and_unknown),
+        cmocka_unit_test(test_no_driver),
+    };
+    return cmocka_run_group_tests_name("snapshot", tests, NULL, NULL);
+}

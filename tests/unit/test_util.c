@@ -1,0 +1,194 @@
+/*
+ * Unit tests for src/util: bounded buffers, error messages, strict parsing, whole-file reads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/file.h"
+#include "util/parse.h"
+
+static void test_buf_bounded(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 8);
+    assert_int_equal(vg_buf_adds(&b, "12345678"), 0);
+    assert_string_equal(vg_buf_str(&b), "12345678");
+    assert_int_equal(vg_buf_addc(&b, '9'), -E2BIG);
+    assert_int_equal(b.err, -E2BIG);
+    assert_int_equal(b.len, 8); /* nothing half-written */
+    vg_buf_reset(&b);
+    assert_int_equal(vg_buf_printf(&b, "%d-%s", 42, "ab"), 0);
+    assert_string_equal(vg_buf_str(&b), "42-ab");
+    assert_int_equal(vg_buf_printf(&b, "%s", "toolong"), -E2BIG);
+    char *s = vg_buf_steal(&b);
+    assert_string_equal(s, "42-ab");
+    free(s);
+    assert_string_equal(vg_buf_str(&b), "");
+    vg_buf_release(&b);
+}
+
+static void test_buf_grows(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(vg_buf_addc(&b, (char)('a' + i % 26)), 0);
+    assert_int_equal(b.len, 10000);
+    assert_int_equal(strlen(vg_buf_str(&b)), 10000);
+    vg_buf_release(&b);
+}
+
+static void test_err(void **state)
+{
+    (void)state;
+    struct vg_err e = VG_ERR_INIT;
+    assert_string_equal(vg_err_msg(&e), "no error");
+    assert_int_equal(vg_err_set(&e, -ENOENT, "cannot open '%s'", "/x"), -ENOENT);
+    assert_string_equal(vg_err_msg(&e), "cannot open '/x'");
+    assert_int_equal(vg_err_prefix(&e, "status"), -ENOENT);
+    assert_string_equal(vg_err_msg(&e), "status: cannot open '/x'");
+    assert_int_equal(vg_err_set(NULL, -EIO, "dropped"), -EIO);
+    vg_err_release(&e);
+    assert_null(e.msg);
+}
+
+static void test_parse_u64(void **state)
+{
+    (void)state;
+    uint64_t v = 7;
+    assert_int_equal(vg_parse_u64("0", &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(vg_parse_u64("18446744073709551615", &v), 0);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(vg_parse_u64("18446744073709551616", &v), -ERANGE);
+    const char *bad[] = {"", " 1", "1 ", "-1", "+1", "1a", "0x10", NULL};
+    for (int i = 0; bad[i]; i++)
+        assert_int_equal(vg_parse_u64(bad[i], &v), -EINVAL);
+    assert_int_equal(vg_parse_u64(NULL, &v), -EINVAL);
+    int64_t s;
+    assert_int_equal(vg_parse_i64("-5", -10, 10, &s), 0);
+    assert_int_equal(s, -5);
+    assert_int_equal(vg_parse_i64("-9223372036854775808", INT64_MIN, INT64_MAX, &s), 0);
+    assert_true(s == INT64_MIN);
+    assert_int_equal(vg_parse_i64("11", -10, 10, &s), -ERANGE);
+}
+
+static void test_parse_size(void **state)
+{
+    (void)state;
+    uint64_t b = 0;
+    bool frac = true;
+    double f = 0;
+    assert_int_equal(vg_parse_size("512MiB", false, &b, &frac, &f), 0);
+    assert_true(b == 512ull << 20);
+    assert_false(frac);
+    assert_int_equal(vg_parse_size("20GiB", false, &b, NULL, NULL), 0);
+    assert_true(b == 20ull << 30);
+    assert_int_equal(vg_parse_size("1.5G", false, &b, NULL, NULL), 0);
+    assert_true(b == 3ull << 29);
+    assert_int_equal(vg_parse_size("10MB", false, &b, NULL, NULL), 0);
+    assert_true(b == 10000000ull);
+    assert_int_equal(vg_parse_size("123", false, &b, NULL, NULL), 0);
+    assert_true(b == 123);
+    assert_int_equal(vg_parse_size("0.5", true, &b, &frac, &f), 0);
+    assert_true(frac);
+    assert_true(f == 0.5);
+    const char *bad[] = {"", "-1", "1e400", "GiB", "1 GiBs", "1.2.3", "nan", "inf", ".", NULL};
+    for (int i = 0; bad[i]; i++)
+        assert_int_equal(vg_parse_size(bad[i], true, &b, &frac, &f), -EINVAL);
+    assert_int_equal(vg_parse_size("99999999999TiB", false, &b, NULL, NULL), -ERANGE);
+}
+
+static void test_parse_duration(void **state)
+{
+    (void)state;
+    uint64_t ms;
+    assert_int_equal(vg_parse_duration_ms("2s", &ms), 0);
+    assert_true(ms == 2000);
+    assert_int_equal(vg_parse_duration_ms("500ms", &ms), 0);
+    assert_true(ms == 500);
+    assert_int_equal(vg_parse_duration_ms("1.5", &ms), 0);
+    assert_true(ms == 1500);
+    assert_int_equal(vg_parse_duration_ms("10m", &ms), 0);
+    assert_true(ms == 600000);
+    assert_int_equal(vg_parse_duration_ms("1d", &ms), 0);
+    assert_true(ms == 86400000);
+    assert_int_equal(vg_parse_duration_ms("-1s", &ms), -EINVAL);
+    assert_int_equal(vg_parse_duration_ms("5 s", &ms), -EINVAL);
+    assert_int_equal(vg_parse_duration_ms("5y", &ms), -EINVAL);
+}
+
+static void test_fmt_size(void **state)
+{
+    (void)state;
+    char s[32];
+    assert_int_equal(vg_fmt_size(0, s, sizeof(s)), 0);
+    assert_string_equal(s, "0 B");
+    assert_int_equal(vg_fmt_size(1536ull << 20, s, sizeof(s)), 0);
+    assert_string_equal(s, "1.5 GiB");
+    assert_int_equal(vg_fmt_size(80ull << 30, s, sizeof(s)), 0);
+    assert_string_equal(s, "80 GiB");
+    assert_int_equal(vg_fmt_size(UINT64_MAX, s, sizeof(s)), 0);
+    assert_int_equal(vg_fmt_size(1ull << 30, s, 4), -ENOSPC);
+}
+
+static void test_file_read(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-test-util-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    int fd = openat(dfd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    char big[10000];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(write(fd, big, sizeof(big)), (ssize_t)sizeof(big));
+    close(fd);
+
+    struct vg_buf b;
+    vg_buf_init(&b, 20000);
+    assert_int_equal(vg_file_read_at(dfd, "f", &b), 0);
+    assert_int_equal(b.len, sizeof(big));
+    vg_buf_release(&b);
+    vg_buf_init(&b, 9999);
+    assert_int_equal(vg_file_read_at(dfd, "f", &b), -E2BIG);
+    vg_buf_release(&b);
+    vg_buf_init(&b, 10000); /* exactly the size: fits */
+    assert_int_equal(vg_file_read_at(dfd, "f", &b), 0);
+    vg_buf_release(&b);
+    assert_int_equal(vg_file_read_at(dfd, "missing", &b), -ENOENT);
+
+    char small[16];
+    size_t len;
+    assert_int_equal(vg_file_read_small(dfd, "f", small, sizeof(small), &len), -E2BIG);
+    assert_int_equal(len, 15);
+    unlinkat(dfd, "f", 0);
+    close(dfd);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_fmt_size),      cmocka_unit_test(test_file_read),
+    };
+    return cmocka_run_group_tests_name("util", tests, NULL, NULL);
+}
