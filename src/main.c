@@ -47,9 +47,9 @@ int main(int argc, char **argv)
     };
     struct vg_global g = {0};
     int c;
-    /* '+': stop at the command name; the command parses the rest. */
-    opterr = 1;
-    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+    /* '+': stop at the command name; the command parses the rest. Messages are ours. */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
         int r = vg_global_opt(&g, c, optarg, NULL);
         if (r < 0)
             return VG_EXIT_USAGE;
@@ -63,9 +63,13 @@ int main(int argc, char **argv)
         case 'V':
             printf("vramguard %s\n", VG_VERSION);
             return VG_EXIT_OK;
-        default:
-            vg_cmd_usage_error(NULL, argc, argv);
+        case ':':
+            vg_cmd_usage_error(NULL, c, argc, argv);
             return VG_EXIT_USAGE;
+        default:
+            /* Not a global option: it may be one of the default command's
+             * (`vramguard --no-nvml`), so let status parse the whole line and complain. */
+            return vg_cmd_status(&g, argc, argv);
         }
     }
 

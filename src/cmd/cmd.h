@@ -71,8 +71,9 @@ extern const char vg_global_help[];
 
 /* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL). */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Report an unknown option or missing argument the way getopt saw it, and point at --help. */
-void vg_cmd_usage_error(const char *cmd, int argc, char **argv);
+/* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
+ * starts with ':') the way getopt saw it, and point at --help. */
+void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv);
 
 /* Colour decision: --color, NO_COLOR, and whether stdout is a terminal. */
 bool vg_cmd_use_color(const struct vg_global *g);

@@ -37,15 +37,20 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
-void vg_cmd_usage_error(const char *cmd, int argc, char **argv)
+void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
 {
     const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-    if (optopt && optopt < 0x100 && optopt != '?')
-        vg_cmd_error(cmd, "bad use of option '-%c' (see 'vramguard %s%s--help')", optopt,
-                     cmd ? cmd : "", cmd ? " " : "");
+    const char *sp = cmd ? " " : "";
+    cmd = cmd ? cmd : "";
+    if (c == ':')
+        vg_cmd_error(*cmd ? cmd : NULL, "option '%s' needs a value (see 'vramguard %s%s--help')",
+                     bad, cmd, sp);
+    else if (optopt > 0 && optopt < 0x100)
+        vg_cmd_error(*cmd ? cmd : NULL, "unknown option '-%c' (see 'vramguard %s%s--help')",
+                     optopt, cmd, sp);
     else
-        vg_cmd_error(cmd, "unknown option or missing value: '%s' (see 'vramguard %s%s--help')",
-                     bad, cmd ? cmd : "", cmd ? " " : "");
+        vg_cmd_error(*cmd ? cmd : NULL, "unknown option '%s' (see 'vramguard %s%s--help')", bad,
+                     cmd, sp);
 }
 
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)

@@ -36,7 +36,8 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     bool no_nvml = false;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         int r = vg_global_opt(g, c, optarg, "status");
         if (r < 0)
             return VG_EXIT_USAGE;
@@ -52,7 +53,7 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
             no_nvml = true;
             break;
         default:
-            vg_cmd_usage_error("status", argc, argv);
+            vg_cmd_usage_error("status", c, argc, argv);
             return VG_EXIT_USAGE;
         }
     }
