@@ -121,12 +121,11 @@ static void vg_text_memory(struct vg_buf *o, const struct vg_gpu *g)
     vg_size_str(mem, g->mem_used, used, sizeof(used));
     vg_size_str(mem, g->mem_total, total, sizeof(total));
     vg_size_str(mem, g->mem_free, fr, sizeof(fr));
-    vg_buf_printf(o, "  memory %s used of %s", used, total);
+    vg_buf_printf(o, "  memory %s of %s used, %s free", used, total, fr);
     if (g->known & VG_GPU_K_RESERVED) {
         vg_fmt_size(g->mem_reserved, res, sizeof(res));
-        vg_buf_printf(o, " (+%s reserved by the driver)", res);
+        vg_buf_printf(o, ", %s reserved", res);
     }
-    vg_buf_printf(o, ", %s free", fr);
 }
 
 static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
@@ -239,7 +238,8 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
         vg_buf_adds(out, "no process holds an NVIDIA device node\n\n");
 
     const struct vg_proc_table *t = &snap->procs;
-    vg_buf_printf(out, "%sscanned %zu processes", st.dim, t->n_scanned);
+    vg_buf_printf(out, "%sscanned %zu process%s", st.dim, t->n_scanned,
+                  t->n_scanned == 1 ? "" : "es");
     if (t->n_vanished)
         vg_buf_printf(out, ", %zu exited during the scan", t->n_vanished);
     if (t->n_denied)

@@ -3,6 +3,7 @@
  * in its name), terminal escaping (no control bytes reach the terminal), and the status
  * renderers over a hand-made snapshot (unknown values as null / n/a, never 0).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,7 +131,7 @@ static void test_status_text(void **state)
     assert_int_equal(vg_render_status_text(s, &ro, &b), 0);
     const char *o = vg_buf_str(&b);
     assert_non_null(strstr(o, "GPU 0  NVIDIA H100  GPU-8a1b2c3d  minor 2"));
-    assert_non_null(strstr(o, "(+512 MiB reserved by the driver)"));
+    assert_non_null(strstr(o, "memory 3 GiB of 80 GiB used, 76.5 GiB free, 512 MiB reserved, util 10%"));
     assert_non_null(strstr(o, "up to 2 GiB held by no listed process"));
     assert_non_null(strstr(o, "n/a")); /* pid 200's memory */
     assert_null(strstr(o, "\x1b"));    /* no colour, and the command's escape is escaped */
