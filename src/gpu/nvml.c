@@ -43,18 +43,18 @@ enum { VG_PV3, VG_PV2, VG_PV1, VG_PV_N };
 
 /* One slot per symbol; arrays hold a versioned family, newest first. */
 struct vg_nvml_fns {
-    nvml_void_fn init[2];                 /* nvmlInit_v2, nvmlInit */
+    nvml_void_fn init[2]; /* nvmlInit_v2, nvmlInit */
     nvml_void_fn shutdown;
     nvml_error_string_fn error_string;
     nvml_sys_string_fn driver_version;
     nvml_sys_string_fn nvml_version;
-    nvml_sys_int_fn cuda_version[2];      /* _v2, v1 */
-    nvml_count_fn count[2];               /* _v2, v1 */
-    nvml_handle_by_index_fn handle[2];    /* _v2, v1 */
+    nvml_sys_int_fn cuda_version[2];   /* _v2, v1 */
+    nvml_count_fn count[2];            /* _v2, v1 */
+    nvml_handle_by_index_fn handle[2]; /* _v2, v1 */
     nvml_dev_string_fn name;
     nvml_dev_string_fn uuid;
     nvml_dev_uint_fn minor;
-    nvml_pci_fn pci[3];                   /* _v3, _v2, v1 */
+    nvml_pci_fn pci[3]; /* _v3, _v2, v1 */
     nvml_mem_v2_fn mem_v2;
     nvml_mem_fn mem_v1;
     nvml_util_fn util;
@@ -67,8 +67,8 @@ struct vg_nvml_fns {
     nvml_dev_uint_fn gpu_instance;
     nvml_dev_uint_fn compute_instance;
     nvml_procs_fn procs[VG_PT_N][VG_PV_N];
-    void *conf_compute_mem;               /* presence only: the 535 window */
-    void *process_detail_list;            /* presence only: the 535 window */
+    void *conf_compute_mem;    /* presence only: the 535 window */
+    void *process_detail_list; /* presence only: the 535 window */
 };
 
 struct vg_nvml {
@@ -84,7 +84,10 @@ struct vg_nvml_sym {
     size_t off;
 };
 
-#define VG_SYM(name, slot) { name, offsetof(struct vg_nvml_fns, slot) }
+#define VG_SYM(name, slot)                                                                         \
+    {                                                                                              \
+        name, offsetof(struct vg_nvml_fns, slot)                                                   \
+    }
 
 /* Every symbol the client uses; vg_nvml_resolve() fills the slots in one loop. */
 static const struct vg_nvml_sym vg_nvml_syms[] = {
@@ -138,37 +141,37 @@ static const struct {
     int status;
     const char *text;
 } vg_nvml_texts[] = {
-    { NVML_SUCCESS, "Success" },
-    { NVML_ERROR_UNINITIALIZED, "Uninitialized" },
-    { NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument" },
-    { NVML_ERROR_NOT_SUPPORTED, "Not Supported" },
-    { NVML_ERROR_NO_PERMISSION, "Insufficient Permissions" },
-    { NVML_ERROR_ALREADY_INITIALIZED, "Already Initialized" },
-    { NVML_ERROR_NOT_FOUND, "Not Found" },
-    { NVML_ERROR_INSUFFICIENT_SIZE, "Insufficient Size" },
-    { NVML_ERROR_INSUFFICIENT_POWER, "Insufficient External Power" },
-    { NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded" },
-    { NVML_ERROR_TIMEOUT, "Timeout" },
-    { NVML_ERROR_IRQ_ISSUE, "Interrupt Request Issue" },
-    { NVML_ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found" },
-    { NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found" },
-    { NVML_ERROR_CORRUPTED_INFOROM, "Corrupted infoROM" },
-    { NVML_ERROR_GPU_IS_LOST, "GPU is lost" },
-    { NVML_ERROR_RESET_REQUIRED, "GPU requires restart" },
-    { NVML_ERROR_OPERATING_SYSTEM, "The operating system has blocked the request" },
-    { NVML_ERROR_LIB_RM_VERSION_MISMATCH, "RM has detected an NVML/RM version mismatch" },
-    { NVML_ERROR_IN_USE, "In use by another client" },
-    { NVML_ERROR_MEMORY, "Insufficient Memory" },
-    { NVML_ERROR_NO_DATA, "No data" },
-    { NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "ECC is not supported on vGPU" },
-    { NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources" },
-    { NVML_ERROR_FREQ_NOT_SUPPORTED, "Frequency not supported" },
-    { NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "Argument version mismatch" },
-    { NVML_ERROR_DEPRECATED, "Deprecated" },
-    { NVML_ERROR_NOT_READY, "Not ready" },
-    { NVML_ERROR_GPU_NOT_FOUND, "GPU not found" },
-    { NVML_ERROR_INVALID_STATE, "Invalid state" },
-    { NVML_ERROR_UNKNOWN, "Unknown Error" },
+    {NVML_SUCCESS, "Success"},
+    {NVML_ERROR_UNINITIALIZED, "Uninitialized"},
+    {NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument"},
+    {NVML_ERROR_NOT_SUPPORTED, "Not Supported"},
+    {NVML_ERROR_NO_PERMISSION, "Insufficient Permissions"},
+    {NVML_ERROR_ALREADY_INITIALIZED, "Already Initialized"},
+    {NVML_ERROR_NOT_FOUND, "Not Found"},
+    {NVML_ERROR_INSUFFICIENT_SIZE, "Insufficient Size"},
+    {NVML_ERROR_INSUFFICIENT_POWER, "Insufficient External Power"},
+    {NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded"},
+    {NVML_ERROR_TIMEOUT, "Timeout"},
+    {NVML_ERROR_IRQ_ISSUE, "Interrupt Request Issue"},
+    {NVML_ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found"},
+    {NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found"},
+    {NVML_ERROR_CORRUPTED_INFOROM, "Corrupted infoROM"},
+    {NVML_ERROR_GPU_IS_LOST, "GPU is lost"},
+    {NVML_ERROR_RESET_REQUIRED, "GPU requires restart"},
+    {NVML_ERROR_OPERATING_SYSTEM, "The operating system has blocked the request"},
+    {NVML_ERROR_LIB_RM_VERSION_MISMATCH, "RM has detected an NVML/RM version mismatch"},
+    {NVML_ERROR_IN_USE, "In use by another client"},
+    {NVML_ERROR_MEMORY, "Insufficient Memory"},
+    {NVML_ERROR_NO_DATA, "No data"},
+    {NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, "ECC is not supported on vGPU"},
+    {NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources"},
+    {NVML_ERROR_FREQ_NOT_SUPPORTED, "Frequency not supported"},
+    {NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "Argument version mismatch"},
+    {NVML_ERROR_DEPRECATED, "Deprecated"},
+    {NVML_ERROR_NOT_READY, "Not ready"},
+    {NVML_ERROR_GPU_NOT_FOUND, "GPU not found"},
+    {NVML_ERROR_INVALID_STATE, "Invalid state"},
+    {NVML_ERROR_UNKNOWN, "Unknown Error"},
 };
 
 /* ---- symbols ---------------------------------------------------------------------------- */
@@ -306,8 +309,8 @@ static int vg_nvml_init(struct vg_nvml *n, struct vg_err *err)
         return 0;
     }
     char *text = vg_nvml_status_text(n, st);
-    int code = vg_err_set(err, vg_nvml_errno(st), "cannot initialise NVML from '%s': %s",
-                          n->path, text ? text : "out of memory");
+    int code = vg_err_set(err, vg_nvml_errno(st), "cannot initialise NVML from '%s': %s", n->path,
+                          text ? text : "out of memory");
     free(text);
     return code;
 }
@@ -382,7 +385,7 @@ static int vg_nvml_add_error(struct vg_gpu_error **errs, size_t *nerrs, const ch
         return -ENOMEM;
     }
     *errs = e;
-    e[*nerrs] = (struct vg_gpu_error){ .func = f, .status = status, .msg = msg };
+    e[*nerrs] = (struct vg_gpu_error){.func = f, .status = status, .msg = msg};
     (*nerrs)++;
     return 0;
 }
@@ -464,8 +467,8 @@ static int vg_nvml_get_string(nvml_dev_string_fn dfn, nvml_sys_string_fn sfn, nv
     return 0;
 }
 
-static int vg_nvml_dev_string(struct vg_nvml_dev *d, nvml_dev_string_fn const *slot,
-                              unsigned size, unsigned bit, char **out)
+static int vg_nvml_dev_string(struct vg_nvml_dev *d, nvml_dev_string_fn const *slot, unsigned size,
+                              unsigned bit, char **out)
 {
     nvmlReturn_t st;
     if (!*slot)
@@ -481,14 +484,14 @@ static int vg_nvml_dev_string(struct vg_nvml_dev *d, nvml_dev_string_fn const *s
 
 static int vg_nvml_read_name(struct vg_nvml_dev *d)
 {
-    return vg_nvml_dev_string(d, &d->nvml->f.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE,
-                              VG_GPU_K_NAME, &d->g->name);
+    return vg_nvml_dev_string(d, &d->nvml->f.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE, VG_GPU_K_NAME,
+                              &d->g->name);
 }
 
 static int vg_nvml_read_uuid(struct vg_nvml_dev *d)
 {
-    return vg_nvml_dev_string(d, &d->nvml->f.uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE,
-                              VG_GPU_K_UUID, &d->g->uuid);
+    return vg_nvml_dev_string(d, &d->nvml->f.uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE, VG_GPU_K_UUID,
+                              &d->g->uuid);
 }
 
 /* ---- per-device fields ------------------------------------------------------------------ */
@@ -507,6 +510,25 @@ static int vg_nvml_read_minor(struct vg_nvml_dev *d)
     return 0;
 }
 
+/* v1 fills only the 16-byte legacy id, "0000:07:00.0" with a 16-bit domain; widen it to the
+ * form later versions give ("00000000:07:00.0") so ids compare equal whichever answered. */
+static int vg_nvml_legacy_bus_id(const nvmlPciInfo_t *pci, char **out)
+{
+    size_t len = strnlen(pci->busIdLegacy, sizeof pci->busIdLegacy);
+    const char *colon = memchr(pci->busIdLegacy, ':', len);
+    int r;
+    if (colon) {
+        int rest = (int)(len - (size_t)(colon - pci->busIdLegacy));
+        r = asprintf(out, "%08X%.*s", pci->domain, rest, colon);
+    } else
+        r = (*out = strndup(pci->busIdLegacy, len)) ? 0 : -1;
+    if (r < 0) {
+        *out = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 static int vg_nvml_read_pci(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
@@ -520,15 +542,14 @@ static int vg_nvml_read_pci(struct vg_nvml_dev *d)
     nvmlReturn_t st = f->pci[v](d->dev, &pci);
     if (st != NVML_SUCCESS)
         return vg_nvml_fail(d, &f->pci[v], st, 0);
-    /* v1 fills only the 16-byte legacy id; later versions the full one (legacy as fallback). */
-    const char *id = pci.busId;
     size_t len = strnlen(pci.busId, sizeof pci.busId);
-    if (v == VG_ARRAY_LEN(f->pci) - 1 || len == 0 || len == sizeof pci.busId) {
-        id = pci.busIdLegacy;
-        len = strnlen(pci.busIdLegacy, sizeof pci.busIdLegacy);
-    }
-    if (!(d->g->pci_bus_id = strndup(id, len)))
-        return -ENOMEM;
+    int r;
+    if (v == VG_ARRAY_LEN(f->pci) - 1 || len == 0 || len == sizeof pci.busId)
+        r = vg_nvml_legacy_bus_id(&pci, &d->g->pci_bus_id);
+    else
+        r = (d->g->pci_bus_id = strndup(pci.busId, len)) ? 0 : -ENOMEM;
+    if (r < 0)
+        return r;
     d->g->pci_domain = pci.domain;
     d->g->pci_bus = pci.bus;
     d->g->pci_device = pci.device;
@@ -586,7 +607,7 @@ static int vg_nvml_read_memory(struct vg_nvml_dev *d)
 static int vg_nvml_read_util(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
-    nvmlUtilization_t u = { 0, 0 };
+    nvmlUtilization_t u = {0, 0};
     if (!f->util)
         return 0;
     nvmlReturn_t st = f->util(d->dev, &u);
@@ -824,9 +845,9 @@ static int vg_nvml_add_procs(struct vg_gpu *g, const unsigned char *buf, unsigne
     return 0;
 }
 
-static const char *const vg_nvml_proc_api[VG_PV_N] = { "v3", "v2", "v1" };
-static const unsigned vg_nvml_ptype_bit[VG_PT_N] = { VG_PTYPE_COMPUTE, VG_PTYPE_GRAPHICS,
-                                                     VG_PTYPE_MPS };
+static const char *const vg_nvml_proc_api[VG_PV_N] = {"v3", "v2", "v1"};
+static const unsigned vg_nvml_ptype_bit[VG_PT_N] = {VG_PTYPE_COMPUTE, VG_PTYPE_GRAPHICS,
+                                                    VG_PTYPE_MPS};
 
 static void vg_nvml_note_proc_api(struct vg_nvml_dev *d, int version)
 {
@@ -883,8 +904,8 @@ static int vg_nvml_read_procs(struct vg_nvml_dev *d)
 typedef int (*vg_nvml_reader)(struct vg_nvml_dev *d);
 
 static const vg_nvml_reader vg_nvml_mig_readers[] = {
-    vg_nvml_read_name, vg_nvml_read_uuid, vg_nvml_read_memory, vg_nvml_read_instance,
-    vg_nvml_read_procs,
+    vg_nvml_read_name,     vg_nvml_read_uuid,  vg_nvml_read_memory,
+    vg_nvml_read_instance, vg_nvml_read_procs,
 };
 
 static int vg_nvml_run_readers(struct vg_nvml_dev *d, const vg_nvml_reader *readers, size_t n)
@@ -922,7 +943,11 @@ static int vg_nvml_read_mig_device(struct vg_nvml_dev *pd, unsigned index, nvmlD
     if (r < 0)
         return r;
     struct vg_nvml_dev d = {
-        .nvml = pd->nvml, .list = pd->list, .g = mg, .dev = h, .parent = (long)pd->g->index,
+        .nvml = pd->nvml,
+        .list = pd->list,
+        .g = mg,
+        .dev = h,
+        .parent = (long)pd->g->index,
     };
     return vg_nvml_run_readers(&d, vg_nvml_mig_readers, VG_ARRAY_LEN(vg_nvml_mig_readers));
 }
@@ -959,10 +984,9 @@ static int vg_nvml_read_migs(struct vg_nvml_dev *d)
 }
 
 static const vg_nvml_reader vg_nvml_gpu_readers[] = {
-    vg_nvml_read_name,     vg_nvml_read_uuid,        vg_nvml_read_minor,
-    vg_nvml_read_pci,      vg_nvml_read_memory,      vg_nvml_read_util,
-    vg_nvml_read_cc,       vg_nvml_read_persistence, vg_nvml_read_compute_mode,
-    vg_nvml_read_mig_mode, vg_nvml_read_procs,       vg_nvml_read_migs,
+    vg_nvml_read_name,         vg_nvml_read_uuid,     vg_nvml_read_minor, vg_nvml_read_pci,
+    vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,    vg_nvml_read_persistence,
+    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_migs,
 };
 
 /* Read GPU index into g. A handle that cannot be had leaves the GPU lost with only its index. */
@@ -970,7 +994,7 @@ static int vg_nvml_read_gpu(struct vg_nvml *n, struct vg_gpu_list *list, unsigne
                             struct vg_gpu *g)
 {
     const struct vg_nvml_fns *f = &n->f;
-    struct vg_nvml_dev d = { .nvml = n, .list = list, .g = g, .dev = NULL, .parent = -1 };
+    struct vg_nvml_dev d = {.nvml = n, .list = list, .g = g, .dev = NULL, .parent = -1};
     const nvml_handle_by_index_fn *slot = f->handle[0] ? &f->handle[0] : &f->handle[1];
     g->index = index;
     if (!*slot) {
@@ -1006,8 +1030,8 @@ static int vg_nvml_read_versions(struct vg_nvml *n, struct vg_gpu_list *list)
     int r = vg_nvml_read_sys_string(n, list, &f->driver_version,
                                     NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE, &list->driver_version);
     if (r == 0)
-        r = vg_nvml_read_sys_string(n, list, &f->nvml_version,
-                                    NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE, &list->nvml_version);
+        r = vg_nvml_read_sys_string(n, list, &f->nvml_version, NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE,
+                                    &list->nvml_version);
     if (r < 0)
         return r;
     const nvml_sys_int_fn *slot = f->cuda_version[0] ? &f->cuda_version[0] : &f->cuda_version[1];
