@@ -22,8 +22,8 @@
 #define VG_CID_LEN 64
 
 struct vg_cg_found {
-    const char *cid;          /* 64 hex digits, not terminated */
-    const char *pod;          /* pod UID as written (may contain '_') */
+    const char *cid; /* 64 hex digits, not terminated */
+    const char *pod; /* pod UID as written (may contain '_') */
     size_t pod_len;
 };
 

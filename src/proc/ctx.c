@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,7 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
     memset(c, 0, sizeof(*c));
     c->root_fd = root_fd;
     c->dev_dir = dev_dir && *dev_dir ? dev_dir : "/dev";
-    c->dev_dir_len = strlen(c->dev_dir);
-    /* "/dev/" and "/dev" name the same directory; targets are matched as DIR + "/nvidia". */
-    while (c->dev_dir_len > 1 && c->dev_dir[c->dev_dir_len - 1] == '/')
-        c->dev_dir_len--;
-    if (c->dev_dir_len == 1 && c->dev_dir[0] == '/')
-        c->dev_dir_len = 0;
+    c->dev_dir_len = vg_proc_dev_dir_len(c->dev_dir);
     vg_buf_init(&c->file, VG_PROC_STATUS_MAX);
     c->dents = malloc(VG_PROC_DENTS_CAP);
     if (!c->dents)
@@ -109,6 +105,11 @@ void vg_proc_pid_str(pid_t pid, char out[16])
     for (size_t i = 0; i < n; i++)
         out[i] = tmp[n - 1 - i];
     out[n] = '\0';
+}
+
+bool vg_proc_gone(int pid_fd)
+{
+    return faccessat(pid_fd, "stat", F_OK, 0) < 0 && (errno == ENOENT || errno == ESRCH);
 }
 
 int vg_proc_ctx_read(struct vg_proc_ctx *c, int dirfd, const char *name, size_t max)

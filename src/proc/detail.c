@@ -17,20 +17,13 @@
 
 typedef int (*vg_parse_fn)(const char *buf, size_t len, struct vg_proc *p);
 
-/* The pid directory is pinned to the process it was opened for: once that process is reaped,
- * every lookup in it fails with ENOENT or ESRCH. */
-static bool vg_detail_gone(int pid_fd)
-{
-    return faccessat(pid_fd, "stat", F_OK, 0) < 0 && (errno == ENOENT || errno == ESRCH);
-}
-
 /* Sort out a failed read: 0 to go on with the field unknown, or -ENOENT / -ENOMEM. */
 static int vg_detail_failed(struct vg_proc_ctx *c, int pid_fd, int rc)
 {
     if (rc == -ENOMEM)
         return rc;
     if (vg_proc_err_gone(rc))
-        return vg_detail_gone(pid_fd) ? -ENOENT : 0;
+        return vg_proc_gone(pid_fd) ? -ENOENT : 0;
     if (vg_proc_err_denied(rc))
         c->denied = true;
     return 0;

@@ -28,7 +28,7 @@ static bool vg_lit(const char *s, size_t n, const char *lit)
     return strlen(lit) == n && memcmp(s, lit, n) == 0;
 }
 
-static size_t vg_dev_dir_len(const char *dev_dir)
+size_t vg_proc_dev_dir_len(const char *dev_dir)
 {
     size_t d = strlen(dev_dir);
     while (d > 1 && dev_dir[d - 1] == '/')
@@ -37,8 +37,7 @@ static size_t vg_dev_dir_len(const char *dev_dir)
 }
 
 /* Does target start with DIR "/nvidia"? Sets *rest past that prefix. */
-static bool vg_fd_prefix(const char *target, size_t len, const char *dir, size_t dlen,
-                         size_t *rest)
+static bool vg_fd_prefix(const char *target, size_t len, const char *dir, size_t dlen, size_t *rest)
 {
     if (len < dlen + 7 || memcmp(target, dir, dlen) != 0 ||
         memcmp(target + dlen, "/nvidia", 7) != 0)
@@ -85,7 +84,7 @@ int vg_proc_parse_fd_target(const char *target, size_t len, const char *dev_dir,
 {
     if (!dev_dir || !*dev_dir)
         dev_dir = "/dev";
-    return vg_fd_classify(target, len, dev_dir, vg_dev_dir_len(dev_dir), kind, minor);
+    return vg_fd_classify(target, len, dev_dir, vg_proc_dev_dir_len(dev_dir), kind, minor);
 }
 
 static int vg_fd_add_minor(struct vg_proc_ctx *c, unsigned m)
@@ -135,10 +134,10 @@ static int vg_fd_long_target(struct vg_proc_ctx *c, int fdd, const char *name,
 
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
+    c->nminors = 0;
     int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fdd < 0)
         return -errno;
-    c->nminors = 0;
     unsigned total = 0, ndev = 0;
     bool ctl = false, uvm = false;
     struct vg_proc_dirit it;
@@ -182,8 +181,10 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
             break;
     }
     close(fdd);
-    if (rc < 0)
+    if (rc < 0) {
+        c->nminors = 0;
         return rc;
+    }
     p->fd_total = total;
     p->dev_fd_count = ndev;
     p->has_ctl = ctl;
@@ -208,7 +209,7 @@ int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
     free(p->dev_minors);
     p->dev_minors = NULL;
     p->ndev_minors = 0;
-    if (c->nminors == 0)
+    if (c->nminors == 0 || !(p->known & VG_PROC_K_FDS))
         return 0;
     qsort(c->minors, c->nminors, sizeof(*c->minors), vg_cmp_unsigned);
     p->dev_minors = malloc(c->nminors * sizeof(*p->dev_minors));

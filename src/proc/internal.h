@@ -30,21 +30,21 @@ struct vg_proc_uname {
 };
 
 struct vg_proc_ctx {
-    int root_fd;                 /* borrowed */
-    const char *dev_dir;         /* borrowed, without trailing '/' unless it is "/" */
+    int root_fd;         /* borrowed */
+    const char *dev_dir; /* borrowed, without trailing '/' unless it is "/" */
     size_t dev_dir_len;
 
-    char *dents;                 /* getdents64 buffer for fd/ and task/ */
+    char *dents; /* getdents64 buffer for fd/ and task/ */
     size_t dents_cap;
-    struct vg_buf file;          /* contents of the file being parsed */
+    struct vg_buf file; /* contents of the file being parsed */
 
-    unsigned *minors;            /* GPU minors seen while walking one fd/ directory */
+    unsigned *minors; /* GPU minors seen while walking one fd/ directory */
     size_t nminors, minors_cap;
 
     struct vg_proc_uname *unames; /* uid -> name cache for this scan */
     size_t nunames, unames_cap;
 
-    bool denied;                 /* some file of the current process was denied */
+    bool denied; /* some file of the current process was denied */
 };
 
 int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir);
@@ -74,6 +74,14 @@ static inline bool vg_proc_err_denied(int rc)
 {
     return rc == -EACCES || rc == -EPERM;
 }
+
+/* Whether the process behind a pid directory fd is gone. The fd is pinned to the process it
+ * was opened for: once that process is reaped, every lookup in it fails with ENOENT or ESRCH.
+ * Used after a missing file, to tell a process that exited from a procfs that lacks the file. */
+bool vg_proc_gone(int pid_fd);
+
+/* Length of dev_dir without trailing slashes; 0 for "/" (targets are matched as DIR "/nvidia"). */
+size_t vg_proc_dev_dir_len(const char *dev_dir);
 
 /* Read dirfd/name into c->file, at most max bytes. */
 int vg_proc_ctx_read(struct vg_proc_ctx *c, int dirfd, const char *name, size_t max);

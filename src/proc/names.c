@@ -41,7 +41,7 @@ static const struct {
     unsigned bit;
     const char *name;
 } vg_lib_names[] = {
-    {VG_LIB_CUDA, "cuda"},     {VG_LIB_CUDART, "cudart"},         {VG_LIB_NCCL, "nccl"},
+    {VG_LIB_CUDA, "cuda"},        {VG_LIB_CUDART, "cudart"},         {VG_LIB_NCCL, "nccl"},
     {VG_LIB_TORCH_CUDA, "torch"}, {VG_LIB_TENSORFLOW, "tensorflow"}, {VG_LIB_JAX, "jax"},
     {VG_LIB_NVML, "nvml"},
 };

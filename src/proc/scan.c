@@ -70,7 +70,8 @@ static int vg_scan_list(int root_fd, pid_t **out, size_t *nout)
         free(pids);
         return rc;
     }
-    qsort(pids, n, sizeof(*pids), vg_cmp_pid);
+    if (n > 1)
+        qsort(pids, n, sizeof(*pids), vg_cmp_pid);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || pids[k - 1] != pids[i])
@@ -96,8 +97,8 @@ enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
 
 /* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
  * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
-static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted,
-                       struct vg_proc *p, bool *denied)
+static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted, struct vg_proc *p,
+                       bool *denied)
 {
     memset(p, 0, sizeof(*p));
     p->pid = pid;
@@ -106,7 +107,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     int rc = vg_proc_read_fds(c, pid_fd, p);
     if (rc == -ENOMEM)
         return rc;
-    if (vg_proc_err_gone(rc))
+    if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd))
         return VG_ONE_VANISHED;
     if (vg_proc_err_denied(rc))
         c->denied = true;

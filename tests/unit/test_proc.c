@@ -1,0 +1,1273 @@
+/*
+ * Unit tests for src/proc/: the parsers on hostile content, the two-phase scan against a fake
+ * procfs tree built in a temporary directory (missing files, vanished processes, denied files,
+ * look-alike device links), the real /proc with a child holding a fake device node, and a
+ * churn test where thousands of children exit while /proc is being scanned.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc/proc.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+#define CID "3f1c2d4e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
+#define CID2 "aa1c2d4e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
+#define POD "1a2b3c4d-5e6f-7a8b-9c0d-112233445566"
+#define POD_US "1a2b3c4d_5e6f_7a8b_9c0d_112233445566"
+
+/* A full stat line the way the kernel writes it (52 fields). */
+static size_t fmt_stat_full(char *buf, size_t n, int pid, const char *comm, char state, int ppid,
+                            int pgid, int sid, unsigned long long start)
+{
+    int k = snprintf(buf, n,
+                     "%d (%s) %c %d %d %d 34816 -1 4194560 1040 0 0 0 3 1 0 0 20 0 1 0 %llu "
+                     "8192000 900 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 "
+                     "0 0 0 0 0 0 0 0\n",
+                     pid, comm, state, ppid, pgid, sid, start);
+    assert_true(k > 0 && (size_t)k < n);
+    return (size_t)k;
+}
+
+/* dir + "/" + name into out, failing the test rather than truncating. */
+static void path_join(char *out, size_t n, const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    assert_true(a + 1 + b < n);
+    memcpy(out, dir, a);
+    out[a] = '/';
+    memcpy(out + a + 1, name, b + 1);
+}
+
+static void put_file(const char *root, const char *rel, const void *data, size_t len)
+{
+    char path[PATH_MAX];
+    int k = snprintf(path, sizeof(path), "%s/%s", root, rel);
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    /* create parent directories */
+    for (char *s = path + strlen(root) + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(path, 0755) < 0)
+                assert_int_equal(errno, EEXIST);
+            *s = '/';
+        }
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, (const char *)data + off, len - off);
+        assert_true(w > 0);
+        off += (size_t)w;
+    }
+    close(fd);
+}
+
+static void put_str(const char *root, const char *rel, const char *s)
+{
+    put_file(root, rel, s, strlen(s));
+}
+
+static void put_link(const char *root, const char *rel, const char *target)
+{
+    char path[PATH_MAX];
+    int k = snprintf(path, sizeof(path), "%s/%s", root, rel);
+    assert_true(k > 0 && (size_t)k < sizeof(path));
+    for (char *s = path + strlen(root) + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(path, 0755) < 0)
+                assert_int_equal(errno, EEXIST);
+            *s = '/';
+        }
+    }
+    assert_int_equal(symlink(target, path), 0);
+}
+
+static void put_stat(const char *root, int pid, const char *comm, char state, int ppid, int pgid,
+                     int sid, unsigned long long start)
+{
+    char rel[64], buf[1024];
+    snprintf(rel, sizeof(rel), "%d/stat", pid);
+    size_t n = fmt_stat_full(buf, sizeof(buf), pid, comm, state, ppid, pgid, sid, start);
+    put_file(root, rel, buf, n);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    chmod(path, 0700);
+    return remove(path) < 0 ? -1 : 0;
+}
+
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- stat ------------------------------------------------------------------------------- */
+
+static void test_stat_basic(void **state)
+{
+    (void)state;
+    char buf[1024];
+    size_t n = fmt_stat_full(buf, sizeof(buf), 1234, "python3", 'S', 1, 1200, 1100, 60291);
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    assert_int_equal(p.pid, 1234);
+    assert_string_equal(p.comm, "python3");
+    assert_int_equal(p.state, 'S');
+    assert_int_equal(p.ppid, 1);
+    assert_int_equal(p.pgid, 1200);
+    assert_int_equal(p.sid, 1100);
+    assert_int_equal(p.flags, 4194560);
+    assert_int_equal(p.start_ticks, 60291);
+    assert_true(p.known & VG_PROC_K_STAT);
+    /* parsing again replaces comm without leaking */
+    n = fmt_stat_full(buf, sizeof(buf), 1234, "other", 'R', 7, 0, 0, 9);
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    assert_string_equal(p.comm, "other");
+    assert_int_equal(p.ppid, 7);
+    vg_proc_release(&p);
+}
+
+static void test_stat_hostile_comm(void **state)
+{
+    (void)state;
+    /* comm holds spaces, newlines, '(' and ')' and even something that looks like fields */
+    const char *comm = "a) (b\nZ 1 2 3 ) x(";
+    char buf[1024];
+    size_t n = fmt_stat_full(buf, sizeof(buf), 42, comm, 'D', 7, 8, 9, 123456789012ULL);
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    assert_string_equal(p.comm, comm);
+    assert_int_equal(p.state, 'D');
+    assert_int_equal(p.ppid, 7);
+    assert_int_equal(p.pgid, 8);
+    assert_int_equal(p.sid, 9);
+    assert_int_equal(p.start_ticks, 123456789012ULL);
+    vg_proc_release(&p);
+
+    /* empty comm, and comm that is only ")" */
+    n = fmt_stat_full(buf, sizeof(buf), 5, "", 'R', 1, 5, 5, 1);
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    assert_string_equal(p.comm, "");
+    vg_proc_release(&p);
+    n = fmt_stat_full(buf, sizeof(buf), 5, ")", 'R', 1, 5, 5, 1);
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    assert_string_equal(p.comm, ")");
+    vg_proc_release(&p);
+}
+
+static void test_stat_malformed(void **state)
+{
+    (void)state;
+    char buf[1024];
+    size_t n = fmt_stat_full(buf, sizeof(buf), 42, "x", 'S', 7, 8, 9, 100);
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_stat(buf, n, &p), 0);
+    vg_proc_release(&p);
+
+    /* truncated at every length short of starttime: never accepted, p untouched */
+    const char *start = strstr(buf, " 100 8192000");
+    assert_non_null(start);
+    size_t need = (size_t)(start - buf) + 4;
+    /* (cut inside starttime, the line is well-formed with a shorter number: nothing to see) */
+    for (size_t len = 0; len <= (size_t)(start - buf); len++) {
+        assert_int_equal(vg_proc_parse_stat(buf, len, &p), -EINVAL);
+        assert_null(p.comm);
+        assert_int_equal(p.known, 0);
+    }
+    assert_int_equal(vg_proc_parse_stat(buf, need, &p), 0);
+    vg_proc_release(&p);
+
+    /* 22 fields: "S" and 19 numbers after comm */
+    const char *bad[] = {
+        "",
+        "42 x S 1 2 3",                                                       /* no parentheses */
+        "42 (x S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",            /* no ')' */
+        "42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18",              /* too few fields */
+        "42 (x) S -1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",          /* negative ppid */
+        "42 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",          /* state not a char */
+        "42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 1x",           /* bad starttime */
+        "42 (x) S 1 2 3 4 5 x 7 8 9 10 11 12 13 14 15 16 17 18 19",           /* bad flags */
+        "42 (x) S 1 2 3 4 5 99999999999 7 8 9 10 11 12 13 14 15 16 17 18 19", /* flags > 32 bit */
+        "x42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",          /* bad pid */
+        "(x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",              /* no pid */
+        "42 )x( S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19",           /* ')' before '(' */
+        "42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n19", /* fields past a newline */
+        "42 (x) S 99999999999 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19", /* ppid range */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vg_proc q = {0};
+        print_message("bad stat: %s\n", bad[i]);
+        assert_int_equal(vg_proc_parse_stat(bad[i], strlen(bad[i]), &q), -EINVAL);
+        assert_null(q.comm);
+        assert_int_equal(q.known, 0);
+    }
+    /* exactly 22 fields is enough; the pid does not overwrite a set p->pid */
+    const char *ok = "42 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19";
+    struct vg_proc q = {.pid = 99};
+    assert_int_equal(vg_proc_parse_stat(ok, strlen(ok), &q), 0);
+    assert_int_equal(q.pid, 99);
+    assert_int_equal(q.start_ticks, 19);
+    assert_int_equal(q.flags, 6);
+    vg_proc_release(&q);
+}
+
+/* ---- status ----------------------------------------------------------------------------- */
+
+static void test_status(void **state)
+{
+    (void)state;
+    const char *s = "Name:\tpython\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n"
+                    "Pid:\t4242\nPPid:\t1\nUid:\t1000\t1001\t1002\t1003\n"
+                    "Gid:\t100\t100\t100\t100\nNStgid:\t4242\t17\t1\nNSpid:\t4242\t17\t1\n"
+                    "Threads:\t3\n";
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_status(s, strlen(s), &p), 0);
+    assert_int_equal(p.uid, 1000);
+    assert_int_equal(p.nnspid, 3);
+    assert_int_equal(p.nspid[0], 4242);
+    assert_int_equal(p.nspid[1], 17);
+    assert_int_equal(p.nspid[2], 1);
+    assert_true(p.known & VG_PROC_K_STATUS);
+    vg_proc_release(&p);
+
+    /* no NSpid (old kernels): known uid, empty chain; no final newline */
+    const char *old = "Name:\tx\nUid:\t0\t0\t0\t0";
+    assert_int_equal(vg_proc_parse_status(old, strlen(old), &p), 0);
+    assert_int_equal(p.uid, 0);
+    assert_int_equal(p.nnspid, 0);
+    assert_null(p.nspid);
+    vg_proc_release(&p);
+
+    const char *bad[] = {
+        "",
+        "Name:\tx\n",                        /* no Uid */
+        "Uid:\tabc\t0\t0\t0\n",              /* bad uid */
+        "Uid:\t\n",                          /* empty uid */
+        "Uid:\t0\t0\t0\t0\nNSpid:\t12\tx\n", /* bad NSpid */
+        "Uid:\t0\t0\t0\t0\nNSpid:\t\n",      /* empty NSpid */
+        "Uid:\t0\t0\t0\t0\nNSpid:\t0\n",     /* pid 0 */
+        "Uid:\t-1\t0\t0\t0\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vg_proc q = {0};
+        assert_int_equal(vg_proc_parse_status(bad[i], strlen(bad[i]), &q), -EINVAL);
+        assert_int_equal(q.known, 0);
+        assert_null(q.nspid);
+    }
+    /* "Uid:" must start a line; a field named XUid: is not it */
+    const char *x = "XUid:\t5\nUid:\t7\t7\t7\t7\n";
+    assert_int_equal(vg_proc_parse_status(x, strlen(x), &p), 0);
+    assert_int_equal(p.uid, 7);
+    vg_proc_release(&p);
+}
+
+/* ---- cmdline ---------------------------------------------------------------------------- */
+
+static void test_cmdline(void **state)
+{
+    (void)state;
+    struct vg_proc p = {0};
+    static const char a[] = "python\0train.py\0--lr\0"
+                            "0.1";
+    assert_int_equal(vg_proc_parse_cmdline(a, sizeof(a) - 1, &p), 0); /* no final NUL */
+    assert_string_equal(p.cmdline, "python train.py --lr 0.1");
+    assert_int_equal(vg_proc_parse_cmdline(a, sizeof(a), &p), 0); /* with final NUL */
+    assert_string_equal(p.cmdline, "python train.py --lr 0.1");
+
+    /* empty: known and "" */
+    vg_proc_release(&p);
+    assert_int_equal(vg_proc_parse_cmdline("", 0, &p), 0);
+    assert_non_null(p.cmdline);
+    assert_string_equal(p.cmdline, "");
+    assert_true(p.known & VG_PROC_K_CMDLINE);
+
+    /* setproctitle padding dropped; empty arguments kept; odd bytes kept as they are */
+    static const char b[] = "postgres: writer\0\0\0\0";
+    assert_int_equal(vg_proc_parse_cmdline(b, sizeof(b) - 1, &p), 0);
+    assert_string_equal(p.cmdline, "postgres: writer");
+    static const char c[] = "a\0\0b\0\x1b[31m\xff\n\0";
+    assert_int_equal(vg_proc_parse_cmdline(c, sizeof(c) - 1, &p), 0);
+    assert_string_equal(p.cmdline, "a  b \x1b[31m\xff\n");
+    vg_proc_release(&p);
+
+    /* huge: exactly the maximum is fine, one byte more is -E2BIG and stays unknown */
+    size_t big = VG_PROC_CMDLINE_MAX + 1;
+    char *h = malloc(big);
+    assert_non_null(h);
+    memset(h, 'x', big);
+    for (size_t i = 100; i < big; i += 100)
+        h[i] = '\0';
+    assert_int_equal(vg_proc_parse_cmdline(h, big, &p), -E2BIG);
+    assert_null(p.cmdline);
+    assert_int_equal(p.known, 0);
+    assert_int_equal(vg_proc_parse_cmdline(h, big - 1, &p), 0);
+    assert_int_equal(strlen(p.cmdline), big - 1); /* inner NULs became spaces */
+    vg_proc_release(&p);
+    free(h);
+}
+
+/* ---- environ ---------------------------------------------------------------------------- */
+
+static void test_environ(void **state)
+{
+    (void)state;
+    struct vg_proc p = {0};
+    static const char e[] = "HOME=/root\0"
+                            "CUDA_VISIBLE_DEVICES_X=1\0"
+                            "XCUDA_VISIBLE_DEVICES=2\0"
+                            "AWS_SECRET_ACCESS_KEY=hunter2\0"
+                            "noequals\0"
+                            "=novalue\0"
+                            "LOCAL_RANK=3\0"
+                            "CUDA_DEVICE_ORDER=\0"
+                            "LOCAL_RANK=9\0"
+                            "RANK\0"
+                            "CUDA_VISIBLE_DEVICES=GPU-1234,1"; /* last entry, no final NUL */
+    assert_int_equal(vg_proc_parse_environ(e, sizeof(e) - 1, &p), 0);
+    assert_true(p.known & VG_PROC_K_ENV);
+    assert_string_equal(p.env[VG_ENV_CUDA_VISIBLE_DEVICES], "GPU-1234,1");
+    assert_string_equal(p.env[VG_ENV_LOCAL_RANK], "3"); /* first wins, as getenv */
+    assert_non_null(p.env[VG_ENV_CUDA_DEVICE_ORDER]);
+    assert_string_equal(p.env[VG_ENV_CUDA_DEVICE_ORDER], ""); /* set but empty */
+    for (int v = 0; v < VG_ENV_COUNT; v++)
+        if (v != VG_ENV_CUDA_VISIBLE_DEVICES && v != VG_ENV_LOCAL_RANK &&
+            v != VG_ENV_CUDA_DEVICE_ORDER)
+            assert_null(p.env[v]);
+
+    /* only a look-alike: nothing kept */
+    static const char f[] = "CUDA_VISIBLE_DEVICES_X=1\0CUDA_VISIBLE_DEVICE=1\0";
+    assert_int_equal(vg_proc_parse_environ(f, sizeof(f) - 1, &p), 0);
+    for (int v = 0; v < VG_ENV_COUNT; v++)
+        assert_null(p.env[v]);
+
+    /* the final entry parses with and without its NUL; empty environ is known and empty */
+    static const char g[] = "RANK=0\0WORLD_SIZE=8";
+    assert_int_equal(vg_proc_parse_environ(g, sizeof(g), &p), 0);
+    assert_string_equal(p.env[VG_ENV_WORLD_SIZE], "8");
+    assert_int_equal(vg_proc_parse_environ(g, sizeof(g) - 1, &p), 0);
+    assert_string_equal(p.env[VG_ENV_WORLD_SIZE], "8");
+    assert_string_equal(p.env[VG_ENV_RANK], "0");
+    assert_int_equal(vg_proc_parse_environ("", 0, &p), 0);
+    assert_null(p.env[VG_ENV_RANK]);
+    vg_proc_release(&p);
+
+    assert_string_equal(vg_env_name(VG_ENV_CUDA_VISIBLE_DEVICES), "CUDA_VISIBLE_DEVICES");
+    assert_string_equal(vg_env_name(VG_ENV_HOSTNAME), "HOSTNAME");
+    assert_null(vg_env_name(VG_ENV_COUNT));
+}
+
+/* ---- cgroup ----------------------------------------------------------------------------- */
+
+struct cg_case {
+    const char *name, *text, *cgroup, *cid, *pod;
+};
+
+static void test_cgroup(void **state)
+{
+    (void)state;
+    const struct cg_case cases[] = {
+        {"docker v1 cgroupfs",
+         "12:pids:/docker/" CID "\n11:memory:/docker/" CID "\n1:name=systemd:/docker/" CID "\n",
+         "/docker/" CID, CID, NULL},
+        {"docker systemd v2", "0::/system.slice/docker-" CID ".scope\n",
+         "/system.slice/docker-" CID ".scope", CID, NULL},
+        {"k8s containerd systemd driver",
+         "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" POD_US
+         ".slice/cri-containerd-" CID ".scope\n",
+         "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" POD_US
+         ".slice/cri-containerd-" CID ".scope",
+         CID, POD},
+        {"k8s guaranteed pod slice",
+         "0::/kubepods.slice/kubepods-pod" POD_US ".slice/cri-containerd-" CID ".scope\n", NULL,
+         CID, POD},
+        {"cri-o",
+         "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" POD_US
+         ".slice/crio-" CID ".scope\n",
+         NULL, CID, POD},
+        {"cri-o conmon is not the container", "0::/machine.slice/crio-conmon-" CID ".scope\n",
+         "/machine.slice/crio-conmon-" CID ".scope", NULL, NULL},
+        {"podman",
+         "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" CID
+         ".scope/container\n",
+         NULL, CID, NULL},
+        {"k8s cgroupfs driver v1",
+         "12:memory:/kubepods/burstable/pod" POD "/" CID "\n11:cpu:/kubepods/burstable/pod" POD
+         "/" CID "\n",
+         "/kubepods/burstable/pod" POD "/" CID, CID, POD},
+        {"k8s cgroupfs guaranteed", "3:cpuset:/kubepods/pod" POD "/" CID "\n", NULL, CID, POD},
+        {"user slice v2, nothing", "0::/user.slice/user-1000.slice/session-3.scope\n",
+         "/user.slice/user-1000.slice/session-3.scope", NULL, NULL},
+        {"v2 root in a cgroup namespace", "0::/\n", "/", NULL, NULL},
+        {"hybrid: v2 path wins when nothing is named",
+         "12:memory:/user.slice\n1:name=systemd:/user.slice/session-1.scope\n0::/user.slice/x\n",
+         "/user.slice/x", NULL, NULL},
+        {"v1 without names: first path", "5:memory:/a\n4:cpu:/b\n", "/a", NULL, NULL},
+        {"hybrid: id named in v1 only", "0::/\n12:memory:/docker/" CID "\n", "/docker/" CID, CID,
+         NULL},
+        {"docker in docker: innermost", "0::/docker/" CID "/docker/" CID2 "\n", NULL, CID2, NULL},
+        {"short hex is no id", "0::/docker/3f1c2d4e5a6b\n", NULL, NULL, NULL},
+        {"64 hex outside docker/kubepods is no id", "0::/system.slice/" CID "\n", NULL, NULL, NULL},
+        {"no final newline", "0::/system.slice/docker-" CID ".scope", NULL, CID, NULL},
+        {"empty", "", NULL, NULL, NULL},
+        {"pod without container (pause)", "0::/kubepods.slice/kubepods-pod" POD_US ".slice\n", NULL,
+         NULL, POD},
+        {"bad pod uid", "0::/kubepods.slice/kubepods-podxyz.slice\n", NULL, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct cg_case *c = &cases[i];
+        struct vg_proc p = {0};
+        print_message("cgroup: %s\n", c->name);
+        assert_int_equal(vg_proc_parse_cgroup(c->text, strlen(c->text), &p), 0);
+        assert_true(p.known & VG_PROC_K_CGROUP);
+        if (c->cgroup)
+            assert_string_equal(p.cgroup, c->cgroup);
+        if (c->cid)
+            assert_string_equal(p.container_id, c->cid);
+        else
+            assert_null(p.container_id);
+        if (c->pod)
+            assert_string_equal(p.pod_uid, c->pod);
+        else
+            assert_null(p.pod_uid);
+        vg_proc_release(&p);
+    }
+    struct vg_proc p = {0};
+    const char *bad = "0::/ok\nnocolons\n";
+    assert_int_equal(vg_proc_parse_cgroup(bad, strlen(bad), &p), -EINVAL);
+    assert_int_equal(p.known, 0);
+    const char *colon = "1:name=systemd:/a:b\n";
+    assert_int_equal(vg_proc_parse_cgroup(colon, strlen(colon), &p), 0);
+    assert_string_equal(p.cgroup, "/a:b");
+    vg_proc_release(&p);
+}
+
+/* ---- maps ------------------------------------------------------------------------------- */
+
+static unsigned maps_libs(const char *path)
+{
+    char line[1024];
+    int k = snprintf(
+        line, sizeof(line),
+        "7f1c2a000000-7f1c2a200000 r-xp 00000000 08:01 1234567                    %s\n", path);
+    assert_true(k > 0 && (size_t)k < sizeof(line));
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_maps(line, (size_t)k, &p), 0);
+    assert_true(p.known & VG_PROC_K_MAPS);
+    return p.libs;
+}
+
+static void test_maps(void **state)
+{
+    (void)state;
+    const struct {
+        const char *path;
+        unsigned libs;
+    } cases[] = {
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1", VG_LIB_CUDA},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", VG_LIB_CUDA},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05 (deleted)", VG_LIB_CUDA},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1.bak", 0},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1-old", 0},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.", 0},
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.1..2", 0},
+        {"/usr/lib/x86_64-linux-gnu/mylibcuda.so.1", 0},
+        {"/opt/libcuda.so.1/not-a-lib.so", 0},
+        {"/home/me/my dir/libcuda.so.1", VG_LIB_CUDA},
+        {"/usr/local/cuda/lib64/libcudart.so.12.1.105", VG_LIB_CUDART},
+        {"/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", VG_LIB_CUDART},
+        {"/site-packages/torch/lib/libcudart-e409450e.so.11.0", VG_LIB_CUDART},
+        {"/usr/local/cuda/lib64/libcudart_static.a", 0},
+        {"/site-packages/nvidia/nccl/lib/libnccl.so.2", VG_LIB_NCCL},
+        {"/usr/lib/libnccl.so.2.18.3", VG_LIB_NCCL},
+        {"/usr/lib/libnccl.so.3", 0},
+        {"/site-packages/torch/lib/libtorch_cuda.so", VG_LIB_TORCH_CUDA},
+        {"/site-packages/torch/lib/libtorch_cuda.so.bak", 0},
+        {"/site-packages/torch/lib/libtorch_cpu.so", 0},
+        {"/site-packages/tensorflow/libtensorflow_framework.so.2", VG_LIB_TENSORFLOW},
+        {"/site-packages/tensorflow/python/_pywrap_tensorflow_internal.so", VG_LIB_TENSORFLOW},
+        {"/site-packages/jaxlib/xla_extension.so", VG_LIB_JAX},
+        {"/site-packages/jaxlib/libjax_common.so", VG_LIB_JAX},
+        {"/site-packages/jax_plugins/xla_cuda12/xla_cuda_plugin.so", VG_LIB_JAX},
+        {"/site-packages/jax_cuda12_plugin/_linalg.so", VG_LIB_JAX},
+        {"/site-packages/jaxlib/cuda/_versions.cpython-311-x86_64-linux-gnu.so", VG_LIB_JAX},
+        {"/site-packages/jaxlib/cpu/_lapack.so", 0},
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", VG_LIB_NVML},
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05", VG_LIB_NVML},
+        {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1.bak", 0},
+        {"[heap]", 0},
+        {"[stack]", 0},
+        {"libcuda.so.1", 0}, /* not an absolute path */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        print_message("maps: %s\n", cases[i].path);
+        assert_int_equal(maps_libs(cases[i].path), cases[i].libs);
+    }
+
+    const char *m = "55d0c0000000-55d0c0001000 r--p 00000000 08:01 1 /usr/bin/python3.11\n"
+                    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+                    "7f0000001000-7f0000002000 rw-p 00000000 00:00 0\n"
+                    "7f1c2a000000-7f1c2a200000 r-xp 00000000 08:01 99 /lib/libcuda.so.1 (deleted)\n"
+                    "7f1c2a000000-7f1c2a200000 r-xp 00000000 08:01 99 /lib/libnccl.so.2\n"
+                    "\n"
+                    "7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0 [stack]";
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_maps(m, strlen(m), &p), 0);
+    assert_int_equal(p.libs, VG_LIB_CUDA | VG_LIB_NCCL);
+    p.known = 0;
+    const char *bad = "7f1c2a000000-7f1c2a200000 r-xp 00000000\n";
+    assert_int_equal(vg_proc_parse_maps(bad, strlen(bad), &p), -EINVAL);
+    assert_int_equal(p.known, 0);
+    assert_int_equal(vg_proc_parse_maps("", 0, &p), 0);
+    assert_int_equal(p.libs, 0);
+
+    assert_string_equal(vg_lib_name(VG_LIB_CUDA), "cuda");
+    assert_string_equal(vg_lib_name(VG_LIB_TORCH_CUDA), "torch");
+    assert_string_equal(vg_lib_name(VG_LIB_NVML), "nvml");
+    assert_null(vg_lib_name(VG_LIB_CUDA | VG_LIB_NCCL));
+}
+
+/* ---- fd targets ------------------------------------------------------------------------- */
+
+static void test_fd_targets(void **state)
+{
+    (void)state;
+    const struct {
+        const char *target, *dev;
+        int hit;
+        enum vg_dev_kind kind;
+        unsigned minor;
+    } cases[] = {
+        {"/dev/nvidia0", NULL, 1, VG_DEV_GPU, 0},
+        {"/dev/nvidia15", "/dev", 1, VG_DEV_GPU, 15},
+        {"/dev/nvidia254", "/dev/", 1, VG_DEV_GPU, 254},
+        {"/dev/nvidiactl", NULL, 1, VG_DEV_CTL, 0},
+        {"/dev/nvidia-uvm", NULL, 1, VG_DEV_UVM, 0},
+        {"/dev/nvidia-uvm-tools", NULL, 1, VG_DEV_UVM, 0},
+        {"/dev/nvidia-modeset", NULL, 1, VG_DEV_OTHER, 0},
+        {"/dev/nvidia-caps/nvidia-cap1", NULL, 1, VG_DEV_OTHER, 0},
+        {"/dev/nvidia01", NULL, 1, VG_DEV_OTHER, 0},
+        {"/dev/nvidia0x", NULL, 1, VG_DEV_OTHER, 0},
+        {"/dev/nvidia99999999999999999999", NULL, 1, VG_DEV_OTHER, 0},
+        {"/dev/nvidia0 (deleted)", NULL, 0, VG_DEV_NONE, 0},
+        {"/dev/nvidiactl (deleted)", NULL, 0, VG_DEV_NONE, 0},
+        {"/dev/nvidi", NULL, 0, VG_DEV_NONE, 0},
+        {"/dev/null", NULL, 0, VG_DEV_NONE, 0},
+        {"/devx/nvidia0", NULL, 0, VG_DEV_NONE, 0},
+        {"/dev2/nvidia0", "/dev", 0, VG_DEV_NONE, 0},
+        {"pipe:[123]", NULL, 0, VG_DEV_NONE, 0},
+        {"socket:[4567]", NULL, 0, VG_DEV_NONE, 0},
+        {"anon_inode:[eventfd]", NULL, 0, VG_DEV_NONE, 0},
+        {"", NULL, 0, VG_DEV_NONE, 0},
+        {"/tmp/fake/nvidia3", "/tmp/fake", 1, VG_DEV_GPU, 3},
+        {"/tmp/fake/nvidia3", "/tmp/fake///", 1, VG_DEV_GPU, 3},
+        {"/dev/nvidia3", "/tmp/fake", 0, VG_DEV_NONE, 0},
+        {"/nvidia2", "/", 1, VG_DEV_GPU, 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        enum vg_dev_kind kind = (enum vg_dev_kind)77;
+        unsigned minor = 77;
+        print_message("fd target: '%s' in %s\n", cases[i].target,
+                      cases[i].dev ? cases[i].dev : "(default)");
+        int hit = vg_proc_parse_fd_target(cases[i].target, strlen(cases[i].target), cases[i].dev,
+                                          &kind, &minor);
+        assert_int_equal(hit, cases[i].hit);
+        assert_int_equal(kind, cases[i].kind);
+        if (kind == VG_DEV_GPU)
+            assert_int_equal(minor, cases[i].minor);
+    }
+    /* the length is respected: "/dev/nvidia12" cut to 12 bytes is nvidia1 */
+    enum vg_dev_kind kind;
+    unsigned minor;
+    assert_int_equal(vg_proc_parse_fd_target("/dev/nvidia12", 12, "/dev", &kind, &minor), 1);
+    assert_int_equal(kind, VG_DEV_GPU);
+    assert_int_equal(minor, 1);
+}
+
+/* ---- garbage in, no crash out (ASan catches reads past the buffer) ---------------------- */
+
+static void test_parsers_garbage(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "()0123456789 \n\t:=/-_.abcdefSZDR"
+                                   "\0";
+    unsigned seed = 12345;
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t len = (size_t)(rand_r(&seed) % 300);
+        /* an exact-size heap buffer, so that reading one byte too far is caught */
+        char *buf = malloc(len ? len : 1);
+        assert_non_null(buf);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
+        struct vg_proc p = {0};
+        vg_proc_parse_stat(buf, len, &p);
+        vg_proc_parse_status(buf, len, &p);
+        vg_proc_parse_cmdline(buf, len, &p);
+        vg_proc_parse_environ(buf, len, &p);
+        vg_proc_parse_cgroup(buf, len, &p);
+        vg_proc_parse_maps(buf, len, &p);
+        enum vg_dev_kind kind;
+        unsigned minor;
+        vg_proc_parse_fd_target(buf, len, "/dev", &kind, &minor);
+        vg_proc_release(&p);
+        free(buf);
+    }
+}
+
+/* ---- the fake procfs -------------------------------------------------------------------- */
+
+struct fake {
+    char top[PATH_MAX];  /* mkdtemp */
+    char proc[PATH_MAX]; /* top/proc */
+    char dev[PATH_MAX];  /* top/dev: where the fake device links point */
+};
+
+static void fake_dev_link(struct fake *f, int pid, int fd, const char *node)
+{
+    char rel[64], target[PATH_MAX];
+    snprintf(rel, sizeof(rel), "%d/fd/%d", pid, fd);
+    int k = snprintf(target, sizeof(target), "%s/%s", f->dev, node);
+    assert_true(k > 0 && (size_t)k < sizeof(target));
+    put_link(f->proc, rel, target);
+}
+
+static void fake_pid_file(struct fake *f, int pid, const char *name, const void *data, size_t n)
+{
+    char rel[64];
+    snprintf(rel, sizeof(rel), "%d/%s", pid, name);
+    put_file(f->proc, rel, data, n);
+}
+
+static void fake_status(struct fake *f, int pid, unsigned uid)
+{
+    char buf[256];
+    int k = snprintf(buf, sizeof(buf), "Name:\tx\nUid:\t%u\t%u\t%u\t%u\nNSpid:\t%d\n", uid, uid,
+                     uid, uid, pid);
+    assert_true(k > 0 && (size_t)k < sizeof(buf));
+    fake_pid_file(f, pid, "status", buf, (size_t)k);
+}
+
+static void fake_task(struct fake *f, int pid, int tid, char state)
+{
+    char rel[64], buf[1024];
+    snprintf(rel, sizeof(rel), "%d/task/%d/stat", pid, tid);
+    size_t n = fmt_stat_full(buf, sizeof(buf), tid, "worker", state, 1, 0, 0, 1);
+    put_file(f->proc, rel, buf, n);
+}
+
+static int fake_setup(void **state)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    snprintf(f->top, sizeof(f->top), "%s", "/tmp/vg-test-proc-XXXXXX");
+    assert_non_null(mkdtemp(f->top));
+    chmod(f->top, 0755);
+    path_join(f->proc, sizeof(f->proc), f->top, "proc");
+    path_join(f->dev, sizeof(f->dev), f->top, "dev");
+    assert_int_equal(mkdir(f->proc, 0755), 0);
+    assert_int_equal(mkdir(f->dev, 0755), 0);
+
+    /* 100: a full holder */
+    put_stat(f->proc, 100, "python (train)", 'S', 1, 100, 100, 5000);
+    fake_status(f, 100, 0);
+    static const char cmd[] = "python\0train.py\0--gpus\0"
+                              "2\0";
+    fake_pid_file(f, 100, "cmdline", cmd, sizeof(cmd) - 1);
+    static const char env[] = "PATH=/bin\0AWS_SECRET_ACCESS_KEY=x\0CUDA_VISIBLE_DEVICES=0,1\0"
+                              "CUDA_VISIBLE_DEVICES_X=9\0LOCAL_RANK=1";
+    fake_pid_file(f, 100, "environ", env, sizeof(env) - 1);
+    const char *cg = "0::/system.slice/docker-" CID ".scope\n";
+    fake_pid_file(f, 100, "cgroup", cg, strlen(cg));
+    const char *maps =
+        "55d0c0000000-55d0c0001000 r--p 00000000 08:01 1 /usr/bin/python3.11\n"
+        "7f1c2a000000-7f1c2a200000 r-xp 00000000 08:01 2 /usr/lib/libcuda.so.535.104.05\n"
+        "7f1c2b000000-7f1c2b200000 r-xp 00000000 08:01 3 /sp/torch/lib/libtorch_cuda.so\n";
+    fake_pid_file(f, 100, "maps", maps, strlen(maps));
+    put_link(f->proc, "100/fd/0", "/dev/pts/0");
+    put_link(f->proc, "100/fd/1", "pipe:[1234]");
+    fake_dev_link(f, 100, 3, "nvidiactl");
+    fake_dev_link(f, 100, 4, "nvidia1");
+    fake_dev_link(f, 100, 5, "nvidia0");
+    fake_dev_link(f, 100, 6, "nvidia1");
+    fake_dev_link(f, 100, 7, "nvidia-uvm");
+    put_link(f->proc, "100/fd/8", "/dev/nvidia0"); /* the real /dev, not our dev_dir */
+    fake_task(f, 100, 100, 'S');
+    fake_task(f, 100, 101, 'D');
+    fake_task(f, 100, 102, 'Z');
+
+    /* 200: holds nothing */
+    put_stat(f->proc, 200, "bash", 'S', 1, 200, 200, 10);
+    fake_status(f, 200, 0);
+    put_link(f->proc, "200/fd/0", "/dev/null");
+
+    /* 300: a holder with only stat and fd/; parent and session gone, group leader alive */
+    put_stat(f->proc, 300, "orphan", 'S', 999, 300, 555, 20);
+    fake_dev_link(f, 300, 3, "nvidia2");
+
+    /* 400: a holder whose stat is missing: it exited */
+    fake_dev_link(f, 400, 3, "nvidia0");
+    fake_status(f, 400, 0);
+
+    /* 500: a holder whose stat reads empty: it exited */
+    fake_dev_link(f, 500, 3, "nvidia0");
+    fake_pid_file(f, 500, "stat", "", 0);
+
+    /* 600: holds nothing but NVML named it; no fd/ at all (fds unknown, not vanished) */
+    put_stat(f->proc, 600, "nvml-only", 'S', 1, 600, 600, 30);
+    fake_status(f, 600, 0);
+
+    /* 650: holds nothing, empty fd/ */
+    put_stat(f->proc, 650, "idle", 'S', 1, 650, 650, 35);
+    {
+        char p[PATH_MAX];
+        path_join(p, sizeof(p), f->proc, "650/fd");
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+
+    /* 700: only a deleted node */
+    put_stat(f->proc, 700, "stale", 'S', 1, 700, 700, 40);
+    fake_dev_link(f, 700, 3, "nvidia0 (deleted)");
+
+    /* 800: only nvidia-modeset (Xorg style) */
+    put_stat(f->proc, 800, "Xorg", 'S', 1, 800, 800, 50);
+    fake_dev_link(f, 800, 3, "nvidia-modeset");
+    fake_dev_link(f, 800, 4, "nvidia-caps/nvidia-cap1");
+
+    /* 900: a numeric regular file, not a process */
+    put_str(f->proc, "900", "not a dir");
+
+    /* 1000: a holder with a cmdline over the limit and a uid with no name */
+    put_stat(f->proc, 1000, "huge", 'R', 1, 1000, 1000, 60);
+    fake_status(f, 1000, 4000001);
+    size_t big = VG_PROC_CMDLINE_MAX + 10;
+    char *h = malloc(big);
+    assert_non_null(h);
+    memset(h, 'a', big);
+    fake_pid_file(f, 1000, "cmdline", h, big);
+    free(h);
+    fake_dev_link(f, 1000, 3, "nvidia7");
+
+    /* not processes */
+    put_str(f->proc, "self/status", "Name:\ttest\nUid:\t0\t0\t0\t0\nNSpid:\t4242\t1\n");
+    put_str(f->proc, "abc/stat", "x");
+    put_str(f->proc, "0123/stat", "x");
+    put_str(f->proc, "uptime", "1.0 1.0\n");
+
+    *state = f;
+    return 0;
+}
+
+static int fake_teardown(void **state)
+{
+    struct fake *f = *state;
+    rm_tree(f->top);
+    free(f);
+    return 0;
+}
+
+static const struct vg_proc *must_find(const struct vg_proc_table *t, pid_t pid)
+{
+    const struct vg_proc *p = vg_proc_table_find(t, pid);
+    if (!p)
+        fail_msg("pid %d not in the table", (int)pid);
+    return p;
+}
+
+static void test_scan_fake(void **state)
+{
+    struct fake *f = *state;
+    pid_t want[] = {4242, 600};
+    struct vg_proc_opts opts = {.proc_root = f->proc, .dev_dir = f->dev, .want = want, .nwant = 2};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_proc_scan(&opts, &t, &err);
+    if (rc)
+        fail_msg("scan: %s", vg_err_msg(&err));
+
+    assert_int_equal(t.n_scanned, 11); /* 100..1000 and 650, including the file 900 */
+    assert_int_equal(t.n_vanished, 2); /* 400, 500 */
+    assert_int_equal(t.n_denied, 0);
+    assert_int_equal(t.self_nspid_depth, 2);
+    assert_int_equal(t.n, 5); /* 100, 300, 600, 800, 1000 */
+    for (size_t i = 1; i < t.n; i++)
+        assert_true(t.procs[i - 1].pid < t.procs[i].pid);
+    assert_null(vg_proc_table_find(&t, 200));
+    assert_null(vg_proc_table_find(&t, 400));
+    assert_null(vg_proc_table_find(&t, 700));
+    assert_null(vg_proc_table_find(&t, 4242));
+    assert_null(vg_proc_table_find(&t, 1));
+
+    const struct vg_proc *p = must_find(&t, 100);
+    unsigned all = VG_PROC_K_STAT | VG_PROC_K_STATUS | VG_PROC_K_CMDLINE | VG_PROC_K_ENV |
+                   VG_PROC_K_CGROUP | VG_PROC_K_MAPS | VG_PROC_K_FDS | VG_PROC_K_THREADS |
+                   VG_PROC_K_USER;
+    assert_int_equal(p->known, all);
+    assert_string_equal(p->comm, "python (train)");
+    assert_int_equal(p->state, 'S');
+    assert_int_equal(p->ppid, 1);
+    assert_int_equal(p->start_ticks, 5000);
+    assert_int_equal(p->uid, 0);
+    struct passwd *pw = getpwuid(0);
+    assert_string_equal(p->user, pw ? pw->pw_name : "0");
+    assert_int_equal(p->nnspid, 1);
+    assert_int_equal(p->nspid[0], 100);
+    assert_string_equal(p->cmdline, "python train.py --gpus 2");
+    assert_string_equal(p->env[VG_ENV_CUDA_VISIBLE_DEVICES], "0,1");
+    assert_string_equal(p->env[VG_ENV_LOCAL_RANK], "1");
+    assert_null(p->env[VG_ENV_RANK]);
+    assert_string_equal(p->container_id, CID);
+    assert_null(p->pod_uid);
+    assert_int_equal(p->libs, VG_LIB_CUDA | VG_LIB_TORCH_CUDA);
+    assert_int_equal(p->fd_total, 8);
+    assert_int_equal(p->dev_fd_count, 5);
+    assert_int_equal(p->ndev_minors, 2);
+    assert_int_equal(p->dev_minors[0], 0);
+    assert_int_equal(p->dev_minors[1], 1);
+    assert_true(p->has_ctl);
+    assert_true(p->has_uvm);
+    assert_int_equal(p->nthreads, 3);
+    assert_int_equal(p->threads_d, 1);
+    assert_int_equal(p->threads_live, 2);
+    assert_true(p->parent_alive); /* ppid 1 */
+    assert_true(p->sid_alive);
+    assert_true(p->pgid_alive);
+
+    p = must_find(&t, 300); /* missing files: unknown, not an error */
+    assert_int_equal(p->known, VG_PROC_K_STAT | VG_PROC_K_FDS);
+    assert_null(p->cmdline);
+    assert_null(p->user);
+    assert_null(p->cgroup);
+    assert_int_equal(p->ndev_minors, 1);
+    assert_int_equal(p->dev_minors[0], 2);
+    assert_false(p->has_ctl);
+    assert_false(p->parent_alive);
+    assert_true(p->pgid_alive);
+    assert_false(p->sid_alive);
+
+    p = must_find(&t, 600); /* wanted, no device, fd/ missing */
+    assert_false(p->known & VG_PROC_K_FDS);
+    assert_true(p->known & VG_PROC_K_STATUS);
+    assert_int_equal(p->dev_fd_count, 0);
+    assert_null(p->dev_minors);
+    assert_string_equal(p->comm, "nvml-only");
+
+    p = must_find(&t, 800); /* other nodes only */
+    assert_int_equal(p->dev_fd_count, 2);
+    assert_int_equal(p->ndev_minors, 0);
+    assert_false(p->has_ctl);
+    assert_false(p->has_uvm);
+
+    p = must_find(&t, 1000); /* cmdline too long: unknown, the rest known */
+    assert_false(p->known & VG_PROC_K_CMDLINE);
+    assert_null(p->cmdline);
+    assert_true(p->known & VG_PROC_K_STAT);
+    assert_string_equal(p->user, "4000001");
+    assert_int_equal(p->dev_minors[0], 7);
+
+    vg_proc_table_release(&t);
+    assert_int_equal(t.n, 0);
+    assert_null(t.procs);
+
+    /* --all: every process directory that is still there */
+    opts = (struct vg_proc_opts){.proc_root = f->proc, .dev_dir = f->dev, .all = true};
+    vg_proc_table_init(&t);
+    assert_int_equal(vg_proc_scan(&opts, &t, &err), 0);
+    assert_int_equal(t.n, 8); /* 100 200 300 600 650 700 800 1000 */
+    p = must_find(&t, 200);
+    assert_int_equal(p->dev_fd_count, 0);
+    assert_int_equal(p->fd_total, 1);
+    p = must_find(&t, 700);
+    assert_int_equal(p->dev_fd_count, 0);
+    p = must_find(&t, 650);
+    assert_true(p->known & VG_PROC_K_FDS);
+    assert_int_equal(p->fd_total, 0);
+    assert_int_equal(p->known & VG_PROC_K_THREADS, 0);
+    vg_proc_table_release(&t);
+
+    /* default dev_dir: the links into the fake dev dir are no match, /dev/nvidia0 is */
+    opts = (struct vg_proc_opts){.proc_root = f->proc};
+    vg_proc_table_init(&t);
+    assert_int_equal(vg_proc_scan(&opts, &t, &err), 0);
+    assert_int_equal(t.n, 1);
+    assert_int_equal(t.procs[0].pid, 100);
+    assert_int_equal(t.procs[0].dev_fd_count, 1);
+    vg_proc_table_release(&t);
+    vg_err_release(&err);
+}
+
+static void test_read_one_fake(void **state)
+{
+    struct fake *f = *state;
+    int root = open(f->proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(root >= 0);
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_proc p;
+    assert_int_equal(vg_proc_read(root, 100, f->dev, &p, &err), 0);
+    assert_int_equal(p.pid, 100);
+    assert_int_equal(p.start_ticks, 5000);
+    assert_int_equal(p.ndev_minors, 2);
+    vg_proc_release(&p);
+    assert_int_equal(vg_proc_read(root, 200, f->dev, &p, &err), 0); /* no holder: still read */
+    assert_string_equal(p.comm, "bash");
+    vg_proc_release(&p);
+    assert_int_equal(vg_proc_read(root, 4242, f->dev, &p, &err), -ENOENT);
+    assert_non_null(strstr(vg_err_msg(&err), "4242"));
+    assert_int_equal(vg_proc_read(root, 400, f->dev, &p, &err), -ESRCH);
+    assert_int_equal(p.known, 0);
+    assert_null(p.comm);
+    close(root);
+    vg_err_release(&err);
+}
+
+static void test_scan_bad_root(void **state)
+{
+    struct fake *f = *state;
+    char missing[PATH_MAX];
+    path_join(missing, sizeof(missing), f->top, "nope");
+    struct vg_proc_opts opts = {.proc_root = missing};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_proc_scan(&opts, &t, &err), -ENOENT);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof(want), "cannot open '%s': No such file or directory", missing);
+    assert_string_equal(vg_err_msg(&err), want);
+    assert_int_equal(t.n, 0);
+    vg_err_release(&err);
+    /* an empty root is no error */
+    char empty[PATH_MAX];
+    path_join(empty, sizeof(empty), f->top, "dev");
+    opts.proc_root = empty;
+    assert_int_equal(vg_proc_scan(&opts, &t, &err), 0);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(t.n_scanned, 0);
+    assert_int_equal(t.self_nspid_depth, 0);
+    vg_proc_table_release(&t);
+}
+
+/* Denied files: as root chmod denies nothing, so the check runs in a child that drops to
+ * nobody first; as another user it runs in a child too, for one code path. */
+static int denied_check(struct fake *f)
+{
+    struct vg_proc_opts opts = {.proc_root = f->proc, .dev_dir = f->dev};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_scan(&opts, &t, &err) != 0)
+        return 10;
+    int rc = 0;
+    const struct vg_proc *p = vg_proc_table_find(&t, 100);
+    if (!p)
+        rc = 11;
+    else if (p->known & VG_PROC_K_ENV)
+        rc = 12; /* environ denied: unknown */
+    else if (!(p->known & VG_PROC_K_CMDLINE) || !(p->known & VG_PROC_K_STAT))
+        rc = 13; /* the rest still read */
+    else if (p->env[VG_ENV_CUDA_VISIBLE_DEVICES])
+        rc = 14;
+    else if (vg_proc_table_find(&t, 1100))
+        rc = 15; /* a holder whose fds are unreadable is not one we know about */
+    else if (t.n_denied != 2)
+        rc = 16;
+    vg_proc_table_release(&t);
+    vg_err_release(&err);
+    return rc;
+}
+
+static void test_scan_denied(void **state)
+{
+    struct fake *f = *state;
+    put_stat(f->proc, 1100, "secret", 'S', 1, 1100, 1100, 70);
+    fake_dev_link(f, 1100, 3, "nvidia0");
+    char path[PATH_MAX];
+    path_join(path, sizeof(path), f->proc, "1100/fd");
+    assert_int_equal(chmod(path, 0), 0);
+    path_join(path, sizeof(path), f->proc, "100/environ");
+    assert_int_equal(chmod(path, 0), 0);
+
+    if (geteuid() == 0)
+        print_message("running as root: checking denied files as uid 65534 in a child\n");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0) {
+            if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+                _exit(2);
+            prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        }
+        _exit(denied_check(f));
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) != 0)
+        fail_msg("denied check failed with code %d", WEXITSTATUS(st));
+}
+
+/* ---- the real /proc --------------------------------------------------------------------- */
+
+struct real {
+    char dir[PATH_MAX];
+    pid_t child;
+};
+
+static int real_setup(void **state)
+{
+    struct real *r = calloc(1, sizeof(*r));
+    assert_non_null(r);
+    snprintf(r->dir, sizeof(r->dir), "%s", "/tmp/vg-test-dev-XXXXXX");
+    assert_non_null(mkdtemp(r->dir));
+    r->child = -1;
+    *state = r;
+    return 0;
+}
+
+static int real_teardown(void **state)
+{
+    struct real *r = *state;
+    if (r->child > 0) {
+        kill(r->child, SIGKILL);
+        waitpid(r->child, NULL, 0);
+    }
+    rm_tree(r->dir);
+    free(r);
+    return 0;
+}
+
+static void test_scan_real(void **state)
+{
+    struct real *r = *state;
+    char node[PATH_MAX];
+    path_join(node, sizeof(node), r->dir, "nvidia3");
+    int fd = open(node, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    int syncp[2];
+    assert_int_equal(pipe2(syncp, O_CLOEXEC), 0);
+
+    r->child = fork();
+    assert_true(r->child >= 0);
+    if (r->child == 0) {
+        /* dup2 clears close-on-exec: the node stays open in sleep */
+        if (dup2(fd, 10) < 0)
+            _exit(126);
+        char *argv[] = {"sleep", "30", NULL};
+        char *envp[] = {"CUDA_VISIBLE_DEVICES=1", "SECRET_TOKEN=abc", NULL};
+        execve("/bin/sleep", argv, envp);
+        _exit(127);
+    }
+    close(fd);
+    close(syncp[1]);
+    char c;
+    assert_int_equal(read(syncp[0], &c, 1), 0); /* EOF: exec happened */
+    close(syncp[0]);
+
+    pid_t want[] = {getpid()};
+    struct vg_proc_opts opts = {.dev_dir = r->dir, .want = want, .nwant = 1};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_scan(&opts, &t, &err))
+        fail_msg("scan: %s", vg_err_msg(&err));
+    assert_true(t.n_scanned > 2);
+    assert_true(t.n >= 2);
+
+    const struct vg_proc *p = must_find(&t, r->child);
+    assert_true(p->known & VG_PROC_K_STAT);
+    assert_string_equal(p->comm, "sleep");
+    assert_int_equal(p->ppid, getpid());
+    assert_true(p->parent_alive);
+    assert_int_equal(p->ndev_minors, 1);
+    assert_int_equal(p->dev_minors[0], 3);
+    assert_int_equal(p->dev_fd_count, 1);
+    assert_string_equal(p->env[VG_ENV_CUDA_VISIBLE_DEVICES], "1");
+    assert_string_equal(p->cmdline, "sleep 30");
+    assert_int_equal(p->uid, getuid());
+    assert_true(p->known & VG_PROC_K_USER);
+    assert_int_equal(p->nthreads, 1);
+    assert_int_equal(p->threads_live, 1);
+    assert_int_equal(p->libs, 0);
+    assert_true(p->known & VG_PROC_K_MAPS);
+    assert_true(p->nnspid >= 1);
+    assert_int_equal(p->nspid[0], r->child);
+
+    p = must_find(&t, getpid()); /* wanted */
+    assert_int_equal(p->ppid, getppid());
+    assert_true(p->fd_total >= 3);
+    assert_int_equal(p->dev_fd_count, 0);
+    assert_true(p->known & VG_PROC_K_CGROUP);
+
+    FILE *sf = fopen("/proc/self/status", "re");
+    assert_non_null(sf);
+    char line[256];
+    bool has_nspid = false;
+    while (fgets(line, sizeof(line), sf))
+        if (strncmp(line, "NSpid:", 6) == 0)
+            has_nspid = true;
+    fclose(sf);
+    if (has_nspid)
+        assert_true(t.self_nspid_depth >= 1);
+    vg_proc_table_release(&t);
+
+    /* vg_proc_read on the real root, and the start time is stable */
+    int root = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(root >= 0);
+    struct vg_proc one, two;
+    assert_int_equal(vg_proc_read(root, r->child, r->dir, &one, &err), 0);
+    assert_int_equal(vg_proc_read(root, r->child, r->dir, &two, &err), 0);
+    assert_int_equal(one.start_ticks, two.start_ticks);
+    assert_int_equal(one.dev_minors[0], 3);
+    vg_proc_release(&one);
+    vg_proc_release(&two);
+
+    kill(r->child, SIGKILL);
+    assert_int_equal(waitpid(r->child, NULL, 0), r->child);
+    assert_int_equal(vg_proc_read(root, r->child, r->dir, &one, &err), -ENOENT);
+    r->child = -1;
+    close(root);
+    vg_err_release(&err);
+}
+
+/* ---- churn ------------------------------------------------------------------------------ */
+
+#define CHURN_CHILDREN 2000
+#define CHURN_ROUNDS 8
+
+struct churn {
+    pid_t *kids;
+    size_t n;
+    struct sigaction old_chld;
+};
+
+static int churn_setup(void **state)
+{
+    struct churn *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->kids = calloc(CHURN_CHILDREN, sizeof(*c->kids));
+    assert_non_null(c->kids);
+    /* SIGCHLD ignored: the kernel reaps children as they exit, so their /proc directories
+     * disappear while a scan runs instead of lingering as zombies until waitpid */
+    struct sigaction sa = {.sa_handler = SIG_IGN};
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGCHLD, &sa, &c->old_chld), 0);
+    *state = c;
+    return 0;
+}
+
+static void churn_reap(struct churn *c, bool block)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->kids[i] <= 0)
+            continue;
+        pid_t w = waitpid(c->kids[i], NULL, block ? 0 : WNOHANG);
+        if (w == c->kids[i] || (w < 0 && errno == ECHILD))
+            c->kids[i] = 0;
+    }
+}
+
+static int churn_teardown(void **state)
+{
+    struct churn *c = *state;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->kids[i] > 0)
+            kill(c->kids[i], SIGKILL);
+    churn_reap(c, true);
+    sigaction(SIGCHLD, &c->old_chld, NULL);
+    free(c->kids);
+    free(c);
+    return 0;
+}
+
+static void test_scan_churn(void **state)
+{
+    struct churn *c = *state;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned seed = (unsigned)getpid();
+    size_t per_round = CHURN_CHILDREN / CHURN_ROUNDS;
+    size_t total_vanished = 0;
+    for (int round = 0; round < CHURN_ROUNDS; round++) {
+        for (size_t k = 0; k < per_round; k++) {
+            long ns = (long)(rand_r(&seed) % 40000) * 1000; /* 0 to 40 ms */
+            pid_t pid = fork();
+            assert_true(pid >= 0);
+            if (pid == 0) {
+                struct timespec ts = {0, ns};
+                nanosleep(&ts, NULL);
+                _exit(0);
+            }
+            c->kids[c->n++] = pid;
+        }
+        for (int s = 0; s < 2; s++) {
+            struct vg_proc_opts opts = {.all = (round + s) % 2 == 0};
+            struct vg_proc_table t;
+            vg_proc_table_init(&t);
+            struct vg_err err = VG_ERR_INIT;
+            if (vg_proc_scan(&opts, &t, &err))
+                fail_msg("scan during churn: %s", vg_err_msg(&err));
+            for (size_t i = 1; i < t.n; i++)
+                assert_true(t.procs[i - 1].pid < t.procs[i].pid);
+            for (size_t i = 0; i < t.n; i++)
+                assert_true((t.procs[i].known & VG_PROC_K_STAT) || !opts.all);
+            total_vanished += t.n_vanished;
+            vg_proc_table_release(&t);
+            vg_err_release(&err);
+        }
+        churn_reap(c, false);
+    }
+    churn_reap(c, true);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    print_message("churn: %d children, %d scans, %zu vanished mid-scan, %.2f s\n", CHURN_CHILDREN,
+                  CHURN_ROUNDS * 2, total_vanished, secs);
+    for (size_t i = 0; i < c->n; i++)
+        assert_int_equal(c->kids[i], 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stat_basic),
+        cmocka_unit_test(test_stat_hostile_comm),
+        cmocka_unit_test(test_stat_malformed),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_cmdline),
+        cmocka_unit_test(test_environ),
+        cmocka_unit_test(test_cgroup),
+        cmocka_unit_test(test_maps),
+        cmocka_unit_test(test_fd_targets),
+        cmocka_unit_test(test_parsers_garbage),
+        cmocka_unit_test_setup_teardown(test_scan_fake, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_read_one_fake, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_bad_root, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_denied, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_real, real_setup, real_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_churn, churn_setup, churn_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
