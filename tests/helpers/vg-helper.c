@@ -31,9 +31,9 @@
  *                      the child is set up, so the child is reparented (to init or the nearest
  *                      subreaper); the exit status of the original process is 0 once the child
  *                      is set up, 1 if it failed
- *   --setsid           with --orphan: the process that forks the carrier first starts a new
- *                      session (an intermediate process does so when needed), so the carrier is
- *                      left in a session whose leader is gone
+ *   --setsid           with --orphan: an intermediate process starts a new session, forks the
+ *                      carrier and exits, so the carrier is left in a session and process group
+ *                      whose leader is gone (the original process exits with its status)
  *   --uid USER         after opening and mapping (as root), drop to USER (name or number) with
  *                      its group (or --gid), no supplementary groups, dumpable again; the
  *                      pidfile's directory must then be writable by USER
@@ -73,6 +73,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -92,7 +93,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_ITEMS 64     /* --open, --map, --env each */
+#define MAX_ITEMS 64 /* --open, --map, --env each */
 #define MAX_CHILDREN 64
 #define MAX_ZOMBIES 16
 #define MAX_LIFETIME 86400L
@@ -153,7 +154,7 @@ static struct {
     int ready_fd;
     long lifetime;
     bool ignore_term;
-} opt = { .ready_fd = -1, .lifetime = 120 };
+} opt = {.ready_fd = -1, .lifetime = 120};
 
 /* Runtime state of the carrier (the process holding everything). */
 static struct timespec deadline; /* CLOCK_MONOTONIC; shared by every process created */
@@ -267,32 +268,32 @@ enum {
 static void parse_args(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        { "open", required_argument, NULL, OPT_OPEN },
-        { "map", required_argument, NULL, OPT_MAP },
-        { "env", required_argument, NULL, OPT_ENV },
-        { "clear-env", no_argument, NULL, OPT_CLEAR_ENV },
-        { "comm", required_argument, NULL, OPT_COMM },
-        { "child-comm", required_argument, NULL, OPT_CHILD_COMM },
-        { "children", required_argument, NULL, OPT_CHILDREN },
-        { "zombie", no_argument, NULL, OPT_ZOMBIE },
-        { "zombie-leader", no_argument, NULL, OPT_ZOMBIE_LEADER },
-        { "dstate", no_argument, NULL, OPT_DSTATE },
-        { "orphan", no_argument, NULL, OPT_ORPHAN },
-        { "setsid", no_argument, NULL, OPT_SETSID },
-        { "uid", required_argument, NULL, OPT_UID },
-        { "gid", required_argument, NULL, OPT_GID },
-        { "pidfile", required_argument, NULL, OPT_PIDFILE },
-        { "ready-fd", required_argument, NULL, OPT_READY_FD },
-        { "lifetime", required_argument, NULL, OPT_LIFETIME },
-        { "ignore-term", no_argument, NULL, OPT_IGNORE_TERM },
-        { "exit-on-term", no_argument, NULL, OPT_EXIT_ON_TERM },
-        { "help", no_argument, NULL, OPT_HELP },
-        { NULL, 0, NULL, 0 },
+        {"open", required_argument, NULL, OPT_OPEN},
+        {"map", required_argument, NULL, OPT_MAP},
+        {"env", required_argument, NULL, OPT_ENV},
+        {"clear-env", no_argument, NULL, OPT_CLEAR_ENV},
+        {"comm", required_argument, NULL, OPT_COMM},
+        {"child-comm", required_argument, NULL, OPT_CHILD_COMM},
+        {"children", required_argument, NULL, OPT_CHILDREN},
+        {"zombie", no_argument, NULL, OPT_ZOMBIE},
+        {"zombie-leader", no_argument, NULL, OPT_ZOMBIE_LEADER},
+        {"dstate", no_argument, NULL, OPT_DSTATE},
+        {"orphan", no_argument, NULL, OPT_ORPHAN},
+        {"setsid", no_argument, NULL, OPT_SETSID},
+        {"uid", required_argument, NULL, OPT_UID},
+        {"gid", required_argument, NULL, OPT_GID},
+        {"pidfile", required_argument, NULL, OPT_PIDFILE},
+        {"ready-fd", required_argument, NULL, OPT_READY_FD},
+        {"lifetime", required_argument, NULL, OPT_LIFETIME},
+        {"ignore-term", no_argument, NULL, OPT_IGNORE_TERM},
+        {"exit-on-term", no_argument, NULL, OPT_EXIT_ON_TERM},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
     };
     int c;
 
     opterr = 0; /* our own messages, without argv[0]'s full path */
-    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_OPEN:
             add_item(opt.open_paths, &opt.n_open, optarg, "--open");
@@ -563,7 +564,7 @@ static int wait_signal(const sigset_t *set)
 /* Sleeps POLL_NS, never past the deadline; false once the deadline has passed. */
 static bool nap(void)
 {
-    struct timespec left, step = { 0, POLL_NS };
+    struct timespec left, step = {0, POLL_NS};
 
     if (!time_left(&left))
         return false;
@@ -578,7 +579,7 @@ static void reap_workers(void)
 {
     for (unsigned long i = 0; i < opt.children; i++) {
         if (child_pids[i] > 0 && waitpid(child_pids[i], NULL, WNOHANG) == child_pids[i])
-            child_pids[i] = -child_pids[i]; /* keep it for nothing but debugging */
+            child_pids[i] = 0;
     }
 }
 
@@ -606,7 +607,9 @@ static char task_state(pid_t pid, pid_t tid)
     int fd;
     char *p;
 
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    if (snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid) >=
+        (int)sizeof path)
+        return 0;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -789,7 +792,8 @@ static void spawn_workers(void)
             if (write(ready[1], &c, 1) != 1)
                 _exit(1);
             close(ready[1]);
-            idle_until_end(); /* no workers of its own: reap_workers() sees none */
+            opt.children = 0; /* no workers of its own to reap */
+            idle_until_end();
         }
         child_pids[i] = pid;
     }
@@ -797,7 +801,7 @@ static void spawn_workers(void)
     /* Each worker writes one byte once set up; EOF before that means one died. */
     for (unsigned long got = 0; got < opt.children;) {
         char buf[MAX_CHILDREN];
-        struct pollfd pfd = { .fd = ready[0], .events = POLLIN };
+        struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
         int r = poll(&pfd, 1, ms_left());
         ssize_t n;
 
@@ -853,7 +857,7 @@ static void wait_zombies(void)
 
 /* ---- D state ----------------------------------------------------------------------------- */
 
-static int dstate_pipe[2] = { -1, -1 };
+static int dstate_pipe[2] = {-1, -1};
 
 /*
  * clone(CLONE_VFORK) without CLONE_VM: the child gets its own copy of memory, as with fork(),
@@ -869,13 +873,14 @@ static void *dstate_main(void *arg)
     (void)arg;
     if (write(dstate_pipe[1], &tid, sizeof tid) != (ssize_t)sizeof tid)
         die_errno("dstate thread: cannot report its tid");
-    child = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_VFORK | SIGCHLD), NULL, NULL, NULL,
-                           NULL);
+    child =
+        (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_VFORK | SIGCHLD), NULL, NULL, NULL, NULL);
     if (child < 0)
         die_errno("dstate thread: clone(CLONE_VFORK)");
     if (child == 0) {
         pid_t me = (pid_t)syscall(SYS_getpid);
         die_with_parent(self);
+        close_internal_fds();
         if (write(dstate_pipe[1], &me, sizeof me) != (ssize_t)sizeof me)
             _exit(1);
         for (;;) {
@@ -895,7 +900,7 @@ static void read_exact(int fd, void *buf, size_t len, const char *what)
     size_t got = 0;
 
     while (got < len) {
-        struct pollfd pfd = { .fd = fd, .events = POLLIN };
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
         int r = poll(&pfd, 1, ms_left());
         ssize_t n;
 
@@ -904,14 +909,14 @@ static void read_exact(int fd, void *buf, size_t len, const char *what)
         if (r < 0)
             die_errno("poll");
         if (r == 0)
-            die("%s: nothing before the lifetime ran out", what);
+            die("%s: no answer before the lifetime ran out", what);
         n = read(fd, (char *)buf + got, len - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             die_errno("%s", what);
         if (n == 0)
-            die("%s: unexpected end", what);
+            die("%s: it exited", what);
         got += (size_t)n;
     }
 }
@@ -991,7 +996,7 @@ static void become_orphan(void)
         char c = 0;
         close(sv[1]);
         close_internal_fds();
-        read_exact(sv[0], &c, 1, "orphan carrier"); /* dies with a message on EOF */
+        read_exact(sv[0], &c, 1, "the orphan carrier did not get set up"); /* dies on EOF */
         _exit(c == 'k' ? 0 : 1);
     }
     close(sv[0]);
@@ -1008,7 +1013,7 @@ static void finish_orphan(void)
     if (write(orphan_sock, &c, 1) != 1)
         die_errno("cannot tell the launcher we are set up");
     for (;;) {
-        struct pollfd pfd = { .fd = orphan_sock, .events = POLLIN };
+        struct pollfd pfd = {.fd = orphan_sock, .events = POLLIN};
         int r = poll(&pfd, 1, ms_left());
         ssize_t n;
 

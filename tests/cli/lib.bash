@@ -1,0 +1,373 @@
+# shellcheck shell=bash disable=SC2034 # the variables set here are for the test files
+# tests/cli/lib.bash: what every bats CLI test shares (`load lib` at the top of the file).
+#
+# Paths: ROOT, VG_BUILD (default $ROOT/build; build-san for the sanitizer build), VG (the
+# vramguard binary), HELPER (tests/helpers/vg-helper.c, built by `make helper`), FAKE_FULL,
+# FAKE_LEGACY, FAKE_535 (the fake NVML builds).
+#
+# Processes: vg_spawn starts vg-helper in the background, waits (bounded) for its pidfile and
+# records every pid it reports; vg_cleanup kills all of them, with their children and session
+# members and anything carrying this test's tag, and waits (bounded) until they are gone. The
+# default teardown below calls vg_cleanup; a file that defines its own teardown must call it too.
+#
+# Everything per test lives under vg_tmpdir (inside BATS_TEST_TMPDIR when bats provides it).
+# State is kept in files there, not in variables, so the functions also work inside $(...).
+# The functions are written for bats' errexit: none of them fails on a false test by accident.
+# No test may depend on timing: every wait here is a bounded poll (VG_WAIT_TIMEOUT, default 10 s).
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+VG_BUILD=${VG_BUILD:-$ROOT/build}
+VG=$VG_BUILD/vramguard
+HELPER=$VG_BUILD/tests/vg-helper
+FAKE_FULL=$VG_BUILD/fake-nvml/full/libnvidia-ml.so.1
+FAKE_LEGACY=$VG_BUILD/fake-nvml/legacy/libnvidia-ml.so.1
+FAKE_535=$VG_BUILD/fake-nvml/r535/libnvidia-ml.so.1
+VG_WAIT_TIMEOUT=${VG_WAIT_TIMEOUT:-10}
+
+# Sets _VG_DIR (this test's directory), _VG_STATE and _VG_TAG; creates them. Deterministic per
+# test, so calling it again (or in a subshell) gives the same paths.
+_vg_dir() {
+    if [[ -n ${BATS_TEST_TMPDIR:-} ]]; then
+        _VG_DIR=$BATS_TEST_TMPDIR/vg
+    else
+        _VG_DIR=${TMPDIR:-/tmp}/vg-test.$$.${BATS_TEST_NUMBER:-0}
+    fi
+    _VG_STATE=$_VG_DIR/.state
+    _VG_TAG=$_VG_DIR
+    mkdir -p "$_VG_STATE"
+}
+
+# vg_tmpdir: prints this test's temporary directory (created; removed by bats or vg_cleanup).
+vg_tmpdir() {
+    _vg_dir || return 1
+    printf '%s\n' "$_VG_DIR"
+}
+
+# vg_fake_dev [DIR [N]]: creates DIR/dev (DIR defaults to vg_tmpdir) holding regular files
+# nvidia0..nvidia(N-1) (N defaults to 8), nvidiactl and nvidia-uvm; sets DEVDIR and prints it
+# (the directory holding the files: pass it to --dev, and $DEVDIR/nvidia0 to --open).
+vg_fake_dev() {
+    local dir n=${2:-8} i
+    if [[ -n ${1:-} ]]; then
+        dir=$1/dev
+    else
+        _vg_dir || return 1
+        dir=$_VG_DIR/dev
+    fi
+    mkdir -p "$dir" || return 1
+    for ((i = 0; i < n; i++)); do
+        : >"$dir/nvidia$i" || return 1
+    done
+    : >"$dir/nvidiactl" && : >"$dir/nvidia-uvm" || return 1
+    DEVDIR=$dir
+    printf '%s\n' "$dir"
+}
+
+# vg_fake_lib NAME...: creates small regular files NAME (e.g. libcuda.so.1) in vg_tmpdir/lib
+# for vg-helper --map, and prints the directory.
+vg_fake_lib() {
+    local name
+    _vg_dir || return 1
+    mkdir -p "$_VG_DIR/lib" || return 1
+    for name in "$@"; do
+        printf 'fake %s for vg-helper --map\n' "$name" >"$_VG_DIR/lib/$name" || return 1
+    done
+    printf '%s\n' "$_VG_DIR/lib"
+}
+
+# vg_scenario [FILE] <<EOF ... EOF: writes the fake-nvml scenario from stdin, atomically (the
+# fake driver re-reads it when it changes and must never see half a file), and exports
+# FAKE_NVML_SCENARIO. A FILE without a slash goes into vg_tmpdir; the default is "scenario".
+vg_scenario() {
+    local file=${1:-scenario} tmp
+    if [[ $file != */* ]]; then
+        _vg_dir || return 1
+        file=$_VG_DIR/$file
+    fi
+    tmp=$file.tmp.$BASHPID
+    cat >"$tmp" && mv -f "$tmp" "$file" || return 1
+    export FAKE_NVML_SCENARIO=$file
+}
+
+# run_vg ARGS...: bats `run` of vramguard with the fake driver (VG_NVML, default FAKE_FULL) and
+# the fake device directory (DEVDIR, default: vg_fake_dev's, created when missing).
+run_vg() {
+    if [[ -z ${DEVDIR:-} ]]; then
+        _vg_dir || return 1
+        DEVDIR=$_VG_DIR/dev
+        [[ -d $DEVDIR ]] || vg_fake_dev >/dev/null || return 1
+    fi
+    run "$VG" --nvml "${VG_NVML:-$FAKE_FULL}" --dev "$DEVDIR" "$@"
+}
+
+# _vg_usec VAR SECONDS: VAR = SECONDS (integer or decimal) in microseconds.
+_vg_usec() {
+    local s=$2 int frac=
+    if [[ ! $s =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+        echo "lib.bash: '$s' is not a number of seconds" >&2
+        return 1
+    fi
+    int=${s%%.*}
+    if [[ $s == *.* ]]; then frac=${s#*.}; fi
+    frac=${frac}000000
+    printf -v "$1" '%d' "$((10#$int * 1000000 + 10#${frac:0:6}))"
+}
+
+# Microseconds in _VG_NOW ($EPOCHREALTIME without its locale's decimal point; whole seconds
+# from $SECONDS on a bash older than 5.0).
+_vg_now() {
+    _VG_NOW=${EPOCHREALTIME//[!0-9]/}
+    if [[ -z $_VG_NOW ]]; then _VG_NOW=$((SECONDS * 1000000)); fi
+}
+
+# wait_for COND [TIMEOUT]: evaluates the shell command COND every 0.05 s until it succeeds;
+# fails with a message after TIMEOUT seconds (default VG_WAIT_TIMEOUT).
+wait_for() {
+    local cond=$1 timeout=${2:-$VG_WAIT_TIMEOUT} limit start
+    _vg_usec limit "$timeout" || return 1
+    _vg_now
+    start=$_VG_NOW
+    while :; do
+        if eval "$cond"; then return 0; fi
+        _vg_now
+        if ((_VG_NOW - start >= limit)); then break; fi
+        sleep 0.05
+    done
+    echo "wait_for: still false after ${timeout}s: $cond" >&2
+    return 1
+}
+
+# vg_stat PID FIELD: prints FIELD of /proc/PID/stat: state, ppid, pgrp, session, comm or
+# starttime (parsed after the last ')', since comm may hold anything); fails if PID is gone.
+# PID may be PID/task/TID for a thread.
+vg_stat() {
+    local pid=$1 field=$2 line rest state ppid pgrp sid
+    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || return 1
+    rest=${line##*) }
+    read -r state ppid pgrp sid _ <<<"$rest"
+    case $field in
+    state) printf '%s\n' "$state" ;;
+    ppid) printf '%s\n' "$ppid" ;;
+    pgrp) printf '%s\n' "$pgrp" ;;
+    session) printf '%s\n' "$sid" ;;
+    comm) rest=${line#*(}; printf '%s\n' "${rest%)*}" ;;
+    starttime) read -r -a rest <<<"$rest"; printf '%s\n' "${rest[19]}" ;;
+    *) echo "vg_stat: unknown field '$field'" >&2; return 1 ;;
+    esac
+}
+
+# vg_gone PID: true when PID no longer runs (no /proc entry, or a zombie).
+vg_gone() {
+    local state
+    state=$(vg_stat "$1" state) || return 0
+    [[ $state == Z || $state == X ]]
+}
+
+# vg_holds PID PATH: true when some thread of PID has PATH open (works for a zombie leader,
+# whose own fd table is gone, through /proc/PID/task/*/fd).
+vg_holds() {
+    local pid=$1 path=$2 fd
+    for fd in /proc/"$pid"/fd/* /proc/"$pid"/task/*/fd/*; do
+        if [[ $(readlink "$fd" 2>/dev/null) == "$path" ]]; then return 0; fi
+    done
+    return 1
+}
+
+# Appends "ROLE PID STARTTIME" to the state file, so vg_cleanup never kills a recycled pid.
+_vg_record() {
+    local start
+    start=$(vg_stat "$2" starttime 2>/dev/null) || start=-
+    printf '%s %s %s\n' "$1" "$2" "$start" >>"$_VG_STATE/pids"
+}
+
+# vg_spawn ARGS...: starts "$HELPER --pidfile F ARGS..." in the background (stdin /dev/null,
+# output to a log, bats' descriptors closed), waits until F appears (VG_WAIT_TIMEOUT; fails at
+# once if the helper exits non-zero first, showing its log) and records every pid in it for
+# vg_cleanup. Prints the main pid and sets VG_PID, VG_PIDFILE, VG_LOG, VG_ORPHAN_PID,
+# VG_PARENT_PID, VG_THREAD_TID, VG_DSTATE_TID, VG_VFORK_PID (empty when absent) and the arrays
+# VG_CHILD_PIDS, VG_ZOMBIE_PIDS (variables are lost when called inside $(...): use vg_role).
+# With --uid the pidfile lives in a fresh world-writable directory under /tmp.
+vg_spawn() {
+    local dir pidfile log bg rc launcher_done=0 limit start a role pid
+    _vg_dir || return 1
+    if [[ ! -x $HELPER ]]; then
+        echo "vg_spawn: $HELPER is missing: run 'make helper'" >&2
+        return 1
+    fi
+    dir=
+    for a in "$@"; do
+        if [[ $a == -- ]]; then break; fi
+        if [[ $a == --uid || $a == --uid=* ]]; then
+            dir=$(mktemp -d /tmp/vg-spawn.XXXXXX) && chmod 1777 "$dir" || return 1
+            printf '%s\n' "$dir" >>"$_VG_STATE/dirs"
+            break
+        fi
+    done
+    if [[ -z $dir ]]; then
+        dir=$(mktemp -d "$_VG_STATE/spawn.XXXXXX") || return 1
+    fi
+    pidfile=$dir/pids
+    log=$dir/log
+    VG_HELPER_TAG=$_VG_TAG "$HELPER" --pidfile "$pidfile" "$@" </dev/null >"$log" 2>&1 3>&- &
+    bg=$!
+    _vg_record launcher "$bg"
+    printf '%s\n' "$pidfile" >"$_VG_STATE/last"
+
+    _vg_usec limit "$VG_WAIT_TIMEOUT" || return 1
+    _vg_now
+    start=$_VG_NOW
+    while [[ ! -s $pidfile ]]; do
+        if ((!launcher_done)) && ! kill -0 "$bg" 2>/dev/null; then
+            launcher_done=1
+            rc=0
+            wait "$bg" || rc=$?
+            # With --orphan the launcher exits 0 before the carrier writes the pidfile.
+            if ((rc != 0)) && [[ ! -s $pidfile ]]; then
+                echo "vg_spawn: vg-helper $* exited with status $rc before it was ready; its log:" >&2
+                sed 's/^/  /' "$log" >&2
+                return 1
+            fi
+        fi
+        _vg_now
+        if ((_VG_NOW - start >= limit)); then
+            echo "vg_spawn: vg-helper $* not ready after ${VG_WAIT_TIMEOUT}s; its log:" >&2
+            sed 's/^/  /' "$log" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+
+    VG_PID='' VG_ORPHAN_PID='' VG_PARENT_PID='' VG_THREAD_TID='' VG_DSTATE_TID='' VG_VFORK_PID=''
+    VG_CHILD_PIDS=() VG_ZOMBIE_PIDS=()
+    VG_PIDFILE=$pidfile
+    VG_LOG=$log
+    while read -r role pid; do
+        _vg_record "$role" "$pid"
+        case $role in
+        main) VG_PID=$pid ;;
+        orphan) VG_ORPHAN_PID=$pid ;;
+        parent) VG_PARENT_PID=$pid ;;
+        thread) VG_THREAD_TID=$pid ;;
+        dstate) VG_DSTATE_TID=$pid ;;
+        vfork) VG_VFORK_PID=$pid ;;
+        child) VG_CHILD_PIDS+=("$pid") ;;
+        zombie) VG_ZOMBIE_PIDS+=("$pid") ;;
+        esac
+    done <"$pidfile"
+    printf '%s\n' "$VG_PID"
+}
+
+# vg_role ROLE [PIDFILE]: prints the pids of ROLE (main, child, zombie, ...) from PIDFILE
+# (default: the last vg_spawn's of this test), one a line.
+vg_role() {
+    local want=$1 file=${2:-} role pid
+    if [[ -z $file ]]; then
+        _vg_dir || return 1
+        file=$(cat "$_VG_STATE/last" 2>/dev/null) || {
+            echo "vg_role: nothing spawned yet" >&2
+            return 1
+        }
+    fi
+    while read -r role pid; do
+        if [[ $role == "$want" ]]; then printf '%s\n' "$pid"; fi
+    done <"$file"
+}
+
+# vg_cleanup: SIGKILLs every process vg_spawn recorded for this test (when still the same
+# process: same start time), every process whose parent, process group or session is one of
+# them, and every process carrying this test's VG_HELPER_TAG; then waits (bounded) until none
+# runs (zombies left to init count as gone). Fails, naming them, if some survive.
+vg_cleanup() {
+    local -A victims=()
+    local role pid start cur d line rest state ppid pgrp sid changed round f left limit
+    _vg_dir || return 0
+    if [[ -f $_VG_STATE/pids ]]; then
+        while read -r role pid start; do
+            cur=$(vg_stat "$pid" starttime 2>/dev/null) || continue
+            if [[ $start == - || $cur == "$start" ]]; then victims[$pid]=1; fi
+        done <"$_VG_STATE/pids"
+    fi
+    for f in $(grep -lzxF -- "VG_HELPER_TAG=$_VG_TAG" /proc/[0-9]*/environ 2>/dev/null); do
+        pid=${f#/proc/}
+        victims[${pid%/environ}]=1
+    done
+    # Descendants and session/group members, found before anything dies and gets reparented.
+    for ((round = 0; round < 8; round++)); do
+        changed=0
+        for d in /proc/[0-9]*; do
+            pid=${d#/proc/}
+            if [[ -n ${victims[$pid]:-} ]]; then continue; fi
+            { read -r line <"$d/stat"; } 2>/dev/null || continue
+            rest=${line##*) }
+            read -r state ppid pgrp sid _ <<<"$rest"
+            if [[ -n ${victims[$ppid]:-} || -n ${victims[$pgrp]:-} || -n ${victims[$sid]:-} ]]; then
+                victims[$pid]=1
+                changed=1
+            fi
+        done
+        if ((!changed)); then break; fi
+    done
+    # Never ourselves, our parents or init, whatever the files say.
+    unset 'victims[0]' 'victims[1]' "victims[$$]" "victims[$BASHPID]" "victims[$PPID]"
+    for pid in "${!victims[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    _vg_usec limit "$VG_WAIT_TIMEOUT" || return 1
+    _vg_now
+    start=$_VG_NOW
+    while :; do
+        left=
+        for pid in "${!victims[@]}"; do
+            if ! vg_gone "$pid"; then left+=" $pid"; fi
+        done
+        if [[ -z $left ]]; then break; fi
+        _vg_now
+        if ((_VG_NOW - start >= limit)); then
+            echo "vg_cleanup: still running after ${VG_WAIT_TIMEOUT}s:$left" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+    # Reap our own background launchers (no-op for pids that are not children of this shell).
+    while read -r role pid start; do
+        if [[ $role == launcher ]]; then wait "$pid" 2>/dev/null || true; fi
+    done < <(cat "$_VG_STATE/pids" 2>/dev/null)
+    if [[ -f $_VG_STATE/dirs ]]; then
+        while read -r d; do
+            if [[ $d == /tmp/vg-spawn.* ]]; then rm -rf -- "$d"; fi
+        done <"$_VG_STATE/dirs"
+    fi
+    rm -f "$_VG_STATE/pids" "$_VG_STATE/dirs" "$_VG_STATE/last"
+    if [[ -z ${BATS_TEST_TMPDIR:-} && $_VG_DIR == */vg-test.* ]]; then rm -rf -- "$_VG_DIR"; fi
+    return 0
+}
+
+# vg_require_jq: skips the test when jq is not installed.
+vg_require_jq() {
+    command -v jq >/dev/null 2>&1 || skip "jq is not installed (apt-get install jq)"
+}
+
+# json FILTER [JQ_OPTIONS...]: applies FILTER to $output (set by bats' run) with jq -r, e.g.
+# [ "$(json '.gpus | length')" = 8 ]. Skips the test without jq (call vg_require_jq first when
+# using json inside $(...), where a skip cannot reach the test).
+json() {
+    vg_require_jq
+    jq -r "${@:2}" "$1" <<<"$output"
+}
+
+# json_ok FILTER [JQ_OPTIONS...]: true when FILTER's last result on $output is neither false
+# nor null, e.g. json_ok '.gpus[0].memory.used == null'.
+json_ok() {
+    vg_require_jq
+    jq -e "${@:2}" "$1" <<<"$output" >/dev/null
+}
+
+# json_file FILE FILTER [JQ_OPTIONS...]: the same on a file.
+json_file() {
+    vg_require_jq
+    jq -r "${@:3}" "$2" "$1"
+}
+
+teardown() {
+    vg_cleanup
+}
