@@ -18,6 +18,7 @@ struct vg_command {
 
 static const struct vg_command vg_commands[] = {
     {"status", vg_cmd_status, "each GPU and every process holding its memory (default)"},
+    {"doctor", vg_cmd_doctor, "why memory is held, and what to do about it"},
 };
 
 static void vg_main_help(FILE *f)

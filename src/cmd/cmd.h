@@ -82,6 +82,22 @@ unsigned vg_cmd_term_width(void);
 /* Write the whole buffer to stdout; 0 or a negative errno. */
 int vg_cmd_write_out(const struct vg_buf *b);
 
+/* Build a snapshot from the global options; prints the error itself ("vramguard: CMD: ...")
+ * and returns non-zero when even /proc could not be read. */
+struct vg_snapshot;
+int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
+                    struct vg_snapshot **out);
+/* Write a rendered buffer (rc is the renderer's result); prints the error and returns
+ * VG_EXIT_SOFTWARE on failure, else status unchanged. */
+int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status);
+/* A GPU named on the command line: its NVML index or a UUID (prefix). -1 with a message when
+ * nothing or more than one GPU matches. */
+int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text,
+                    size_t *gpu);
+
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
+int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);
+int vg_cmd_visible(struct vg_global *g, int argc, char **argv);
+int vg_cmd_demo(struct vg_global *g, int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "model/snapshot.h"
 #include "util/parse.h"
 
 const char vg_global_help[] =
@@ -135,4 +136,66 @@ int vg_cmd_write_out(const struct vg_buf *b)
         left -= (size_t)n;
     }
     return 0;
+}
+
+int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
+                    struct vg_snapshot **out)
+{
+    struct vg_snap_opts so = {
+        .nvml_path = g->nvml_path,
+        .nvml_timeout_ms = g->nvml_timeout_ms,
+        .proc_root = g->proc_root,
+        .dev_dir = g->dev_dir,
+        .skip_nvml = skip_nvml,
+    };
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_snap_build(&so, out, &err);
+    if (rc)
+        vg_cmd_error(cmd, "%s", vg_err_msg(&err));
+    vg_err_release(&err);
+    return rc;
+}
+
+int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)
+{
+    if (rc) {
+        vg_cmd_error(cmd, "cannot render the output: %s", strerror(-rc));
+        return VG_EXIT_SOFTWARE;
+    }
+    if ((rc = vg_cmd_write_out(out)) != 0) {
+        vg_cmd_error(cmd, "cannot write the output: %s", strerror(-rc));
+        return VG_EXIT_SOFTWARE;
+    }
+    return status;
+}
+
+int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text,
+                    size_t *gpu)
+{
+    uint64_t idx;
+    if (vg_parse_u64(text, &idx) == 0) {
+        for (size_t i = 0; i < snap->gpus.ngpus; i++) {
+            if (snap->gpus.gpus[i].index == idx) {
+                *gpu = i;
+                return 0;
+            }
+        }
+        vg_cmd_error(cmd, "no GPU with index %s on this host (%zu GPU%s)", text,
+                     snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s");
+        return -1;
+    }
+    size_t hits = 0, len = strlen(text);
+    for (size_t i = 0; i < snap->gpus.ngpus; i++) {
+        const struct vg_gpu *d = &snap->gpus.gpus[i];
+        if ((d->known & VG_GPU_K_UUID) && d->uuid && len && strncmp(d->uuid, text, len) == 0) {
+            *gpu = i;
+            hits++;
+        }
+    }
+    if (hits == 1)
+        return 0;
+    vg_cmd_error(cmd, "'%s' %s", text,
+                 hits ? "matches several GPUs: give more of the UUID"
+                      : "is neither a GPU index nor the UUID (or UUID prefix) of a GPU here");
+    return -1;
 }

@@ -63,21 +63,9 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
         return VG_EXIT_USAGE;
     }
 
-    struct vg_snap_opts so = {
-        .nvml_path = g->nvml_path,
-        .nvml_timeout_ms = g->nvml_timeout_ms,
-        .proc_root = g->proc_root,
-        .dev_dir = g->dev_dir,
-        .skip_nvml = no_nvml,
-    };
     struct vg_snapshot *snap = NULL;
-    struct vg_err err = VG_ERR_INIT;
-    int rc = vg_snap_build(&so, &snap, &err);
-    if (rc) {
-        vg_cmd_error("status", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
+    if (vg_cmd_snapshot(g, "status", no_nvml, &snap))
         return VG_EXIT_UNKNOWN;
-    }
 
     struct vg_render_opts ro = {
         .color = !g->json && vg_cmd_use_color(g),
@@ -85,15 +73,9 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     };
     struct vg_buf out;
     vg_buf_init(&out, 0);
-    rc = g->json ? vg_render_status_json(snap, &ro, &out) : vg_render_status_text(snap, &ro, &out);
-    int status = snap->driver_ok ? VG_EXIT_OK : VG_EXIT_UNKNOWN;
-    if (rc) {
-        vg_cmd_error("status", "cannot render the output: %s", strerror(-rc));
-        status = VG_EXIT_SOFTWARE;
-    } else if ((rc = vg_cmd_write_out(&out)) != 0) {
-        vg_cmd_error("status", "cannot write the output: %s", strerror(-rc));
-        status = VG_EXIT_SOFTWARE;
-    }
+    int rc = g->json ? vg_render_status_json(snap, &ro, &out)
+                     : vg_render_status_text(snap, &ro, &out);
+    int status = vg_cmd_emit("status", rc, &out, snap->driver_ok ? VG_EXIT_OK : VG_EXIT_UNKNOWN);
     vg_buf_release(&out);
     vg_snap_free(snap);
     return status;

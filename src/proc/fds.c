@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -132,27 +133,27 @@ static int vg_fd_long_target(struct vg_proc_ctx *c, int fdd, const char *name,
     }
 }
 
-int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+struct vg_fd_counts {
+    unsigned total, ndev;
+    bool ctl, uvm;
+};
+
+/* Walk one fd/ directory, classifying each link; minors accumulate in c. */
+static int vg_fd_walk(struct vg_proc_ctx *c, int fdd, char *dents, size_t dents_cap,
+                      struct vg_fd_counts *k)
 {
-    c->nminors = 0;
-    int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fdd < 0)
-        return -errno;
-    unsigned total = 0, ndev = 0;
-    bool ctl = false, uvm = false;
     struct vg_proc_dirit it;
-    vg_proc_dirit_init(&it, fdd, c->dents, c->dents_cap);
+    vg_proc_dirit_init(&it, fdd, dents, dents_cap);
     const char *name;
     int rc;
     char link[PATH_MAX];
     while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
-        total++;
+        k->total++;
         ssize_t n = readlinkat(fdd, name, link, sizeof(link));
         if (n < 0) {
             if (errno == ENOENT)
                 continue; /* closed since the listing */
-            rc = -errno;
-            break;
+            return -errno;
         }
         enum vg_dev_kind kind;
         unsigned minor;
@@ -167,28 +168,70 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
         if (hit < 0) {
             if (hit == -ENOENT)
                 continue;
-            rc = hit;
-            break;
+            return hit;
         }
         if (!hit)
             continue;
-        ndev++;
+        k->ndev++;
         if (kind == VG_DEV_CTL)
-            ctl = true;
+            k->ctl = true;
         else if (kind == VG_DEV_UVM)
-            uvm = true;
+            k->uvm = true;
         else if (kind == VG_DEV_GPU && (rc = vg_fd_add_minor(c, minor)) < 0)
-            break;
+            return rc;
     }
+    return rc;
+}
+
+/* A thread-group leader that exited while other threads run (state Z) shows an empty fd/;
+ * its descriptors, shared by all threads, are visible through any live thread's task entry.
+ * Only reached for processes whose fd/ is empty, so the common path pays nothing. */
+static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, struct vg_fd_counts *k)
+{
+    int taskd = openat(pid_fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (taskd < 0)
+        return vg_proc_err_gone(-errno) ? 0 : -errno;
+    /* The task listing needs its own buffer: the fd walk reuses c->dents. */
+    char tbuf[4096];
+    struct vg_proc_dirit it;
+    vg_proc_dirit_init(&it, taskd, tbuf, sizeof(tbuf));
+    const char *name;
+    int rc;
+    while ((rc = vg_proc_dirit_next(&it, &name)) > 0 && k->total == 0) {
+        char path[64];
+        snprintf(path, sizeof(path), "%s/fd", name);
+        int fdd = openat(taskd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fdd < 0)
+            continue; /* that thread exited, or is the defunct leader */
+        rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, k);
+        close(fdd);
+        if (rc < 0 && !vg_proc_err_gone(rc))
+            break;
+        rc = 1;
+    }
+    close(taskd);
+    return rc < 0 ? rc : 0;
+}
+
+int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+{
+    c->nminors = 0;
+    int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fdd < 0)
+        return -errno;
+    struct vg_fd_counts k = {0};
+    int rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, &k);
     close(fdd);
+    if (rc >= 0 && k.total == 0)
+        rc = vg_fd_walk_threads(c, pid_fd, &k);
     if (rc < 0) {
         c->nminors = 0;
         return rc;
     }
-    p->fd_total = total;
-    p->dev_fd_count = ndev;
-    p->has_ctl = ctl;
-    p->has_uvm = uvm;
+    p->fd_total = k.total;
+    p->dev_fd_count = k.ndev;
+    p->has_ctl = k.ctl;
+    p->has_uvm = k.uvm;
     p->known |= VG_PROC_K_FDS;
     return 0;
 }

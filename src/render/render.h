@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "model/snapshot.h"
+#include "rules/rules.h"
 #include "util/buf.h"
 
 #define VG_JSON_SCHEMA_STATUS "vramguard.status/1"
@@ -31,5 +32,25 @@ const char *vg_render_types_short(unsigned types);
 /* "GPU-8a1b2c3d": the UUID's first 8 hex digits after the prefix; borrowed from a static
  * pattern is impossible, so it writes into out (n >= 16). */
 void vg_render_short_uuid(const char *uuid, char *out, size_t n);
+
+
+/* Findings (doctor, check). The filter, when non-NULL, selects what to show. */
+
+#define VG_JSON_SCHEMA_DOCTOR "vramguard.doctor/1"
+
+struct vg_finding_filter {
+    bool by_gpu;
+    size_t gpu;              /* index into the snapshot's GPU list */
+    bool by_pid;
+    pid_t pid;
+};
+
+bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_finding_filter *flt);
+
+int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                          const struct vg_finding_filter *flt, const struct vg_render_opts *ro,
+                          struct vg_buf *out);
+int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                          const struct vg_finding_filter *flt, struct vg_buf *out);
 
 #endif

@@ -1,0 +1,187 @@
+/*
+ * `vramguard doctor`: the diagnosis. Builds a snapshot, runs every rule, and prints per GPU
+ * who holds it and why, then each finding with its evidence and fix. The exit status follows
+ * the worst finding so scripts can act on it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "model/snapshot.h"
+#include "render/render.h"
+#include "rules/rules.h"
+#include "util/parse.h"
+
+static const char vg_doctor_help[] =
+    "usage: vramguard doctor [--gpu G] [--pid P] [options]\n"
+    "\n"
+    "Diagnose why GPU memory is held: per GPU, who holds it and why; then each finding with\n"
+    "the evidence seen and the fix (the command, variable or line of code to change).\n"
+    "\n"
+    "Options:\n"
+    "  --gpu G              only findings about GPU G (index or UUID prefix)\n"
+    "  --pid P              only findings about process P\n"
+    "  --context-max SIZE   largest amount that counts as a bare CUDA context (default 1GiB)\n"
+    "  --unattributed-min SIZE  unexplained memory reported above this (default 256MiB)\n"
+    "  --no-shell           do not check this shell's CUDA_VISIBLE_DEVICES and\n"
+    "                       CUDA_DEVICE_ORDER\n"
+    "  --list               list the rules and exit\n"
+    "\n"
+    "Exit status: 0 no findings (or info only); 1 warnings; 2 critical; 3 could not check\n"
+    "(the driver's view was unavailable and nothing critical was found); 64 bad usage.\n"
+    "Every rule is described in docs/diagnoses.md.\n"
+    "\n";
+
+enum {
+    VG_OPT_GPU = VG_OPT_FIRST_LOCAL,
+    VG_OPT_PID,
+    VG_OPT_CONTEXT_MAX,
+    VG_OPT_UNATTR_MIN,
+    VG_OPT_NO_SHELL,
+    VG_OPT_LIST,
+};
+
+static int vg_doctor_list(void)
+{
+    size_t n;
+    const struct vg_rule_def *t = vg_rules_table(&n);
+    for (size_t i = 0; i < n; i++)
+        printf("%-16s %s\n", t[i].id, t[i].sees);
+    return VG_EXIT_OK;
+}
+
+static int vg_doctor_size(const char *opt, const char *arg, uint64_t *out)
+{
+    if (vg_parse_size(arg, false, out, NULL, NULL) != 0) {
+        vg_cmd_error("doctor", "%s takes a size such as 512MiB or 1GiB, not '%s'", opt, arg);
+        return -1;
+    }
+    return 0;
+}
+
+int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"gpu", required_argument, NULL, VG_OPT_GPU},
+        {"pid", required_argument, NULL, VG_OPT_PID},
+        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
+        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
+        {"no-shell", no_argument, NULL, VG_OPT_NO_SHELL},
+        {"list", no_argument, NULL, VG_OPT_LIST},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_rule_opts ropts;
+    vg_rule_opts_init(&ropts);
+    ropts.check_shell = true;
+    const char *gpu_arg = NULL;
+    struct vg_finding_filter flt = {0};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        int r = vg_global_opt(g, c, optarg, "doctor");
+        if (r < 0)
+            return VG_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_doctor_help, stdout);
+            fputs(vg_global_help, stdout);
+            return VG_EXIT_OK;
+        case VG_OPT_GPU:
+            gpu_arg = optarg;
+            break;
+        case VG_OPT_PID: {
+            int64_t pid;
+            if (vg_parse_i64(optarg, 1, 0x7fffffff, &pid) != 0) {
+                vg_cmd_error("doctor", "--pid takes a process id, not '%s'", optarg);
+                return VG_EXIT_USAGE;
+            }
+            flt.by_pid = true;
+            flt.pid = (pid_t)pid;
+            break;
+        }
+        case VG_OPT_CONTEXT_MAX:
+            if (vg_doctor_size("--context-max", optarg, &ropts.context_max))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_UNATTR_MIN:
+            if (vg_doctor_size("--unattributed-min", optarg, &ropts.unattributed_min))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_NO_SHELL:
+            ropts.check_shell = false;
+            break;
+        case VG_OPT_LIST:
+            return vg_doctor_list();
+        default:
+            vg_cmd_usage_error("doctor", c, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        vg_cmd_error("doctor", "unexpected argument '%s' (see 'vramguard doctor --help')",
+                     argv[optind]);
+        return VG_EXIT_USAGE;
+    }
+    if (ropts.check_shell) {
+        ropts.shell_cvd = getenv("CUDA_VISIBLE_DEVICES");
+        ropts.shell_order = getenv("CUDA_DEVICE_ORDER");
+    }
+
+    struct vg_snapshot *snap = NULL;
+    if (vg_cmd_snapshot(g, "doctor", false, &snap))
+        return VG_EXIT_UNKNOWN;
+    int status = VG_EXIT_OK;
+    if (gpu_arg) {
+        if (!snap->driver_ok) {
+            vg_cmd_error("doctor", "--gpu needs the driver's view, which is unavailable: %s",
+                         snap->driver_error ? snap->driver_error : "unknown reason");
+            vg_snap_free(snap);
+            return VG_EXIT_UNKNOWN;
+        }
+        if (vg_cmd_find_gpu(snap, "doctor", gpu_arg, &flt.gpu)) {
+            vg_snap_free(snap);
+            return VG_EXIT_USAGE;
+        }
+        flt.by_gpu = true;
+    }
+
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_rules_run(snap, &ropts, &fs, &err)) {
+        vg_cmd_error("doctor", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_findings_release(&fs);
+        vg_snap_free(snap);
+        return VG_EXIT_SOFTWARE;
+    }
+
+    int worst = -1;
+    for (size_t i = 0; i < fs.n; i++)
+        if (vg_render_finding_selected(&fs.v[i], &flt) && (int)fs.v[i].severity > worst)
+            worst = (int)fs.v[i].severity;
+    if (worst == VG_SEV_CRITICAL)
+        status = VG_EXIT_CRIT;
+    else if (!snap->driver_ok)
+        status = VG_EXIT_UNKNOWN;
+    else if (worst == VG_SEV_WARNING)
+        status = VG_EXIT_WARN;
+
+    struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),
+                                .width = vg_cmd_term_width()};
+    struct vg_buf out;
+    vg_buf_init(&out, 0);
+    int rc = g->json ? vg_render_doctor_json(snap, &fs, &flt, &out)
+                     : vg_render_doctor_text(snap, &fs, &flt, &ro, &out);
+    status = vg_cmd_emit("doctor", rc, &out, status);
+    vg_buf_release(&out);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    return status;
+}

@@ -1,0 +1,297 @@
+/*
+ * `doctor` output. For people: per GPU, the path walked (who holds it, is the memory
+ * explained, which findings concern it), then each finding with what was seen and what to do,
+ * worst first, written to be read at 2 a.m.: short lines, numbers with units, commands to copy.
+ * For scripts: the findings as a versioned JSON document (docs/json.md).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "render/json.h"
+#include "render/render.h"
+#include "render/text.h"
+#include "util/parse.h"
+
+bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_finding_filter *flt)
+{
+    if (!flt)
+        return true;
+    if (flt->by_gpu) {
+        bool hit = false;
+        for (size_t i = 0; i < f->ngpus; i++)
+            hit |= f->gpus[i] == flt->gpu;
+        if (!hit)
+            return false;
+    }
+    if (flt->by_pid) {
+        bool hit = false;
+        for (size_t i = 0; i < f->npids; i++)
+            hit |= f->pids[i] == flt->pid;
+        if (!hit)
+            return false;
+    }
+    return true;
+}
+
+static void vg_esc(struct vg_buf *o, const char *s)
+{
+    vg_text_escape(o, s, strlen(s), 0, NULL);
+}
+
+static const char *vg_sev_color(const struct vg_style *st, enum vg_severity s)
+{
+    return s == VG_SEV_CRITICAL ? st->red : s == VG_SEV_WARNING ? st->yellow : st->cyan;
+}
+
+static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
+                          const struct vg_findings *fs, const struct vg_finding_filter *flt,
+                          const struct vg_style *st)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+    char uuid[32], used[32], total[32];
+    vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+    bool mem = g->known & VG_GPU_K_MEM;
+    if (mem) {
+        vg_fmt_size(g->mem_used, used, sizeof(used));
+        vg_fmt_size(g->mem_total, total, sizeof(total));
+    }
+    vg_buf_printf(o, "%sGPU %u%s  ", st->bold, g->index, st->reset);
+    vg_esc(o, (g->known & VG_GPU_K_NAME) ? g->name : "(name n/a)");
+    vg_buf_printf(o, "  %s  ", uuid);
+    if (mem)
+        vg_buf_printf(o, "%s of %s used\n", used, total);
+    else
+        vg_buf_adds(o, "memory n/a\n");
+    if (g->lost)
+        vg_buf_printf(o, "  %sthe GPU answered \"GPU is lost\": it may have fallen off the bus "
+                         "(check dmesg for Xid 79)%s\n", st->red, st->reset);
+
+    /* Who: one line per holder, at most a handful, then a count. */
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    if (count == 0) {
+        vg_buf_adds(o, "  who:  nobody holds it\n");
+    } else {
+        for (size_t i = first; i < first + count && i < first + 6; i++) {
+            const struct vg_holding *h = &snap->holdings[i];
+            char size[32] = "no context";
+            if (h->seen & VG_SEEN_NVML) {
+                if (h->used_known)
+                    vg_fmt_size(h->used_bytes, size, sizeof(size));
+                else
+                    snprintf(size, sizeof(size), "n/a");
+            }
+            vg_buf_printf(o, "  %s  PID %" PRIu32 " %s, %s", i == first ? "who:" : "    ",
+                          (uint32_t)h->pid, size,
+                          h->seen == VG_SEEN_FD     ? "device node only"
+                          : h->seen == VG_SEEN_NVML ? "driver only"
+                                                    : "driver and device node");
+            if (h->proc && h->proc->user)
+                vg_buf_printf(o, ", %s", h->proc->user);
+            if (h->proc && (h->proc->cmdline || h->proc->comm)) {
+                const char *c = h->proc->cmdline && h->proc->cmdline[0] ? h->proc->cmdline
+                                                                        : h->proc->comm;
+                vg_buf_adds(o, ": ");
+                vg_text_escape(o, c, strlen(c), 48, NULL);
+            }
+            vg_buf_addc(o, '\n');
+        }
+        if (count > 6)
+            vg_buf_printf(o, "        ... and %zu more (vramguard status)\n", count - 6);
+    }
+    if (s->unexplained_known && s->unexplained_bytes) {
+        char un[32];
+        vg_fmt_size(s->unexplained_bytes, un, sizeof(un));
+        vg_buf_printf(o, "  unexplained: %s%s\n", s->unexplained_upper_bound ? "up to " : "", un);
+    }
+
+    /* Why: the findings that concern it. */
+    size_t n = 0;
+    for (size_t i = 0; i < fs->n; i++) {
+        const struct vg_finding *f = &fs->v[i];
+        bool here = false;
+        for (size_t k = 0; k < f->ngpus; k++)
+            here |= f->gpus[k] == gi;
+        if (!here || !vg_render_finding_selected(f, flt))
+            continue;
+        vg_buf_printf(o, "  %s  %s%s%s", n++ ? "    " : "why:", vg_sev_color(st, f->severity),
+                      f->rule, st->reset);
+        if (f->npids) {
+            vg_buf_adds(o, " (PID");
+            for (size_t k = 0; k < f->npids && k < 8; k++)
+                vg_buf_printf(o, " %d", (int)f->pids[k]);
+            vg_buf_adds(o, f->npids > 8 ? " ...)" : ")");
+        }
+        vg_buf_addc(o, '\n');
+    }
+    if (n == 0)
+        vg_buf_printf(o, "  why:  %snothing wrong found%s\n", st->green, st->reset);
+    vg_buf_addc(o, '\n');
+}
+
+static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
+                              const struct vg_finding *f, const struct vg_style *st)
+{
+    const char *sev = f->severity == VG_SEV_CRITICAL  ? "CRITICAL"
+                      : f->severity == VG_SEV_WARNING ? "WARNING"
+                                                      : "INFO";
+    vg_buf_printf(o, "%s%s%s %s%s%s: ", vg_sev_color(st, f->severity), sev, st->reset, st->bold,
+                  f->rule, st->reset);
+    vg_esc(o, f->title ? f->title : "");
+    vg_buf_addc(o, '\n');
+    if (f->ngpus) {
+        vg_buf_adds(o, "  GPU:");
+        for (size_t k = 0; k < f->ngpus; k++)
+            vg_buf_printf(o, " %u", snap->gpus.gpus[f->gpus[k]].index);
+    }
+    if (f->npids) {
+        vg_buf_adds(o, f->ngpus ? "   PID:" : "  PID:");
+        for (size_t k = 0; k < f->npids; k++)
+            vg_buf_printf(o, " %d", (int)f->pids[k]);
+    }
+    if (f->ngpus || f->npids)
+        vg_buf_addc(o, '\n');
+    if (f->nevidence)
+        vg_buf_printf(o, "  %sseen:%s\n", st->dim, st->reset);
+    for (size_t k = 0; k < f->nevidence; k++) {
+        vg_buf_adds(o, "    - ");
+        vg_esc(o, f->evidence[k]);
+        vg_buf_addc(o, '\n');
+    }
+    if (f->nfix)
+        vg_buf_printf(o, "  %sfix:%s\n", st->dim, st->reset);
+    for (size_t k = 0; k < f->nfix; k++) {
+        vg_buf_adds(o, "    - ");
+        vg_esc(o, f->fix[k]);
+        vg_buf_addc(o, '\n');
+    }
+    vg_buf_addc(o, '\n');
+}
+
+int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                          const struct vg_finding_filter *flt, const struct vg_render_opts *ro,
+                          struct vg_buf *out)
+{
+    struct vg_style st;
+    vg_style_init(&st, ro->color);
+    if (!snap->driver_ok) {
+        vg_buf_printf(out, "%sno NVIDIA driver view:%s ", st.yellow, st.reset);
+        vg_esc(out, snap->driver_error ? snap->driver_error : "unknown reason");
+        vg_buf_adds(out, "\nOnly what /proc shows can be checked: memory figures, NVML-only "
+                         "holders and unexplained memory cannot.\n\n");
+    }
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++)
+        if (!flt || !flt->by_gpu || flt->gpu == gi)
+            vg_doctor_gpu(out, snap, gi, fs, flt, &st);
+
+    size_t counts[3] = {0, 0, 0}, shown = 0;
+    for (int sev = VG_SEV_CRITICAL; sev >= VG_SEV_INFO; sev--) {
+        for (size_t i = 0; i < fs->n; i++) {
+            const struct vg_finding *f = &fs->v[i];
+            if ((int)f->severity != sev || !vg_render_finding_selected(f, flt))
+                continue;
+            vg_doctor_finding(out, snap, f, &st);
+            counts[sev]++;
+            shown++;
+        }
+    }
+    if (shown == 0) {
+        size_t nrules;
+        vg_rules_table(&nrules);
+        vg_buf_printf(out, "%sNo problems found.%s Checked %zu GPU%s and %zu holder%s against "
+                           "%zu rules (vramguard doctor --list).\n",
+                      st.green, st.reset, snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s",
+                      snap->nholdings, snap->nholdings == 1 ? "" : "s", nrules);
+    } else {
+        vg_buf_printf(out, "%zu finding%s: %zu critical, %zu warning%s, %zu info.\n", shown,
+                      shown == 1 ? "" : "s", counts[VG_SEV_CRITICAL], counts[VG_SEV_WARNING],
+                      counts[VG_SEV_WARNING] == 1 ? "" : "s", counts[VG_SEV_INFO]);
+    }
+    return out->err;
+}
+
+int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                          const struct vg_finding_filter *flt, struct vg_buf *out)
+{
+    struct vg_json j;
+    vg_json_init(&j, out, true);
+    vg_json_obj_begin(&j);
+    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_DOCTOR);
+    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
+    char ts[64];
+    struct tm tm;
+    gmtime_r(&snap->taken_at.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    vg_json_kstr(&j, "time", ts);
+    vg_json_key(&j, "driver");
+    vg_json_obj_begin(&j);
+    vg_json_kbool(&j, "available", snap->driver_ok);
+    vg_json_kstr(&j, "error", snap->driver_error);
+    vg_json_obj_end(&j);
+    vg_json_key(&j, "checked");
+    vg_json_obj_begin(&j);
+    vg_json_ku64(&j, "gpus", snap->gpus.ngpus);
+    vg_json_ku64(&j, "holders", snap->nholdings);
+    vg_json_key(&j, "rules");
+    vg_json_arr_begin(&j);
+    size_t nrules;
+    const struct vg_rule_def *t = vg_rules_table(&nrules);
+    for (size_t i = 0; i < nrules; i++)
+        vg_json_str(&j, t[i].id);
+    vg_json_arr_end(&j);
+    vg_json_obj_end(&j);
+
+    size_t counts[3] = {0, 0, 0};
+    vg_json_key(&j, "findings");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; i < fs->n; i++) {
+        const struct vg_finding *f = &fs->v[i];
+        if (!vg_render_finding_selected(f, flt))
+            continue;
+        counts[f->severity]++;
+        vg_json_obj_begin(&j);
+        vg_json_kstr(&j, "rule", f->rule);
+        vg_json_kstr(&j, "severity", vg_severity_str(f->severity));
+        vg_json_kstr(&j, "title", f->title);
+        vg_json_key(&j, "gpus");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < f->ngpus; k++)
+            vg_json_u64(&j, snap->gpus.gpus[f->gpus[k]].index);
+        vg_json_arr_end(&j);
+        vg_json_key(&j, "gpu_uuids");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < f->ngpus; k++) {
+            const struct vg_gpu *g = &snap->gpus.gpus[f->gpus[k]];
+            vg_json_str(&j, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+        }
+        vg_json_arr_end(&j);
+        vg_json_key(&j, "pids");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < f->npids; k++)
+            vg_json_u64(&j, (uint32_t)f->pids[k]);
+        vg_json_arr_end(&j);
+        vg_json_ku64_opt(&j, "memory", f->bytes_known, f->bytes);
+        vg_json_key(&j, "evidence");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < f->nevidence; k++)
+            vg_json_str(&j, f->evidence[k]);
+        vg_json_arr_end(&j);
+        vg_json_key(&j, "fix");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < f->nfix; k++)
+            vg_json_str(&j, f->fix[k]);
+        vg_json_arr_end(&j);
+        vg_json_obj_end(&j);
+    }
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "summary");
+    vg_json_obj_begin(&j);
+    vg_json_ku64(&j, "critical", counts[VG_SEV_CRITICAL]);
+    vg_json_ku64(&j, "warning", counts[VG_SEV_WARNING]);
+    vg_json_ku64(&j, "info", counts[VG_SEV_INFO]);
+    vg_json_obj_end(&j);
+    vg_json_obj_end(&j);
+    return vg_json_finish(&j);
+}

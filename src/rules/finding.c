@@ -1,0 +1,187 @@
+/*
+ * Findings: the containers rules fill (see rules.h). Allocation failures are recorded once in
+ * the collection instead of being returned from every call, so a rule reads as the diagnosis it
+ * makes rather than as error handling.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules/rules.h"
+
+void vg_findings_init(struct vg_findings *f)
+{
+    memset(f, 0, sizeof(*f));
+}
+
+static void vg_finding_release(struct vg_finding *f)
+{
+    free(f->title);
+    free(f->gpus);
+    free(f->pids);
+    for (size_t i = 0; i < f->nevidence; i++)
+        free(f->evidence[i]);
+    free(f->evidence);
+    for (size_t i = 0; i < f->nfix; i++)
+        free(f->fix[i]);
+    free(f->fix);
+}
+
+void vg_findings_release(struct vg_findings *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        vg_finding_release(&f->v[i]);
+    free(f->v);
+    memset(f, 0, sizeof(*f));
+}
+
+static void vg_findings_oom(struct vg_findings *out)
+{
+    if (!out->err)
+        out->err = -ENOMEM;
+}
+
+struct vg_finding *vg_finding_add(struct vg_findings *out, const char *rule, enum vg_severity sev)
+{
+    struct vg_finding *v = realloc(out->v, (out->n + 1) * sizeof(*v));
+    if (!v) {
+        vg_findings_oom(out);
+        return NULL;
+    }
+    out->v = v;
+    struct vg_finding *f = &v[out->n++];
+    memset(f, 0, sizeof(*f));
+    f->rule = rule;
+    f->severity = sev;
+    return f;
+}
+
+static char *vg_vfmt(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+}
+
+static void vg_push_str(struct vg_findings *out, char ***arr, size_t *n, char *s)
+{
+    if (!s) {
+        vg_findings_oom(out);
+        return;
+    }
+    char **v = realloc(*arr, (*n + 1) * sizeof(*v));
+    if (!v) {
+        free(s);
+        vg_findings_oom(out);
+        return;
+    }
+    *arr = v;
+    v[(*n)++] = s;
+}
+
+void vg_finding_title(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vg_vfmt(fmt, ap);
+    va_end(ap);
+    if (!s) {
+        vg_findings_oom(out);
+        return;
+    }
+    free(f->title);
+    f->title = s;
+}
+
+void vg_finding_evidence(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vg_vfmt(fmt, ap);
+    va_end(ap);
+    vg_push_str(out, &f->evidence, &f->nevidence, s);
+}
+
+void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
+{
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = vg_vfmt(fmt, ap);
+    va_end(ap);
+    vg_push_str(out, &f->fix, &f->nfix, s);
+}
+
+void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->ngpus; i++)
+        if (f->gpus[i] == gpu)
+            return;
+    size_t *v = realloc(f->gpus, (f->ngpus + 1) * sizeof(*v));
+    if (!v) {
+        vg_findings_oom(out);
+        return;
+    }
+    f->gpus = v;
+    v[f->ngpus++] = gpu;
+}
+
+void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->npids; i++)
+        if (f->pids[i] == pid)
+            return;
+    pid_t *v = realloc(f->pids, (f->npids + 1) * sizeof(*v));
+    if (!v) {
+        vg_findings_oom(out);
+        return;
+    }
+    f->pids = v;
+    v[f->npids++] = pid;
+}
+
+int vg_findings_max_severity(const struct vg_findings *f)
+{
+    int max = -1;
+    for (size_t i = 0; i < f->n; i++)
+        if ((int)f->v[i].severity > max)
+            max = (int)f->v[i].severity;
+    return max;
+}
+
+const char *vg_severity_str(enum vg_severity s)
+{
+    switch (s) {
+    case VG_SEV_INFO: return "info";
+    case VG_SEV_WARNING: return "warning";
+    case VG_SEV_CRITICAL: return "critical";
+    }
+    return "?";
+}
+
+bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pid, size_t gpu)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        const struct vg_finding *x = &f->v[i];
+        if (strcmp(x->rule, rule) != 0)
+            continue;
+        bool has_pid = false, has_gpu = gpu == VG_SNAP_NO_GPU;
+        for (size_t k = 0; k < x->npids; k++)
+            has_pid |= x->pids[k] == pid;
+        for (size_t k = 0; k < x->ngpus; k++)
+            has_gpu |= x->gpus[k] == gpu;
+        if (has_pid && has_gpu)
+            return true;
+    }
+    return false;
+}

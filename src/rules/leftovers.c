@@ -1,0 +1,371 @@
+/*
+ * Rules about memory nobody is using any more: orphan-holder (workers that outlived their
+ * job), zombie-holder and d-state-holder (processes that cannot let go), foreign-pid (PIDs this
+ * /proc does not show), unattributed (memory no holder explains) and idle-holder (memory held
+ * for hours with no work, which needs watch's history).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules/internal.h"
+
+/* A process whose job is gone: re-parented (to init or a subreaper, or its parent is dead)
+ * while the leader of its process group or session has exited. A daemon that detached on
+ * purpose leads its own group and session, so it does not match. */
+static bool vg_is_orphan(const struct vg_proc *p)
+{
+    if (!(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
+        return false;
+    bool reparented = p->ppid == 1 || !p->parent_alive;
+    bool group_gone = p->pgid != p->pid && !p->pgid_alive;
+    bool session_gone = p->sid != p->pid && !p->sid_alive;
+    return reparented && (group_gone || session_gone);
+}
+
+/* Holder facts for one PID over all its holdings. */
+struct vg_pid_hold {
+    uint64_t bytes;         /* NVML memory, known part */
+    bool nvml, fd;
+    size_t first;           /* first holding index */
+};
+
+static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid_hold *ph)
+{
+    memset(ph, 0, sizeof(*ph));
+    ph->first = (size_t)-1;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->pid != pid)
+            continue;
+        if (ph->first == (size_t)-1)
+            ph->first = i;
+        ph->nvml |= (h->seen & VG_SEEN_NVML) != 0;
+        ph->fd |= (h->seen & VG_SEEN_FD) != 0;
+        if (h->used_known)
+            ph->bytes += h->used_bytes;
+    }
+}
+
+static bool vg_first_holding_of(const struct vg_snapshot *snap, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        if (snap->holdings[k].pid == snap->holdings[i].pid)
+            return false;
+    return true;
+}
+
+static void vg_add_gpus_of(struct vg_findings *out, struct vg_finding *f,
+                           const struct vg_snapshot *snap, pid_t pid)
+{
+    for (size_t i = 0; i < snap->nholdings; i++)
+        if (snap->holdings[i].pid == pid && snap->holdings[i].gpu != VG_SNAP_NO_GPU)
+            vg_finding_gpu(out, f, snap->holdings[i].gpu);
+}
+
+void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    size_t n = snap->nholdings;
+    bool *done = calloc(n ? n : 1, sizeof(*done));
+    if (!done) {
+        if (!out->err)
+            out->err = -ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (done[i] || !h->proc || !vg_first_holding_of(snap, i) || !vg_is_orphan(h->proc))
+            continue;
+        /* Everything orphaned from the same process group is one dead job. */
+        pid_t pgid = h->proc->pgid, sid = h->proc->sid;
+        struct vg_finding *f = vg_finding_add(out, "orphan-holder", VG_SEV_WARNING);
+        uint64_t total = 0;
+        size_t count = 0, fd_only = 0;
+        for (size_t k = i; k < n; k++) {
+            const struct vg_holding *o = &snap->holdings[k];
+            if (done[k] || !o->proc || !vg_first_holding_of(snap, k) || !vg_is_orphan(o->proc) ||
+                o->proc->pgid != pgid || o->proc->sid != sid)
+                continue;
+            for (size_t m = k; m < n; m++)
+                if (snap->holdings[m].pid == o->pid)
+                    done[m] = true;
+            struct vg_pid_hold ph;
+            vg_pid_hold(snap, o->pid, &ph);
+            char label[VG_LABEL_MAX], size[32];
+            vg_rule_proc_label(o->pid, o->proc, label, sizeof(label));
+            if (ph.nvml)
+                vg_rule_size(true, ph.bytes, size, sizeof(size));
+            vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label,
+                                (int)o->proc->ppid,
+                                o->proc->ppid == 1 ? " (init)" : "",
+                                o->proc->pgid != o->pid && !o->proc->pgid_alive
+                                    ? "its process group leader has exited"
+                                    : "its session leader has exited",
+                                ph.nvml ? size : "holds the GPU's device node open");
+            if (ph.nvml && ph.fd)
+                vg_finding_evidence(out, f, "PID %d also holds the device node open",
+                                    (int)o->pid);
+            vg_finding_pid(out, f, o->pid);
+            vg_add_gpus_of(out, f, snap, o->pid);
+            total += ph.bytes;
+            count++;
+            fd_only += !ph.nvml;
+        }
+        char size[32];
+        vg_rule_size(true, total, size, sizeof(size));
+        if (total)
+            vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group "
+                                     "%d) still hold%s %s of GPU memory", count,
+                             count == 1 ? "" : "es", (int)pgid, count == 1 ? "s" : "", size);
+        else
+            vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group "
+                                     "%d) still hold%s NVIDIA device nodes open", count,
+                             count == 1 ? "" : "es", (int)pgid, count == 1 ? "s" : "");
+        if (f) {
+            f->bytes_known = true;
+            f->bytes = total;
+            if (total)
+                f->severity = VG_SEV_CRITICAL;
+        }
+        if (fd_only)
+            vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
+                                        "job's GPU memory allocated even when the driver lists "
+                                        "no process for it");
+        if (f) {
+            char pids[256] = "";
+            size_t off = 0;
+            for (size_t k = 0; k < f->npids && off + 12 < sizeof(pids); k++)
+                off += (size_t)snprintf(pids + off, sizeof(pids) - off, " %d", (int)f->pids[k]);
+            vg_finding_fix(out, f, "stop them: kill -TERM%s (then kill -KILL if they stay)", pids);
+        }
+        vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
+                               "descendant when the job ends");
+        vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
+                               "its device files: use multiprocessing_context='spawn' or make "
+                               "the main process exit cleanly");
+    }
+    free(done);
+}
+
+void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        const struct vg_proc *p = h->proc;
+        if (!p || !(p->known & VG_PROC_K_STAT) || p->state != 'Z' || !vg_first_holding_of(snap, i))
+            continue;
+        struct vg_pid_hold ph;
+        vg_pid_hold(snap, h->pid, &ph);
+        char label[VG_LABEL_MAX], size[32];
+        vg_rule_proc_label(h->pid, p, label, sizeof(label));
+        vg_rule_size(ph.nvml, ph.bytes, size, sizeof(size));
+        struct vg_finding *f = vg_finding_add(out, "zombie-holder", VG_SEV_CRITICAL);
+        vg_finding_pid(out, f, h->pid);
+        vg_add_gpus_of(out, f, snap, h->pid);
+        bool live = (p->known & VG_PROC_K_THREADS) && p->threads_live > 0;
+        if (live) {
+            vg_finding_title(out, f, "%s is defunct, but %u of its thread%s still run%s and "
+                                     "hold%s the GPU (%s)", label, p->threads_live,
+                             p->threads_live == 1 ? "" : "s", p->threads_live == 1 ? "s" : "",
+                             p->threads_live == 1 ? "s" : "", ph.nvml ? size : "device node open");
+            vg_finding_evidence(out, f, "its main thread exited (state Z) while other threads "
+                                        "kept going: the process is alive and keeps its GPU "
+                                        "memory and device files");
+            vg_finding_fix(out, f, "end the whole process: kill -KILL %d", (int)h->pid);
+        } else {
+            vg_finding_title(out, f, "%s is a zombie still listed on the GPU (%s)", label,
+                             ph.nvml ? size : "device node open");
+            vg_finding_evidence(out, f, "it has exited; its parent, PID %d, has not reaped it",
+                                (int)p->ppid);
+            vg_finding_fix(out, f, "act on the parent, PID %d: it must wait() for its child; "
+                                   "if it is stuck, stop the parent and init reaps the zombie",
+                           (int)p->ppid);
+            vg_finding_fix(out, f, "signalling the zombie itself does nothing: it has already "
+                                   "exited");
+        }
+        if (f) {
+            f->bytes_known = ph.nvml;
+            f->bytes = ph.bytes;
+        }
+    }
+}
+
+void vg_rule_d_state_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        const struct vg_proc *p = h->proc;
+        if (!p || !vg_first_holding_of(snap, i))
+            continue;
+        unsigned d = (p->known & VG_PROC_K_THREADS) ? p->threads_d : 0;
+        if (d == 0 && (p->known & VG_PROC_K_STAT) && p->state == 'D')
+            d = 1;
+        if (d == 0)
+            continue;
+        char label[VG_LABEL_MAX];
+        vg_rule_proc_label(h->pid, p, label, sizeof(label));
+        struct vg_finding *f = vg_finding_add(out, "d-state-holder", VG_SEV_WARNING);
+        vg_finding_pid(out, f, h->pid);
+        vg_add_gpus_of(out, f, snap, h->pid);
+        vg_finding_title(out, f, "%s has %u thread%s in uninterruptible sleep (D) while holding "
+                                 "the GPU", label, d, d == 1 ? "" : "s");
+        vg_finding_evidence(out, f, "a thread in D state waits inside the kernel, usually the "
+                                    "NVIDIA driver; no signal reaches it until the call returns");
+        if (p->state == 'Z')
+            vg_finding_evidence(out, f, "the process is also defunct: it is stuck exiting");
+        vg_finding_fix(out, f, "D can be brief: look again in a minute (vramguard doctor --pid "
+                               "%d)", (int)h->pid);
+        vg_finding_fix(out, f, "if it stays: check 'dmesg' for NVRM Xid errors; only a GPU "
+                               "reset (when nothing else uses the GPU) or a reboot frees it");
+    }
+}
+
+void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->proc || h->bogus_pid || !(h->seen & VG_SEEN_NVML) || !vg_first_holding_of(snap, i))
+            continue;
+        struct vg_pid_hold ph;
+        vg_pid_hold(snap, h->pid, &ph);
+        char size[32];
+        vg_rule_size(true, ph.bytes, size, sizeof(size));
+        struct vg_finding *f = vg_finding_add(out, "foreign-pid", VG_SEV_WARNING);
+        vg_finding_pid(out, f, h->pid);
+        vg_add_gpus_of(out, f, snap, h->pid);
+        if (f) {
+            f->bytes_known = true;
+            f->bytes = ph.bytes;
+        }
+        vg_finding_title(out, f, "the driver reports PID %u holding %s, but %s shows no such "
+                                 "process", (unsigned)h->pid, size, snap->proc_root);
+        pid_t depth = snap->procs.self_nspid_depth;
+        if (depth > 1) {
+            vg_finding_evidence(out, f, "vramguard runs inside a PID namespace (NSpid depth %d): "
+                                        "the driver speaks in the host's PIDs, which this /proc "
+                                        "cannot show", (int)depth);
+            vg_finding_fix(out, f, "run vramguard on the host, or give it the host's /proc: "
+                                   "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
+                                   "--proc /host/proc");
+        } else if (strcmp(snap->proc_root, "/proc") != 0) {
+            vg_finding_evidence(out, f, "%s is another procfs: the process may live in a PID "
+                                        "namespace it does not cover", snap->proc_root);
+            vg_finding_fix(out, f, "point --proc at the host's procfs");
+        } else {
+            vg_finding_evidence(out, f, "vramguard sees the root PID namespace, so the process "
+                                        "lives in a namespace this /proc does not show, or has "
+                                        "exited while the driver still holds its memory");
+            vg_finding_fix(out, f, "if it is gone, the memory should return once the driver "
+                                   "tears the context down; if it stays, a GPU reset when "
+                                   "nothing else holds the GPU");
+        }
+    }
+}
+
+void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
+        const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+        const struct vg_gpu *g = &snap->gpus.gpus[gi];
+        /* With the v1 memory call the driver's own reservation (a few hundred MiB) is part of
+         * "used", so allow for it before calling anything unexplained. */
+        uint64_t min = ctx->opts->unattributed_min + (s->unexplained_has_reserved ? 512ull << 20
+                                                                                   : 0);
+        if (!s->unexplained_known || s->unexplained_bytes <= min)
+            continue;
+        char glabel[VG_LABEL_MAX], un[32], used[32], held[32], res[32];
+        vg_rule_gpu_label(snap, gi, glabel, sizeof(glabel));
+        vg_rule_size(true, s->unexplained_bytes, un, sizeof(un));
+        vg_rule_size(true, g->mem_used, used, sizeof(used));
+        vg_rule_size(true, s->held_bytes, held, sizeof(held));
+        struct vg_finding *f = vg_finding_add(out, "unattributed", VG_SEV_WARNING);
+        vg_finding_gpu(out, f, gi);
+        if (f) {
+            f->bytes_known = true;
+            f->bytes = s->unexplained_bytes;
+        }
+        vg_finding_title(out, f, "%s%s of memory on %s is held by no process the driver lists",
+                         s->unexplained_upper_bound ? "up to " : "", un, glabel);
+        if (g->known & VG_GPU_K_RESERVED) {
+            vg_rule_size(true, g->mem_reserved, res, sizeof(res));
+            vg_finding_evidence(out, f, "used %s, of which holders account for %s; the driver's "
+                                        "reservation (%s) is counted apart", used, held, res);
+        } else {
+            vg_finding_evidence(out, f, "used %s, of which holders account for %s; this driver "
+                                        "counts its own reservation as used", used, held);
+        }
+        if (s->unexplained_upper_bound)
+            vg_finding_evidence(out, f, "%zu listed process%s report no figure, so part of this "
+                                        "may be theirs", s->nholders_unknown,
+                                s->nholders_unknown == 1 ? "" : "es");
+        size_t first, count, fd_only = 0;
+        vg_snap_gpu_holdings(snap, gi, &first, &count);
+        for (size_t i = first; i < first + count; i++) {
+            const struct vg_holding *h = &snap->holdings[i];
+            if (h->seen == VG_SEEN_FD) {
+                char label[VG_LABEL_MAX];
+                vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
+                vg_finding_evidence(out, f, "%s holds the device node without a context the "
+                                            "driver lists: the likely holder", label);
+                vg_finding_pid(out, f, h->pid);
+                fd_only++;
+            }
+        }
+        const char *uuid = (g->known & VG_GPU_K_UUID) ? g->uuid : "<UUID>";
+        if (count == 0) {
+            vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
+            vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
+                                   "-i %s (vramguard never runs this for you here)", uuid);
+            vg_finding_fix(out, f, "if the memory comes back after a reset, suspect processes in "
+                                   "other containers: run vramguard on the host");
+        } else {
+            vg_finding_evidence(out, f, "%zu process%s still hold%s the GPU, so a reset is not "
+                                        "possible yet", count, count == 1 ? "" : "es",
+                                count == 1 ? "s" : "");
+            if (fd_only)
+                vg_finding_fix(out, f, "stop the processes that hold only the device node "
+                                       "(PIDs above), then look again");
+            vg_finding_fix(out, f, "once nothing holds the GPU: nvidia-smi --gpu-reset -i %s",
+                           uuid);
+        }
+    }
+}
+
+void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t i = 0; i < ctx->opts->nidle; i++) {
+        const struct vg_idle_info *id = &ctx->opts->idle[i];
+        if (id->idle_ms < ctx->opts->idle_min_ms || id->gpu >= snap->gpus.ngpus)
+            continue;
+        const struct vg_holding *h = NULL;
+        for (size_t k = 0; k < snap->nholdings && !h; k++)
+            if (snap->holdings[k].pid == id->pid && snap->holdings[k].gpu == id->gpu)
+                h = &snap->holdings[k];
+        if (!h || !h->used_known || h->used_bytes == 0)
+            continue;
+        char label[VG_LABEL_MAX], glabel[VG_LABEL_MAX], size[32];
+        vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
+        vg_rule_gpu_label(snap, h->gpu, glabel, sizeof(glabel));
+        vg_rule_size(true, h->used_bytes, size, sizeof(size));
+        struct vg_finding *f = vg_finding_add(out, "idle-holder", VG_SEV_INFO);
+        vg_finding_pid(out, f, h->pid);
+        vg_finding_gpu(out, f, h->gpu);
+        if (f) {
+            f->bytes_known = true;
+            f->bytes = h->used_bytes;
+        }
+        vg_finding_title(out, f, "%s has held %s on %s for %llu min with no GPU utilisation",
+                         label, size, glabel, (unsigned long long)(id->idle_ms / 60000));
+        vg_finding_evidence(out, f, "typical of a forgotten notebook kernel or an interactive "
+                                    "session left open");
+        vg_finding_fix(out, f, "ask its owner (%s) to release it",
+                       h->proc && h->proc->user ? h->proc->user : "see 'vramguard status'");
+    }
+}

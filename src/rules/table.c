@@ -1,0 +1,66 @@
+/*
+ * The rule table and the runner. Order matters: the specific rules run before the general ones
+ * that would otherwise report the same processes again (ddp-gpu0 and nccl-all-gpus before
+ * stray-contexts).
+ */
+#include <errno.h>
+
+#include "rules/internal.h"
+
+static const struct vg_rule_def vg_rule_table[] = {
+    {"invalid-visible", vg_rule_invalid_visible,
+     "a CUDA_VISIBLE_DEVICES entry CUDA stops at (bad index, unknown UUID, duplicate)"},
+    {"outside-visible", vg_rule_outside_visible,
+     "memory on a GPU outside what the process's CUDA_VISIBLE_DEVICES allows"},
+    {"order-mismatch", vg_rule_order_mismatch,
+     "mixed GPU models and integer indices without CUDA_DEVICE_ORDER=PCI_BUS_ID"},
+    {"ddp-gpu0", vg_rule_ddp_gpu0,
+     "several ranks of one job each hold a context on the same GPU besides their own"},
+    {"nccl-all-gpus", vg_rule_nccl_all_gpus,
+     "NCCL loaded and contexts on every visible GPU"},
+    {"preallocation", vg_rule_preallocation,
+     "TensorFlow or JAX holding most of a GPU, or every visible GPU"},
+    {"stray-contexts", vg_rule_stray_contexts,
+     "context-sized memory on GPUs a process does not work on"},
+    {"orphan-holder", vg_rule_orphan_holder,
+     "GPU memory or device nodes held by processes whose job is gone"},
+    {"zombie-holder", vg_rule_zombie_holder,
+     "a defunct process (or one with live threads) listed on a GPU"},
+    {"d-state-holder", vg_rule_d_state_holder,
+     "a holder with a thread stuck in uninterruptible sleep, usually in the driver"},
+    {"foreign-pid", vg_rule_foreign_pid,
+     "the driver reports a PID this /proc does not show"},
+    {"unattributed", vg_rule_unattributed,
+     "used memory well beyond what the holders and the driver's reservation explain"},
+    {"idle-holder", vg_rule_idle_holder,
+     "memory held for a long time with zero utilisation (watch only)"},
+};
+
+const struct vg_rule_def *vg_rules_table(size_t *n)
+{
+    *n = sizeof(vg_rule_table) / sizeof(vg_rule_table[0]);
+    return vg_rule_table;
+}
+
+void vg_rule_opts_init(struct vg_rule_opts *o)
+{
+    *o = (struct vg_rule_opts){
+        .context_max = VG_RULE_CONTEXT_MAX_DEFAULT,
+        .unattributed_min = VG_RULE_UNATTRIBUTED_MIN_DEFAULT,
+        .prealloc_fraction = 0.7,
+        .idle_min_ms = 3600000,
+    };
+}
+
+int vg_rules_run(const struct vg_snapshot *snap, const struct vg_rule_opts *opts,
+                 struct vg_findings *out, struct vg_err *err)
+{
+    struct vg_rule_ctx ctx = {snap, opts};
+    size_t n;
+    const struct vg_rule_def *t = vg_rules_table(&n);
+    for (size_t i = 0; i < n && !out->err; i++)
+        t[i].fn(&ctx, out);
+    if (out->err)
+        return vg_err_set(err, out->err, "out of memory while diagnosing");
+    return 0;
+}
