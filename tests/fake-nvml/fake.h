@@ -26,50 +26,50 @@
 
 /* Every function the fake knows, with what its gpu= / mig= selectors refer to. */
 enum fake_scope { FAKE_NONE, FAKE_GLOBAL, FAKE_INDEX, FAKE_DEVICE };
-#define FAKE_FUNCS(X)                                                                       \
-    X(nvmlInit_v2, FAKE_GLOBAL) X(nvmlInit, FAKE_GLOBAL) X(nvmlShutdown, FAKE_GLOBAL)       \
-    X(nvmlErrorString, FAKE_NONE)                                                           \
-    X(nvmlSystemGetDriverVersion, FAKE_GLOBAL) X(nvmlSystemGetNVMLVersion, FAKE_GLOBAL)     \
-    X(nvmlSystemGetCudaDriverVersion, FAKE_GLOBAL)                                          \
-    X(nvmlSystemGetCudaDriverVersion_v2, FAKE_GLOBAL)                                       \
-    X(nvmlDeviceGetCount, FAKE_GLOBAL) X(nvmlDeviceGetCount_v2, FAKE_GLOBAL)                \
-    X(nvmlDeviceGetHandleByIndex, FAKE_INDEX) X(nvmlDeviceGetHandleByIndex_v2, FAKE_INDEX)  \
-    X(nvmlDeviceGetName, FAKE_DEVICE) X(nvmlDeviceGetUUID, FAKE_DEVICE)                     \
-    X(nvmlDeviceGetMinorNumber, FAKE_DEVICE) X(nvmlDeviceGetPciInfo, FAKE_DEVICE)           \
-    X(nvmlDeviceGetPciInfo_v2, FAKE_DEVICE) X(nvmlDeviceGetPciInfo_v3, FAKE_DEVICE)         \
-    X(nvmlDeviceGetMemoryInfo, FAKE_DEVICE) X(nvmlDeviceGetMemoryInfo_v2, FAKE_DEVICE)      \
-    X(nvmlDeviceGetUtilizationRates, FAKE_DEVICE)                                           \
-    X(nvmlDeviceGetCudaComputeCapability, FAKE_DEVICE)                                      \
-    X(nvmlDeviceGetPersistenceMode, FAKE_DEVICE) X(nvmlDeviceGetComputeMode, FAKE_DEVICE)   \
-    X(nvmlDeviceGetMigMode, FAKE_DEVICE) X(nvmlDeviceGetMaxMigDeviceCount, FAKE_DEVICE)     \
-    X(nvmlDeviceGetMigDeviceHandleByIndex, FAKE_DEVICE)                                     \
-    X(nvmlDeviceIsMigDeviceHandle, FAKE_DEVICE) X(nvmlDeviceGetGpuInstanceId, FAKE_DEVICE)  \
-    X(nvmlDeviceGetComputeInstanceId, FAKE_DEVICE)                                          \
-    X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, FAKE_DEVICE)                            \
-    X(nvmlDeviceGetComputeRunningProcesses, FAKE_DEVICE)                                    \
-    X(nvmlDeviceGetComputeRunningProcesses_v2, FAKE_DEVICE)                                 \
-    X(nvmlDeviceGetComputeRunningProcesses_v3, FAKE_DEVICE)                                 \
-    X(nvmlDeviceGetGraphicsRunningProcesses, FAKE_DEVICE)                                   \
-    X(nvmlDeviceGetGraphicsRunningProcesses_v2, FAKE_DEVICE)                                \
-    X(nvmlDeviceGetGraphicsRunningProcesses_v3, FAKE_DEVICE)                                \
-    X(nvmlDeviceGetMPSComputeRunningProcesses, FAKE_DEVICE)                                 \
-    X(nvmlDeviceGetMPSComputeRunningProcesses_v2, FAKE_DEVICE)                              \
-    X(nvmlDeviceGetMPSComputeRunningProcesses_v3, FAKE_DEVICE)                              \
-    X(nvmlDeviceGetProcessUtilization, FAKE_DEVICE)                                         \
-    X(nvmlDeviceGetConfComputeMemSizeInfo, FAKE_DEVICE)                                     \
+#define FAKE_FUNCS(X)                                                                           \
+    X(nvmlInit_v2, FAKE_GLOBAL) X(nvmlInit, FAKE_GLOBAL) X(nvmlShutdown, FAKE_GLOBAL)           \
+    X(nvmlErrorString, FAKE_NONE) X(nvmlSystemGetDriverVersion, FAKE_GLOBAL)                    \
+    X(nvmlSystemGetNVMLVersion, FAKE_GLOBAL) X(nvmlSystemGetCudaDriverVersion, FAKE_GLOBAL)     \
+    X(nvmlSystemGetCudaDriverVersion_v2, FAKE_GLOBAL) X(nvmlDeviceGetCount, FAKE_GLOBAL)        \
+    X(nvmlDeviceGetCount_v2, FAKE_GLOBAL) X(nvmlDeviceGetHandleByIndex, FAKE_INDEX)             \
+    X(nvmlDeviceGetHandleByIndex_v2, FAKE_INDEX) X(nvmlDeviceGetName, FAKE_DEVICE)              \
+    X(nvmlDeviceGetUUID, FAKE_DEVICE) X(nvmlDeviceGetMinorNumber, FAKE_DEVICE)                  \
+    X(nvmlDeviceGetPciInfo, FAKE_DEVICE) X(nvmlDeviceGetPciInfo_v2, FAKE_DEVICE)                \
+    X(nvmlDeviceGetPciInfo_v3, FAKE_DEVICE) X(nvmlDeviceGetMemoryInfo, FAKE_DEVICE)             \
+    X(nvmlDeviceGetMemoryInfo_v2, FAKE_DEVICE) X(nvmlDeviceGetUtilizationRates, FAKE_DEVICE)    \
+    X(nvmlDeviceGetCudaComputeCapability, FAKE_DEVICE)                                          \
+    X(nvmlDeviceGetPersistenceMode, FAKE_DEVICE) X(nvmlDeviceGetComputeMode, FAKE_DEVICE)       \
+    X(nvmlDeviceGetMigMode, FAKE_DEVICE) X(nvmlDeviceGetMaxMigDeviceCount, FAKE_DEVICE)         \
+    X(nvmlDeviceGetMigDeviceHandleByIndex, FAKE_DEVICE)                                         \
+    X(nvmlDeviceIsMigDeviceHandle, FAKE_DEVICE) X(nvmlDeviceGetGpuInstanceId, FAKE_DEVICE)      \
+    X(nvmlDeviceGetComputeInstanceId, FAKE_DEVICE)                                              \
+    X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, FAKE_DEVICE)                                \
+    X(nvmlDeviceGetComputeRunningProcesses, FAKE_DEVICE)                                        \
+    X(nvmlDeviceGetComputeRunningProcesses_v2, FAKE_DEVICE)                                     \
+    X(nvmlDeviceGetComputeRunningProcesses_v3, FAKE_DEVICE)                                     \
+    X(nvmlDeviceGetGraphicsRunningProcesses, FAKE_DEVICE)                                       \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v2, FAKE_DEVICE)                                    \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v3, FAKE_DEVICE)                                    \
+    X(nvmlDeviceGetMPSComputeRunningProcesses, FAKE_DEVICE)                                     \
+    X(nvmlDeviceGetMPSComputeRunningProcesses_v2, FAKE_DEVICE)                                  \
+    X(nvmlDeviceGetMPSComputeRunningProcesses_v3, FAKE_DEVICE)                                  \
+    X(nvmlDeviceGetProcessUtilization, FAKE_DEVICE)                                             \
+    X(nvmlDeviceGetConfComputeMemSizeInfo, FAKE_DEVICE)                                         \
     X(nvmlDeviceGetRunningProcessDetailList, FAKE_DEVICE)
 
 #define FAKE_FN_ENUM(name, scope) FAKE_FN_##name,
 enum fake_fn { FAKE_FUNCS(FAKE_FN_ENUM) FAKE_FN_COUNT };
 #undef FAKE_FN_ENUM
 
-/* Known bits: a field whose bit is clear was omitted or `na`; its getter is NOT_SUPPORTED. */
+/* Known bits: a field whose bit is clear was omitted or `na`; its getter is NOT_SUPPORTED
+ * (used: clear means auto, FK_USED_NA means na). */
 enum {
     FK_UUID = 1u << 0, FK_NAME = 1u << 1, FK_MINOR = 1u << 2, FK_BUS = 1u << 3,
     FK_TOTAL = 1u << 4, FK_RESERVED = 1u << 5, FK_USED = 1u << 6, FK_USED_NA = 1u << 7,
     FK_UTIL = 1u << 8, FK_CC = 1u << 9, FK_PERSIST = 1u << 10, FK_CMODE = 1u << 11,
     FK_MIG = 1u << 12, FK_GI = 1u << 13, FK_CI = 1u << 14,
     FK_DRIVER = 1u << 15, FK_NVML = 1u << 16, FK_CUDA = 1u << 17,
+    FK_PARSER = 1u << 18, /* bits from here on are the parser's own */
 };
 
 enum fake_ptype { FAKE_COMPUTE, FAKE_GRAPHICS, FAKE_MPS };
@@ -93,13 +93,11 @@ struct fake_gpu {
 };
 
 struct fake_proc {
-    unsigned gpu;
-    int mig;                          /* MIG device index on that GPU, or -1 */
+    int gpu, mig;                     /* mig: MIG device index on that GPU, or -1 */
     enum fake_ptype type;
     bool mem_known;
-    uint32_t pid;
+    unsigned pid, sm;
     uint64_t mem;
-    unsigned sm;
 };
 
 /* error, hang and grow directives. gpu == -1: any call; mig == -1: the GPU itself. */
@@ -111,7 +109,7 @@ struct fake_rule {
     uint64_t ns;                      /* hang */
     enum fake_ptype type;             /* grow */
     unsigned by;                      /* grow */
-    long left;                        /* matching calls still affected; -1: all */
+    long long left;                   /* matching calls still affected; -1: all */
 };
 
 struct fake_scenario {
@@ -139,21 +137,21 @@ extern const struct fake_fn_info {
     enum fake_scope scope;
 } fake_fns[FAKE_FN_COUNT];
 
-/* scenario.c: parse text (len bytes, need not be NUL-terminated) into *sc. On error returns
- * the 1-based line number (0 when not tied to a line) with a message in msg. */
+/* scenario.c: parses text (len bytes, need not be NUL-terminated) into *sc. Returns 0, or
+ * -1 with the 1-based line number (0 when not tied to a line) and a message in msg. */
 int fake_scenario_parse(const char *text, unsigned long len, struct fake_scenario *sc,
                         char *msg, unsigned long msglen, unsigned *line);
 
-/* state.c. Every exported call but nvmlErrorString starts with one of these three; they log
- * the call (FAKE_NVML_LOG), reload the scenario when it changed and apply hang and error
+/* state.c. Every exported call but nvmlErrorString starts with fake_enter(), which logs
+ * the call (FAKE_NVML_LOG), reloads the scenario when it changed and applies hang and error
  * rules. fake_enter() returns NVML_SUCCESS with the lock held and *c filled (call
  * fake_leave() after), or an error with the lock released. handle is checked for FAKE_DEVICE
  * functions; index is the argument of FAKE_INDEX ones. */
 nvmlReturn_t fake_enter(enum fake_fn fn, nvmlDevice_t handle, unsigned index,
                         struct fake_call *c);
 void fake_leave(void);
-nvmlReturn_t fake_init(enum fake_fn fn);
-nvmlReturn_t fake_shutdown(void);
+/* nvmlInit, nvmlInit_v2 and nvmlShutdown: count references like the real library. */
+nvmlReturn_t fake_refcount(enum fake_fn fn);
 void fake_log(enum fake_fn fn);
 nvmlDevice_t fake_handle(unsigned g, int m);
 /* With the lock held: how much a grow rule shortens this process-list answer (consumes it). */

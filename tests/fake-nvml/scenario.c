@@ -1,27 +1,96 @@
 /*
  * The scenario file parser of the fake NVML driver: text in, struct fake_scenario out, or the
  * line and reason it is wrong. Written by hand and strict on purpose (no strtoul, no sign,
- * no partial numbers, no unknown keys), because a typo in a test scenario that silently means
- * something else makes a test pass for the wrong reason. The format is in README.md.
+ * no partial numbers, no unknown or repeated keys), because a typo in a test scenario that
+ * silently means something else makes a test pass for the wrong reason. Keys are described by
+ * one table; each directive then checks what only it can. The format is in README.md.
  */
 #include "fake.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#define LINE_MAX_LEN 1024
+#define LINE_LEN 1024
 #define MAX_PAIRS 24
 
-/* One line split into words: the directive, an optional bare argument and key=value pairs.
- * Strings point into buf, unquoted and NUL-terminated. */
+/* One line split into words: the directive, an optional bare argument and key=value pairs,
+ * all pointing into buf, unquoted and NUL-terminated. */
 struct line {
-    char buf[LINE_MAX_LEN + 1];
+    char buf[LINE_LEN + 1];
     const char *word, *arg;
     unsigned n;
-    struct {
-        const char *key, *val;
-    } p[MAX_PAIRS];
+    const char *key[MAX_PAIRS], *val[MAX_PAIRS];
+};
+
+/* What the keys of one line set; directives copy the parts they own into the scenario. */
+struct rec {
+    unsigned known, seen;   /* FK_* and K_* bits: given with a value / given at all */
+    struct fake_dev d;
+    struct fake_proc p;
+    struct fake_rule r;
+    unsigned index, parent;
+    int g, m;               /* gpu=G or mig=G/M */
+    enum fake_ptype type;
+};
+
+/* The parser's own bits, above the device's FK_* ones. */
+enum {
+    K_MEMU = FK_PARSER << 0, K_MIGP = FK_PARSER << 1, K_INDEX = FK_PARSER << 2,
+    K_PARENT = FK_PARSER << 3, K_TARGET = FK_PARSER << 4, K_PID = FK_PARSER << 5,
+    K_TYPE = FK_PARSER << 6, K_FUNC = FK_PARSER << 7, K_CODE = FK_PARSER << 8,
+    K_SECS = FK_PARSER << 9, K_BY = FK_PARSER << 10, K_TIMES = FK_PARSER << 11,
+    K_MEM = FK_PARSER << 12, K_SM = FK_PARSER << 13,
+};
+
+enum { D_GPU = 1, D_MIG = 2, D_PROC = 4, D_ERROR = 8, D_HANG = 16, D_GROW = 32 };
+#define D_RULES (D_ERROR | D_HANG | D_GROW)
+
+enum vkind { V_UINT, V_STR, V_SIZE, V_USED, V_BUS, V_CC, V_GPU, V_MIGREF, V_TYPE, V_FUNC,
+             V_INT, V_SECS, V_TIMES };
+
+static const struct key {
+    unsigned dirs;
+    const char *name;
+    enum vkind kind;
+    size_t off;            /* in struct rec */
+    unsigned bit;
+    unsigned max;          /* V_UINT */
+    bool na;               /* `na` allowed: clears the bit */
+} keys[] = {
+#define AT(field) offsetof(struct rec, field)
+    {D_GPU, "index", V_UINT, AT(index), K_INDEX, FAKE_MAX_GPUS, false},
+    {D_MIG, "index", V_UINT, AT(index), K_INDEX, FAKE_MAX_MIG, false},
+    {D_MIG, "parent", V_UINT, AT(parent), K_PARENT, FAKE_MAX_GPUS, false},
+    {D_GPU | D_MIG, "uuid", V_STR, AT(d.uuid), FK_UUID, 0, true},
+    {D_GPU | D_MIG, "name", V_STR, AT(d.name), FK_NAME, 0, true},
+    {D_GPU | D_MIG, "total", V_SIZE, AT(d.total), FK_TOTAL, 0, true},
+    {D_GPU | D_MIG, "used", V_USED, AT(d.used), FK_USED, 0, true},
+    {D_GPU, "minor", V_UINT, AT(d.minor), FK_MINOR, 255, true},
+    {D_GPU, "bus", V_BUS, AT(d), FK_BUS, 0, true},
+    {D_GPU, "reserved", V_SIZE, AT(d.reserved), FK_RESERVED, 0, true},
+    {D_GPU, "util", V_UINT, AT(d.util), FK_UTIL, 100, true},
+    {D_GPU, "mem_util", V_UINT, AT(d.mem_util), K_MEMU, 100, true},
+    {D_GPU, "cc", V_CC, AT(d), FK_CC, 0, true},
+    {D_GPU, "persistence", V_UINT, AT(d.persistence), FK_PERSIST, 1, true},
+    {D_GPU, "compute_mode", V_UINT, AT(d.compute_mode), FK_CMODE, 3, true},
+    {D_GPU, "mig", V_UINT, AT(d.mig), FK_MIG, 1, true},
+    {D_GPU, "mig_pending", V_UINT, AT(d.mig_pending), K_MIGP, 1, true},
+    {D_MIG, "gi", V_UINT, AT(d.gi), FK_GI, 0xFFFFFFFEu, true},
+    {D_MIG, "ci", V_UINT, AT(d.ci), FK_CI, 0xFFFFFFFEu, true},
+    {D_PROC | D_RULES, "gpu", V_GPU, AT(g), K_TARGET, FAKE_MAX_GPUS - 1, false},
+    {D_PROC | D_RULES, "mig", V_MIGREF, AT(g), K_TARGET, 0, false},
+    {D_PROC, "pid", V_UINT, AT(p.pid), K_PID, 0xFFFFFFFFu, false},
+    {D_PROC | D_GROW, "type", V_TYPE, AT(type), K_TYPE, 0, false},
+    {D_PROC, "mem", V_SIZE, AT(p.mem), K_MEM, 0, true},
+    {D_PROC, "sm", V_UINT, AT(p.sm), K_SM, 100, false},
+    {D_ERROR | D_HANG, "func", V_FUNC, AT(r.fn), K_FUNC, 0, false},
+    {D_RULES, "times", V_TIMES, AT(r.left), K_TIMES, 0, false},
+    {D_ERROR, "code", V_INT, AT(r.code), K_CODE, 0, false},
+    {D_HANG, "seconds", V_SECS, AT(r.ns), K_SECS, 0, false},
+    {D_GROW, "by", V_UINT, AT(r.by), K_BY, 0xFFFFFFFFu, false},
+#undef AT
 };
 
 struct parser {
@@ -34,7 +103,7 @@ __attribute__((format(printf, 2, 3))) static int fail(struct parser *ps, const c
 {
     va_list ap;
     va_start(ap, fmt);
-    /* A truncated message is still the right message: the return value is not needed. */
+    /* A truncated message is still the right message. */
     if (vsnprintf(ps->msg, ps->msglen, fmt, ap) < 0 && ps->msglen)
         ps->msg[0] = '\0';
     va_end(ap);
@@ -47,7 +116,8 @@ static bool is_space(char ch)
 }
 
 /* Splits s[0..n) into ln. A word is `value` or `key=value`; a value is bare (up to the next
- * blank) or double-quoted with \" and \\ escapes. `#` at the start of a word begins a comment. */
+ * blank) or double-quoted with \" and \\ escapes. `#` at the start of a word begins a comment.
+ * The output never outgrows the input: each word loses its '=' or quotes for a NUL. */
 static int split(struct parser *ps, const char *s, size_t n, struct line *ln)
 {
     size_t i = 0, o = 0;
@@ -70,27 +140,20 @@ static int split(struct parser *ps, const char *s, size_t n, struct line *ln)
             start = o;
             i++;
         }
-        if (i < n && s[i] == '"') {
-            if (o != start)
-                return fail(ps, "stray '\"'");
-            for (i++;; i++) {
-                if (i == n)
-                    return fail(ps, "unterminated quoted value");
-                if (s[i] == '"')
-                    break;
+        if (i < n && s[i] == '"' && o == start) {
+            for (i++; i < n && s[i] != '"'; i++) {
                 if (s[i] == '\\' && i + 1 < n && (s[i + 1] == '"' || s[i + 1] == '\\'))
                     i++;
                 ln->buf[o++] = s[i];
             }
-            i++;
+            if (i++ == n)
+                return fail(ps, "unterminated quoted value");
             if (i < n && !is_space(s[i]))
                 return fail(ps, "text after a closing '\"'");
         } else {
-            while (i < n && !is_space(s[i])) {
+            for (; i < n && !is_space(s[i]); ln->buf[o++] = s[i++])
                 if (s[i] == '"' || s[i] == '=')
-                    return fail(ps, "stray '%c' in a value", s[i]);
-                ln->buf[o++] = s[i++];
-            }
+                    return fail(ps, "stray '%c'", s[i]);
         }
         ln->buf[o++] = '\0';
         const char *val = ln->buf + start;
@@ -102,29 +165,27 @@ static int split(struct parser *ps, const char *s, size_t n, struct line *ln)
             if (ln->arg || ln->n)
                 return fail(ps, "expected key=value, got '%s'", val);
             ln->arg = val;
+        } else if (ln->n == MAX_PAIRS) {
+            return fail(ps, "too many keys");
         } else {
-            if (ln->n == MAX_PAIRS)
-                return fail(ps, "too many keys");
-            for (unsigned j = 0; j < ln->n; j++)
-                if (!strcmp(ln->p[j].key, key))
-                    return fail(ps, "key '%s' given twice", key);
-            ln->p[ln->n].key = key;
-            ln->p[ln->n].val = val;
-            ln->n++;
+            ln->key[ln->n] = key;
+            ln->val[ln->n++] = val;
         }
     }
 }
 
-/* Decimal digits only, at most max. */
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+/* Decimal digits only (n of them, or up to the NUL when n is 0), at most max. */
+static bool parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
 {
     uint64_t v = 0;
-    if (!*s)
+    if (!n)
+        n = strlen(s);
+    if (!n)
         return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
             return false;
-        unsigned d = (unsigned)(*s - '0');
+        unsigned d = (unsigned)(s[i] - '0');
         if (v > (max - d) / 10)
             return false;
         v = v * 10 + d;
@@ -136,62 +197,29 @@ static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
 /* Bytes, or a whole number with a KiB, MiB, GiB or TiB suffix. */
 static bool parse_size(const char *s, uint64_t *out)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    char digits[32];
+    static const char *const units[] = {"", "KiB", "MiB", "GiB", "TiB"};
     size_t n = strspn(s, "0123456789");
-    unsigned shift = 0;
-    if (n == 0 || n >= sizeof digits)
-        return false;
-    if (s[n]) {
-        for (unsigned u = 0; u < 4 && !shift; u++)
-            if (!strcmp(s + n, units[u]))
-                shift = 10 * (u + 1);
-        if (!shift)
-            return false;
-    }
-    memcpy(digits, s, n);
-    digits[n] = '\0';
-    if (!parse_u64(digits, UINT64_MAX >> shift, out))
-        return false;
-    *out <<= shift;
-    return true;
-}
-
-/* An int, optionally negative. */
-static bool parse_int(const char *s, int *out)
-{
-    uint64_t v;
-    bool neg = *s == '-';
-    if (!parse_u64(s + neg, neg ? 2147483648u : 2147483647u, &v))
-        return false;
-    *out = neg ? (int)(-(int64_t)v) : (int)v;
-    return true;
+    for (unsigned u = 0; u < 5; u++)
+        if (!strcmp(s + n, units[u]) && n && parse_u64(s, n, UINT64_MAX >> (10 * u), out)) {
+            *out <<= 10 * u;
+            return true;
+        }
+    return false;
 }
 
 /* Seconds as digits[.digits] (at most 9 decimals, at most a day), to nanoseconds. */
 static bool parse_seconds(const char *s, uint64_t *ns)
 {
-    char whole[16];
     uint64_t sec, frac = 0, scale = 1000000000u;
     size_t n = strspn(s, "0123456789");
-    if (n == 0 || n >= sizeof whole)
+    const char *f = s + n + (s[n] == '.');
+    if (!n || !parse_u64(s, n, 86400, &sec) || (s[n] && (s[n] != '.' || !*f)) || strlen(f) > 9)
         return false;
-    memcpy(whole, s, n);
-    whole[n] = '\0';
-    if (!parse_u64(whole, 86400, &sec))
-        return false;
-    if (s[n] == '.') {
-        const char *f = s + n + 1;
-        if (!*f || strlen(f) > 9)
+    for (; *f; f++) {
+        if (*f < '0' || *f > '9')
             return false;
-        for (; *f; f++) {
-            if (*f < '0' || *f > '9')
-                return false;
-            scale /= 10;
-            frac += (uint64_t)(*f - '0') * scale;
-        }
-    } else if (s[n]) {
-        return false;
+        scale /= 10;
+        frac += (uint64_t)(*f - '0') * scale;
     }
     *ns = sec * 1000000000u + frac;
     return true;
@@ -200,17 +228,15 @@ static bool parse_seconds(const char *s, uint64_t *ns)
 /* n hex digits, 1 <= n <= max. */
 static bool parse_hex(const char *s, size_t n, size_t max, unsigned *out)
 {
+    static const char digits[] = "0123456789abcdef0123456789ABCDEF";
     unsigned v = 0;
     if (n == 0 || n > max)
         return false;
     for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0')
-                   : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
-                   : ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10) : 16;
-        if (d == 16)
+        const char *d = s[i] ? strchr(digits, s[i]) : NULL;
+        if (!d)
             return false;
-        v = v * 16 + d;
+        v = v * 16 + (unsigned)(d - digits) % 16;
     }
     *out = v;
     return true;
@@ -221,9 +247,7 @@ static bool parse_bus(const char *s, struct fake_dev *d)
 {
     const char *c1 = strchr(s, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     const char *dot = c2 ? strchr(c2 + 1, '.') : NULL;
-    if (!dot || strlen(s) >= sizeof d->bus)
-        return false;
-    if (!parse_hex(s, (size_t)(c1 - s), 8, &d->domain)
+    if (!dot || strlen(s) >= sizeof d->bus || !parse_hex(s, (size_t)(c1 - s), 8, &d->domain)
         || !parse_hex(c1 + 1, (size_t)(c2 - c1 - 1), 2, &d->bus_no)
         || !parse_hex(c2 + 1, (size_t)(dot - c2 - 1), 2, &d->dev_no)
         || !parse_hex(dot + 1, strlen(dot + 1), 1, &d->fn_no) || d->dev_no > 31 || d->fn_no > 7)
@@ -232,377 +256,161 @@ static bool parse_bus(const char *s, struct fake_dev *d)
     return true;
 }
 
-/* "G/M": GPU G's MIG device M. */
-static bool parse_mig_ref(const char *s, int *g, int *m)
+/* A and B separated by sep, each a decimal of at most amax and bmax. */
+static bool parse_pair(const char *s, char sep, unsigned amax, unsigned bmax, int *a, int *b)
 {
-    char gs[8];
-    uint64_t gv, mv;
-    const char *slash = strchr(s, '/');
-    if (!slash || (size_t)(slash - s) >= sizeof gs)
+    const char *p = strchr(s, sep);
+    uint64_t x, y;
+    if (!p || p == s || !parse_u64(s, (size_t)(p - s), amax, &x) || !parse_u64(p + 1, 0, bmax, &y))
         return false;
-    memcpy(gs, s, (size_t)(slash - s));
-    gs[slash - s] = '\0';
-    if (!parse_u64(gs, FAKE_MAX_GPUS - 1, &gv) || !parse_u64(slash + 1, FAKE_MAX_MIG - 1, &mv))
-        return false;
-    *g = (int)gv;
-    *m = (int)mv;
+    *a = (int)x;
+    *b = (int)y;
     return true;
 }
 
-static bool is_na(const char *v)
-{
-    return !strcmp(v, "na");
-}
+static const char *const hints[] = {
+    [V_STR] = "1 to 95 characters", [V_SIZE] = "a size (bytes, or a number with KiB to TiB)",
+    [V_USED] = "auto or a size", [V_BUS] = "DOMAIN:BUS:DEVICE.FN in hex", [V_CC] = "MAJOR.MINOR",
+    [V_GPU] = "a GPU index below 64", [V_MIGREF] = "GPU/INDEX like 0/1",
+    [V_TYPE] = "compute, graphics or mps", [V_FUNC] = "an NVML function of nvml_abi.h",
+    [V_INT] = "a nonzero integer", [V_SECS] = "seconds like 30 or 0.25 (at most 86400)",
+    [V_TIMES] = "a number from 1",
+};
 
-/* A string field of at most FAKE_STR - 1 bytes, or na. */
-static int set_str(struct parser *ps, struct fake_dev *d, unsigned bit, char *dst,
-                   const char *k, const char *v)
+/* Sets the field of one key from v. */
+static int set(struct parser *ps, struct rec *rc, const struct key *k, const char *v)
 {
-    size_t n = strlen(v);
-    d->known &= ~bit;
-    if (is_na(v))
-        return 0;
-    if (n == 0 || n >= FAKE_STR)
-        return fail(ps, "%s must be 1 to %d characters", k, FAKE_STR - 1);
-    memcpy(dst, v, n + 1);
-    d->known |= bit;
-    return 0;
-}
-
-/* An unsigned field in [0, max], or na. */
-static int set_uint(struct parser *ps, struct fake_dev *d, unsigned bit, unsigned *dst,
-                    const char *k, const char *v, unsigned max)
-{
+    void *at = (char *)rc + k->off;
     uint64_t u;
-    d->known &= ~bit;
-    if (is_na(v))
+    bool ok = true;
+    if (rc->seen & k->bit)
+        return fail(ps, "%s given twice", k->bit == K_TARGET ? "gpu= or mig=" : k->name);
+    rc->seen |= k->bit;
+    if (k->na && !strcmp(v, "na")) {
+        rc->known |= k->kind == V_USED ? FK_USED_NA : 0;
         return 0;
-    if (!parse_u64(v, max, &u))
-        return fail(ps, "%s must be na or a number from 0 to %u, not '%s'", k, max, v);
-    *dst = (unsigned)u;
-    d->known |= bit;
-    return 0;
-}
-
-/* A size field, or na. */
-static int set_size(struct parser *ps, struct fake_dev *d, unsigned bit, uint64_t *dst,
-                    const char *k, const char *v)
-{
-    d->known &= ~bit;
-    if (is_na(v))
-        return 0;
-    if (!parse_size(v, dst))
-        return fail(ps, "%s must be na or a size (bytes, KiB, MiB, GiB, TiB), not '%s'", k, v);
-    d->known |= bit;
-    return 0;
-}
-
-/* Keys that GPUs and MIG devices share: 1 if k was one of them, 0 if not, -1 on error. */
-static int dev_key(struct parser *ps, struct fake_dev *d, const char *k, const char *v)
-{
-    if (!strcmp(k, "uuid"))
-        return set_str(ps, d, FK_UUID, d->uuid, k, v) ? -1 : 1;
-    if (!strcmp(k, "name"))
-        return set_str(ps, d, FK_NAME, d->name, k, v) ? -1 : 1;
-    if (!strcmp(k, "total"))
-        return set_size(ps, d, FK_TOTAL, &d->total, k, v) ? -1 : 1;
-    if (!strcmp(k, "used")) {
-        d->known &= ~(FK_USED | FK_USED_NA);
-        if (!strcmp(v, "auto"))
-            return 1;
-        if (is_na(v))
-            return d->known |= FK_USED_NA, 1;
-        return set_size(ps, d, FK_USED, &d->used, k, v) ? -1 : 1;
     }
-    return 0;
-}
-
-/* A number in [0, max] or na for keys whose getter depends on more than one key:
- * 1 given, -1 na, -2 wrong (with the message set). */
-static int tri(struct parser *ps, const char *k, const char *v, unsigned max, unsigned *out)
-{
-    uint64_t u;
-    if (is_na(v))
-        return -1;
-    if (!parse_u64(v, max, &u))
-        return fail(ps, "%s must be na or a number from 0 to %u, not '%s'", k, max, v) - 1;
-    *out = (unsigned)u;
-    return 1;
-}
-
-static int parse_cc(struct parser *ps, struct fake_dev *d, const char *v)
-{
-    const char *dot = strchr(v, '.');
-    char maj[4];
-    uint64_t a, b;
-    d->known &= ~FK_CC;
-    if (is_na(v))
+    if (k->kind == V_USED && !strcmp(v, "auto"))
         return 0;
-    if (!dot || dot - v >= (long)sizeof maj)
-        return fail(ps, "cc must be na or MAJOR.MINOR, not '%s'", v);
-    memcpy(maj, v, (size_t)(dot - v));
-    maj[dot - v] = '\0';
-    if (!parse_u64(maj, 99, &a) || !parse_u64(dot + 1, 99, &b))
-        return fail(ps, "cc must be na or MAJOR.MINOR, not '%s'", v);
-    d->cc_major = (int)a;
-    d->cc_minor = (int)b;
-    d->known |= FK_CC;
+    switch (k->kind) {
+    case V_UINT:
+        if ((ok = parse_u64(v, 0, k->max, &u)))
+            *(unsigned *)at = (unsigned)u;
+        break;
+    case V_STR:
+        if ((ok = *v && strlen(v) < FAKE_STR))
+            memcpy(at, v, strlen(v) + 1);
+        break;
+    case V_SIZE:
+    case V_USED:
+        ok = parse_size(v, at);
+        break;
+    case V_BUS:
+        ok = parse_bus(v, at);
+        break;
+    case V_CC:
+        ok = parse_pair(v, '.', 99, 99, &rc->d.cc_major, &rc->d.cc_minor);
+        break;
+    case V_GPU:
+        if ((ok = parse_u64(v, 0, k->max, &u)))
+            rc->g = (int)u, rc->m = -1;
+        break;
+    case V_MIGREF:
+        ok = parse_pair(v, '/', FAKE_MAX_GPUS - 1, FAKE_MAX_MIG - 1, &rc->g, &rc->m);
+        break;
+    case V_TYPE:
+        ok = !strcmp(v, "compute") || !strcmp(v, "graphics") || !strcmp(v, "mps");
+        rc->type = v[0] == 'c' ? FAKE_COMPUTE : v[0] == 'g' ? FAKE_GRAPHICS : FAKE_MPS;
+        break;
+    case V_FUNC:
+        ok = false;
+        for (unsigned f = 0; f < FAKE_FN_COUNT && !ok; f++)
+            if ((ok = !strcmp(v, fake_fns[f].name) && fake_fns[f].scope != FAKE_NONE))
+                rc->r.fn = (enum fake_fn)f;
+        break;
+    case V_INT:
+        ok = parse_u64(v + (*v == '-'), 0, 2147483647u + (*v == '-'), &u) && u;
+        rc->r.code = *v == '-' ? (int)(-(int64_t)u) : (int)u;
+        break;
+    case V_SECS:
+        ok = parse_seconds(v, at);
+        break;
+    case V_TIMES:
+        if ((ok = parse_u64(v, 0, 1000000000, &u) && u))
+            rc->r.left = (long long)u;
+        break;
+    }
+    if (!ok && k->kind == V_UINT)
+        return fail(ps, "%s must be %sa number from 0 to %u, not '%s'", k->name,
+                    k->na ? "na or " : "", k->max, v);
+    if (!ok)
+        return fail(ps, "%s must be %s%s, not '%s'", k->name, k->na ? "na or " : "",
+                    hints[k->kind], v);
+    rc->known |= k->bit;
     return 0;
 }
 
-static int do_gpu(struct parser *ps, const struct line *ln)
+static int do_gpu(struct parser *ps, struct rec *rc)
 {
     struct fake_scenario *sc = ps->sc;
-    if (sc->ngpus == FAKE_MAX_GPUS)
-        return fail(ps, "more than %d GPUs", FAKE_MAX_GPUS);
-    struct fake_gpu *g = &sc->gpus[sc->ngpus];
-    struct fake_dev *d = &g->dev;
-    /* 0 omitted, 1 given, -1 na: mig_pending defaults to mig, mem_util to 0 */
-    int have_mig = 0, have_pend = 0, have_memu = 0;
-    bool have_index = false;
-    memset(g, 0, sizeof *g);
-    for (unsigned i = 0; i < ln->n; i++) {
-        const char *k = ln->p[i].key, *v = ln->p[i].val;
-        uint64_t u;
-        int r = dev_key(ps, d, k, v);
-        if (r < 0)
-            return -1;
-        if (r)
-            continue;
-        if (!strcmp(k, "index")) {
-            if (!parse_u64(v, FAKE_MAX_GPUS, &u) || u != sc->ngpus)
-                return fail(ps, "index must be %u: GPUs are declared 0, 1, 2... in order",
-                            sc->ngpus);
-            have_index = true;
-        } else if (!strcmp(k, "minor")) {
-            r = set_uint(ps, d, FK_MINOR, &d->minor, k, v, 255);
-        } else if (!strcmp(k, "bus")) {
-            d->known &= ~FK_BUS;
-            if (!is_na(v) && !parse_bus(v, d))
-                return fail(ps, "bus must be na or DOMAIN:BUS:DEVICE.FN in hex, not '%s'", v);
-            d->known |= is_na(v) ? 0 : FK_BUS;
-        } else if (!strcmp(k, "reserved")) {
-            r = set_size(ps, d, FK_RESERVED, &d->reserved, k, v);
-        } else if (!strcmp(k, "util")) {
-            r = set_uint(ps, d, FK_UTIL, &d->util, k, v, 100);
-        } else if (!strcmp(k, "mem_util")) {
-            r = (have_memu = tri(ps, k, v, 100, &d->mem_util)) == -2 ? -1 : 0;
-        } else if (!strcmp(k, "cc")) {
-            r = parse_cc(ps, d, v);
-        } else if (!strcmp(k, "persistence")) {
-            r = set_uint(ps, d, FK_PERSIST, &d->persistence, k, v, 1);
-        } else if (!strcmp(k, "compute_mode")) {
-            r = set_uint(ps, d, FK_CMODE, &d->compute_mode, k, v, 3);
-        } else if (!strcmp(k, "mig")) {
-            r = (have_mig = tri(ps, k, v, 1, &d->mig)) == -2 ? -1 : 0;
-        } else if (!strcmp(k, "mig_pending")) {
-            r = (have_pend = tri(ps, k, v, 1, &d->mig_pending)) == -2 ? -1 : 0;
-        } else {
-            return fail(ps, "unknown gpu key '%s'", k);
-        }
-        if (r < 0)
-            return -1;
-    }
-    if (!have_index)
-        return fail(ps, "gpu needs index=%u", sc->ngpus);
-    if (have_memu == -1)
-        d->known &= ~FK_UTIL;
-    if (have_mig == 1 && have_pend != -1) {
-        d->known |= FK_MIG;
-        if (!have_pend)
-            d->mig_pending = d->mig;
-    }
-    sc->ngpus++;
+    struct fake_dev *d = &rc->d;
+    if (rc->index != sc->ngpus)
+        return fail(ps, "index must be %u: GPUs are declared 0, 1, 2... in order", sc->ngpus);
+    if ((rc->seen & K_MEMU) && !(rc->known & K_MEMU))
+        d->known &= ~FK_UTIL; /* mem_util=na */
+    if ((rc->seen & K_MIGP) && !(rc->known & K_MIGP))
+        d->known &= ~FK_MIG;  /* mig_pending=na */
+    if (!(rc->seen & K_MIGP))
+        d->mig_pending = d->mig;
+    sc->gpus[sc->ngpus].dev = *d;
+    sc->gpus[sc->ngpus++].nmig = 0;
     return 0;
 }
 
-static int do_mig(struct parser *ps, const struct line *ln)
+static int do_mig(struct parser *ps, struct rec *rc)
 {
     struct fake_scenario *sc = ps->sc;
-    struct fake_gpu *g = NULL;
-    struct fake_dev d;
-    bool have_index = false;
-    uint64_t u;
-    memset(&d, 0, sizeof d);
-    d.known = FK_RESERVED; /* MIG devices have no reservation of their own: 0 */
-    for (unsigned i = 0; i < ln->n; i++) {
-        const char *k = ln->p[i].key, *v = ln->p[i].val;
-        int r = dev_key(ps, &d, k, v);
-        if (r < 0)
-            return -1;
-        if (r)
-            continue;
-        if (!strcmp(k, "parent")) {
-            if (!parse_u64(v, FAKE_MAX_GPUS, &u) || u >= sc->ngpus)
-                return fail(ps, "parent must be a GPU index declared above, not '%s'", v);
-            g = &sc->gpus[u];
-            if (!(g->dev.known & FK_MIG) || g->dev.mig != 1)
-                return fail(ps, "GPU %s does not have mig=1", v);
-        } else if (!strcmp(k, "index")) {
-            if (!g)
-                return fail(ps, "parent= must come before index=");
-            if (g->nmig == FAKE_MAX_MIG)
-                return fail(ps, "more than %d MIG devices on a GPU", FAKE_MAX_MIG);
-            if (!parse_u64(v, FAKE_MAX_MIG, &u) || u != g->nmig)
-                return fail(ps, "index must be %u: MIG devices are declared 0, 1... in order",
-                            g->nmig);
-            have_index = true;
-        } else if (!strcmp(k, "gi")) {
-            if (set_uint(ps, &d, FK_GI, &d.gi, k, v, 0xFFFFFFFEu))
-                return -1;
-        } else if (!strcmp(k, "ci")) {
-            if (set_uint(ps, &d, FK_CI, &d.ci, k, v, 0xFFFFFFFEu))
-                return -1;
-        } else {
-            return fail(ps, "unknown mig key '%s'", k);
-        }
-    }
-    if (!g || !have_index)
-        return fail(ps, "mig needs parent= and index=");
-    g->mig[g->nmig++] = d;
+    struct fake_gpu *g = rc->parent < sc->ngpus ? &sc->gpus[rc->parent] : NULL;
+    if (!g || !(g->dev.known & FK_MIG) || g->dev.mig != 1)
+        return fail(ps, "parent must be a GPU declared above with mig=1");
+    if (rc->index != g->nmig || g->nmig == FAKE_MAX_MIG)
+        return fail(ps, "index must be %u: MIG devices are declared 0, 1... (at most %d)",
+                    g->nmig, FAKE_MAX_MIG);
+    rc->d.known |= FK_RESERVED; /* MIG devices have no reservation of their own: 0 */
+    g->mig[g->nmig++] = rc->d;
     return 0;
 }
 
-/* gpu=G or mig=G/M, for proc (which must name a declared device) and rules (which need not). */
-static int target(struct parser *ps, const char *k, const char *v, bool declared, int *g,
-                  int *m)
-{
-    uint64_t u;
-    if (!strcmp(k, "gpu")) {
-        if (!parse_u64(v, FAKE_MAX_GPUS - 1, &u) || (declared && u >= ps->sc->ngpus))
-            return fail(ps, "gpu must be a GPU index%s, not '%s'", declared ? " declared above"
-                                                                             : " below 64", v);
-        *g = (int)u;
-        *m = -1;
-        return 0;
-    }
-    if (!parse_mig_ref(v, g, m)
-        || (declared && ((unsigned)*g >= ps->sc->ngpus
-                         || (unsigned)*m >= ps->sc->gpus[*g].nmig)))
-        return fail(ps, "mig must be GPU/INDEX of a MIG device%s, not '%s'",
-                    declared ? " declared above" : "", v);
-    return 0;
-}
-
-static int parse_type(struct parser *ps, const char *v, enum fake_ptype *t)
-{
-    if (!strcmp(v, "compute"))
-        *t = FAKE_COMPUTE;
-    else if (!strcmp(v, "graphics"))
-        *t = FAKE_GRAPHICS;
-    else if (!strcmp(v, "mps"))
-        *t = FAKE_MPS;
-    else
-        return fail(ps, "type must be compute, graphics or mps, not '%s'", v);
-    return 0;
-}
-
-static int do_proc(struct parser *ps, const struct line *ln)
+static int do_proc(struct parser *ps, struct rec *rc)
 {
     struct fake_scenario *sc = ps->sc;
-    struct fake_proc p = {.gpu = 0, .mig = -1};
-    bool have_pid = false, have_type = false, have_dev = false;
-    int g = -1;
-    uint64_t u;
+    if ((unsigned)rc->g >= sc->ngpus || (rc->m >= 0 && (unsigned)rc->m >= sc->gpus[rc->g].nmig))
+        return fail(ps, "no such %s declared above", rc->m >= 0 ? "MIG device" : "GPU");
     if (sc->nprocs == FAKE_MAX_PROCS)
         return fail(ps, "more than %d proc lines", FAKE_MAX_PROCS);
-    for (unsigned i = 0; i < ln->n; i++) {
-        const char *k = ln->p[i].key, *v = ln->p[i].val;
-        if (!strcmp(k, "gpu") || !strcmp(k, "mig")) {
-            if (have_dev)
-                return fail(ps, "give one of gpu= and mig=");
-            if (target(ps, k, v, true, &g, &p.mig))
-                return -1;
-            p.gpu = (unsigned)g;
-            have_dev = true;
-        } else if (!strcmp(k, "pid")) {
-            if (!parse_u64(v, UINT32_MAX, &u))
-                return fail(ps, "pid must be a number from 0 to 4294967295, not '%s'", v);
-            p.pid = (uint32_t)u;
-            have_pid = true;
-        } else if (!strcmp(k, "type")) {
-            if (parse_type(ps, v, &p.type))
-                return -1;
-            have_type = true;
-        } else if (!strcmp(k, "mem")) {
-            p.mem_known = !is_na(v);
-            if (p.mem_known && !parse_size(v, &p.mem))
-                return fail(ps, "mem must be na or a size, not '%s'", v);
-        } else if (!strcmp(k, "sm")) {
-            if (!parse_u64(v, 100, &u))
-                return fail(ps, "sm must be a number from 0 to 100, not '%s'", v);
-            p.sm = (unsigned)u;
-        } else {
-            return fail(ps, "unknown proc key '%s'", k);
-        }
-    }
-    if (!have_dev || !have_pid || !have_type)
-        return fail(ps, "proc needs gpu= or mig=, pid= and type=");
-    sc->procs[sc->nprocs++] = p;
+    rc->p.gpu = rc->g;
+    rc->p.mig = rc->m;
+    rc->p.type = rc->type;
+    rc->p.mem_known = rc->known & K_MEM;
+    sc->procs[sc->nprocs++] = rc->p;
     return 0;
 }
 
-/* error, hang and grow. */
-static int do_rule(struct parser *ps, const struct line *ln, enum fake_rule_kind kind)
+static int do_rule(struct parser *ps, struct rec *rc, enum fake_rule_kind kind)
 {
     struct fake_scenario *sc = ps->sc;
-    struct fake_rule r = {.kind = kind, .fn = FAKE_FN_COUNT, .gpu = -1, .mig = -1, .left = -1};
-    bool have_code = false, have_secs = false, have_type = false, have_by = false;
-    uint64_t u;
+    enum fake_scope scope = kind == FAKE_RULE_GROW ? FAKE_DEVICE : fake_fns[rc->r.fn].scope;
     if (sc->nrules == FAKE_MAX_RULES)
         return fail(ps, "more than %d error, hang and grow lines", FAKE_MAX_RULES);
-    if (kind == FAKE_RULE_GROW)
-        r.left = 1;
-    for (unsigned i = 0; i < ln->n; i++) {
-        const char *k = ln->p[i].key, *v = ln->p[i].val;
-        if (!strcmp(k, "func") && kind != FAKE_RULE_GROW) {
-            for (unsigned f = 0; f < FAKE_FN_COUNT && r.fn == FAKE_FN_COUNT; f++)
-                if (!strcmp(v, fake_fns[f].name) && fake_fns[f].scope != FAKE_NONE)
-                    r.fn = (enum fake_fn)f;
-            if (r.fn == FAKE_FN_COUNT)
-                return fail(ps, "unknown function '%s'", v);
-        } else if (!strcmp(k, "gpu") || !strcmp(k, "mig")) {
-            if (r.gpu != -1)
-                return fail(ps, "give one of gpu= and mig=");
-            if (target(ps, k, v, false, &r.gpu, &r.mig))
-                return -1;
-        } else if (!strcmp(k, "times")) {
-            if (!parse_u64(v, 1000000000, &u) || u == 0)
-                return fail(ps, "times must be a number from 1, not '%s'", v);
-            r.left = (long)u;
-        } else if (!strcmp(k, "code") && kind == FAKE_RULE_ERROR) {
-            if (!parse_int(v, &r.code) || r.code == NVML_SUCCESS)
-                return fail(ps, "code must be a nonzero integer, not '%s'", v);
-            have_code = true;
-        } else if (!strcmp(k, "seconds") && kind == FAKE_RULE_HANG) {
-            if (!parse_seconds(v, &r.ns))
-                return fail(ps, "seconds must be like 30 or 0.25 (at most 86400), not '%s'", v);
-            have_secs = true;
-        } else if (!strcmp(k, "type") && kind == FAKE_RULE_GROW) {
-            if (parse_type(ps, v, &r.type))
-                return -1;
-            have_type = true;
-        } else if (!strcmp(k, "by") && kind == FAKE_RULE_GROW) {
-            if (!parse_u64(v, UINT32_MAX, &u))
-                return fail(ps, "by must be a number, not '%s'", v);
-            r.by = (unsigned)u;
-            have_by = true;
-        } else {
-            return fail(ps, "unknown %s key '%s'", ln->word, k);
-        }
-    }
-    if (kind == FAKE_RULE_ERROR && (r.fn == FAKE_FN_COUNT || !have_code))
-        return fail(ps, "error needs func= and code=");
-    if (kind == FAKE_RULE_HANG && (r.fn == FAKE_FN_COUNT || !have_secs))
-        return fail(ps, "hang needs func= and seconds=");
-    if (kind == FAKE_RULE_GROW && (!have_type || !have_by))
-        return fail(ps, "grow needs type= and by=");
-    if (r.gpu != -1 && kind != FAKE_RULE_GROW) {
-        enum fake_scope scope = fake_fns[r.fn].scope;
-        if (scope == FAKE_GLOBAL || (scope == FAKE_INDEX && r.mig != -1))
-            return fail(ps, "%s takes no %s=", fake_fns[r.fn].name, r.mig != -1 ? "mig" : "gpu");
-    }
-    sc->rules[sc->nrules++] = r;
+    if ((rc->known & K_TARGET) && (scope == FAKE_GLOBAL || (scope == FAKE_INDEX && rc->m >= 0)))
+        return fail(ps, "%s takes no %s=", fake_fns[rc->r.fn].name, rc->m >= 0 ? "mig" : "gpu");
+    rc->r.kind = kind;
+    rc->r.gpu = rc->g;
+    rc->r.mig = rc->m;
+    rc->r.type = rc->type;
+    if (!(rc->known & K_TIMES))
+        rc->r.left = kind == FAKE_RULE_GROW ? 1 : -1;
+    sc->rules[sc->nrules++] = rc->r;
     return 0;
 }
 
@@ -610,56 +418,83 @@ static int do_rule(struct parser *ps, const struct line *ln, enum fake_rule_kind
 static int do_system(struct parser *ps, const struct line *ln)
 {
     struct fake_scenario *sc = ps->sc;
-    const char *w = ln->word, *v = ln->arg;
-    bool cuda = !strcmp(w, "cuda");
-    unsigned bit = cuda ? FK_CUDA : !strcmp(w, "driver") ? FK_DRIVER : FK_NVML;
-    char *dst = bit == FK_DRIVER ? sc->driver : sc->nvml;
+    const char *v = ln->arg;
+    bool cuda = !strcmp(ln->word, "cuda");
+    unsigned bit = cuda ? FK_CUDA : ln->word[0] == 'd' ? FK_DRIVER : FK_NVML;
     uint64_t u;
     if (!v || ln->n)
-        return fail(ps, "%s takes one value", w);
+        return fail(ps, "%s takes one value", ln->word);
     sc->known &= ~bit;
-    if (is_na(v))
+    if (!strcmp(v, "na"))
         return 0;
-    if (cuda) {
-        if (!parse_u64(v, 2147483647, &u))
-            return fail(ps, "cuda must be na or a number like 12040, not '%s'", v);
+    if (cuda && !parse_u64(v, 0, 2147483647, &u))
+        return fail(ps, "cuda must be na or a number like 12040, not '%s'", v);
+    if (!cuda && (!*v || strlen(v) >= sizeof sc->driver))
+        return fail(ps, "%s must be 1 to %zu characters", ln->word, sizeof sc->driver - 1);
+    if (cuda)
         sc->cuda = (int)u;
-    } else {
-        size_t n = strlen(v);
-        if (n == 0 || n >= sizeof sc->driver)
-            return fail(ps, "%s must be 1 to %zu characters", w, sizeof sc->driver - 1);
-        memcpy(dst, v, n + 1);
-    }
+    else
+        memcpy(bit == FK_DRIVER ? sc->driver : sc->nvml, v, strlen(v) + 1);
     sc->known |= bit;
     return 0;
 }
 
 static int do_line(struct parser *ps, const char *s, size_t n)
 {
-    static struct line ln; /* only used under state.c's lock */
-    if (n > LINE_MAX_LEN)
-        return fail(ps, "line longer than %d bytes", LINE_MAX_LEN);
+    static const struct {
+        const char *word;
+        unsigned dir, need;
+    } dirs[] = {
+        {"gpu", D_GPU, K_INDEX},
+        {"mig", D_MIG, K_PARENT | K_INDEX},
+        {"proc", D_PROC, K_TARGET | K_PID | K_TYPE},
+        {"error", D_ERROR, K_FUNC | K_CODE},
+        {"hang", D_HANG, K_FUNC | K_SECS},
+        {"grow", D_GROW, K_TYPE | K_BY},
+    };
+    static struct line ln; /* both only used under state.c's lock */
+    static struct rec rc;
+    unsigned d = 0;
+    if (n > LINE_LEN)
+        return fail(ps, "line longer than %d bytes", LINE_LEN);
     if (split(ps, s, n, &ln))
         return -1;
     if (!ln.word)
         return 0;
     if (!strcmp(ln.word, "driver") || !strcmp(ln.word, "nvml") || !strcmp(ln.word, "cuda"))
         return do_system(ps, &ln);
+    while (d < sizeof dirs / sizeof dirs[0] && strcmp(ln.word, dirs[d].word))
+        d++;
+    if (d == sizeof dirs / sizeof dirs[0])
+        return fail(ps, "unknown directive '%s'", ln.word);
     if (ln.arg)
         return fail(ps, "expected key=value, got '%s'", ln.arg);
-    if (!strcmp(ln.word, "gpu"))
-        return do_gpu(ps, &ln);
-    if (!strcmp(ln.word, "mig"))
-        return do_mig(ps, &ln);
-    if (!strcmp(ln.word, "proc"))
-        return do_proc(ps, &ln);
-    if (!strcmp(ln.word, "error"))
-        return do_rule(ps, &ln, FAKE_RULE_ERROR);
-    if (!strcmp(ln.word, "hang"))
-        return do_rule(ps, &ln, FAKE_RULE_HANG);
-    if (!strcmp(ln.word, "grow"))
-        return do_rule(ps, &ln, FAKE_RULE_GROW);
-    return fail(ps, "unknown directive '%s'", ln.word);
+    memset(&rc, 0, sizeof rc);
+    rc.g = rc.m = -1;
+    for (unsigned i = 0; i < ln.n; i++) {
+        const struct key *k = keys;
+        while (k < keys + sizeof keys / sizeof keys[0]
+               && (!(k->dirs & dirs[d].dir) || strcmp(k->name, ln.key[i])))
+            k++;
+        if (k == keys + sizeof keys / sizeof keys[0])
+            return fail(ps, "unknown %s key '%s'", ln.word, ln.key[i]);
+        if (set(ps, &rc, k, ln.val[i]))
+            return -1;
+    }
+    if ((rc.known & dirs[d].need) != dirs[d].need) {
+        for (const struct key *k = keys; ; k++)
+            if ((k->dirs & dirs[d].dir) && (dirs[d].need & k->bit & ~rc.known))
+                return fail(ps, "%s needs %s=", ln.word, k->name);
+    }
+    rc.d.known = rc.known & (FK_PARSER - 1);
+    switch (dirs[d].dir) {
+    case D_GPU: return do_gpu(ps, &rc);
+    case D_MIG: return do_mig(ps, &rc);
+    case D_PROC: return do_proc(ps, &rc);
+    case D_ERROR: return do_rule(ps, &rc, FAKE_RULE_ERROR);
+    case D_HANG: return do_rule(ps, &rc, FAKE_RULE_HANG);
+    default: return do_rule(ps, &rc, FAKE_RULE_GROW);
+    }
 }
 
 int fake_scenario_parse(const char *text, unsigned long len, struct fake_scenario *sc,
