@@ -35,7 +35,7 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     };
     bool no_nvml = false;
     int c;
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         int r = vg_global_opt(g, c, optarg, "status");

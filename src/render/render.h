@@ -53,4 +53,15 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
 int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, struct vg_buf *out);
 
+/* `visible`: how a CUDA_VISIBLE_DEVICES value resolves on this host. */
+#include "model/visible.h"
+
+#define VG_JSON_SCHEMA_VISIBLE "vramguard.visible/1"
+
+int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visible *v,
+                           const char *value, const char *order, const struct vg_render_opts *ro,
+                           struct vg_buf *out);
+int vg_render_visible_json(const struct vg_snapshot *snap, const struct vg_visible *v,
+                           const char *value, const char *order, struct vg_buf *out);
+
 #endif
