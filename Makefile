@@ -43,7 +43,8 @@ HELPER   := $(BUILD)/tests/vg-helper
 
 .PHONY: all check unit cli test-deps install uninstall clean fake helper
 
-all: $(BIN)
+# The demo needs the fake driver and the process helper beside the binary.
+all: $(BIN) $(FAKE_LIBS) $(HELPER)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -20,6 +20,7 @@ static const struct vg_command vg_commands[] = {
     {"status", vg_cmd_status, "each GPU and every process holding its memory (default)"},
     {"doctor", vg_cmd_doctor, "why memory is held, and what to do about it"},
     {"visible", vg_cmd_visible, "how CUDA_VISIBLE_DEVICES resolves to GPUs on this host"},
+    {"demo", vg_cmd_demo, "a simulated host in the classic bad states, diagnosed (no GPU needed)"},
     {"run", vg_cmd_run, "start a job on reserved GPUs, tracked, and clean up after it"},
     {"pick", vg_cmd_pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value"},
 };

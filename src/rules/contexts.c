@@ -261,8 +261,8 @@ void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             vg_finding_title(out, f, "%s (%s) holds memory on every one of its %zu visible GPUs",
                              label, fw, nvis);
         else
-            vg_finding_title(out, f, "%s (%s) holds most of %zu GPU%s", label, fw, most,
-                             most == 1 ? "" : "s");
+            vg_finding_title(out, f, "%s (%s) holds at least %.0f%% of %zu GPU%s", label, fw,
+                             ctx->opts->prealloc_fraction * 100.0, most, most == 1 ? "" : "s");
         vg_finding_pid(out, f, h->pid);
         uint64_t total = 0;
         for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {

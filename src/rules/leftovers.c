@@ -133,6 +133,18 @@ void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
                                         "job's GPU memory allocated even when the driver lists "
                                         "no process for it");
+        /* Memory nobody accounts for on a GPU these processes hold is most likely theirs. */
+        for (size_t k = 0; f && k < f->ngpus; k++) {
+            const struct vg_snap_gpu *sg = &snap->per_gpu[f->gpus[k]];
+            if (!sg->unexplained_known || sg->unexplained_bytes <= ctx->opts->unattributed_min)
+                continue;
+            char un[32], glabel[VG_LABEL_MAX];
+            vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
+            vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
+            vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
+                                        "likely what these processes keep", un, glabel);
+            f->severity = VG_SEV_CRITICAL;
+        }
         if (f) {
             char pids[256] = "";
             size_t off = 0;

@@ -126,6 +126,8 @@ static const char usage_text[] =
     "  --exit-on-term     exit 0 on SIGTERM (default)\n"
     "  --help             this text\n"
     "  -- ARGS...         ignored; only visible in /proc/PID/cmdline\n"
+    "Options may instead come from $VG_HELPER_OPTS (blank-separated); argv is then ignored,\n"
+    "so the command line can look like the simulated program (vramguard demo uses this).\n"
     "\n"
     "Pidfile roles, in order: main, orphan (= main, with --orphan), parent (with --orphan),\n"
     "thread (--zombie-leader), dstate and vfork (--dstate), child (each worker), zombie.\n"
@@ -1124,9 +1126,42 @@ static void *carry_rest(void *arg)
     idle_until_end();
 }
 
+/*
+ * VG_HELPER_OPTS: options given through the environment (split on blanks, no quoting) instead
+ * of the command line, so that the whole command line is free to look like the program being
+ * simulated: `vramguard demo` execs the helper as "python train.py --epochs 90" and its
+ * processes then read like a real job in every listing. argv is then ignored entirely.
+ */
+static char **opts_from_env(char *argv0, int *argc)
+{
+    const char *env = getenv("VG_HELPER_OPTS");
+    if (!env)
+        return NULL;
+    char *copy = strdup(env);
+    size_t cap = 2;
+    for (const char *p = env; *p; p++)
+        cap += *p == ' ' || *p == '\t';
+    char **v = calloc(cap + 1, sizeof(*v));
+    if (!copy || !v)
+        die("out of memory");
+    int n = 0;
+    v[n++] = argv0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+        v[n++] = tok;
+    v[n] = NULL;
+    *argc = n;
+    return v; /* lives as long as the process */
+}
+
 int main(int argc, char **argv)
 {
-    parse_args(argc, argv);
+    int eargc = 0;
+    char **eargv = opts_from_env(argv[0], &eargc);
+    if (eargv)
+        parse_args(eargc, eargv);
+    else
+        parse_args(argc, argv);
     apply_env(argv);
     setup_signals();
     set_deadline();
