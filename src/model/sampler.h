@@ -1,0 +1,58 @@
+/*
+ * The sampler: repeated snapshots for long-running commands (`watch`, `serve`, `check` when it
+ * waits), cheaper than building each one from scratch and immune to a hung driver.
+ *
+ * - NVML stays initialised between samples, on a worker thread of the sampler's own. Each
+ *   sample asks the worker for the GPU list and waits at most nvml_timeout_ms. When the worker
+ *   does not answer in time the sample is built from /proc alone with driver_ok false and
+ *   driver_error saying the driver is hung, and `hung` is reported; later samples do not queue
+ *   more work behind the stuck call, they report the hang again until the worker comes back.
+ * - What a (PID, start time) pair cannot change (command line, exec-time environment, cgroup,
+ *   mapped libraries of the exec'd image, user) is cached between samples and dropped when the
+ *   process goes away, so a steady-state sample reads little more than fd directories and stat.
+ *
+ * Ownership: vg_sampler_new() returns a sampler freed with vg_sampler_free(), which stops the
+ * worker (or abandons it, if it is stuck in the driver: the process exits without waiting).
+ * Snapshots returned by vg_sampler_sample() are independent of the sampler and freed with
+ * vg_snap_free(). A sampler is used from one thread.
+ */
+#ifndef VG_MODEL_SAMPLER_H
+#define VG_MODEL_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/snapshot.h"
+#include "util/err.h"
+
+struct vg_sampler;
+
+struct vg_sampler_opts {
+    const char *nvml_path;    /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
+    unsigned nvml_timeout_ms; /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+    const char *proc_root;    /* NULL: /proc */
+    const char *dev_dir;      /* NULL: /dev */
+    bool skip_nvml;
+};
+
+struct vg_sampler_stats {
+    uint64_t samples;
+    uint64_t driver_hangs;    /* samples in which the driver did not answer in time */
+    uint64_t driver_errors;   /* samples in which NVML failed (not loaded, init failed, ...) */
+    uint64_t cache_hits;      /* processes whose details came from the cache */
+    uint64_t cache_misses;
+    double last_sample_seconds;
+};
+
+int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
+                   struct vg_err *err);
+void vg_sampler_free(struct vg_sampler *s);
+
+/* One sample. Fails only when /proc cannot be read or memory runs out; driver trouble is in
+ * the snapshot (driver_ok, driver_error) and in *hung. */
+int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung,
+                      struct vg_err *err);
+
+void vg_sampler_stats(const struct vg_sampler *s, struct vg_sampler_stats *out);
+
+#endif
