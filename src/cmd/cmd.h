@@ -98,6 +98,8 @@ int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);
 int vg_cmd_visible(struct vg_global *g, int argc, char **argv);
+int vg_cmd_run(struct vg_global *g, int argc, char **argv);
+int vg_cmd_pick(struct vg_global *g, int argc, char **argv);
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv);
 
 #endif

@@ -1,0 +1,71 @@
+/*
+ * What `pick` and `run` share: reading the GPUs, applying the choice policy (model/pick.h),
+ * looking at or taking the reservation locks (job/lock.h), waiting for GPUs to come free, and
+ * saying why there are not enough. Lives in cmd/ because it prints: errors in the house format
+ * and, with --verbose, one line per GPU on why it was (not) chosen.
+ *
+ * Ownership: struct vg_gpusel owns the GPU list it read, the lock directory and the lock
+ * descriptors; vg_gpusel_release() closes them (releasing the reservations).
+ */
+#ifndef VG_CMD_GPUSEL_H
+#define VG_CMD_GPUSEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/cmd.h"
+#include "gpu/gpu.h"
+#include "job/job.h"
+#include "job/lock.h"
+#include "model/pick.h"
+
+struct vg_gpusel_opts {
+    const char *cmd; /* "pick" or "run", for messages */
+    const struct vg_global *g;
+    struct vg_pick_spec spec;     /* auto:N, or an explicit list */
+    bool list_is_cvd;             /* the list is a kept CUDA_VISIBLE_DEVICES value: resolved
+                                   * as CUDA would, with cvd_order, invalid tail dropped */
+    const char *cvd_order;        /* CUDA_DEVICE_ORDER for it (NULL: unset) */
+    struct vg_pick_criteria crit; /* excluded/reserved filled in here */
+    bool min_free_given;          /* explicit lists are checked only against given limits */
+    const char *exclude;          /* --exclude list, or NULL */
+    bool lock;                    /* take the locks (run) or only look (pick) */
+    bool wait;                    /* --wait given */
+    uint64_t wait_ms;
+    bool quiet;
+    struct vg_job *job; /* run: sleeps through its signalfd; NULL: plain sleeps */
+};
+
+struct vg_gpusel_gpu {
+    size_t gpu;       /* index into gpus.gpus */
+    int mig;          /* MIG device under it, or -1 */
+    const char *uuid; /* borrowed from gpus */
+    int lock_fd;      /* -1 when not locked */
+};
+
+struct vg_gpusel {
+    struct vg_gpu_list gpus;
+    struct vg_lock_dir dir;
+    bool dir_open;
+    bool *reserved;              /* per GPU, as last seen */
+    pid_t *holder;               /* per GPU: the reserving run's pid when known */
+    struct vg_pick_cand *ranked; /* every GPU, eligible first (auto only) */
+    size_t neligible;
+    struct vg_gpusel_gpu *v; /* the chosen ones, in CUDA order */
+    size_t n;
+};
+
+/* Choose (and with opts->lock, reserve) GPUs, waiting when asked. Returns an exit status:
+ * 0 done; 1 not enough GPUs free; 3 the driver's view unavailable; 64 a bad list or count;
+ * 70 out of memory; 128+N a signal N ended the wait. Errors are printed. */
+int vg_gpusel_acquire(const struct vg_gpusel_opts *opts, struct vg_gpusel *out);
+void vg_gpusel_release(struct vg_gpusel *s);
+
+/* A duration for people: "500ms", "10s", "5m", "2h". */
+void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n);
+
+/* "GPU 2 (NVIDIA H100 80GB HBM3, GPU-2222...)" or "MIG 1/0 (MIG-...)" into b. */
+void vg_gpusel_name(const struct vg_gpusel *s, size_t i, struct vg_buf *b);
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * `vramguard pick`: which GPUs are free enough right now, most free first, printed as a
+ * CUDA_VISIBLE_DEVICES value of UUIDs (or indices, or JSON). It only looks: nothing is
+ * reserved, so two scripts that pick at the same moment may get the same GPU; `vramguard run
+ * --gpus auto:N` chooses and reserves in one step.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "cmd/gpusel.h"
+#include "render/json.h"
+#include "util/parse.h"
+
+static const char vg_pick_help[] =
+    "usage: vramguard pick [-n N] [--min-free SIZE] [--max-util PCT] [--exclude GPUS]\n"
+    "                      [--format cvd|index|json] [--wait TIMEOUT]\n"
+    "\n"
+    "Choose GPUs that are free enough now: enough free memory, utilisation low enough, not\n"
+    "reserved by a running 'vramguard run'. Most free first. Prints a CUDA_VISIBLE_DEVICES\n"
+    "value made of UUIDs, e.g.  export CUDA_VISIBLE_DEVICES=$(vramguard pick -n 2)\n"
+    "GPUs in MIG mode are never picked. Picking reserves nothing: to choose and reserve in\n"
+    "one step, use 'vramguard run --gpus auto:N -- CMD'.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --count N        how many GPUs (default 1, at most 64)\n"
+    "  --min-free SIZE      free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
+    "                       the GPU's total with a decimal point (0.5; the default)\n"
+    "  --max-util PCT       highest utilisation accepted, 0-100 (default 50); with this\n"
+    "                       option, a GPU whose utilisation is unknown is not picked\n"
+    "  --exclude GPUS       never pick these (indices as nvidia-smi numbers them, or UUIDs)\n"
+    "  --format FMT         cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
+    "                       json: a vramguard.pick/1 document (also --json)\n"
+    "  --wait TIMEOUT       wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free\n"
+    "\n"
+    "Exit status: 0 picked; 1 not enough GPUs free (each one's reason on stderr); 3 the\n"
+    "driver's view unavailable; 64 bad usage.\n"
+    "\n";
+
+enum {
+    VG_OPT_MIN_FREE = VG_OPT_FIRST_LOCAL,
+    VG_OPT_MAX_UTIL,
+    VG_OPT_EXCLUDE,
+    VG_OPT_FORMAT,
+    VG_OPT_WAIT,
+};
+
+enum vg_pick_format { VG_FMT_CVD, VG_FMT_INDEX, VG_FMT_JSON };
+
+static void vg_pick_json_gpu(struct vg_json *j, const struct vg_gpusel *s, size_t k, bool picked)
+{
+    const struct vg_pick_cand *c = &s->ranked[k];
+    const struct vg_gpu *g = &s->gpus.gpus[c->gpu];
+    bool mem = g->known & VG_GPU_K_MEM;
+    vg_json_obj_begin(j);
+    vg_json_ku64(j, "index", g->index);
+    vg_json_kstr(j, "uuid", g->known & VG_GPU_K_UUID ? g->uuid : NULL);
+    vg_json_kstr(j, "name", g->known & VG_GPU_K_NAME ? g->name : NULL);
+    vg_json_kbool(j, "picked", picked);
+    vg_json_kbool(j, "eligible", c->reason == VG_PICK_OK);
+    vg_json_kstr(j, "reason", c->reason == VG_PICK_OK ? NULL : vg_pick_reason_str(c->reason));
+    vg_json_kbool(j, "reserved", s->reserved[c->gpu]);
+    vg_json_key(j, "reserved_by");
+    if (s->holder[c->gpu] > 0)
+        vg_json_i64(j, s->holder[c->gpu]);
+    else
+        vg_json_null(j);
+    vg_json_key(j, "memory");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "total", mem, g->mem_total);
+    vg_json_ku64_opt(j, "used", mem, g->mem_used);
+    vg_json_ku64_opt(j, "free", mem, g->mem_free);
+    vg_json_ku64_opt(j, "needed", c->reason == VG_PICK_LOW_MEM, c->need_bytes);
+    vg_json_obj_end(j);
+    vg_json_ku64_opt(j, "utilization", g->known & VG_GPU_K_UTIL, g->util_gpu);
+    vg_json_obj_end(j);
+}
+
+static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria *c, unsigned count,
+                        bool ok, const char *cvd, struct vg_buf *out)
+{
+    struct vg_json j;
+    vg_json_init(&j, out, true);
+    vg_json_obj_begin(&j);
+    vg_json_kstr(&j, "schema", "vramguard.pick/1");
+    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
+    vg_json_kbool(&j, "ok", ok);
+    vg_json_kstr(&j, "cuda_visible_devices", ok ? cvd : NULL);
+    vg_json_key(&j, "criteria");
+    vg_json_obj_begin(&j);
+    vg_json_ku64(&j, "count", count);
+    vg_json_ku64_opt(&j, "min_free_bytes", c->min_free_set && !c->min_free_is_fraction,
+                     c->min_free_bytes);
+    vg_json_key(&j, "min_free_fraction");
+    if (c->min_free_set && c->min_free_is_fraction)
+        vg_json_double(&j, c->min_free_fraction);
+    else
+        vg_json_null(&j);
+    vg_json_ku64(&j, "max_utilization", c->max_util);
+    vg_json_obj_end(&j);
+    /* picked: in pick order; gpus: every GPU, pick order first then the rest. */
+    vg_json_key(&j, "picked");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; ok && i < s->n; i++)
+        vg_json_u64(&j, s->gpus.gpus[s->v[i].gpu].index);
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "gpus");
+    vg_json_arr_begin(&j);
+    for (size_t k = 0; k < s->gpus.ngpus; k++)
+        vg_pick_json_gpu(&j, s, k, ok && k < s->n);
+    vg_json_arr_end(&j);
+    vg_json_obj_end(&j);
+    return vg_json_finish(&j);
+}
+
+int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"count", required_argument, NULL, 'n'},
+        {"min-free", required_argument, NULL, VG_OPT_MIN_FREE},
+        {"max-util", required_argument, NULL, VG_OPT_MAX_UTIL},
+        {"exclude", required_argument, NULL, VG_OPT_EXCLUDE},
+        {"format", required_argument, NULL, VG_OPT_FORMAT},
+        {"wait", required_argument, NULL, VG_OPT_WAIT},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_gpusel_opts o = {
+        .cmd = "pick",
+        .g = g,
+        .spec = {.is_auto = true, .count = 1},
+        .crit = {.min_free_set = true,
+                 .min_free_is_fraction = true,
+                 .min_free_fraction = VG_PICK_DEFAULT_MIN_FREE,
+                 .max_util = VG_PICK_DEFAULT_MAX_UTIL},
+    };
+    enum vg_pick_format fmt = VG_FMT_CVD;
+    bool fmt_given = false;
+    struct vg_err err = VG_ERR_INIT;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
+        int r = vg_global_opt(g, c, optarg, "pick");
+        if (r < 0)
+            return VG_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_pick_help, stdout);
+            fputs(vg_global_help, stdout);
+            return VG_EXIT_OK;
+        case 'n':
+            if (vg_pick_parse_count("-n", optarg, &o.spec.count, &err))
+                goto usage;
+            break;
+        case VG_OPT_MIN_FREE:
+            if (vg_pick_parse_min_free(optarg, &o.crit, &err))
+                goto usage;
+            o.min_free_given = true;
+            break;
+        case VG_OPT_MAX_UTIL:
+            if (vg_pick_parse_util(optarg, &o.crit.max_util, &err))
+                goto usage;
+            o.crit.max_util_explicit = true;
+            break;
+        case VG_OPT_EXCLUDE:
+            o.exclude = optarg;
+            break;
+        case VG_OPT_FORMAT:
+            fmt_given = true;
+            if (strcmp(optarg, "cvd") == 0) {
+                fmt = VG_FMT_CVD;
+            } else if (strcmp(optarg, "index") == 0) {
+                fmt = VG_FMT_INDEX;
+            } else if (strcmp(optarg, "json") == 0) {
+                fmt = VG_FMT_JSON;
+            } else {
+                vg_err_set(&err, -EINVAL, "--format takes cvd, index or json, not '%s'", optarg);
+                goto usage;
+            }
+            break;
+        case VG_OPT_WAIT:
+            if (vg_parse_duration_ms(optarg, &o.wait_ms) || o.wait_ms > 7ull * 86400000u) {
+                vg_err_set(&err, -EINVAL,
+                           "--wait takes a duration up to 7d (30s, 10m, 2h), "
+                           "not '%s'",
+                           optarg);
+                goto usage;
+            }
+            o.wait = true;
+            break;
+        default:
+            vg_cmd_usage_error("pick", c, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        vg_cmd_error("pick", "unexpected argument '%s' (see 'vramguard pick --help')",
+                     argv[optind]);
+        return VG_EXIT_USAGE;
+    }
+    if (g->json) {
+        if (fmt_given && fmt != VG_FMT_JSON) {
+            vg_cmd_error("pick", "--json and --format %s contradict each other",
+                         fmt == VG_FMT_CVD ? "cvd" : "index");
+            return VG_EXIT_USAGE;
+        }
+        fmt = VG_FMT_JSON;
+    }
+    o.quiet = fmt == VG_FMT_JSON && !g->verbose;
+
+    struct vg_gpusel s;
+    int status = vg_gpusel_acquire(&o, &s);
+    if (status != VG_EXIT_OK && !(status == VG_EXIT_WARN && fmt == VG_FMT_JSON && s.ranked)) {
+        vg_gpusel_release(&s);
+        return status;
+    }
+    bool ok = status == VG_EXIT_OK;
+    struct vg_buf out, cvd;
+    vg_buf_init(&out, 0);
+    vg_buf_init(&cvd, 0);
+    for (size_t i = 0; ok && i < s.n; i++) {
+        if (fmt == VG_FMT_INDEX)
+            vg_buf_printf(&cvd, "%s%u", i ? "," : "", s.gpus.gpus[s.v[i].gpu].index);
+        else
+            vg_buf_printf(&cvd, "%s%s", i ? "," : "", s.v[i].uuid);
+    }
+    int rc = cvd.err;
+    if (rc == 0 && fmt == VG_FMT_JSON)
+        rc = vg_pick_json(&s, &o.crit, o.spec.count, ok, vg_buf_str(&cvd), &out);
+    else if (rc == 0)
+        rc = vg_buf_printf(&out, "%s\n", vg_buf_str(&cvd));
+    if (rc == 0)
+        rc = vg_cmd_write_out(&out);
+    if (rc) {
+        vg_cmd_error("pick", "cannot write the output: %s", strerror(-rc));
+        status = VG_EXIT_SOFTWARE;
+    }
+    vg_buf_release(&out);
+    vg_buf_release(&cvd);
+    vg_gpusel_release(&s);
+    return status;
+
+usage:
+    vg_cmd_error("pick", "%s", vg_err_msg(&err));
+    vg_err_release(&err);
+    return VG_EXIT_USAGE;
+}

@@ -1,0 +1,625 @@
+/*
+ * `vramguard run`: start a job the way that keeps GPU memory from getting stuck. The GPUs are
+ * chosen (explicitly, or auto:N with pick's policy) and reserved with one lock each for the
+ * job's life; the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
+ * before it starts; its whole process tree is tracked (job/job.h); when its main process
+ * ends, every descendant still alive is stopped and reaped; and a last look through the
+ * snapshot (NVML + the fd scan) says whether anything of the job still holds its GPUs. The
+ * exit status is the job's.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "cmd/gpusel.h"
+#include "job/job.h"
+#include "model/snapshot.h"
+#include "model/visible.h"
+#include "util/parse.h"
+
+extern char **environ;
+
+static const char vg_run_help[] =
+    "usage: vramguard run [options] [--] CMD [ARGS...]\n"
+    "\n"
+    "Run CMD on reserved GPUs: CUDA_VISIBLE_DEVICES set to the GPUs' UUIDs and\n"
+    "CUDA_DEVICE_ORDER=PCI_BUS_ID before it starts; each GPU locked for the job's life so\n"
+    "concurrent runs never share one (a killed run releases its locks at once); the job's\n"
+    "whole process tree tracked (its own cgroup v2 when one can be created, else as child\n"
+    "subreaper); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 forwarded; the\n"
+    "terminal handed to the job. When its main process ends, every descendant still alive\n"
+    "gets SIGTERM, SIGKILL after the grace period, and is reaped; then vramguard checks that\n"
+    "nothing of the job still holds its GPUs and names any holder left.\n"
+    "\n"
+    "Options:\n"
+    "  --gpus GPUS          indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
+    "                       prefixes, comma-separated; or auto:N, N GPUs chosen like\n"
+    "                       'vramguard pick -n N' (default auto:1)\n"
+    "  --min-free SIZE      auto: free memory each GPU needs (20GiB, 512MiB, or a fraction of\n"
+    "                       its total like 0.5, the default); explicit GPUs: checked if given\n"
+    "  --max-util PCT       auto: highest utilisation accepted (default 50)\n"
+    "  --exclude GPUS       auto: never choose these\n"
+    "  --wait TIMEOUT       wait up to TIMEOUT for the GPUs to be free instead of failing\n"
+    "  --grace DURATION     time leftover processes get between SIGTERM and SIGKILL\n"
+    "                       (default 10s)\n"
+    "  --keep-env           keep an existing CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER);\n"
+    "                       without --gpus, reserve the GPUs it names; warn when it differs\n"
+    "                       from --gpus\n"
+    "  --track MODE         auto (default): a cgroup when possible, else subreaper;\n"
+    "                       cgroup: fail without one; subreaper: never create one\n"
+    "  -q, --quiet          say nothing unless something is wrong\n"
+    "  --verbose            also say how the job is tracked, and what happens to it\n"
+    "\n"
+    "Reservations live in $VRAMGUARD_RUNTIME_DIR, else /run/vramguard (root, or when it\n"
+    "exists and is writable), else $XDG_RUNTIME_DIR/vramguard, else /tmp/vramguard-UID.\n"
+    "The job's cgroup is created under $VRAMGUARD_CGROUP_PARENT (a delegated cgroup2\n"
+    "directory), else under the cgroup vramguard runs in.\n"
+    "\n"
+    "Exit status: the job's (128+N when a signal N killed it); 126 CMD cannot be executed;\n"
+    "127 CMD not found; 1 no GPUs to be had (or the run could not start); 3 the driver's view\n"
+    "unavailable; 64 bad usage.\n"
+    "\n";
+
+enum {
+    VG_OPT_GPUS = VG_OPT_FIRST_LOCAL,
+    VG_OPT_MIN_FREE,
+    VG_OPT_MAX_UTIL,
+    VG_OPT_EXCLUDE,
+    VG_OPT_WAIT,
+    VG_OPT_GRACE,
+    VG_OPT_KEEP_ENV,
+    VG_OPT_TRACK,
+};
+
+#define VG_RUN_DEFAULT_GRACE_MS 10000u
+/* The driver frees a context's memory shortly after the process is gone: look again for up
+ * to this long before calling memory still held. */
+#define VG_RUN_SETTLE_MS 2000u
+/* Growth in used memory worth reporting when no process holds the GPU any more. */
+#define VG_RUN_GROWTH_BYTES ((uint64_t)256 << 20)
+
+struct vg_run {
+    const struct vg_global *g;
+    bool quiet;
+    uint64_t grace_ms;
+};
+
+static void vg_run_log(void *ctx, const char *msg)
+{
+    const struct vg_run *r = ctx;
+    if (r->g->verbose)
+        vg_cmd_error("run", "%s", msg);
+}
+
+/* The child's environment: ours, with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER replaced
+ * (or, kept, left alone). The strings are borrowed from environ except the two we add. */
+static char **vg_run_env(const char *cvd, bool keep, bool set_order, char **owned)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 3, sizeof(*env));
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = environ[i];
+        bool is_cvd = strncmp(e, "CUDA_VISIBLE_DEVICES=", 21) == 0;
+        bool is_order = strncmp(e, "CUDA_DEVICE_ORDER=", 18) == 0;
+        if ((is_cvd && !keep) || (is_order && set_order))
+            continue;
+        env[k++] = environ[i];
+    }
+    if (!keep) {
+        size_t len = strlen(cvd) + 22;
+        owned[0] = malloc(len);
+        if (!owned[0]) {
+            free(env);
+            return NULL;
+        }
+        snprintf(owned[0], len, "CUDA_VISIBLE_DEVICES=%s", cvd);
+        env[k++] = owned[0];
+    }
+    if (set_order)
+        env[k++] = (char *)"CUDA_DEVICE_ORDER=PCI_BUS_ID";
+    env[k] = NULL;
+    return env;
+}
+
+/* A kept value that uses only UUIDs means the same whatever the order; one with indices
+ * depends on CUDA_DEVICE_ORDER, which must then stay as the user had it. */
+static bool vg_run_uuid_only(const char *v)
+{
+    for (const char *p = v; *p;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p && *p != ',' && strncmp(p, "GPU-", 4) != 0 && strncmp(p, "MIG-", 4) != 0)
+            return false;
+        const char *c = strchr(p, ',');
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return true;
+}
+
+/* --keep-env with --gpus: does the kept value give the job the GPUs we reserved? */
+static void vg_run_compare_kept(const struct vg_run *r, const struct vg_gpusel *s, const char *cvd,
+                                const char *order)
+{
+    struct vg_visible v;
+    if (vg_visible_resolve(cvd, order, &s->gpus, &v, NULL))
+        return;
+    bool same = v.ndevices == s->n;
+    for (size_t i = 0; same && i < s->n; i++) {
+        bool found = false;
+        for (size_t j = 0; j < v.ndevices && !found; j++)
+            found = v.devices[j].gpu == s->v[i].gpu &&
+                    (s->v[i].mig < 0 || v.devices[j].mig == s->v[i].mig);
+        same = found;
+    }
+    if (!same && !r->quiet) {
+        struct vg_buf b;
+        vg_buf_init(&b, 1 << 16);
+        for (size_t i = 0; i < s->n; i++) {
+            vg_buf_adds(&b, i ? ", " : "");
+            vg_gpusel_name(s, i, &b);
+        }
+        vg_cmd_error("run",
+                     "warning: keeping CUDA_VISIBLE_DEVICES='%s', which is not what "
+                     "--gpus reserved (%s): the job may use GPUs it has not reserved",
+                     cvd, vg_buf_str(&b));
+        vg_buf_release(&b);
+    }
+    vg_visible_release(&v);
+}
+
+static void vg_run_announce(const struct vg_run *r, const struct vg_gpusel *s, bool kept,
+                            const char *cvd)
+{
+    if (r->quiet)
+        return;
+    struct vg_buf b;
+    vg_buf_init(&b, 1 << 16);
+    if (s->n == 0)
+        vg_buf_adds(&b, "no GPU");
+    for (size_t i = 0; i < s->n; i++) {
+        vg_buf_adds(&b, i ? ", " : "");
+        vg_gpusel_name(s, i, &b);
+        if (!kept)
+            vg_buf_printf(&b, " as cuda:%zu", i);
+    }
+    if (kept)
+        vg_cmd_error("run", "the job keeps CUDA_VISIBLE_DEVICES='%s'; reserved: %s", cvd,
+                     vg_buf_str(&b));
+    else
+        vg_cmd_error("run", "the job gets %s", vg_buf_str(&b));
+    vg_buf_release(&b);
+}
+
+static void vg_run_procs_line(const struct vg_job_procs *ps, struct vg_buf *b)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        vg_buf_printf(b, "%s%ld (%s)", i ? ", " : "", (long)ps->v[i].pid, ps->v[i].comm);
+}
+
+/* Said as it happens, so a user waiting through the grace period knows why. */
+static void vg_run_notify(void *ctx, int sig, const struct vg_job_procs *ps,
+                          const struct vg_job_cleanup_report *rep)
+{
+    const struct vg_run *r = ctx;
+    if (r->quiet)
+        return;
+    struct vg_buf b;
+    vg_buf_init(&b, 1 << 16);
+    vg_run_procs_line(ps, &b);
+    char grace[32];
+    vg_gpusel_fmt_ms(r->grace_ms, grace, sizeof(grace));
+    if (sig == SIGTERM && rep->termed.n == ps->n)
+        vg_cmd_error("run",
+                     "the job left %zu process%s behind: %s; sent SIGTERM (SIGKILL "
+                     "after %s)",
+                     ps->n, ps->n == 1 ? "" : "es", vg_buf_str(&b), grace);
+    else if (sig == SIGTERM)
+        vg_cmd_error("run", "more processes of the job: %s; sent SIGTERM", vg_buf_str(&b));
+    else if (rep->hurried)
+        vg_cmd_error("run", "sent SIGKILL without waiting: %s", vg_buf_str(&b));
+    else
+        vg_cmd_error("run", "still running after the %s grace period: %s; sent SIGKILL", grace,
+                     vg_buf_str(&b));
+    vg_buf_release(&b);
+}
+
+static void vg_run_report_survivors(const struct vg_job_cleanup_report *rep)
+{
+    for (size_t i = 0; i < rep->survivors.n; i++) {
+        const struct vg_job_proc *p = &rep->survivors.v[i];
+        vg_cmd_error("run", "warning: process %ld (%s) of the job survived SIGKILL (state %c%s)",
+                     (long)p->pid, p->comm, p->state,
+                     p->state == 'D' ? ": stuck in the kernel, likely the GPU driver" : "");
+    }
+}
+
+/* The snapshot's GPU with this UUID, or VG_SNAP_NO_GPU. */
+static size_t vg_run_snap_gpu(const struct vg_snapshot *snap, const char *uuid)
+{
+    for (size_t i = 0; uuid && i < snap->gpus.ngpus; i++)
+        if (snap->gpus.gpus[i].uuid && strcmp(snap->gpus.gpus[i].uuid, uuid) == 0)
+            return i;
+    return VG_SNAP_NO_GPU;
+}
+
+/* Whether what the snapshot shows on the job's GPUs may still be the driver catching up: a
+ * process of the job that is gone but still listed, or memory in use and no holder at all. */
+static bool vg_run_unsettled(const struct vg_snapshot *snap, const struct vg_gpusel *s,
+                             const struct vg_job *job)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct vg_gpu *before = &s->gpus.gpus[s->v[i].gpu];
+        size_t gi = vg_run_snap_gpu(snap, before->uuid);
+        if (gi == VG_SNAP_NO_GPU)
+            continue;
+        size_t first, count;
+        vg_snap_gpu_holdings(snap, gi, &first, &count);
+        for (size_t k = first; k < first + count; k++) {
+            const struct vg_holding *h = &snap->holdings[k];
+            if (!h->proc && vg_job_was_member(job, h->pid))
+                return true;
+        }
+        const struct vg_gpu *after = &snap->gpus.gpus[gi];
+        if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
+            after->mem_used > before->mem_used + VG_RUN_GROWTH_BYTES)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the driver listed pid on this GPU (or its MIG devices) before the job started. */
+static bool vg_run_held_before(const struct vg_gpu *before, pid_t pid)
+{
+    for (size_t i = 0; i < before->nprocs; i++)
+        if ((pid_t)before->procs[i].pid == pid)
+            return true;
+    for (size_t m = 0; m < before->nmig; m++)
+        if (vg_run_held_before(&before->mig[m], pid))
+            return true;
+    return false;
+}
+
+static void vg_run_report_holders(const struct vg_run *r, const struct vg_snapshot *snap,
+                                  const struct vg_gpusel *s, const struct vg_job *job)
+{
+    struct vg_buf name, what;
+    vg_buf_init(&name, 4096);
+    vg_buf_init(&what, 1 << 16);
+    for (size_t i = 0; i < s->n; i++) {
+        const struct vg_gpu *before = &s->gpus.gpus[s->v[i].gpu];
+        size_t gi = vg_run_snap_gpu(snap, before->uuid);
+        if (gi == VG_SNAP_NO_GPU)
+            continue;
+        vg_buf_reset(&name);
+        vg_gpusel_name(s, i, &name);
+        size_t first, count;
+        vg_snap_gpu_holdings(snap, gi, &first, &count);
+        for (size_t k = first; k < first + count; k++) {
+            const struct vg_holding *h = &snap->holdings[k];
+            if (h->mig >= 0 && s->v[i].mig >= 0 && h->mig != s->v[i].mig)
+                continue;
+            bool ours = vg_job_was_member(job, h->pid);
+            if (!ours && vg_run_held_before(before, h->pid)) {
+                if (r->g->verbose)
+                    vg_cmd_error("run", "%s: PID %ld held it before the job too", vg_buf_str(&name),
+                                 (long)h->pid);
+                continue;
+            }
+            vg_buf_reset(&what);
+            char mem[32];
+            if (h->used_known && vg_fmt_size(h->used_bytes, mem, sizeof(mem)) == 0)
+                vg_buf_printf(&what, "%s held", mem);
+            else
+                vg_buf_adds(&what, h->seen & VG_SEEN_FD ? "device node held open"
+                                                        : "memory held (amount unknown)");
+            vg_buf_printf(&what, " by PID %ld", (long)h->pid);
+            if (h->proc && h->proc->cmdline && h->proc->cmdline[0])
+                vg_buf_printf(&what, " (%s)", h->proc->cmdline);
+            else if (h->proc && h->proc->comm)
+                vg_buf_printf(&what, " (%s)", h->proc->comm);
+            if (ours && h->proc)
+                vg_cmd_error("run",
+                             "warning: %s still has %s, a process of this job that "
+                             "could not be stopped",
+                             vg_buf_str(&name), vg_buf_str(&what));
+            else if (ours)
+                vg_cmd_error("run",
+                             "warning: %s still has %s, a process of this job that "
+                             "has exited: the driver has not released it (see 'vramguard "
+                             "doctor')",
+                             vg_buf_str(&name), vg_buf_str(&what));
+            else if (!r->quiet)
+                vg_cmd_error("run", "note: %s also has %s%s, not started by this job",
+                             vg_buf_str(&name), vg_buf_str(&what),
+                             h->proc ? "" : " (not visible in this /proc)");
+        }
+        const struct vg_gpu *after = &snap->gpus.gpus[gi];
+        char grew[32];
+        if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
+            after->mem_used > before->mem_used + VG_RUN_GROWTH_BYTES &&
+            vg_fmt_size(after->mem_used - before->mem_used, grew, sizeof(grew)) == 0)
+            vg_cmd_error("run",
+                         "warning: %s has %s more memory in use than before the job, "
+                         "and no process holds it",
+                         vg_buf_str(&name), grew);
+    }
+    vg_buf_release(&name);
+    vg_buf_release(&what);
+}
+
+/* The last look: does anything still hold the job's GPUs? */
+static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job)
+{
+    if (s->n == 0)
+        return;
+    struct vg_snap_opts so = {
+        .nvml_path = r->g->nvml_path,
+        .nvml_timeout_ms = r->g->nvml_timeout_ms,
+        .proc_root = r->g->proc_root,
+        .dev_dir = r->g->dev_dir,
+    };
+    struct vg_snapshot *snap = NULL;
+    unsigned waited = 0;
+    for (;;) {
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_snap_build(&so, &snap, &err)) {
+            vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
+            vg_err_release(&err);
+            return;
+        }
+        if (!snap->driver_ok && r->g->verbose)
+            vg_cmd_error("run", "checking device nodes only: %s",
+                         snap->driver_error ? snap->driver_error : "no driver");
+        if (waited >= VG_RUN_SETTLE_MS || !vg_run_unsettled(snap, s, job))
+            break;
+        vg_snap_free(snap);
+        snap = NULL;
+        if (vg_job_sleep(job, 250))
+            break; /* asked to stop: report what there is, quickly */
+        waited += 250;
+    }
+    if (snap) {
+        vg_run_report_holders(r, snap, s, job);
+        vg_snap_free(snap);
+    } else {
+        /* interrupted between two looks: one more, without waiting */
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_snap_build(&so, &snap, &err) == 0) {
+            vg_run_report_holders(r, snap, s, job);
+            vg_snap_free(snap);
+        }
+        vg_err_release(&err);
+    }
+    if (r->g->verbose)
+        vg_cmd_error("run", "checked the job's GPUs after it ended");
+}
+
+int vg_cmd_run(struct vg_global *g, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"gpus", required_argument, NULL, VG_OPT_GPUS},
+        {"min-free", required_argument, NULL, VG_OPT_MIN_FREE},
+        {"max-util", required_argument, NULL, VG_OPT_MAX_UTIL},
+        {"exclude", required_argument, NULL, VG_OPT_EXCLUDE},
+        {"wait", required_argument, NULL, VG_OPT_WAIT},
+        {"grace", required_argument, NULL, VG_OPT_GRACE},
+        {"keep-env", no_argument, NULL, VG_OPT_KEEP_ENV},
+        {"track", required_argument, NULL, VG_OPT_TRACK},
+        {"quiet", no_argument, NULL, 'q'},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_gpusel_opts o = {
+        .cmd = "run",
+        .g = g,
+        .spec = {.is_auto = true, .count = 1},
+        .crit = {.min_free_set = true,
+                 .min_free_is_fraction = true,
+                 .min_free_fraction = VG_PICK_DEFAULT_MIN_FREE,
+                 .max_util = VG_PICK_DEFAULT_MAX_UTIL},
+        .lock = true,
+    };
+    struct vg_run r = {.g = g};
+    bool gpus_given = false, keep_env = false;
+    uint64_t grace_ms = VG_RUN_DEFAULT_GRACE_MS;
+    enum vg_job_track track = VG_JOB_TRACK_AUTO;
+    struct vg_err err = VG_ERR_INIT;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:hq", longopts, NULL)) != -1) {
+        int rv = vg_global_opt(g, c, optarg, "run");
+        if (rv < 0)
+            return VG_EXIT_USAGE;
+        if (rv > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_run_help, stdout);
+            fputs(vg_global_help, stdout);
+            return VG_EXIT_OK;
+        case VG_OPT_GPUS:
+            if (vg_pick_parse_spec(optarg, &o.spec, &err))
+                goto usage;
+            gpus_given = true;
+            break;
+        case VG_OPT_MIN_FREE:
+            if (vg_pick_parse_min_free(optarg, &o.crit, &err))
+                goto usage;
+            o.min_free_given = true;
+            break;
+        case VG_OPT_MAX_UTIL:
+            if (vg_pick_parse_util(optarg, &o.crit.max_util, &err))
+                goto usage;
+            o.crit.max_util_explicit = true;
+            break;
+        case VG_OPT_EXCLUDE:
+            o.exclude = optarg;
+            break;
+        case VG_OPT_WAIT:
+            if (vg_parse_duration_ms(optarg, &o.wait_ms) || o.wait_ms > 7ull * 86400000u) {
+                vg_err_set(&err, -EINVAL,
+                           "--wait takes a duration up to 7d (30s, 10m, 2h), "
+                           "not '%s'",
+                           optarg);
+                goto usage;
+            }
+            o.wait = true;
+            break;
+        case VG_OPT_GRACE:
+            if (vg_parse_duration_ms(optarg, &grace_ms) || grace_ms > 3600000u) {
+                vg_err_set(&err, -EINVAL,
+                           "--grace takes a duration up to 1h (0, 500ms, 10s, "
+                           "2m), not '%s'",
+                           optarg);
+                goto usage;
+            }
+            break;
+        case VG_OPT_KEEP_ENV:
+            keep_env = true;
+            break;
+        case VG_OPT_TRACK:
+            if (strcmp(optarg, "auto") == 0) {
+                track = VG_JOB_TRACK_AUTO;
+            } else if (strcmp(optarg, "cgroup") == 0) {
+                track = VG_JOB_TRACK_CGROUP;
+            } else if (strcmp(optarg, "subreaper") == 0) {
+                track = VG_JOB_TRACK_SUBREAPER;
+            } else {
+                vg_err_set(&err, -EINVAL, "--track takes auto, cgroup or subreaper, not '%s'",
+                           optarg);
+                goto usage;
+            }
+            break;
+        case 'q':
+            r.quiet = true;
+            break;
+        default:
+            vg_cmd_usage_error("run", c, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        vg_cmd_error("run", "missing the command to run: vramguard run [options] -- CMD "
+                            "[ARGS...] (see 'vramguard run --help')");
+        return VG_EXIT_USAGE;
+    }
+    if (!o.spec.is_auto && o.exclude) {
+        vg_cmd_error("run", "--exclude only applies to --gpus auto:N");
+        return VG_EXIT_USAGE;
+    }
+    o.quiet = r.quiet;
+    r.grace_ms = grace_ms;
+
+    const char *old_cvd = getenv("CUDA_VISIBLE_DEVICES");
+    const char *old_order = getenv("CUDA_DEVICE_ORDER");
+    bool kept = keep_env && old_cvd;
+    if (kept && !gpus_given) {
+        o.spec = (struct vg_pick_spec){.is_auto = false, .list = old_cvd};
+        o.list_is_cvd = true;
+        o.cvd_order = old_order;
+    }
+
+    struct vg_job job;
+    if (vg_job_init(&job, &err)) {
+        vg_cmd_error("run", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_job_release(&job);
+        return VG_EXIT_SOFTWARE;
+    }
+    o.job = &job;
+    struct vg_gpusel s;
+    int status = vg_gpusel_acquire(&o, &s);
+    char **env = NULL;
+    char *owned[1] = {NULL};
+    struct vg_buf cvd;
+    vg_buf_init(&cvd, 1 << 16);
+    if (status != VG_EXIT_OK)
+        goto out;
+
+    for (size_t i = 0; i < s.n; i++)
+        vg_buf_printf(&cvd, "%s%s", i ? "," : "", s.v[i].uuid);
+    /* Kept: CUDA_DEVICE_ORDER is added only where it cannot change the kept value's meaning. */
+    bool set_order = !kept || (!old_order && vg_run_uuid_only(old_cvd));
+    env = cvd.err ? NULL : vg_run_env(vg_buf_str(&cvd), kept, set_order, owned);
+    if (!env) {
+        vg_cmd_error("run", "out of memory");
+        status = VG_EXIT_SOFTWARE;
+        goto out;
+    }
+    vg_run_announce(&r, &s, kept, old_cvd);
+    if (kept && gpus_given)
+        vg_run_compare_kept(&r, &s, old_cvd, old_order);
+
+    struct vg_job_opts jo = {
+        .argv = argv + optind,
+        .envp = env,
+        .track = track,
+        .cgroup_base = getenv("VRAMGUARD_CGROUP_PARENT"),
+        .log = vg_run_log,
+        .notify = vg_run_notify,
+        .log_ctx = &r,
+    };
+    if (vg_job_start(&job, &jo, &err)) {
+        vg_cmd_error("run", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        status = VG_EXIT_WARN;
+        goto out;
+    }
+    if (g->verbose) {
+        if (job.use_cgroup)
+            vg_cmd_error("run", "tracking the job (pid %ld) with cgroup %s%s", (long)job.pid,
+                         job.cgroup_path, job.cgroup_kill ? "" : " (no cgroup.kill)");
+        else
+            vg_cmd_error("run", "tracking the job (pid %ld) as child subreaper: no cgroup (%s)",
+                         (long)job.pid, job.no_cgroup_why ? job.no_cgroup_why : "?");
+        if (job.tty)
+            vg_cmd_error("run", "the job has the terminal (process group %ld)", (long)job.pid);
+    }
+    if (job.exec_errno) {
+        vg_cmd_error("run", "cannot run '%s': %s", argv[optind], strerror(job.exec_errno));
+        status = vg_job_exec_status(job.exec_errno);
+        goto out;
+    }
+    status = vg_job_wait(&job);
+    if (g->verbose) {
+        if (WIFSIGNALED(job.wstatus))
+            vg_cmd_error("run", "the job was killed by %s (status %d)",
+                         strsignal(WTERMSIG(job.wstatus)), status);
+        else
+            vg_cmd_error("run", "the job exited with status %d", status);
+    }
+    struct vg_job_cleanup_report rep;
+    if (vg_job_cleanup(&job, grace_ms, &rep, &err)) {
+        vg_cmd_error("run", "cannot clean up after the job: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+    }
+    vg_run_report_survivors(&rep);
+    vg_job_cleanup_report_release(&rep);
+    vg_run_check(&r, &s, &job);
+
+out:
+    vg_job_release(&job);
+    vg_gpusel_release(&s);
+    vg_buf_release(&cvd);
+    free(env);
+    free(owned[0]);
+    return status;
+
+usage:
+    vg_cmd_error("run", "%s", vg_err_msg(&err));
+    vg_err_release(&err);
+    return VG_EXIT_USAGE;
+}

@@ -1,0 +1,589 @@
+/*
+ * Starting, supervising and cleaning up after a job (see job.h for the life cycle).
+ *
+ * Signals are taken synchronously: blocked from vg_job_init() on and read from a signalfd, so
+ * no work ever happens in a handler and no thread started later (the NVML worker) can take one
+ * by default. The child restores the original mask and SIGCHLD disposition before exec, so the
+ * job starts with what it would have had if started directly (ignored signals stay ignored).
+ *
+ * The child is forked and holds on a pipe until the parent has put it in its cgroup and, when
+ * we own the terminal, in its own process group in the foreground; only then does it exec.
+ * A second, close-on-exec pipe carries an exec failure's errno back (EOF means exec worked).
+ */
+#include "job/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
+
+static uint64_t vg_job_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
+{
+    if (!job->log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap); /* a cut note is still a note */
+    va_end(ap);
+    job->log(job->log_ctx, msg);
+}
+
+int vg_job_exec_status(int err)
+{
+    return err == ENOENT || err == ENOTDIR ? 127 : 126;
+}
+
+int vg_job_init(struct vg_job *job, struct vg_err *err)
+{
+    memset(job, 0, sizeof(*job));
+    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = -1;
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof(vg_job_sigs) / sizeof(vg_job_sigs[0]); i++)
+        sigaddset(&set, vg_job_sigs[i]);
+    /* Blocked but never read: with SIGTTOU blocked, tcsetpgrp() and writes to the terminal
+     * work from the background, where we are while the job owns the terminal. */
+    sigset_t block = set;
+    sigaddset(&block, SIGTTOU);
+    if (sigprocmask(SIG_BLOCK, &block, &job->old_mask) != 0)
+        return vg_err_set(err, -errno, "cannot block signals: %s", strerror(errno));
+    job->mask_saved = true;
+    /* SIGCHLD ignored (inherited) would make the kernel reap our children behind our back. */
+    if (sigaction(SIGCHLD, NULL, &job->old_chld) == 0) {
+        job->chld_saved = true;
+        if (job->old_chld.sa_handler == SIG_IGN || (job->old_chld.sa_flags & SA_NOCLDWAIT)) {
+            struct sigaction dfl = {0};
+            dfl.sa_handler = SIG_DFL;
+            sigemptyset(&dfl.sa_mask);
+            sigaction(SIGCHLD, &dfl, NULL);
+        }
+    }
+    job->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (job->sigfd < 0)
+        return vg_err_set(err, -errno, "cannot create a signalfd: %s", strerror(errno));
+    job->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (job->proc_fd < 0)
+        return vg_err_set(err, -errno, "cannot open /proc: %s", strerror(errno));
+    return 0;
+}
+
+/* Wait up to ms for a signal; 1 with *si filled, 0 on timeout. */
+static int vg_job_next_signal(struct vg_job *job, int ms, struct signalfd_siginfo *si)
+{
+    for (;;) {
+        ssize_t n = read(job->sigfd, si, sizeof(*si));
+        if (n == (ssize_t)sizeof(*si))
+            return 1;
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return 0;
+        if (ms == 0)
+            return 0;
+        struct pollfd pfd = {.fd = job->sigfd, .events = POLLIN};
+        int r = poll(&pfd, 1, ms);
+        if (r == 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return 0;
+        ms = 0; /* read what woke us, then report a timeout if it was nothing */
+    }
+}
+
+static bool vg_job_terminating(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+int vg_job_sleep(struct vg_job *job, unsigned ms)
+{
+    uint64_t end = vg_job_now_ms() + ms;
+    for (;;) {
+        uint64_t now = vg_job_now_ms();
+        if (now >= end)
+            return 0;
+        struct signalfd_siginfo si;
+        if (vg_job_next_signal(job, (int)(end - now), &si) && vg_job_terminating((int)si.ssi_signo))
+            return (int)si.ssi_signo;
+    }
+}
+
+static void vg_job_seen(struct vg_job *job, const struct vg_job_proc *p)
+{
+    if (!vg_job_procs_has(&job->seen, p->pid, p->start))
+        vg_job_procs_add(&job->seen, p); /* best effort: only used to name holders */
+}
+
+bool vg_job_was_member(const struct vg_job *job, pid_t pid)
+{
+    return vg_job_procs_has(&job->seen, pid, 0);
+}
+
+static int vg_job_setup_cgroup(struct vg_job *job, const struct vg_job_opts *opts,
+                               struct vg_err *err)
+{
+    char *base = NULL;
+    int rc = 0;
+    if (opts->cgroup_base && *opts->cgroup_base) {
+        base = strdup(opts->cgroup_base);
+        if (!base)
+            return vg_err_set(err, -ENOMEM, "out of memory");
+    } else if ((rc = vg_job_cgroup_base(&base, err)) != 0) {
+        return rc;
+    }
+    rc = vg_job_cgroup_create(base, &job->cgroup_path, &job->cgroup_fd, &job->cgroup_kill, err);
+    free(base);
+    if (rc == 0)
+        job->use_cgroup = true;
+    return rc;
+}
+
+static void vg_job_drop_cgroup(struct vg_job *job, const char *why)
+{
+    if (job->cgroup_fd >= 0)
+        close(job->cgroup_fd);
+    job->cgroup_fd = -1;
+    if (job->cgroup_path)
+        vg_job_cgroup_remove(job->cgroup_path);
+    free(job->cgroup_path);
+    job->cgroup_path = NULL;
+    job->use_cgroup = false;
+    free(job->no_cgroup_why);
+    job->no_cgroup_why = strdup(why);
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only. */
+static void vg_job_child(struct vg_job *job, const struct vg_job_opts *opts, pid_t parent,
+                         int sync_fd, int err_fd)
+{
+    if (job->tty)
+        setpgid(0, 0);
+    char c;
+    ssize_t r;
+    do {
+        r = read(sync_fd, &c, 1);
+    } while (r < 0 && errno == EINTR);
+    if (r != 1)
+        _exit(127); /* the parent gave up on us */
+    /* If run dies (even by SIGKILL), the job is told to stop rather than run on unguarded
+     * with its GPUs no longer reserved. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(127);
+    if (job->chld_saved)
+        sigaction(SIGCHLD, &job->old_chld, NULL);
+    sigprocmask(SIG_SETMASK, &job->old_mask, NULL);
+    execvpe(opts->argv[0], opts->argv, opts->envp);
+    int e = errno;
+    ssize_t w = write(err_fd, &e, sizeof(e));
+    (void)w;
+    _exit(vg_job_exec_status(e));
+}
+
+int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_err *err)
+{
+    job->log = opts->log;
+    job->notify = opts->notify;
+    job->log_ctx = opts->log_ctx;
+    job->our_pgrp = getpgrp();
+    job->tty = isatty(STDIN_FILENO) == 1 && tcgetpgrp(STDIN_FILENO) == job->our_pgrp;
+    job->tty_fd = job->tty ? STDIN_FILENO : -1;
+
+    job->subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    if (!job->subreaper)
+        vg_job_logf(job,
+                    "cannot become a child subreaper (%s): orphaned processes of the job "
+                    "may escape",
+                    strerror(errno));
+    if (opts->track != VG_JOB_TRACK_SUBREAPER) {
+        struct vg_err cerr = VG_ERR_INIT;
+        int rc = vg_job_setup_cgroup(job, opts, &cerr);
+        if (rc && opts->track == VG_JOB_TRACK_CGROUP) {
+            vg_err_set(err, rc, "cannot track the job with a cgroup: %s", vg_err_msg(&cerr));
+            vg_err_release(&cerr);
+            return rc;
+        }
+        if (rc)
+            vg_job_drop_cgroup(job, vg_err_msg(&cerr));
+        vg_err_release(&cerr);
+    } else {
+        vg_job_drop_cgroup(job, "--track subreaper");
+    }
+
+    int sync[2], errp[2];
+    if (pipe2(sync, O_CLOEXEC) != 0)
+        return vg_err_set(err, -errno, "cannot create a pipe: %s", strerror(errno));
+    if (pipe2(errp, O_CLOEXEC) != 0) {
+        int e = errno;
+        close(sync[0]);
+        close(sync[1]);
+        return vg_err_set(err, -e, "cannot create a pipe: %s", strerror(e));
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sync[0]);
+        close(sync[1]);
+        close(errp[0]);
+        close(errp[1]);
+        return vg_err_set(err, -e, "cannot fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        close(sync[1]);
+        close(errp[0]);
+        vg_job_child(job, opts, parent, sync[0], errp[1]);
+    }
+    close(sync[0]);
+    close(errp[1]);
+    job->pid = pid;
+
+    if (job->tty) {
+        setpgid(pid, pid); /* both sides do it: whoever runs first */
+        if (tcsetpgrp(job->tty_fd, pid) != 0) {
+            vg_job_logf(job, "cannot give the terminal to the job: %s", strerror(errno));
+            job->tty = false;
+        }
+    }
+    if (job->use_cgroup) {
+        struct vg_err cerr = VG_ERR_INIT;
+        int rc = vg_job_cgroup_add(job->cgroup_fd, pid, &cerr);
+        if (rc && opts->track == VG_JOB_TRACK_CGROUP) {
+            vg_err_set(err, rc, "%s", vg_err_msg(&cerr));
+            vg_err_release(&cerr);
+            close(sync[1]); /* the child reads EOF and leaves */
+            close(errp[0]);
+            int st;
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            job->pid = 0;
+            if (job->tty)
+                tcsetpgrp(job->tty_fd, job->our_pgrp);
+            return rc;
+        }
+        if (rc)
+            vg_job_drop_cgroup(job, vg_err_msg(&cerr));
+        vg_err_release(&cerr);
+    }
+    struct vg_job_proc me;
+    if (vg_job_proc_read(job->proc_fd, pid, &me, NULL) == 0)
+        vg_job_seen(job, &me);
+
+    ssize_t w;
+    do {
+        w = write(sync[1], "x", 1);
+    } while (w < 0 && errno == EINTR);
+    close(sync[1]);
+    int e = 0;
+    ssize_t r;
+    do {
+        r = read(errp[0], &e, sizeof(e));
+    } while (r < 0 && errno == EINTR);
+    close(errp[0]);
+    if (r == (ssize_t)sizeof(e)) {
+        job->exec_errno = e ? e : EIO;
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        job->exited = true;
+        job->wstatus = st;
+        if (job->tty)
+            tcsetpgrp(job->tty_fd, job->our_pgrp);
+    }
+    return 0;
+}
+
+/* The job stopped (^Z): take the terminal back, stop ourselves the same way so the shell sees
+ * us stopped, and hand everything back once we are continued. */
+static void vg_job_suspend(struct vg_job *job, int sig)
+{
+    tcsetpgrp(job->tty_fd, job->our_pgrp);
+    kill(getpid(), sig == SIGTSTP ? SIGTSTP : SIGSTOP);
+    /* Continued: by `fg` the shell gave us the terminal and the job gets it back; by `bg` it
+     * did not, and the job goes on in the background, as it would without us. */
+    if (tcgetpgrp(job->tty_fd) == job->our_pgrp)
+        tcsetpgrp(job->tty_fd, job->pid);
+    kill(-job->pid, SIGCONT);
+}
+
+/* Reap every child that has changed state; note the main process's end. */
+static void vg_job_reap(struct vg_job *job)
+{
+    for (;;) {
+        int st;
+        int flags = WNOHANG | (job->tty && !job->exited ? WUNTRACED : 0);
+        pid_t r = waitpid(-1, &st, flags);
+        if (r <= 0)
+            return;
+        if (r != job->pid || job->exited)
+            continue;
+        if (WIFSTOPPED(st)) {
+            vg_job_suspend(job, WSTOPSIG(st));
+            continue;
+        }
+        job->exited = true;
+        job->wstatus = st;
+    }
+}
+
+static const char *vg_job_signame(int sig)
+{
+    switch (sig) {
+    case SIGINT:
+        return "INT";
+    case SIGTERM:
+        return "TERM";
+    case SIGHUP:
+        return "HUP";
+    case SIGQUIT:
+        return "QUIT";
+    case SIGUSR1:
+        return "USR1";
+    case SIGUSR2:
+        return "USR2";
+    default:
+        return "?";
+    }
+}
+
+static void vg_job_forward(struct vg_job *job, const struct signalfd_siginfo *si)
+{
+    int sig = (int)si->ssi_signo;
+    /* Sharing our process group, the job got the terminal's ^C itself. */
+    if (!job->tty && si->ssi_code == SI_KERNEL) {
+        vg_job_logf(job, "SIG%s came from the terminal, which sent it to the job too",
+                    vg_job_signame(sig));
+        return;
+    }
+    if (kill(job->pid, sig) == 0)
+        vg_job_logf(job, "forwarded SIG%s to the job (pid %ld)", vg_job_signame(sig),
+                    (long)job->pid);
+}
+
+int vg_job_status_code(int wstatus)
+{
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    if (WIFSIGNALED(wstatus))
+        return 128 + WTERMSIG(wstatus);
+    return 1;
+}
+
+int vg_job_wait(struct vg_job *job)
+{
+    while (!job->exited) {
+        vg_job_reap(job);
+        if (job->exited)
+            break;
+        struct signalfd_siginfo si;
+        /* SIGCHLD wakes us; the timeout only guards against a lost wake-up. */
+        if (!vg_job_next_signal(job, 5000, &si))
+            continue;
+        if (si.ssi_signo != SIGCHLD)
+            vg_job_forward(job, &si);
+    }
+    if (job->tty) {
+        tcsetpgrp(job->tty_fd, job->our_pgrp);
+        job->tty = false;
+    }
+    return vg_job_status_code(job->wstatus);
+}
+
+/* Everything of the job still alive now: its cgroup's members and our descendants. */
+static int vg_job_alive(struct vg_job *job, struct vg_job_procs *out, struct vg_err *err)
+{
+    out->n = 0;
+    int rc = vg_job_descendants(job->proc_fd, getpid(), out, err);
+    if (rc)
+        return rc;
+    if (job->use_cgroup) {
+        pid_t *pids;
+        size_t n;
+        if (vg_job_cgroup_pids(job->cgroup_fd, &pids, &n) == 0) {
+            for (size_t i = 0; i < n; i++) {
+                struct vg_job_proc p;
+                if (vg_job_procs_has(out, pids[i], 0) ||
+                    vg_job_proc_read(job->proc_fd, pids[i], &p, NULL) != 0 ||
+                    !vg_job_proc_live(job->proc_fd, &p))
+                    continue;
+                if (vg_job_procs_add(out, &p)) {
+                    free(pids);
+                    return vg_err_set(err, -ENOMEM, "out of memory");
+                }
+            }
+            free(pids);
+        }
+    }
+    for (size_t i = 0; i < out->n; i++)
+        vg_job_seen(job, &out->v[i]);
+    return 0;
+}
+
+/* Signal p only if it is still the process we saw (same start time): through a pidfd, so the
+ * check and the signal cannot straddle a pid being recycled. */
+static int vg_job_signal(struct vg_job *job, const struct vg_job_proc *p, int sig)
+{
+    struct vg_job_proc now;
+#ifdef SYS_pidfd_open
+    int pfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    if (pfd >= 0) {
+        int rc = -ESRCH;
+        if (vg_job_proc_read(job->proc_fd, p->pid, &now, NULL) == 0 && now.start == p->start)
+            rc = syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) == 0 ? 0 : -errno;
+        close(pfd);
+        return rc;
+    }
+    if (errno != ENOSYS)
+        return -errno;
+#endif
+    if (vg_job_proc_read(job->proc_fd, p->pid, &now, NULL) != 0 || now.start != p->start)
+        return -ESRCH;
+    return kill(p->pid, sig) == 0 ? 0 : -errno;
+}
+
+/* Wait up to ms, reaping; true when a terminating signal asks us to hurry. */
+static bool vg_job_pause(struct vg_job *job, unsigned ms)
+{
+    struct signalfd_siginfo si;
+    bool hurry = false;
+    uint64_t end = vg_job_now_ms() + ms;
+    for (;;) {
+        vg_job_reap(job);
+        uint64_t now = vg_job_now_ms();
+        if (now >= end || hurry)
+            return hurry;
+        if (vg_job_next_signal(job, (int)(end - now), &si) &&
+            vg_job_terminating((int)si.ssi_signo)) {
+            vg_job_logf(job, "SIG%s: not waiting for the grace period",
+                        vg_job_signame((int)si.ssi_signo));
+            hurry = true;
+        }
+    }
+}
+
+int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_report *rep,
+                   struct vg_err *err)
+{
+    memset(rep, 0, sizeof(*rep));
+    struct vg_job_procs alive = {0}, fresh = {0};
+    int rc = 0;
+    uint64_t deadline = vg_job_now_ms() + grace_ms;
+    /* Phase 1: SIGTERM (and SIGCONT, for the stopped) to each, newcomers included. */
+    for (;;) {
+        vg_job_reap(job);
+        if ((rc = vg_job_alive(job, &alive, err)) != 0)
+            goto out;
+        if (alive.n == 0)
+            goto out;
+        fresh.n = 0;
+        for (size_t i = 0; i < alive.n; i++) {
+            if (vg_job_procs_has(&rep->termed, alive.v[i].pid, alive.v[i].start))
+                continue;
+            if (vg_job_signal(job, &alive.v[i], SIGTERM) == 0) {
+                vg_job_signal(job, &alive.v[i], SIGCONT);
+                vg_job_procs_add(&rep->termed, &alive.v[i]);
+                vg_job_procs_add(&fresh, &alive.v[i]);
+            }
+        }
+        if (fresh.n && job->notify)
+            job->notify(job->log_ctx, SIGTERM, &fresh, rep);
+        uint64_t now = vg_job_now_ms();
+        if (now >= deadline || rep->hurried)
+            break;
+        uint64_t left = deadline - now;
+        if (vg_job_pause(job, left < 100 ? (unsigned)left : 100))
+            rep->hurried = true;
+    }
+    /* Phase 2: SIGKILL, all at once through the cgroup when it can, then each. */
+    vg_job_reap(job);
+    if ((rc = vg_job_alive(job, &alive, err)) != 0)
+        goto out;
+    if (alive.n == 0)
+        goto out;
+    if (job->use_cgroup && job->cgroup_kill && vg_job_cgroup_kill(job->cgroup_fd) == 0) {
+        for (size_t i = 0; i < alive.n; i++)
+            vg_job_procs_add(&rep->killed, &alive.v[i]);
+        if (job->notify)
+            job->notify(job->log_ctx, SIGKILL, &alive, rep);
+    }
+    deadline = vg_job_now_ms() + VG_JOB_KILL_WAIT_MS;
+    for (;;) {
+        vg_job_reap(job);
+        if ((rc = vg_job_alive(job, &alive, err)) != 0)
+            goto out;
+        if (alive.n == 0)
+            goto out;
+        fresh.n = 0;
+        for (size_t i = 0; i < alive.n; i++) {
+            if (vg_job_procs_has(&rep->killed, alive.v[i].pid, alive.v[i].start))
+                continue;
+            if (vg_job_signal(job, &alive.v[i], SIGKILL) == 0) {
+                vg_job_procs_add(&rep->killed, &alive.v[i]);
+                vg_job_procs_add(&fresh, &alive.v[i]);
+            }
+        }
+        if (fresh.n && job->notify)
+            job->notify(job->log_ctx, SIGKILL, &fresh, rep);
+        if (vg_job_now_ms() >= deadline)
+            break;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Unkillable for now (in the driver, state D): name them. */
+    for (size_t i = 0; i < alive.n; i++)
+        vg_job_procs_add(&rep->survivors, &alive.v[i]);
+out:
+    vg_job_reap(job);
+    vg_job_procs_release(&alive);
+    vg_job_procs_release(&fresh);
+    return rc;
+}
+
+void vg_job_cleanup_report_release(struct vg_job_cleanup_report *rep)
+{
+    vg_job_procs_release(&rep->termed);
+    vg_job_procs_release(&rep->killed);
+    vg_job_procs_release(&rep->survivors);
+}
+
+void vg_job_release(struct vg_job *job)
+{
+    if (job->tty && job->tty_fd >= 0)
+        tcsetpgrp(job->tty_fd, job->our_pgrp);
+    if (job->cgroup_fd >= 0)
+        close(job->cgroup_fd);
+    int rc = job->cgroup_path ? vg_job_cgroup_remove(job->cgroup_path) : 0;
+    if (rc)
+        vg_job_logf(job, "cannot remove the cgroup '%s': %s", job->cgroup_path, strerror(-rc));
+    free(job->cgroup_path);
+    free(job->no_cgroup_why);
+    if (job->sigfd >= 0)
+        close(job->sigfd);
+    if (job->proc_fd >= 0)
+        close(job->proc_fd);
+    vg_job_procs_release(&job->seen);
+    /* The handled signals stay blocked: the process is about to exit, and unblocking would
+     * let a late ^C kill it before it reports the job's status. */
+    memset(job, 0, sizeof(*job));
+    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = -1;
+}

@@ -1,0 +1,222 @@
+/*
+ * The job's process tree as /proc shows it: one process's identity (pid + start time), and
+ * every live descendant of a process. We are the job's child subreaper, so orphaned and
+ * double-forked workers are re-parented to us and stay descendants; setsid() changes nothing
+ * to parentage. A zombie counts as alive only while one of its threads still runs (a "zombie
+ * leader" keeps its threads' descriptors, and so its GPU).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "job/job.h"
+#include "util/file.h"
+#include "util/parse.h"
+
+int vg_job_procs_add(struct vg_job_procs *ps, const struct vg_job_proc *p)
+{
+    if (ps->n == ps->cap) {
+        size_t nc = ps->cap ? ps->cap * 2 : 16;
+        struct vg_job_proc *nv = realloc(ps->v, nc * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        ps->v = nv;
+        ps->cap = nc;
+    }
+    ps->v[ps->n++] = *p;
+    return 0;
+}
+
+bool vg_job_procs_has(const struct vg_job_procs *ps, pid_t pid, uint64_t start)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->v[i].pid == pid && (start == 0 || ps->v[i].start == 0 || ps->v[i].start == start))
+            return true;
+    return false;
+}
+
+void vg_job_procs_release(struct vg_job_procs *ps)
+{
+    free(ps->v);
+    ps->v = NULL;
+    ps->n = ps->cap = 0;
+}
+
+/* Parse a stat line: comm between the first '(' and the last ')', the rest after it. */
+static int vg_job_parse_stat(const char *buf, struct vg_job_proc *p, pid_t *ppid)
+{
+    const char *open = strchr(buf, '(');
+    const char *close = strrchr(buf, ')');
+    if (!open || !close || close < open || close[1] != ' ')
+        return -EINVAL;
+    size_t cl = (size_t)(close - open - 1);
+    if (cl >= sizeof(p->comm))
+        cl = sizeof(p->comm) - 1;
+    memcpy(p->comm, open + 1, cl);
+    p->comm[cl] = '\0';
+    /* Fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+     * stime cutime cstime priority nice num_threads itrealvalue starttime. */
+    const char *s = close + 2;
+    p->state = *s;
+    int64_t pp = 0;
+    uint64_t start = 0;
+    for (int field = 3; field <= 22; field++) {
+        const char *e = strchr(s, ' ');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (field == 4) {
+            char tmp[24];
+            if (len == 0 || len >= sizeof(tmp))
+                return -EINVAL;
+            memcpy(tmp, s, len);
+            tmp[len] = '\0';
+            if (vg_parse_i64(tmp, 0, INT32_MAX, &pp))
+                return -EINVAL;
+        } else if (field == 22) {
+            if (vg_parse_u64n(s, len, &start))
+                return -EINVAL;
+            break;
+        }
+        if (!e)
+            return -EINVAL;
+        s = e + 1;
+    }
+    p->start = start;
+    if (ppid)
+        *ppid = (pid_t)pp;
+    return 0;
+}
+
+int vg_job_proc_read(int proc_fd, pid_t pid, struct vg_job_proc *p, pid_t *ppid)
+{
+    char path[32], buf[1024];
+    size_t len;
+    snprintf(path, sizeof(path), "%ld/stat", (long)pid);
+    memset(p, 0, sizeof(*p));
+    int rc = vg_file_read_small(proc_fd, path, buf, sizeof(buf), &len);
+    if (rc)
+        return rc == -ENOENT || rc == -ESRCH ? -ENOENT : rc;
+    p->pid = pid;
+    return vg_job_parse_stat(buf, p, ppid);
+}
+
+/* A zombie leader still runs while one of its threads does. */
+static bool vg_job_zombie_live(int proc_fd, pid_t pid)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "%ld/task", (long)pid);
+    int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return false;
+    }
+    bool live = false;
+    struct dirent *de;
+    while (!live && (de = readdir(d)) != NULL) {
+        uint64_t tid;
+        if (vg_parse_u64(de->d_name, &tid) || tid > INT32_MAX)
+            continue;
+        char sp[64], buf[1024];
+        size_t len;
+        snprintf(sp, sizeof(sp), "%ld/task/%llu/stat", (long)pid, (unsigned long long)tid);
+        struct vg_job_proc t;
+        if (vg_file_read_small(proc_fd, sp, buf, sizeof(buf), &len) == 0 &&
+            vg_job_parse_stat(buf, &t, NULL) == 0 && t.state != 'Z' && t.state != 'X')
+            live = true;
+    }
+    closedir(d);
+    return live;
+}
+
+bool vg_job_proc_live(int proc_fd, const struct vg_job_proc *p)
+{
+    return (p->state != 'Z' && p->state != 'X') || vg_job_zombie_live(proc_fd, p->pid);
+}
+
+struct vg_job_node {
+    struct vg_job_proc p;
+    pid_t ppid;
+    bool in;
+};
+
+static int vg_job_node_cmp(const void *a, const void *b)
+{
+    pid_t x = ((const struct vg_job_node *)a)->p.pid, y = ((const struct vg_job_node *)b)->p.pid;
+    return (x > y) - (x < y);
+}
+
+int vg_job_descendants(int proc_fd, pid_t root, struct vg_job_procs *out, struct vg_err *err)
+{
+    int fd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "cannot open /proc: %s", strerror(errno));
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return vg_err_set(err, -errno, "cannot read /proc: %s", strerror(errno));
+    }
+    struct vg_job_node *nodes = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t pid;
+        if (vg_parse_u64(de->d_name, &pid) || pid == 0 || pid > INT32_MAX)
+            continue;
+        struct vg_job_node nd = {0};
+        if (vg_job_proc_read(proc_fd, (pid_t)pid, &nd.p, &nd.ppid) != 0)
+            continue; /* gone meanwhile, or unreadable: not ours to judge */
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            struct vg_job_node *nn = realloc(nodes, nc * sizeof(*nn));
+            if (!nn) {
+                rc = vg_err_set(err, -ENOMEM, "out of memory");
+                goto out;
+            }
+            nodes = nn;
+            cap = nc;
+        }
+        nodes[n++] = nd;
+    }
+    /* Grow the set from root until it stops changing (the tree is shallow); parents are
+     * found by binary search over the pid-sorted table. */
+    qsort(nodes, n, sizeof(*nodes), vg_job_node_cmp);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < n; i++) {
+            if (nodes[i].in || nodes[i].p.pid == root)
+                continue;
+            bool parent_in = nodes[i].ppid == root;
+            if (!parent_in) {
+                struct vg_job_node key = {.p = {.pid = nodes[i].ppid}};
+                const struct vg_job_node *par =
+                    bsearch(&key, nodes, n, sizeof(*nodes), vg_job_node_cmp);
+                parent_in = par && par->in;
+            }
+            if (parent_in) {
+                nodes[i].in = true;
+                changed = true;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i].in)
+            continue;
+        if (!vg_job_proc_live(proc_fd, &nodes[i].p))
+            continue;
+        if (vg_job_procs_add(out, &nodes[i].p)) {
+            rc = vg_err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+out:
+    free(nodes);
+    closedir(d);
+    return rc;
+}

@@ -1,0 +1,375 @@
+/*
+ * Unit tests for the job layer (src/job/): where the lock directory is, lock names, locks
+ * taken and looked at for real in a temporary directory, the /proc/locks, mountinfo, cgroup
+ * and stat parsers, the process tree over a hand-made procfs, and one real job started,
+ * waited for and cleaned up after in subreaper mode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "job/job.h"
+#include "job/lock.h"
+
+static void test_lock_dir_choice(void **state)
+{
+    (void)state;
+    struct vg_lock_dir d;
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_lock_env env = {.override = "/x/locks", .xdg = "/run/user/1000", .uid = 1000};
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/x/locks");
+    assert_string_equal(d.why, "VRAMGUARD_RUNTIME_DIR");
+    assert_int_equal(d.fd, -1);
+    vg_lock_dir_release(&d);
+
+    env.override = "relative/dir";
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), -EINVAL);
+    assert_string_equal(vg_err_msg(&err),
+                        "VRAMGUARD_RUNTIME_DIR must be an absolute path, not 'relative/dir'");
+
+    env.override = ""; /* set but empty: as unset */
+    env.uid = 0;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/run/vramguard");
+    assert_int_equal(d.mode, 0755);
+    assert_false(d.private_dir);
+    vg_lock_dir_release(&d);
+
+    env.uid = 1000;
+    env.shared_usable = true;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/run/vramguard");
+    assert_string_equal(d.why, "shared");
+    vg_lock_dir_release(&d);
+
+    env.shared_usable = false;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/run/user/1000/vramguard");
+    assert_int_equal(d.mode, 0700);
+    assert_true(d.private_dir);
+    vg_lock_dir_release(&d);
+
+    env.xdg = "not/absolute";
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/tmp/vramguard-1000");
+    assert_true(d.private_dir);
+    vg_lock_dir_release(&d);
+    env.xdg = NULL;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/tmp/vramguard-1000");
+    vg_lock_dir_release(&d);
+    vg_err_release(&err);
+}
+
+static void test_lock_names(void **state)
+{
+    (void)state;
+    assert_true(vg_lock_name_ok("GPU-8a1b2c3d-0000-1111-2222-333344445555"));
+    assert_true(vg_lock_name_ok("MIG-aaaa"));
+    const char *bad[] = {"GPU-",     "gpu-1234", "GPU-../../etc", "GPU-a/b", "GPU-a b", "MIG-a.b",
+                         "../GPU-1", "",         "GPU-\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(vg_lock_name_ok(bad[i]));
+    char longname[200];
+    memset(longname, 'a', sizeof(longname));
+    memcpy(longname, "GPU-", 4);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_false(vg_lock_name_ok(longname));
+}
+
+static void test_proc_locks_parser(void **state)
+{
+    (void)state;
+    const char *text = "1: POSIX  ADVISORY  WRITE 77 00:1d:4242 0 EOF\n"
+                       "2: FLOCK  ADVISORY  READ 78 00:1d:4242 0 EOF\n"
+                       "3: FLOCK  ADVISORY  WRITE 1234 00:1d:4242 0 EOF\n"
+                       "3: -> FLOCK  ADVISORY  WRITE 1300 00:1d:4242 0 EOF\n"
+                       "4: FLOCK  ADVISORY  WRITE 999 fd:01:4242 0 EOF\n";
+    assert_int_equal(vg_lock_parse_proc_locks(text, 0, 0x1d, 4242), 1234);
+    assert_int_equal(vg_lock_parse_proc_locks(text, 0xfd, 1, 4242), 999);
+    /* Only the inode matches (a file system whose st_dev differs): held, holder unknown. */
+    assert_int_equal(vg_lock_parse_proc_locks(text, 8, 2, 4242), 0);
+    assert_int_equal(vg_lock_parse_proc_locks(text, 0, 0x1d, 4243), -1);
+    assert_int_equal(vg_lock_parse_proc_locks("", 0, 0x1d, 4242), -1);
+    assert_int_equal(vg_lock_parse_proc_locks("garbage\n\n1: FLOCK\n", 0, 0x1d, 4242), -1);
+}
+
+static char *tmpdir(void)
+{
+    char tmpl[] = "/tmp/vg-test-job.XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void test_locks_for_real(void **state)
+{
+    (void)state;
+    char *base = tmpdir();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/locks", base);
+    struct vg_lock_env env = {.override = path, .uid = geteuid()};
+    struct vg_lock_dir d;
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    /* Looking never creates the directory. */
+    assert_int_equal(vg_lock_dir_open(&d, false, &err), -ENOENT);
+    assert_int_equal(vg_lock_dir_open(&d, true, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+
+    pid_t holder = -1;
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
+    int fd = -1, fd2 = -1;
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    /* A second open file description cannot have it, even in the same process. */
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd2, &err), -EBUSY);
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 1);
+    assert_true(holder == getpid() || holder == 0);
+    /* Looking did not get in the way of taking another. */
+    assert_int_equal(vg_lock_acquire(&d, "GPU-2222", &fd2, &err), 0);
+    close(fd2);
+    close(fd);
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    close(fd);
+
+    /* Symlinks and non-regular files are refused; so are bad names. */
+    char lpath[600];
+    snprintf(lpath, sizeof(lpath), "%s/GPU-3333", path);
+    assert_int_equal(symlink("/etc/passwd", lpath), 0);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-3333", &fd, &err), -ELOOP);
+    snprintf(lpath, sizeof(lpath), "%s/GPU-4444", path);
+    assert_int_equal(mkfifo(lpath, 0600), 0);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-4444", &fd, &err), -EINVAL);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-../x", &fd, &err), -EINVAL);
+    vg_lock_dir_release(&d);
+
+    /* A directory writable by others without the sticky bit, or a symlink, is refused. */
+    assert_int_equal(chmod(path, 0777), 0);
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_int_equal(vg_lock_dir_open(&d, true, &err), -EPERM);
+    vg_lock_dir_release(&d);
+    assert_int_equal(chmod(path, 01777), 0);
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_int_equal(vg_lock_dir_open(&d, true, &err), 0);
+    vg_lock_dir_release(&d);
+    char link[600];
+    snprintf(link, sizeof(link), "%s/link", base);
+    assert_int_equal(symlink(path, link), 0);
+    env.override = link;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_int_equal(vg_lock_dir_open(&d, true, &err), -ENOTDIR);
+    assert_non_null(strstr(vg_err_msg(&err), "is not a directory"));
+    vg_lock_dir_release(&d);
+    vg_err_release(&err);
+
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    free(base);
+}
+
+static void test_cgroup_parsers(void **state)
+{
+    (void)state;
+    char *mp, *root, *path;
+    const char *hybrid = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+                         "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+                         "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+    assert_int_equal(vg_job_cgroup_mount(hybrid, &mp, &root), 0);
+    assert_string_equal(mp, "/sys/fs/cgroup/unified");
+    assert_string_equal(root, "/");
+    free(mp);
+    free(root);
+    /* Pure v2 wins; optional fields; escaped blanks. */
+    const char *v2 = "50 1 0:40 /a\\040b /mnt/c\\040g rw shared:9 master:2 - cgroup2 none rw\n"
+                     "51 1 0:41 / /sys/fs/cgroup rw,nosuid shared:1 - cgroup2 cgroup2 rw\n";
+    assert_int_equal(vg_job_cgroup_mount(v2, &mp, &root), 0);
+    assert_string_equal(mp, "/sys/fs/cgroup");
+    free(mp);
+    free(root);
+    assert_int_equal(vg_job_cgroup_mount(v2, &mp, &root), 0);
+    free(mp);
+    free(root);
+    const char *only = "50 1 0:40 /a\\040b /mnt/c\\040g rw shared:9 - cgroup2 none rw\n";
+    assert_int_equal(vg_job_cgroup_mount(only, &mp, &root), 0);
+    assert_string_equal(mp, "/mnt/c g");
+    assert_string_equal(root, "/a b");
+    free(mp);
+    free(root);
+    assert_int_equal(vg_job_cgroup_mount("32 31 0:29 / /x rw - cgroup cgroup rw,cpu\n", &mp, &root),
+                     -ENOENT);
+    assert_null(mp);
+
+    assert_int_equal(vg_job_cgroup_self("4:memory:/x\n0::/user.slice/s.scope\n", &path), 0);
+    assert_string_equal(path, "/user.slice/s.scope");
+    free(path);
+    assert_int_equal(vg_job_cgroup_self("0::/\n", &path), 0);
+    assert_string_equal(path, "/");
+    free(path);
+    assert_int_equal(vg_job_cgroup_self("4:memory:/x\n", &path), -ENOENT);
+}
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    char *slash = strrchr(p, '/');
+    *slash = '\0';
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", p);
+    assert_int_equal(system(cmd), 0);
+    *slash = '/';
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A stat line: PID (COMM) STATE PPID, the rest zeros, start time START. */
+static void put_stat(const char *dir, const char *rel, int pid, const char *comm, char st, int ppid,
+                     int start)
+{
+    char line[512];
+    snprintf(line, sizeof(line), "%d (%s) %c %d 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", pid,
+             comm, st, ppid, start);
+    put(dir, rel, line);
+}
+
+static void test_tree_over_fake_proc(void **state)
+{
+    (void)state;
+    char *p = tmpdir();
+    /* 100 is us; 101, 102 children; 103 grandchild through 102; 104 a zombie child; 105 a
+     * zombie leader whose thread 106 still runs; 200 a stranger; 201 its child. */
+    put_stat(p, "100/stat", 100, "vramguard", 'S', 1, 10);
+    put_stat(p, "101/stat", 101, "python", 'S', 100, 11);
+    put_stat(p, "102/stat", 102, "a) (b c", 'R', 100, 12);
+    put_stat(p, "103/stat", 103, "pt_data_worker", 'D', 102, 13);
+    put_stat(p, "104/stat", 104, "dead", 'Z', 100, 14);
+    put_stat(p, "105/stat", 105, "leader", 'Z', 101, 15);
+    put_stat(p, "105/task/105/stat", 105, "leader", 'Z', 101, 15);
+    put_stat(p, "105/task/106/stat", 106, "leader", 'S', 101, 15);
+    put_stat(p, "200/stat", 200, "other", 'S', 1, 20);
+    put_stat(p, "201/stat", 201, "other", 'S', 200, 21);
+    put(p, "self", "not a pid");
+    int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+
+    struct vg_job_proc pr;
+    pid_t ppid;
+    assert_int_equal(vg_job_proc_read(fd, 102, &pr, &ppid), 0);
+    assert_string_equal(pr.comm, "a) (b c");
+    assert_int_equal(pr.state, 'R');
+    assert_int_equal(ppid, 100);
+    assert_int_equal(pr.start, 12);
+    assert_int_equal(vg_job_proc_read(fd, 999, &pr, NULL), -ENOENT);
+
+    struct vg_job_procs out = {0};
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_job_descendants(fd, 100, &out, &err), 0);
+    int want[] = {101, 102, 103, 105};
+    assert_int_equal(out.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(vg_job_procs_has(&out, want[i], 0));
+    assert_false(vg_job_procs_has(&out, 104, 0));
+    assert_true(vg_job_procs_has(&out, 103, 13));
+    assert_false(vg_job_procs_has(&out, 103, 99)); /* a recycled pid is another process */
+    vg_job_procs_release(&out);
+
+    put(p, "102/stat", "102 (broken"); /* malformed: skipped, and so its child with it */
+    assert_int_equal(vg_job_descendants(fd, 100, &out, &err), 0);
+    assert_int_equal(out.n, 2);
+    vg_job_procs_release(&out);
+    close(fd);
+    vg_err_release(&err);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+    assert_int_equal(system(cmd), 0);
+    free(p);
+}
+
+static void test_statuses(void **state)
+{
+    (void)state;
+    assert_int_equal(vg_job_exec_status(ENOENT), 127);
+    assert_int_equal(vg_job_exec_status(EACCES), 126);
+    assert_int_equal(vg_job_exec_status(ENOEXEC), 126);
+    assert_int_equal(vg_job_status_code(3 << 8), 3);
+    assert_int_equal(vg_job_status_code(SIGKILL), 128 + SIGKILL);
+}
+
+/* One real job, subreaper mode: its main exits 7 and leaves an orphan that ignores SIGTERM. */
+static void test_real_job(void **state)
+{
+    (void)state;
+    struct vg_job job;
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_job_init(&job, &err), 0);
+    char *base = tmpdir();
+    char script[600];
+    /* The main process waits (bounded) until the orphan-to-be ignores SIGTERM. */
+    snprintf(script, sizeof(script),
+             "(trap '' TERM; : > '%s/ready'; exec sleep 60) & "
+             "i=0; while [ ! -e '%s/ready' ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; "
+             "exit 7",
+             base, base);
+    char *argv[] = {"sh", "-c", script, NULL};
+    extern char **environ;
+    struct vg_job_opts o = {.argv = argv, .envp = environ, .track = VG_JOB_TRACK_SUBREAPER};
+    assert_int_equal(vg_job_start(&job, &o, &err), 0);
+    assert_int_equal(job.exec_errno, 0);
+    assert_false(job.use_cgroup);
+    assert_int_equal(vg_job_wait(&job), 7);
+    struct vg_job_cleanup_report rep;
+    assert_int_equal(vg_job_cleanup(&job, 300, &rep, &err), 0);
+    assert_int_equal(rep.termed.n, 1);
+    assert_int_equal(rep.killed.n, 1);
+    assert_int_equal(rep.survivors.n, 0);
+    assert_true(vg_job_was_member(&job, rep.killed.v[0].pid));
+    assert_int_equal(kill(rep.killed.v[0].pid, 0), -1); /* reaped, not a zombie */
+    vg_job_cleanup_report_release(&rep);
+    vg_job_release(&job);
+
+    /* Not found: 127, and nothing left running. */
+    assert_int_equal(vg_job_init(&job, &err), 0);
+    char *argv2[] = {"vg-no-such-command-anywhere", NULL};
+    o.argv = argv2;
+    assert_int_equal(vg_job_start(&job, &o, &err), 0);
+    assert_int_equal(job.exec_errno, ENOENT);
+    assert_true(job.exited);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    vg_job_release(&job);
+    vg_err_release(&err);
+    snprintf(script, sizeof(script), "rm -rf '%s'", base);
+    assert_int_equal(system(script), 0);
+    free(base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lock_dir_choice),   cmocka_unit_test(test_lock_names),
+        cmocka_unit_test(test_proc_locks_parser), cmocka_unit_test(test_locks_for_real),
+        cmocka_unit_test(test_cgroup_parsers),    cmocka_unit_test(test_tree_over_fake_proc),
+        cmocka_unit_test(test_statuses),          cmocka_unit_test(test_real_job),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
