@@ -23,6 +23,7 @@ static const struct vg_command vg_commands[] = {
     {"demo", vg_cmd_demo, "a simulated host in the classic bad states, diagnosed (no GPU needed)"},
     {"run", vg_cmd_run, "start a job on reserved GPUs, tracked, and clean up after it"},
     {"pick", vg_cmd_pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value"},
+    {"clean", vg_cmd_clean, "free memory held by leftovers, safely (a plan unless --force)"},
 };
 
 static void vg_main_help(FILE *f)

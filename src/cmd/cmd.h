@@ -101,5 +101,6 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv);
 int vg_cmd_run(struct vg_global *g, int argc, char **argv);
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv);
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv);
+int vg_cmd_clean(struct vg_global *g, int argc, char **argv);
 
 #endif

@@ -1,0 +1,387 @@
+/*
+ * The safety rules of `clean` and the signalling sequence (see kill.h). The checks are pure
+ * functions over a struct vg_proc so they can be unit-tested on hand-made processes; only
+ * vg_kill_start() and vg_kill_finish() touch the system.
+ */
+#include "model/kill.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc/signal.h"
+
+/* PF_KTHREAD from include/linux/sched.h: set on every kernel thread. */
+#define VG_PF_KTHREAD 0x00200000u
+/* Kernel threads are children of kthreadd, PID 2. */
+#define VG_KTHREADD_PID 2
+
+/* Infrastructure that holds GPUs on purpose and must never be signalled by a cleanup: display
+ * servers and compositors (they own the console's GPU), the persistence daemon, DCGM and its
+ * exporter, the NVSwitch fabric manager, the MPS control daemon and servers (every MPS client
+ * depends on them), Kubernetes' device plugin, monitoring tools and vramguard itself.
+ * A trailing '*' matches any name starting with what precedes it. */
+static const char *const vg_protected[] = {
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "gnome-session*",
+    "mutter",
+    "kwin",
+    "kwin_*",
+    "plasmashell",
+    "sddm*",
+    "gdm*",
+    "lightdm",
+    "weston",
+    "sway",
+    "Hyprland",
+    "gamescope*",
+    "nvidia-persistenced",
+    "nv-hostengine",
+    "dcgm-exporter",
+    "nv-fabricmanager",
+    "nvidia-fabricmanager",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+    "nvidia-smi",
+    "nvidia-powerd",
+    "nvidia-device-plugin",
+    "vramguard",
+};
+
+/* The kernel keeps TASK_COMM_LEN - 1 bytes of a process name. */
+#define VG_COMM_MAX 15
+
+static bool vg_name_matches(const char *pattern, const char *name, size_t len, bool cut)
+{
+    size_t plen = strlen(pattern);
+    if (plen && pattern[plen - 1] == '*')
+        return len >= plen - 1 && memcmp(name, pattern, plen - 1) == 0;
+    if (len == plen && memcmp(name, pattern, plen) == 0)
+        return true;
+    /* comm "nvidia-persiste" is what "nvidia-persistenced" looks like in /proc/PID/stat. */
+    return cut && len == VG_COMM_MAX && plen > VG_COMM_MAX && memcmp(name, pattern, len) == 0;
+}
+
+static const char *vg_protected_match(const char *name, size_t len, bool cut)
+{
+    if (!name || len == 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof(vg_protected) / sizeof(vg_protected[0]); i++)
+        if (vg_name_matches(vg_protected[i], name, len, cut))
+            return vg_protected[i];
+    return NULL;
+}
+
+const char *vg_kill_protected_name(const struct vg_proc *p)
+{
+    const char *hit = NULL;
+    if ((p->known & VG_PROC_K_STAT) && p->comm)
+        hit = vg_protected_match(p->comm, strlen(p->comm), true);
+    if (!hit && (p->known & VG_PROC_K_CMDLINE) && p->cmdline) {
+        /* argv[0]'s basename: the cmdline is the arguments joined by spaces, so argv[0] ends
+         * at the first space (a program path with a space in it is not infrastructure). */
+        const char *a0 = p->cmdline;
+        size_t n = strcspn(a0, " ");
+        const char *slash = memrchr(a0, '/', n);
+        if (slash) {
+            n -= (size_t)(slash + 1 - a0);
+            a0 = slash + 1;
+        }
+        hit = vg_protected_match(a0, n, false);
+    }
+    return hit;
+}
+
+const char *vg_kill_refusal_id(enum vg_kill_refusal r)
+{
+    switch (r) {
+    case VG_KILL_ALLOWED:
+        return NULL;
+    case VG_KILL_INIT:
+        return "init";
+    case VG_KILL_SELF:
+        return "self";
+    case VG_KILL_ANCESTOR:
+        return "ancestor";
+    case VG_KILL_KTHREAD:
+        return "kernel-thread";
+    case VG_KILL_PROTECTED:
+        return "infrastructure";
+    case VG_KILL_OTHER_USER:
+        return "other-user";
+    case VG_KILL_ZOMBIE:
+        return "zombie";
+    case VG_KILL_DSTATE:
+        return "d-state";
+    case VG_KILL_UNREADABLE:
+        return "unreadable";
+    case VG_KILL_NOT_VISIBLE:
+        return "not-visible";
+    case VG_KILL_NAMESPACE:
+        return "pid-namespace";
+    case VG_KILL_NOT_HOLDER:
+        return "not-holder";
+    case VG_KILL_CHANGED:
+        return "identity-changed";
+    case VG_KILL_RELEASED:
+        return "released";
+    }
+    return "unknown";
+}
+
+const char *vg_kill_outcome_id(enum vg_kill_outcome o)
+{
+    switch (o) {
+    case VG_KILL_PENDING:
+        return "pending";
+    case VG_KILL_TERMINATED:
+        return "terminated";
+    case VG_KILL_KILLED:
+        return "killed";
+    case VG_KILL_GONE:
+        return "gone";
+    case VG_KILL_REFUSED:
+        return "refused";
+    case VG_KILL_FAILED:
+        return "failed";
+    }
+    return "unknown";
+}
+
+enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill_ctx *ctx,
+                                   pid_t *act_on)
+{
+    if (act_on)
+        *act_on = 0;
+    if (p->pid == 1)
+        return VG_KILL_INIT;
+    if (p->pid == ctx->self)
+        return VG_KILL_SELF;
+    for (size_t i = 0; i < ctx->nancestors; i++)
+        if (ctx->ancestors[i] == p->pid)
+            return VG_KILL_ANCESTOR;
+    if (!(p->known & VG_PROC_K_STAT) || !(p->known & VG_PROC_K_STATUS))
+        return VG_KILL_UNREADABLE;
+    if ((p->flags & VG_PF_KTHREAD) || p->pid == VG_KTHREADD_PID || p->ppid == VG_KTHREADD_PID)
+        return VG_KILL_KTHREAD;
+    if (vg_kill_protected_name(p))
+        return VG_KILL_PROTECTED;
+    if (ctx->ruid != 0 && p->uid != ctx->ruid)
+        return VG_KILL_OTHER_USER;
+    /* A thread stuck in the driver blocks everything, exiting included, so it comes before the
+     * zombie case: a defunct process with a D thread is stuck exiting, and its parent cannot
+     * help either. */
+    if (p->state == 'D' || ((p->known & VG_PROC_K_THREADS) && p->threads_d > 0))
+        return VG_KILL_DSTATE;
+    if (p->state == 'Z' || p->state == 'X') {
+        if (act_on)
+            *act_on = p->ppid;
+        return VG_KILL_ZOMBIE;
+    }
+    /* Every user process has at least argv[0]; an empty command line is a kernel thread that
+     * the flags did not give away (an old kernel, or another procfs). */
+    if ((p->known & VG_PROC_K_CMDLINE) && p->cmdline && p->cmdline[0] == '\0')
+        return VG_KILL_KTHREAD;
+    return VG_KILL_ALLOWED;
+}
+
+void vg_kill_identity_release(struct vg_kill_identity *id)
+{
+    if (!id)
+        return;
+    free(id->minors);
+    id->minors = NULL;
+    id->nminors = 0;
+}
+
+static bool vg_has_minor(const struct vg_kill_identity *id, unsigned minor)
+{
+    for (size_t i = 0; i < id->nminors; i++)
+        if (id->minors[i] == minor)
+            return true;
+    return false;
+}
+
+enum vg_kill_refusal vg_kill_verify(const struct vg_kill_identity *id, const struct vg_proc *now,
+                                    int nvml_lists, const struct vg_kill_ctx *ctx)
+{
+    if (now->pid != id->pid || !(now->known & VG_PROC_K_STAT) ||
+        now->start_ticks != id->start_ticks)
+        return VG_KILL_CHANGED;
+    if (!(now->known & VG_PROC_K_STATUS) || now->uid != id->uid)
+        return VG_KILL_CHANGED;
+    enum vg_kill_refusal r = vg_kill_check(now, ctx, NULL);
+    if (r != VG_KILL_ALLOWED)
+        return r;
+    if (!(now->known & VG_PROC_K_FDS))
+        return id->nvml && nvml_lists == 0 ? VG_KILL_RELEASED : VG_KILL_ALLOWED;
+    for (size_t i = 0; i < now->ndev_minors; i++)
+        if (id->nminors == 0 || vg_has_minor(id, now->dev_minors[i]))
+            return VG_KILL_ALLOWED;
+    if (id->nvml && nvml_lists != 0)
+        return VG_KILL_ALLOWED;
+    return VG_KILL_RELEASED;
+}
+
+void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id)
+{
+    memset(k, 0, sizeof(*k));
+    k->id = id;
+    k->pidfd = -1;
+    k->outcome = VG_KILL_REFUSED;
+}
+
+void vg_kill_release(struct vg_kill *k)
+{
+    if (k && k->pidfd >= 0) {
+        close(k->pidfd);
+        k->pidfd = -1;
+    }
+}
+
+static void vg_kill_fail(struct vg_kill *k, int rc)
+{
+    if (rc == -ESRCH) {
+        k->outcome = k->sent_term ? VG_KILL_TERMINATED : VG_KILL_GONE;
+    } else {
+        k->outcome = VG_KILL_FAILED;
+        k->error = rc;
+    }
+    vg_kill_release(k);
+}
+
+int vg_kill_start(struct vg_kill *k, int proc_root_fd, const char *dev_dir,
+                  const struct vg_kill_ctx *ctx, vg_kill_nvml_fn nvml, void *nvml_arg,
+                  struct vg_err *err)
+{
+    const struct vg_kill_identity *id = k->id;
+    /* The pidfd first: from here on a signal reaches the process the pidfd names or nobody.
+     * What follows checks that this is still the process that was planned. */
+    int rc = vg_proc_pidfd_open(id->pid, &k->pidfd);
+    if (rc) {
+        k->pidfd = -1;
+        vg_kill_fail(k, rc);
+        return 0;
+    }
+    struct vg_proc now;
+    struct vg_err rerr = VG_ERR_INIT;
+    rc = vg_proc_read(proc_root_fd, id->pid, dev_dir, &now, &rerr);
+    vg_err_release(&rerr);
+    if (rc == -ENOMEM) {
+        vg_proc_release(&now);
+        vg_kill_release(k);
+        return vg_err_set(err, rc, "out of memory re-reading process %d", (int)id->pid);
+    }
+    if (rc == -ENOENT || rc == -ESRCH) {
+        vg_proc_release(&now);
+        vg_kill_fail(k, -ESRCH);
+        return 0;
+    }
+    int lists = -1;
+    if (rc == 0 && id->nvml && nvml && (!(now.known & VG_PROC_K_FDS) || now.ndev_minors == 0))
+        lists = nvml(nvml_arg, id->pid);
+    enum vg_kill_refusal r = rc ? VG_KILL_UNREADABLE : vg_kill_verify(id, &now, lists, ctx);
+    k->now_start_ticks = now.start_ticks;
+    k->now_uid = now.uid;
+    vg_proc_release(&now);
+    if (r != VG_KILL_ALLOWED) {
+        k->outcome = VG_KILL_REFUSED;
+        k->refusal = r;
+        vg_kill_release(k);
+        return 0;
+    }
+    k->term_at_ms = vg_proc_now_ms();
+    rc = vg_proc_pidfd_signal(k->pidfd, SIGTERM);
+    if (rc) {
+        vg_kill_fail(k, rc);
+        return 0;
+    }
+    k->sent_term = true;
+    k->outcome = VG_KILL_PENDING;
+    return 0;
+}
+
+/* Poll every pending pidfd until deadline_ms; exited ones get `done` as their outcome. */
+static void vg_kill_wait(struct vg_kill *ks, size_t n, unsigned long long deadline_ms,
+                         enum vg_kill_outcome done)
+{
+    for (;;) {
+        size_t pending = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct vg_kill *k = &ks[i];
+            if (k->outcome != VG_KILL_PENDING)
+                continue;
+            int r = vg_proc_pidfd_exited(k->pidfd, 0);
+            if (r == 1) {
+                k->outcome = done;
+                k->exit_ms = vg_proc_now_ms() - k->term_at_ms;
+                vg_kill_release(k);
+            } else if (r < 0) {
+                k->outcome = VG_KILL_FAILED;
+                k->error = r;
+                vg_kill_release(k);
+            } else {
+                pending++;
+            }
+        }
+        unsigned long long now = vg_proc_now_ms();
+        if (!pending || now >= deadline_ms)
+            return;
+        /* Wait on one of them; the others are looked at again right after. A short slice
+         * keeps several targets from waiting in turn. */
+        for (size_t i = 0; i < n; i++) {
+            if (ks[i].outcome == VG_KILL_PENDING) {
+                unsigned long long left = deadline_ms - now;
+                vg_proc_pidfd_exited(ks[i].pidfd, left < 50 ? (unsigned)left : 50);
+                break;
+            }
+        }
+    }
+}
+
+void vg_kill_finish(struct vg_kill *ks, size_t n, unsigned grace_ms, unsigned kill_wait_ms)
+{
+    unsigned long long last = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ks[i].outcome == VG_KILL_PENDING && ks[i].term_at_ms > last)
+            last = ks[i].term_at_ms;
+    if (!last)
+        return;
+    /* The targets got their SIGTERM within moments of one another: one deadline for all,
+     * counted from the last, so each has at least the grace period. */
+    vg_kill_wait(ks, n, last + grace_ms, VG_KILL_TERMINATED);
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        struct vg_kill *k = &ks[i];
+        if (k->outcome != VG_KILL_PENDING)
+            continue;
+        int rc = vg_proc_pidfd_signal(k->pidfd, SIGKILL);
+        if (rc == -ESRCH) {
+            k->outcome = VG_KILL_TERMINATED;
+            k->exit_ms = vg_proc_now_ms() - k->term_at_ms;
+            vg_kill_release(k);
+        } else if (rc) {
+            k->outcome = VG_KILL_FAILED;
+            k->error = rc;
+            vg_kill_release(k);
+        } else {
+            k->sent_kill = true;
+            any = true;
+        }
+    }
+    if (!any)
+        return;
+    vg_kill_wait(ks, n, vg_proc_now_ms() + kill_wait_ms, VG_KILL_KILLED);
+    for (size_t i = 0; i < n; i++) {
+        if (ks[i].outcome == VG_KILL_PENDING) {
+            ks[i].outcome = VG_KILL_FAILED;
+            ks[i].error = -ETIMEDOUT;
+            vg_kill_release(&ks[i]);
+        }
+    }
+}

@@ -1,0 +1,137 @@
+/*
+ * Stopping a process that holds a GPU, safely: the rules about what may never be signalled, the
+ * identity re-check right before a signal, and the SIGTERM-then-SIGKILL sequence through a
+ * pidfd. `clean` plans with vg_kill_check() and acts with vg_kill_start()/vg_kill_finish().
+ *
+ * What is never signalled (enum vg_kill_refusal): PID 1, vramguard itself and its ancestors,
+ * kernel threads, infrastructure recognised by name (display servers, the persistence daemon,
+ * DCGM, the fabric manager, MPS, nvidia-smi), another user's process unless the caller's real
+ * uid is root, a zombie (its parent is the one to act on), and a process with a thread in
+ * uninterruptible sleep (no signal reaches it; only a GPU reset or a reboot frees its memory).
+ *
+ * The identity of a target is (pid, start time, uid) plus what it held (device minors, and
+ * whether the driver listed it). vg_kill_start() opens a pidfd FIRST, then re-reads the process
+ * and compares: if the PID was reused in between, the new process shows another start time and
+ * is refused; if the planned process exits after the pidfd was opened, the signal fails with
+ * ESRCH instead of reaching whatever reuses the number.
+ *
+ * Ownership: struct vg_kill_identity owns its minors array (vg_kill_identity_release()).
+ * struct vg_kill borrows its identity, which must outlive it, and owns its pidfd
+ * (vg_kill_release() closes it). Nothing here prints.
+ */
+#ifndef VG_MODEL_KILL_H
+#define VG_MODEL_KILL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/proc.h"
+#include "util/err.h"
+
+enum vg_kill_refusal {
+    VG_KILL_ALLOWED = 0,
+    VG_KILL_INIT,        /* PID 1 */
+    VG_KILL_SELF,        /* vramguard itself */
+    VG_KILL_ANCESTOR,    /* the shell or tool that runs vramguard */
+    VG_KILL_KTHREAD,     /* a kernel thread */
+    VG_KILL_PROTECTED,   /* infrastructure, by name */
+    VG_KILL_OTHER_USER,  /* another user's, and the caller is not root */
+    VG_KILL_ZOMBIE,      /* defunct: act on its parent */
+    VG_KILL_DSTATE,      /* a thread in uninterruptible sleep */
+    VG_KILL_UNREADABLE,  /* its identity (stat, status) could not be read */
+    VG_KILL_NOT_VISIBLE, /* the driver lists the PID, this /proc does not show it */
+    VG_KILL_NAMESPACE,   /* only the driver saw it and vramguard runs in a PID namespace: the
+                          * driver's PID may name another process here */
+    VG_KILL_NOT_HOLDER,  /* named with --pid but holds no GPU */
+    VG_KILL_CHANGED,     /* at signal time: start time or uid differ (the PID was reused) */
+    VG_KILL_RELEASED,    /* at signal time: no longer holds the GPU; left alone */
+};
+
+/* Stable identifier for JSON ("init", "self", "ancestor", "kernel-thread", "infrastructure",
+ * "other-user", "zombie", "d-state", "unreadable", "not-visible", "pid-namespace",
+ * "not-holder", "identity-changed", "released"); NULL for VG_KILL_ALLOWED. */
+const char *vg_kill_refusal_id(enum vg_kill_refusal r);
+
+/* Who is asking. */
+struct vg_kill_ctx {
+    pid_t self;             /* our PID as the procfs numbers it */
+    const pid_t *ancestors; /* borrowed */
+    size_t nancestors;
+    uid_t ruid; /* the caller's real uid; 0 may signal anyone's process */
+};
+
+/* The infrastructure name p matches (its comm, or the basename of argv[0]), or NULL. comm is
+ * cut to 15 bytes by the kernel, so a 15-byte comm matches a longer name it starts. Borrowed
+ * from a static table. */
+const char *vg_kill_protected_name(const struct vg_proc *p);
+
+/* The policy on one process as read (plan time, and again at signal time). *act_on gets the
+ * parent for VG_KILL_ZOMBIE (0 otherwise). */
+enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill_ctx *ctx,
+                                   pid_t *act_on);
+
+struct vg_kill_identity {
+    pid_t pid;
+    uint64_t start_ticks;
+    uid_t uid;
+    unsigned *minors; /* GPU device minors it held open (owned), ascending */
+    size_t nminors;
+    bool nvml; /* the driver listed it */
+};
+
+void vg_kill_identity_release(struct vg_kill_identity *id);
+
+/* Asks the driver, right now, whether it lists pid on any GPU: 1 yes, 0 no, negative when it
+ * cannot tell. */
+typedef int (*vg_kill_nvml_fn)(void *arg, pid_t pid);
+
+/* The re-check, pure: is `now` (just read) still the planned process, allowed by the policy,
+ * and still holding the GPU (one of the planned minors open, or, when the driver listed it,
+ * nvml_lists > 0; nvml_lists < 0 means unknown and counts as still holding)? */
+enum vg_kill_refusal vg_kill_verify(const struct vg_kill_identity *id, const struct vg_proc *now,
+                                    int nvml_lists, const struct vg_kill_ctx *ctx);
+
+enum vg_kill_outcome {
+    VG_KILL_PENDING,    /* SIGTERM sent, not yet seen to exit */
+    VG_KILL_TERMINATED, /* exited after SIGTERM */
+    VG_KILL_KILLED,     /* exited after SIGKILL */
+    VG_KILL_GONE,       /* had exited before anything was sent */
+    VG_KILL_REFUSED,    /* the re-check refused it; refusal says why */
+    VG_KILL_FAILED,     /* could not signal it, or it outlived SIGKILL; error says why */
+};
+
+/* "pending", "terminated", "killed", "gone", "refused", "failed" */
+const char *vg_kill_outcome_id(enum vg_kill_outcome o);
+
+struct vg_kill {
+    const struct vg_kill_identity *id; /* borrowed */
+    int pidfd;                         /* -1 when closed */
+    enum vg_kill_outcome outcome;
+    enum vg_kill_refusal refusal; /* VG_KILL_REFUSED */
+    int error;                    /* VG_KILL_FAILED: negative errno; -ETIMEDOUT when it
+                                   * outlived SIGKILL */
+    bool sent_term, sent_kill;
+    uint64_t now_start_ticks; /* VG_KILL_CHANGED: what was found */
+    uid_t now_uid;
+    unsigned long long term_at_ms; /* CLOCK_MONOTONIC when SIGTERM went */
+    unsigned long long exit_ms;    /* from SIGTERM to exit (TERMINATED, KILLED) */
+};
+
+void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id);
+void vg_kill_release(struct vg_kill *k);
+
+/* Open a pidfd, re-read the process from the procfs at proc_root_fd (which must number PIDs as
+ * this process does), verify it (nvml may be NULL: then only device fds count, unless they
+ * cannot be read), and send SIGTERM. Sets k->outcome to PENDING, GONE, REFUSED or FAILED.
+ * Returns 0, or -ENOMEM (err set): everything else is an outcome, not an error. */
+int vg_kill_start(struct vg_kill *k, int proc_root_fd, const char *dev_dir,
+                  const struct vg_kill_ctx *ctx, vg_kill_nvml_fn nvml, void *nvml_arg,
+                  struct vg_err *err);
+
+/* Wait for every PENDING one to exit, up to grace_ms after its SIGTERM; SIGKILL those still
+ * there and wait up to kill_wait_ms more. PENDING becomes TERMINATED, KILLED or FAILED. */
+void vg_kill_finish(struct vg_kill *ks, size_t n, unsigned grace_ms, unsigned kill_wait_ms);
+
+#endif

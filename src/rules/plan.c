@@ -1,0 +1,298 @@
+/*
+ * Building the plan of `clean` (see plan.h): select holders from the findings and the filters,
+ * then apply the safety rules of model/kill.h to each. Nothing here reads the system.
+ */
+#include "rules/plan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Which finding explains why a holder is in the plan: the most specific first. */
+static const char *const vg_plan_reason_order[] = {
+    "orphan-holder", "zombie-holder", "d-state-holder", "idle-holder", "foreign-pid",
+};
+
+static bool vg_finding_names(const struct vg_finding *f, pid_t pid)
+{
+    for (size_t i = 0; i < f->npids; i++)
+        if (f->pids[i] == pid)
+            return true;
+    return false;
+}
+
+static const struct vg_finding *vg_plan_finding(const struct vg_findings *fs, const char *rule,
+                                                pid_t pid)
+{
+    for (size_t i = 0; i < fs->n; i++)
+        if ((!rule || strcmp(fs->v[i].rule, rule) == 0) && vg_finding_names(&fs->v[i], pid))
+            return &fs->v[i];
+    return NULL;
+}
+
+static const struct vg_finding *vg_plan_reason(const struct vg_findings *fs, pid_t pid)
+{
+    for (size_t i = 0; i < sizeof(vg_plan_reason_order) / sizeof(vg_plan_reason_order[0]); i++) {
+        const struct vg_finding *f = vg_plan_finding(fs, vg_plan_reason_order[i], pid);
+        if (f)
+            return f;
+    }
+    return vg_plan_finding(fs, NULL, pid);
+}
+
+void vg_plan_init(struct vg_plan *p)
+{
+    memset(p, 0, sizeof(*p));
+}
+
+static void vg_plan_entry_release(struct vg_plan_entry *e)
+{
+    vg_kill_identity_release(&e->id);
+    free(e->finding);
+    free(e->user);
+    free(e->comm);
+    free(e->cmdline);
+    free(e->gpus);
+}
+
+void vg_plan_release(struct vg_plan *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        vg_plan_entry_release(&p->v[i]);
+    free(p->v);
+    free(p->scope);
+    vg_plan_init(p);
+}
+
+bool vg_plan_in_scope(const struct vg_plan *p, size_t gpu)
+{
+    for (size_t i = 0; i < p->nscope; i++)
+        if (p->scope[i] == gpu)
+            return true;
+    return false;
+}
+
+bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t min)
+{
+    if (!snap->driver_ok || gpu >= snap->gpus.ngpus || snap->gpus.gpus[gpu].lost)
+        return false;
+    const struct vg_snap_gpu *s = &snap->per_gpu[gpu];
+    /* With the v1 memory call the driver's own reservation is part of "used". */
+    if (s->unexplained_has_reserved)
+        min += 512ull << 20;
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, gpu, &first, &count);
+    return count == 0 && s->unexplained_known && s->unexplained_bytes > min;
+}
+
+static int vg_cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int vg_cmp_entry(const void *a, const void *b)
+{
+    pid_t x = ((const struct vg_plan_entry *)a)->id.pid;
+    pid_t y = ((const struct vg_plan_entry *)b)->id.pid;
+    return x < y ? -1 : x > y;
+}
+
+/* Append v to a sorted-unique array. */
+static int vg_add_unique(size_t **arr, size_t *n, size_t v)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*arr)[i] == v)
+            return 0;
+    size_t *na = realloc(*arr, (*n + 1) * sizeof(**arr));
+    if (!na)
+        return -ENOMEM;
+    *arr = na;
+    na[(*n)++] = v;
+    qsort(na, *n, sizeof(*na), vg_cmp_size);
+    return 0;
+}
+
+static int vg_dup(const char *s, char **out)
+{
+    *out = NULL;
+    if (s && !(*out = strdup(s)))
+        return -ENOMEM;
+    return 0;
+}
+
+static bool vg_plan_selected(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                             const struct vg_plan_opts *o, pid_t pid, const struct vg_proc *p)
+{
+    if (o->by_pid && pid != o->pid)
+        return false;
+    if (o->by_gpu) {
+        bool hit = false;
+        for (size_t i = 0; i < snap->nholdings && !hit; i++)
+            hit = snap->holdings[i].pid == pid && snap->holdings[i].gpu == o->gpu;
+        if (!hit)
+            return false;
+    }
+    if (o->by_user && (!p || !(p->known & VG_PROC_K_STATUS) || p->uid != o->uid))
+        return false;
+    if (o->by_age) {
+        if (!p || !(p->known & VG_PROC_K_STAT) || !o->clk_tck || o->now_ticks < p->start_ticks)
+            return false;
+        uint64_t age_ms = (o->now_ticks - p->start_ticks) * 1000u / o->clk_tck;
+        if (age_ms < o->older_than_ms)
+            return false;
+    }
+    bool narrow = o->by_gpu || o->by_pid || o->by_user || o->by_age;
+    if (narrow && !o->orphans)
+        return true;
+    /* Orphans only (the default): leftovers of finished jobs, and the defunct and stuck
+     * holders, which are listed to say why nothing is done about them. */
+    return vg_plan_finding(fs, "orphan-holder", pid) || vg_plan_finding(fs, "zombie-holder", pid) ||
+           vg_plan_finding(fs, "d-state-holder", pid);
+}
+
+static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                        const struct vg_plan_opts *o, pid_t pid, const struct vg_proc *p,
+                        struct vg_plan_entry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->id.pid = pid;
+    e->state = p && (p->known & VG_PROC_K_STAT) ? p->state : '?';
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->pid != pid)
+            continue;
+        e->seen |= h->seen;
+        if (h->seen & VG_SEEN_NVML)
+            e->id.nvml = true;
+        if (h->used_known) {
+            e->mem_known = true;
+            e->mem_bytes += h->used_bytes;
+        }
+        if (h->gpu != VG_SNAP_NO_GPU && vg_add_unique(&e->gpus, &e->ngpus, h->gpu))
+            return -ENOMEM;
+    }
+    if (p) {
+        if ((p->known & VG_PROC_K_STAT))
+            e->id.start_ticks = p->start_ticks;
+        if ((p->known & VG_PROC_K_STATUS))
+            e->id.uid = p->uid;
+        if ((p->known & VG_PROC_K_FDS) && p->ndev_minors) {
+            e->id.minors = malloc(p->ndev_minors * sizeof(*e->id.minors));
+            if (!e->id.minors)
+                return -ENOMEM;
+            memcpy(e->id.minors, p->dev_minors, p->ndev_minors * sizeof(*e->id.minors));
+            e->id.nminors = p->ndev_minors;
+        }
+        if (vg_dup(p->user, &e->user) || vg_dup(p->comm, &e->comm) ||
+            vg_dup(p->cmdline, &e->cmdline))
+            return -ENOMEM;
+        if ((p->known & VG_PROC_K_STAT) && o->clk_tck && o->now_ticks >= p->start_ticks) {
+            e->age_known = true;
+            e->age_ms = (o->now_ticks - p->start_ticks) * 1000u / o->clk_tck;
+        }
+    }
+    const struct vg_finding *f = vg_plan_reason(fs, pid);
+    if (f) {
+        e->reason = f->rule;
+        if (vg_dup(f->title, &e->finding))
+            return -ENOMEM;
+    }
+
+    if (e->seen == 0) {
+        /* Named with --pid, but neither the driver nor a device node shows it holding. */
+        e->refusal = VG_KILL_NOT_HOLDER;
+    } else if (!p) {
+        e->refusal = VG_KILL_NOT_VISIBLE;
+    } else if (!(e->seen & VG_SEEN_FD) && (!o->pidns_trusted || snap->procs.self_nspid_depth > 1)) {
+        /* The driver speaks in the host's PIDs; here the same number may be someone else. */
+        e->refusal = VG_KILL_NAMESPACE;
+    } else {
+        e->refusal = vg_kill_check(p, &o->who, &e->act_on);
+        if (e->refusal == VG_KILL_PROTECTED)
+            e->protected_name = vg_kill_protected_name(p);
+    }
+    e->signal = e->refusal == VG_KILL_ALLOWED;
+    return 0;
+}
+
+int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                  const struct vg_plan_opts *o, struct vg_plan *out, struct vg_err *err)
+{
+    vg_plan_init(out);
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->bogus_pid)
+            continue;
+        bool dup = false;
+        for (size_t k = 0; k < out->n && !dup; k++)
+            dup = out->v[k].id.pid == h->pid;
+        if (dup || !vg_plan_selected(snap, fs, o, h->pid, h->proc))
+            continue;
+        if (out->n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            struct vg_plan_entry *nv = realloc(out->v, ncap * sizeof(*nv));
+            if (!nv) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            out->v = nv;
+            cap = ncap;
+        }
+        rc = vg_plan_fill(snap, fs, o, h->pid, h->proc, &out->v[out->n]);
+        out->n++;
+        if (rc)
+            goto fail;
+    }
+    /* --pid naming something that holds no GPU at all: say so rather than print an empty
+     * plan. (One that holds a GPU the other filters exclude simply does not match.) */
+    bool holds = false;
+    for (size_t i = 0; o->by_pid && i < snap->nholdings && !holds; i++)
+        holds = snap->holdings[i].pid == o->pid;
+    if (o->by_pid && out->n == 0 && !holds) {
+        struct vg_plan_entry *nv = realloc(out->v, (out->n + 1) * sizeof(*nv));
+        if (!nv) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        out->v = nv;
+        rc = vg_plan_fill(snap, fs, o, o->pid, vg_proc_table_find(&snap->procs, o->pid),
+                          &out->v[out->n]);
+        out->n++;
+        if (rc)
+            goto fail;
+    }
+    if (out->n)
+        qsort(out->v, out->n, sizeof(*out->v), vg_cmp_entry);
+
+    for (size_t i = 0; i < out->n; i++) {
+        if (out->v[i].signal)
+            out->nsignal++;
+        else
+            out->nrefused++;
+    }
+
+    /* The GPUs to report on: the one named, else those the entries hold, else (a clean of the
+     * whole host) every GPU. */
+    if (o->by_gpu) {
+        rc = vg_add_unique(&out->scope, &out->nscope, o->gpu);
+    } else if (!o->by_pid && !o->by_user) {
+        for (size_t g = 0; g < snap->gpus.ngpus && !rc; g++)
+            rc = vg_add_unique(&out->scope, &out->nscope, g);
+    }
+    for (size_t i = 0; i < out->n && !rc; i++)
+        for (size_t k = 0; k < out->v[i].ngpus && !rc; k++)
+            if (!o->by_gpu)
+                rc = vg_add_unique(&out->scope, &out->nscope, out->v[i].gpus[k]);
+    if (rc)
+        goto fail;
+    return 0;
+
+fail:
+    vg_plan_release(out);
+    return vg_err_set(err, rc, "out of memory planning the cleanup");
+}
