@@ -53,7 +53,8 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, ' ');
     char state[2] = {p && (p->known & VG_PROC_K_STAT) ? p->state : '?', '\0'};
     bool bad_state = state[0] == 'Z' || state[0] == 'D';
-    vg_buf_printf(o, "%s%s%s ", bad_state ? st->red : "", state, bad_state ? st->reset : "");
+    /* One letter in the two-column ST field, then the separator. */
+    vg_buf_printf(o, "%s%s%s  ", bad_state ? st->red : "", state, bad_state ? st->reset : "");
     const char *seen = vg_render_seen(h->seen);
     const char *color = (h->seen & VG_SEEN_NVML) ? ((h->seen & VG_SEEN_FD) ? "" : st->magenta)
                                                   : st->yellow;
@@ -142,7 +143,9 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
     vg_buf_printf(o, "%sGPU %u%s  ", st->bold, g->index, st->reset);
     const char *name = (g->known & VG_GPU_K_NAME) ? g->name : "(name n/a)";
     vg_text_escape(o, name, strlen(name), 40, NULL);
-    vg_buf_printf(o, "  %s  minor %s", uuid, minor);
+    vg_buf_adds(o, "  ");
+    vg_text_escape(o, uuid, strlen(uuid), 0, NULL);
+    vg_buf_printf(o, "  minor %s", minor);
     if (g->lost)
         vg_buf_printf(o, "  %sLOST%s", st->red, st->reset);
     vg_buf_addc(o, '\n');
@@ -170,7 +173,9 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
         vg_buf_printf(o, "  %sMIG %zu%s  ", st->bold, m, st->reset);
         const char *mname = (mg->known & VG_GPU_K_NAME) ? mg->name : "(name n/a)";
         vg_text_escape(o, mname, strlen(mname), 40, NULL);
-        vg_buf_printf(o, "  %s\n  ", uuid);
+        vg_buf_adds(o, "  ");
+        vg_text_escape(o, uuid, strlen(uuid), 0, NULL);
+        vg_buf_adds(o, "\n  ");
         vg_text_memory(o, mg);
         vg_buf_addc(o, '\n');
         vg_text_errors(o, mg->errors, mg->nerrors, st);
@@ -219,7 +224,10 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
     vg_style_init(&st, ro->color);
     const struct vg_gpu_list *l = &snap->gpus;
     if (snap->driver_ok) {
-        vg_buf_printf(out, "driver %s", l->driver_version ? l->driver_version : "n/a");
+        /* The driver's strings reach the terminal escaped, like every other outside string. */
+        const char *dv = l->driver_version ? l->driver_version : "n/a";
+        vg_buf_adds(out, "driver ");
+        vg_text_escape(out, dv, strlen(dv), 0, NULL);
         if (l->cuda_version > 0)
             vg_buf_printf(out, ", CUDA %d.%d", l->cuda_version / 1000,
                           (l->cuda_version % 1000) / 10);

@@ -141,8 +141,11 @@ wait_for() {
 # starttime (parsed after the last ')', since comm may hold anything); fails if PID is gone.
 # PID may be PID/task/TID for a thread.
 vg_stat() {
-    local pid=$1 field=$2 line rest state ppid pgrp sid
-    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || return 1
+    local pid=$1 field=$2 line='' rest state ppid pgrp sid
+    # The whole file, not its first line: comm may hold a newline.
+    { IFS= read -r -d '' line <"/proc/$pid/stat"; } 2>/dev/null
+    [[ -n $line ]] || return 1
+    line=${line%$'\n'}
     rest=${line##*) }
     read -r state ppid pgrp sid _ <<<"$rest"
     case $field in
@@ -297,9 +300,13 @@ vg_cleanup() {
         for d in /proc/[0-9]*; do
             pid=${d#/proc/}
             if [[ -n ${victims[$pid]:-} ]]; then continue; fi
-            { read -r line <"$d/stat"; } 2>/dev/null || continue
+            # The whole file, not its first line: comm may hold a newline.
+            line=
+            { IFS= read -r -d '' line <"$d/stat"; } 2>/dev/null || true
             rest=${line##*) }
             read -r state ppid pgrp sid _ <<<"$rest"
+            # Gone while being read, or unparsable: nothing to go by.
+            [[ $ppid =~ ^[0-9]+$ && $pgrp =~ ^[0-9]+$ && $sid =~ ^[0-9]+$ ]] || continue
             if [[ -n ${victims[$ppid]:-} || -n ${victims[$pgrp]:-} || -n ${victims[$sid]:-} ]]; then
                 victims[$pid]=1
                 changed=1
