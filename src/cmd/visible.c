@@ -51,10 +51,14 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
     int nopts = 0;
     const char *picked = NULL;
     opts[nopts++] = argv[0];
+    bool operands = false; /* after "--": every word is a value, none an option */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool is_value = a[0] != '-' || (a[1] >= '0' && a[1] <= '9') ||
-                        (strcmp(a, "--") == 0 && (a = argv[++i]) != NULL);
+        if (!operands && strcmp(a, "--") == 0) {
+            operands = true;
+            continue;
+        }
+        bool is_value = operands || a[0] != '-' || (a[1] >= '0' && a[1] <= '9');
         if (!is_value) {
             opts[nopts++] = argv[i];
             /* An option that takes its value as the next word keeps it. */
@@ -65,8 +69,6 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
                     opts[nopts++] = argv[++i];
             continue;
         }
-        if (!a)
-            break;
         if (picked) {
             vg_cmd_error("visible", "one value at a time; unexpected '%s' (quote a value with "
                                     "spaces)", a);

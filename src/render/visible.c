@@ -35,6 +35,29 @@ static void vg_vis_dev_text(struct vg_buf *o, const struct vg_snapshot *snap, si
         vg_buf_printf(o, "  minor %u", g->minor);
 }
 
+/* Every GPU and MIG device of the host with its full UUID, for a value that named none. */
+static void vg_vis_uuid_list(struct vg_buf *o, const struct vg_snapshot *snap)
+{
+    for (size_t g = 0; g < snap->gpus.ngpus; g++) {
+        const struct vg_gpu *gp = &snap->gpus.gpus[g];
+        for (int m = -1; m < (int)gp->nmig; m++) {
+            const struct vg_gpu *d = vg_vis_dev(snap, g, m);
+            const char *name = (d->known & VG_GPU_K_NAME) ? d->name : "(name n/a)";
+            if (m >= 0)
+                vg_buf_printf(o, "  GPU %u MIG %d  ", gp->index, m);
+            else
+                vg_buf_printf(o, "  GPU %u  ", gp->index);
+            vg_text_escape(o, name, strlen(name), 40, NULL);
+            vg_buf_adds(o, "  ");
+            if ((d->known & VG_GPU_K_UUID) && d->uuid)
+                vg_text_escape(o, d->uuid, strlen(d->uuid), 96, NULL);
+            else
+                vg_buf_adds(o, "UUID n/a");
+            vg_buf_addc(o, '\n');
+        }
+    }
+}
+
 int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visible *v,
                            const char *value, const char *order, const struct vg_render_opts *ro,
                            struct vg_buf *out)
@@ -103,6 +126,8 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
         else
             vg_buf_adds(out, "no entry names a GPU on this host; use the UUIDs below\n");
     }
+    if (v->corrected && !v->corrected[0])
+        vg_vis_uuid_list(out, snap);
     if (v->order_differs && !(order && strcmp(order, "PCI_BUS_ID") == 0)) {
         vg_buf_printf(out, "\n%sOrdering:%s this host mixes GPU models, so CUDA (FASTEST_FIRST) "
                            "and nvidia-smi (PCI bus order) number them differently:\n",
@@ -115,12 +140,18 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
         vg_buf_adds(out, "  export CUDA_DEVICE_ORDER=PCI_BUS_ID to make them agree, or use "
                          "UUIDs.\n");
     }
-    if (v->set && !v->corrected && v->ndevices) {
+    /* Only when the driver gave every UUID: a value with a placeholder in it, copied into a
+     * shell, would make CUDA stop at that entry. */
+    bool all_uuids = v->ndevices > 0;
+    for (size_t i = 0; i < v->ndevices && all_uuids; i++) {
+        const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
+        all_uuids = (d->known & VG_GPU_K_UUID) && d->uuid;
+    }
+    if (v->set && !v->corrected && all_uuids) {
         vg_buf_adds(out, "\nBy UUID (the same whatever the order): CUDA_VISIBLE_DEVICES=");
         for (size_t i = 0; i < v->ndevices; i++) {
             const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
-            vg_buf_printf(out, "%s%s", i ? "," : "",
-                          (d->known & VG_GPU_K_UUID) && d->uuid ? d->uuid : "?");
+            vg_buf_printf(out, "%s%s", i ? "," : "", d->uuid);
         }
         vg_buf_addc(out, '\n');
     }

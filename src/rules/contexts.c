@@ -307,8 +307,11 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
             continue;
         const struct vg_holding *h = &snap->holdings[i];
         const struct vg_proc *p = h->proc;
+        /* Reported already by a more specific rule: DDP ranks, NCCL, or TensorFlow/JAX
+         * (whose finding lists every GPU the process holds, stray contexts included). */
         if (vg_findings_has_pid(out, "ddp-gpu0", h->pid, VG_SNAP_NO_GPU) ||
-            vg_findings_has_pid(out, "nccl-all-gpus", h->pid, VG_SNAP_NO_GPU))
+            vg_findings_has_pid(out, "nccl-all-gpus", h->pid, VG_SNAP_NO_GPU) ||
+            vg_findings_has_pid(out, "preallocation", h->pid, VG_SNAP_NO_GPU))
             continue;
         struct vg_proc_visible pv;
         bool judged = vg_rule_proc_visible(snap, p, &pv);

@@ -179,10 +179,10 @@ void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
         vg_add_gpus_of(out, f, snap, h->pid);
         bool live = (p->known & VG_PROC_K_THREADS) && p->threads_live > 0;
         if (live) {
-            vg_finding_title(out, f, "%s is defunct, but %u of its thread%s still run%s and "
+            vg_finding_title(out, f, "%s is defunct, but %u of its threads still run%s and "
                                      "hold%s the GPU (%s)", label, p->threads_live,
-                             p->threads_live == 1 ? "" : "s", p->threads_live == 1 ? "s" : "",
-                             p->threads_live == 1 ? "s" : "", ph.nvml ? size : "device node open");
+                             p->threads_live == 1 ? "s" : "", p->threads_live == 1 ? "s" : "",
+                             ph.nvml ? size : "device node open");
             vg_finding_evidence(out, f, "its main thread exited (state Z) while other threads "
                                         "kept going: the process is alive and keeps its GPU "
                                         "memory and device files");
@@ -236,6 +236,27 @@ void vg_rule_d_state_holder(const struct vg_rule_ctx *ctx, struct vg_findings *o
     }
 }
 
+/* Is this procfs path "/proc" itself, however it was spelled ("/proc/", "//proc")? Compared
+ * as text: rules never read the system. */
+static bool vg_is_default_proc(const char *root)
+{
+    const char *want = "/proc";
+    for (const char *p = root;; p++) {
+        if (*p == '/' && p[1] == '/')
+            continue; /* repeated slashes count once */
+        if (*p == '/' && *want == '\0') {
+            while (*p == '/')
+                p++;
+            return *p == '\0';
+        }
+        if (*p != *want)
+            return false;
+        if (*p == '\0')
+            return true;
+        want++;
+    }
+}
+
 void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
@@ -264,14 +285,20 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             vg_finding_fix(out, f, "run vramguard on the host, or give it the host's /proc: "
                                    "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
                                    "--proc /host/proc");
-        } else if (strcmp(snap->proc_root, "/proc") != 0) {
+        } else if (!vg_is_default_proc(snap->proc_root)) {
             vg_finding_evidence(out, f, "%s is another procfs: the process may live in a PID "
                                         "namespace it does not cover", snap->proc_root);
             vg_finding_fix(out, f, "point --proc at the host's procfs");
         } else {
-            vg_finding_evidence(out, f, "vramguard sees the root PID namespace, so the process "
-                                        "lives in a namespace this /proc does not show, or has "
-                                        "exited while the driver still holds its memory");
+            /* NSpid has one level both in the root namespace and in a container that mounted
+             * its own /proc, so this cannot tell those two apart: say both. */
+            vg_finding_evidence(out, f, "/proc shows vramguard in no nested PID namespace: "
+                                        "the process lives in a namespace this /proc does not "
+                                        "show (another container, or vramguard itself runs in "
+                                        "one with its own /proc), or has exited while the "
+                                        "driver still holds its memory");
+            vg_finding_fix(out, f, "if vramguard runs in a container, run it on the host or "
+                                   "give it the host's /proc (--proc)");
             vg_finding_fix(out, f, "if it is gone, the memory should return once the driver "
                                    "tears the context down; if it stays, a GPU reset when "
                                    "nothing else holds the GPU");
@@ -313,9 +340,10 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                                         "counts its own reservation as used", used, held);
         }
         if (s->unexplained_upper_bound)
-            vg_finding_evidence(out, f, "%zu listed process%s report no figure, so part of this "
-                                        "may be theirs", s->nholders_unknown,
-                                s->nholders_unknown == 1 ? "" : "es");
+            vg_finding_evidence(out, f, "%zu listed process%s report%s no figure, so part of "
+                                        "this may be theirs", s->nholders_unknown,
+                                s->nholders_unknown == 1 ? "" : "es",
+                                s->nholders_unknown == 1 ? "s" : "");
         size_t first, count, fd_only = 0;
         vg_snap_gpu_holdings(snap, gi, &first, &count);
         for (size_t i = first; i < first + count; i++) {
@@ -329,7 +357,12 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                 fd_only++;
             }
         }
-        const char *uuid = (g->known & VG_GPU_K_UUID) ? g->uuid : "<UUID>";
+        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. */
+        char idx[16];
+        snprintf(idx, sizeof(idx), "%u", g->index);
+        const char *uuid = (g->known & VG_GPU_K_UUID) && g->uuid           ? g->uuid
+                           : (g->known & VG_GPU_K_PCI) && g->pci_bus_id ? g->pci_bus_id
+                                                                          : idx;
         if (count == 0) {
             vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
             vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "

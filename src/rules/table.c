@@ -1,7 +1,7 @@
 /*
  * The rule table and the runner. Order matters: the specific rules run before the general ones
- * that would otherwise report the same processes again (ddp-gpu0 and nccl-all-gpus before
- * stray-contexts).
+ * that would otherwise report the same processes again (ddp-gpu0, nccl-all-gpus and
+ * preallocation before stray-contexts).
  */
 #include <errno.h>
 
