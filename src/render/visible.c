@@ -121,7 +121,11 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
     }
     if (v->corrected) {
         vg_buf_printf(out, "\n%sSuggested:%s ", st.bold, st.reset);
-        if (v->corrected[0])
+        if (v->corrected[0] && v->cut < v->nentries)
+            vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n  (every entry that names a "
+                               "GPU, by UUID, including those after the cut: check that this is "
+                               "what was meant)\n", v->corrected);
+        else if (v->corrected[0])
             vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n", v->corrected);
         else
             vg_buf_adds(out, "no entry names a GPU on this host; use the UUIDs below\n");
@@ -226,7 +230,8 @@ int vg_render_visible_json(const struct vg_snapshot *snap, const struct vg_visib
         vg_json_u64(&j, v->cut);
     else
         vg_json_null(&j);
-    vg_json_kstr(&j, "suggested", v->corrected);
+    /* "" would hide every GPU if pasted: no suggestion is null. */
+    vg_json_kstr(&j, "suggested", v->corrected && v->corrected[0] ? v->corrected : NULL);
     vg_json_obj_end(&j);
     return vg_json_finish(&j);
 }

@@ -64,6 +64,45 @@ static void vg_add_gpus_of(struct vg_findings *out, struct vg_finding *f,
             vg_finding_gpu(out, f, snap->holdings[i].gpu);
 }
 
+struct vg_orphan_group {
+    uint64_t total;
+    size_t count, fd_only;
+    bool any_nvml;
+};
+
+/* Add the process of holding k (and mark all its holdings done) to an orphan finding. */
+static void vg_orphan_member(struct vg_findings *out, struct vg_finding *f,
+                             const struct vg_snapshot *snap, bool *done, size_t k,
+                             struct vg_orphan_group *grp)
+{
+    const struct vg_holding *o = &snap->holdings[k];
+    for (size_t m = k; m < snap->nholdings; m++)
+        if (snap->holdings[m].pid == o->pid)
+            done[m] = true;
+    struct vg_pid_hold ph;
+    vg_pid_hold(snap, o->pid, &ph);
+    char label[VG_LABEL_MAX], size[32];
+    vg_rule_proc_label(o->pid, o->proc, label, sizeof(label));
+    if (ph.nvml)
+        vg_rule_size(true, ph.bytes, size, sizeof(size));
+    const char *how = o->proc->ppid == 1 || !o->proc->parent_alive
+                          ? (o->proc->pgid != o->pid && !o->proc->pgid_alive
+                                 ? "its process group leader has exited"
+                                 : "its session leader has exited")
+                          : "a worker of a leftover process";
+    vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label, (int)o->proc->ppid,
+                        o->proc->ppid == 1 ? " (init)" : "", how,
+                        ph.nvml ? size : "holds the GPU's device node open");
+    if (ph.nvml && ph.fd)
+        vg_finding_evidence(out, f, "PID %d also holds the device node open", (int)o->pid);
+    vg_finding_pid(out, f, o->pid);
+    vg_add_gpus_of(out, f, snap, o->pid);
+    grp->total += ph.bytes;
+    grp->count++;
+    grp->fd_only += !ph.nvml;
+    grp->any_nvml |= ph.nvml;
+}
+
 void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
@@ -81,38 +120,35 @@ void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
         /* Everything orphaned from the same process group is one dead job. */
         pid_t pgid = h->proc->pgid, sid = h->proc->sid;
         struct vg_finding *f = vg_finding_add(out, "orphan-holder", VG_SEV_WARNING);
-        uint64_t total = 0;
-        size_t count = 0, fd_only = 0;
+        struct vg_orphan_group grp = {0};
         for (size_t k = i; k < n; k++) {
             const struct vg_holding *o = &snap->holdings[k];
             if (done[k] || !o->proc || !vg_first_holding_of(snap, k) || !vg_is_orphan(o->proc) ||
                 o->proc->pgid != pgid || o->proc->sid != sid)
                 continue;
-            for (size_t m = k; m < n; m++)
-                if (snap->holdings[m].pid == o->pid)
-                    done[m] = true;
-            struct vg_pid_hold ph;
-            vg_pid_hold(snap, o->pid, &ph);
-            char label[VG_LABEL_MAX], size[32];
-            vg_rule_proc_label(o->pid, o->proc, label, sizeof(label));
-            if (ph.nvml)
-                vg_rule_size(true, ph.bytes, size, sizeof(size));
-            vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label,
-                                (int)o->proc->ppid,
-                                o->proc->ppid == 1 ? " (init)" : "",
-                                o->proc->pgid != o->pid && !o->proc->pgid_alive
-                                    ? "its process group leader has exited"
-                                    : "its session leader has exited",
-                                ph.nvml ? size : "holds the GPU's device node open");
-            if (ph.nvml && ph.fd)
-                vg_finding_evidence(out, f, "PID %d also holds the device node open",
-                                    (int)o->pid);
-            vg_finding_pid(out, f, o->pid);
-            vg_add_gpus_of(out, f, snap, o->pid);
-            total += ph.bytes;
-            count++;
-            fd_only += !ph.nvml;
+            vg_orphan_member(out, f, snap, done, k, &grp);
         }
+        /* Workers of an orphaned worker are part of the same dead job even though their own
+         * parent is alive: add device holders whose parent is already a member, until no more
+         * join (each pass adds at least one, so at most n passes). */
+        for (bool grew = true; grew && f;) {
+            grew = false;
+            for (size_t k = 0; k < n; k++) {
+                const struct vg_holding *o = &snap->holdings[k];
+                if (done[k] || !o->proc || !vg_first_holding_of(snap, k) ||
+                    !(o->proc->known & VG_PROC_K_STAT) || o->proc->state == 'Z')
+                    continue;
+                bool parent_in = false;
+                for (size_t m = 0; m < f->npids && !parent_in; m++)
+                    parent_in = f->pids[m] == o->proc->ppid;
+                if (!parent_in)
+                    continue;
+                vg_orphan_member(out, f, snap, done, k, &grp);
+                grew = true;
+            }
+        }
+        uint64_t total = grp.total;
+        size_t count = grp.count, fd_only = grp.fd_only;
         char size[32];
         vg_rule_size(true, total, size, sizeof(size));
         if (total)
@@ -124,7 +160,9 @@ void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
                                      "%d) still hold%s NVIDIA device nodes open", count,
                              count == 1 ? "" : "es", (int)pgid, count == 1 ? "s" : "");
         if (f) {
-            f->bytes_known = true;
+            /* Only NVML gives figures: a group seen through device nodes alone has an unknown
+             * amount, not 0. */
+            f->bytes_known = grp.any_nvml;
             f->bytes = total;
             if (total)
                 f->severity = VG_SEV_CRITICAL;
