@@ -32,6 +32,11 @@ struct vg_gpu_proc {
     uint32_t gpu_instance;   /* MIG GI id, as NVML reports it */
     uint32_t compute_instance;
     bool bogus_pid;          /* PID 0 or UINT32_MAX: the driver's bookkeeping, not a process */
+    /* SM utilisation from nvmlDeviceGetProcessUtilization: the highest among the samples the
+     * driver still buffers for this PID, 0 when it has none (the GPU's VG_GPU_K_PROC_UTIL bit
+     * says whether the call answered at all). */
+    bool util_known;
+    unsigned sm_util;        /* percent */
 };
 
 enum {
@@ -47,7 +52,8 @@ enum {
     VG_GPU_K_COMPUTE_MODE = 1u << 9,
     VG_GPU_K_MIG_MODE = 1u << 10,
     VG_GPU_K_PROCS = 1u << 11,   /* at least one process list could be read */
-    VG_GPU_K_INSTANCE = 1u << 12 /* MIG devices: gpu/compute instance ids */
+    VG_GPU_K_INSTANCE = 1u << 12, /* MIG devices: gpu/compute instance ids */
+    VG_GPU_K_PROC_UTIL = 1u << 13 /* per-process utilisation was read (procs[].util_known) */
 };
 
 /* One problem NVML reported while reading a device; kept so one bad field or one lost GPU

@@ -67,6 +67,7 @@ struct vg_nvml_fns {
     nvml_dev_uint_fn gpu_instance;
     nvml_dev_uint_fn compute_instance;
     nvml_procs_fn procs[VG_PT_N][VG_PV_N];
+    nvml_proc_util_fn proc_util;
     void *conf_compute_mem;    /* presence only: the 535 window */
     void *process_detail_list; /* presence only: the 535 window */
 };
@@ -129,6 +130,7 @@ static const struct vg_nvml_sym vg_nvml_syms[] = {
     VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses_v3", procs[VG_PT_MPS][VG_PV3]),
     VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses_v2", procs[VG_PT_MPS][VG_PV2]),
     VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses", procs[VG_PT_MPS][VG_PV1]),
+    VG_SYM("nvmlDeviceGetProcessUtilization", proc_util),
     VG_SYM("nvmlDeviceGetConfComputeMemSizeInfo", conf_compute_mem),
     VG_SYM("nvmlDeviceGetRunningProcessDetailList", process_detail_list),
 };
@@ -899,6 +901,64 @@ static int vg_nvml_read_procs(struct vg_nvml_dev *d)
     return 0;
 }
 
+/*
+ * Per-process SM utilisation, for idle-holder in `watch`. Optional: a driver without the call,
+ * or a GPU that does not support it, leaves VG_GPU_K_PROC_UTIL clear. lastSeenTimeStamp is 0,
+ * so the driver returns every sample it still buffers (a few seconds' worth) and a process
+ * counts as busy when any of them shows work; NOT_FOUND means no process has a sample, i.e.
+ * none did any work. Same size/fill pattern as the process lists.
+ */
+static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu *g = d->g;
+    if (!f->proc_util || !(g->known & VG_GPU_K_PROCS))
+        return 0;
+    nvmlProcessUtilizationSample_t *buf = NULL;
+    size_t cap = 0;
+    unsigned count = 0;
+    nvmlReturn_t st = f->proc_util(d->dev, NULL, &count, 0);
+    for (int tries = 0; st == NVML_ERROR_INSUFFICIENT_SIZE && tries < VG_NVML_PROC_TRIES;
+         tries++) {
+        size_t want = (size_t)count + count / 4 + 4;
+        if (want <= cap)
+            want = cap * 2;
+        if (want > VG_NVML_PROC_MAX)
+            break;
+        nvmlProcessUtilizationSample_t *nb = realloc(buf, want * sizeof(*buf));
+        if (!nb) {
+            free(buf);
+            return -ENOMEM;
+        }
+        buf = nb;
+        memset(buf, 0, want * sizeof(*buf));
+        cap = want;
+        count = (unsigned)cap;
+        st = f->proc_util(d->dev, buf, &count, 0);
+    }
+    if (st == NVML_ERROR_NOT_FOUND) {
+        st = NVML_SUCCESS;
+        count = 0;
+    }
+    if (st != NVML_SUCCESS) {
+        free(buf);
+        return vg_nvml_fail(d, &f->proc_util, st, 1);
+    }
+    for (size_t i = 0; i < g->nprocs; i++) {
+        g->procs[i].util_known = true;
+        g->procs[i].sm_util = 0;
+    }
+    for (size_t i = 0; i < count && i < cap; i++) {
+        struct vg_gpu_proc *p = vg_nvml_find_proc(g->procs, g->nprocs, buf[i].pid);
+        unsigned u = buf[i].smUtil > 100 ? 100 : buf[i].smUtil;
+        if (p && u > p->sm_util)
+            p->sm_util = u;
+    }
+    free(buf);
+    g->known |= VG_GPU_K_PROC_UTIL;
+    return 0;
+}
+
 /* ---- devices ---------------------------------------------------------------------------- */
 
 typedef int (*vg_nvml_reader)(struct vg_nvml_dev *d);
@@ -986,7 +1046,8 @@ static int vg_nvml_read_migs(struct vg_nvml_dev *d)
 static const vg_nvml_reader vg_nvml_gpu_readers[] = {
     vg_nvml_read_name,         vg_nvml_read_uuid,     vg_nvml_read_minor, vg_nvml_read_pci,
     vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,    vg_nvml_read_persistence,
-    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_migs,
+    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_proc_util,
+    vg_nvml_read_migs,
 };
 
 /* Read GPU index into g. A handle that cannot be had leaves the GPU lost with only its index. */

@@ -7,9 +7,17 @@
  *   does not answer in time the sample is built from /proc alone with driver_ok false and
  *   driver_error saying the driver is hung, and `hung` is reported; later samples do not queue
  *   more work behind the stuck call, they report the hang again until the worker comes back.
+ * - NVML is opened by the worker at the first sample and closed again after a read fails, so
+ *   the next sample opens it afresh: a driver loaded, restarted or upgraded while the sampler
+ *   lives is picked up without restarting the command.
  * - What a (PID, start time) pair cannot change (command line, exec-time environment, cgroup,
  *   mapped libraries of the exec'd image, user) is cached between samples and dropped when the
  *   process goes away, so a steady-state sample reads little more than fd directories and stat.
+ *   The cache lives in src/proc/ (struct vg_proc_cache, see proc.h for what is re-read when).
+ * - Each snapshot also carries per-process utilisation where the driver has it
+ *   (vg_gpu_proc.sm_util, VG_GPU_K_PROC_UTIL), for idle tracking.
+ * - The worker thread is created by vg_sampler_new() and inherits the caller's signal mask:
+ *   block the signals a command handles (signalfd, sigwait) before creating the sampler.
  *
  * Ownership: vg_sampler_new() returns a sampler freed with vg_sampler_free(), which stops the
  * worker (or abandons it, if it is stuck in the driver: the process exits without waiting).

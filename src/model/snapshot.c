@@ -221,8 +221,7 @@ int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool dr
     return 0;
 }
 
-/* The PIDs NVML reported, so /proc can read them in full even without device fds. */
-static int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n)
+int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n)
 {
     size_t cap = 0;
     for (size_t gi = 0; gi < gpus->ngpus; gi++) {

@@ -104,6 +104,10 @@ void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *fi
 int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool driver_ok,
                      struct vg_proc_table *procs, struct vg_err *err);
 
+/* The PIDs NVML reported (bogus ones left out), so /proc can read them in full even without
+ * device fds. *out is heap (NULL when there are none); 0 or -ENOMEM. */
+int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n);
+
 /* Allocate an empty snapshot (for vg_snap_assemble). */
 struct vg_snapshot *vg_snap_new(void);
 

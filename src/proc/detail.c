@@ -5,6 +5,9 @@
  * ends the process's reading early is evidence that it exited: stat missing or empty, or any
  * later file missing while stat is gone too (a fake or odd procfs may simply lack a file).
  * Denied files set c->denied so the scan counts the process once in n_denied.
+ *
+ * With a cache (a long-running command), stat, status and threads are read every time and the
+ * stable files (cmdline, environ, cgroup, maps) only when the cache does not know the process.
  */
 #include "proc/internal.h"
 
@@ -78,40 +81,64 @@ static bool vg_pid_alive(int root_fd, pid_t pid)
     return faccessat(root_fd, name, F_OK, 0) == 0 || errno != ENOENT;
 }
 
+/* The files whose content a (pid, start time, comm) cannot change: what the cache keeps. */
+static const struct vg_detail_def {
+    const char *name;
+    size_t max;
+    vg_parse_fn parse;
+    bool empty_unknown;
+} vg_stable_files[] = {
+    {"cmdline", VG_PROC_CMDLINE_MAX, vg_proc_parse_cmdline, false},
+    {"environ", VG_PROC_ENVIRON_MAX, vg_proc_parse_environ, true},
+    {"cgroup", VG_PROC_CGROUP_MAX, vg_proc_parse_cgroup, false},
+    {"maps", VG_PROC_MAPS_MAX, vg_proc_parse_maps, true},
+};
+#define VG_MAPS_FILE (sizeof(vg_stable_files) / sizeof(vg_stable_files[0]) - 1)
+
+static int vg_detail_def_read(struct vg_proc_ctx *c, int pid_fd, const struct vg_detail_def *d,
+                              struct vg_proc *p)
+{
+    return vg_detail_file(c, pid_fd, d->name, d->max, d->parse, d->empty_unknown, p);
+}
+
+/* Command line, environment, cgroup, maps and user name: from the cache when it knows this
+ * process (maps again when its NVIDIA descriptors changed), else read, and remembered. */
+static int vg_detail_stable(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+{
+    bool denied_before = c->denied, maps_stale = false;
+    int hit = 0, rc = 0;
+    c->denied = false;
+    if (c->cache && (hit = vg_proc_cache_fill(c->cache, p, &c->denied, &maps_stale)) < 0)
+        return hit;
+    for (size_t i = 0; i < sizeof(vg_stable_files) / sizeof(vg_stable_files[0]) && !rc; i++)
+        if (!hit || (maps_stale && i == VG_MAPS_FILE))
+            rc = vg_detail_def_read(c, pid_fd, &vg_stable_files[i], p);
+    if (!rc && (p->known & VG_PROC_K_STATUS) && !(p->known & VG_PROC_K_USER)) {
+        rc = vg_proc_user_name(c, p->uid, &p->user);
+        if (!rc)
+            p->known |= VG_PROC_K_USER;
+    }
+    if (!rc && c->cache && (!hit || maps_stale))
+        rc = vg_proc_cache_store(c->cache, p, c->denied);
+    c->denied = c->denied || denied_before;
+    return rc;
+}
+
 int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
     int rc = vg_detail_stat(c, pid_fd, p);
     if (rc)
         return rc;
-    static const struct {
-        const char *name;
-        size_t max;
-        vg_parse_fn parse;
-        bool empty_unknown;
-    } files[] = {
-        {"status", VG_PROC_STATUS_MAX, vg_proc_parse_status, false},
-        {"cmdline", VG_PROC_CMDLINE_MAX, vg_proc_parse_cmdline, false},
-        {"environ", VG_PROC_ENVIRON_MAX, vg_proc_parse_environ, true},
-        {"cgroup", VG_PROC_CGROUP_MAX, vg_proc_parse_cgroup, false},
-        {"maps", VG_PROC_MAPS_MAX, vg_proc_parse_maps, true},
-    };
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        rc = vg_detail_file(c, pid_fd, files[i].name, files[i].max, files[i].parse,
-                            files[i].empty_unknown, p);
-        if (rc)
-            return rc;
-    }
+    rc = vg_detail_file(c, pid_fd, "status", VG_PROC_STATUS_MAX, vg_proc_parse_status, false, p);
+    if (rc)
+        return rc;
+    rc = vg_detail_stable(c, pid_fd, p);
+    if (rc)
+        return rc;
 
     rc = vg_proc_read_threads(c, pid_fd, p);
     if (rc < 0 && (rc = vg_detail_failed(c, pid_fd, rc)) < 0)
         return rc;
-
-    if (p->known & VG_PROC_K_STATUS) {
-        rc = vg_proc_user_name(c, p->uid, &p->user);
-        if (rc)
-            return rc;
-        p->known |= VG_PROC_K_USER;
-    }
     if (p->known & VG_PROC_K_STAT) {
         /* pid 1 is alive by definition, even in a procfs root without it (tests, chroots) */
         p->parent_alive = p->ppid == 1 || vg_pid_alive(c->root_fd, p->ppid);

@@ -140,12 +140,37 @@ struct vg_proc_table {
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
 };
 
+/*
+ * What a process cannot change while it lives, kept between scans for long-running commands
+ * (the sampler behind `watch` and `serve`): command line, exec-time environment, cgroup,
+ * mapped libraries and user name. An entry is keyed by (pid, start time, comm): a reused PID
+ * has another start time, and an exec changes comm, so neither is served stale data. stat,
+ * status, fds and threads are always read fresh. Mapped libraries are read again when the
+ * process's NVIDIA descriptors change (a new context or NCCL opens more), the user name when
+ * the uid changes. Entries of processes a scan did not read in full are dropped at its end.
+ *
+ * Ownership: vg_proc_cache_new() returns a cache freed with vg_proc_cache_free(); a scan
+ * borrows it through vg_proc_opts.cache. One scan at a time.
+ */
+struct vg_proc_cache;
+
+struct vg_proc_cache_stats {
+    uint64_t hits;          /* processes whose stable details came from the cache */
+    uint64_t misses;        /* processes read in full */
+    size_t entries;
+};
+
+int vg_proc_cache_new(struct vg_proc_cache **out);
+void vg_proc_cache_free(struct vg_proc_cache *cache);
+void vg_proc_cache_stats(const struct vg_proc_cache *cache, struct vg_proc_cache_stats *out);
+
 struct vg_proc_opts {
     const char *proc_root;  /* default "/proc" */
     const char *dev_dir;    /* default "/dev": device nodes are matched as DIR/nvidia* */
     const pid_t *want;      /* PIDs to read in full even without device fds (NVML's) */
     size_t nwant;
     bool all;               /* read every process in full, holders or not */
+    struct vg_proc_cache *cache; /* optional: reuse stable details between scans */
 };
 
 void vg_proc_table_init(struct vg_proc_table *t);

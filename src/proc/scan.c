@@ -9,7 +9,9 @@
  * reused in between cannot mix two processes in one entry.
  *
  * Processes that exit mid-scan are skipped and counted; denied files are counted; only
- * failing to open the root or running out of memory fails the scan.
+ * failing to open the root or running out of memory fails the scan. With opts->cache, phase two
+ * takes what a process cannot change from the cache (detail.c), and the scan's end drops the
+ * cache entries of processes it did not read in full.
  */
 #include "proc/internal.h"
 
@@ -149,6 +151,9 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
     if (rc)
         goto out;
+    c.cache = opts->cache;
+    if (c.cache)
+        vg_proc_cache_begin(c.cache);
     if (opts->nwant && opts->want) {
         want = malloc(opts->nwant * sizeof(*want));
         if (!want) {
@@ -206,6 +211,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             t->n++;
         rc = 0;
     }
+    if (c.cache)
+        vg_proc_cache_end(c.cache);
 
 out:
     if (rc == -ENOMEM)

@@ -1,0 +1,182 @@
+/*
+ * `vramguard check`: one sample judged against the same rules and expectations as `watch`,
+ * reported the way Nagios, Icinga, cron and health checks want it: a summary line first and an
+ * exit status (0 ok, 1 warning, 2 critical, 3 could not check).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "model/snapshot.h"
+#include "rules/rules.h"
+#include "watch/check.h"
+#include "watch/config.h"
+#include "watch/expect.h"
+
+static const char vg_check_help[] =
+    "usage: vramguard check [--expect GPU=WHO ...] [--threshold SIZE] [--config FILE] [options]\n"
+    "\n"
+    "Take one sample, run every rule and check the expectations (as 'watch' does), and print\n"
+    "a summary line (VRAMGUARD OK|WARNING|CRITICAL|UNKNOWN - ...) then one line per alert and\n"
+    "finding, worst first. For cron, CI, Nagios/Icinga and container health checks.\n"
+    "\n"
+    "Options:\n"
+    "  --expect GPU=WHO     what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
+    "                       names, comma-separated; repeatable (see 'vramguard watch --help')\n"
+    "  --threshold SIZE     alerts for memory above this (default 10MiB)\n"
+    "  --config FILE        take expect, threshold and nvml_timeout from a watch config file\n"
+    "\n"
+    "Exit status: 0 ok (nothing, or info only); 1 warnings; 2 critical (a critical finding or\n"
+    "alert, or a GPU lost); 3 could not check (no driver view, /proc unreadable, or an\n"
+    "expectation names no GPU here) and nothing critical was found; 64 bad usage.\n"
+    "\n";
+
+enum {
+    VG_OPT_EXPECT = VG_OPT_FIRST_LOCAL,
+    VG_OPT_THRESHOLD,
+    VG_OPT_CONFIG,
+};
+
+static int vg_check_flag(struct vg_watch_config *c, const char *key, const char *value)
+{
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_watch_config_set(c, key, value, &err);
+    if (rc)
+        vg_cmd_error("check", "--%s: %s", key, vg_err_msg(&err));
+    vg_err_release(&err);
+    return rc;
+}
+
+/* Parse the command line and the config file into cfg. 0, -1 after --help, or an exit status. */
+static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_watch_config *cfg)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"expect", required_argument, NULL, VG_OPT_EXPECT},
+        {"threshold", required_argument, NULL, VG_OPT_THRESHOLD},
+        {"config", required_argument, NULL, VG_OPT_CONFIG},
+        {NULL, 0, NULL, 0},
+    };
+    struct vg_watch_config flags;
+    vg_watch_config_init(&flags);
+    const char *config = NULL;
+    int status = 0, c;
+    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
+    opterr = 0;
+    while (status == 0 && (c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        int r = vg_global_opt(g, c, optarg, "check");
+        if (r < 0) {
+            status = VG_EXIT_USAGE;
+            break;
+        }
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_check_help, stdout);
+            fputs(vg_global_help, stdout);
+            status = -1;
+            break;
+        case VG_OPT_EXPECT:
+            if (vg_check_flag(&flags, "expect", optarg))
+                status = VG_EXIT_USAGE;
+            break;
+        case VG_OPT_THRESHOLD:
+            if (vg_check_flag(&flags, "threshold", optarg))
+                status = VG_EXIT_USAGE;
+            break;
+        case VG_OPT_CONFIG:
+            config = optarg;
+            break;
+        default:
+            vg_cmd_usage_error("check", c, argc, argv);
+            status = VG_EXIT_USAGE;
+        }
+    }
+    if (status == 0 && optind < argc) {
+        vg_cmd_error("check", "unexpected argument '%s' (see 'vramguard check --help')",
+                     argv[optind]);
+        status = VG_EXIT_USAGE;
+    }
+    if (status == 0) {
+        struct vg_watch_config file;
+        vg_watch_config_init(&file);
+        struct vg_err err = VG_ERR_INIT;
+        if (config && vg_watch_config_load(&file, config, &err) != 0) {
+            vg_cmd_error("check", "%s", vg_err_msg(&err));
+            status = VG_EXIT_USAGE;
+        } else if (vg_watch_config_merge(cfg, &file, &flags) != 0) {
+            vg_cmd_error("check", "out of memory");
+            status = VG_EXIT_SOFTWARE;
+        }
+        vg_err_release(&err);
+        vg_watch_config_release(&file);
+    }
+    vg_watch_config_release(&flags);
+    return status;
+}
+
+static enum vg_check_state vg_check_state(const struct vg_snapshot *snap,
+                                          const struct vg_findings *fs,
+                                          const struct vg_alerts *as)
+{
+    int worst = vg_findings_max_severity(fs);
+    for (size_t i = 0; i < as->n; i++)
+        if ((int)as->v[i].severity > worst)
+            worst = (int)as->v[i].severity;
+    if (worst == VG_SEV_CRITICAL || vg_check_lost(snap))
+        return VG_CHECK_CRITICAL;
+    if (!vg_cmd_driver_view(snap) || as->problem)
+        return VG_CHECK_UNKNOWN;
+    return worst == VG_SEV_WARNING ? VG_CHECK_WARNING : VG_CHECK_OK;
+}
+
+int vg_cmd_check(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_watch_config cfg;
+    vg_watch_config_init(&cfg);
+    int status = vg_check_parse(g, argc, argv, &cfg);
+    if (status) {
+        vg_watch_config_release(&cfg);
+        return status < 0 ? VG_EXIT_OK : status;
+    }
+    struct vg_global gg = *g;
+    if (!gg.nvml_timeout_ms)
+        gg.nvml_timeout_ms = cfg.nvml_timeout_ms;
+
+    struct vg_snapshot *snap = NULL;
+    if (vg_cmd_snapshot(&gg, "check", false, &snap)) {
+        printf("VRAMGUARD UNKNOWN - cannot read processes\n");
+        vg_watch_config_release(&cfg);
+        return VG_EXIT_UNKNOWN;
+    }
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false; /* a health check's own environment says nothing about the host */
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_alerts as;
+    vg_alerts_init(&as);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_rules_run(snap, &ro, &fs, &err) != 0 ||
+        vg_expect_check(&cfg.expect, snap, cfg.threshold, &as, &err) != 0) {
+        vg_cmd_error("check", "%s", vg_err_msg(&err));
+        status = VG_EXIT_SOFTWARE;
+    } else {
+        enum vg_check_state state = vg_check_state(snap, &fs, &as);
+        struct vg_buf out;
+        vg_buf_init(&out, 0);
+        int rc = g->json ? vg_check_render_json(snap, &fs, &as, state, &out)
+                         : vg_check_render_text(snap, &fs, &as, state, vg_cmd_use_color(g), &out);
+        status = vg_cmd_emit("check", rc, &out, (int)state);
+        vg_buf_release(&out);
+    }
+    vg_err_release(&err);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    vg_watch_config_release(&cfg);
+    return status;
+}

@@ -1,0 +1,588 @@
+/*
+ * `vramguard watch`: the long-running monitor. Samples every interval through the sampler
+ * (NVML kept open on a worker with a deadline, stable process details cached), turns each
+ * sample into events with the watch engine (src/watch/engine.h), prints them as lines or JSON
+ * objects, and runs the alert command for each alert without waiting for it.
+ *
+ * One thread does everything but the driver calls: signals (TERM, INT, HUP, CHLD) are blocked
+ * before the sampler's worker starts, so they all arrive through one signalfd that the loop
+ * polls between samples, together with the alert commands' timeouts. A hung driver costs one
+ * --nvml-timeout wait; later samples do not wait for it again (see sampler.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "model/sampler.h"
+#include "proc/proc.h"
+#include "render/json.h"
+#include "render/text.h"
+#include "util/file.h"
+#include "util/parse.h"
+#include "watch/config.h"
+#include "watch/engine.h"
+#include "watch/exec.h"
+
+static const char vg_watch_help[] =
+    "usage: vramguard watch [options]\n"
+    "\n"
+    "Sample every interval and print one line per event: a GPU or holder appears or goes, a\n"
+    "holder's memory moves by more than the threshold, a finding opens or closes, the driver\n"
+    "hangs or recovers, an expectation is broken (alert). Nothing is printed while nothing\n"
+    "changes; the first sample reports what is there ('present' events).\n"
+    "\n"
+    "Options:\n"
+    "  --interval DUR       time between samples (default 2s)\n"
+    "  --expect GPU=WHO     what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
+    "                       names, comma-separated; repeatable. Memory above the threshold\n"
+    "                       held by anyone else, or on a GPU expected empty, is an alert\n"
+    "  --threshold SIZE     memory changes and alerts above this (default 10MiB)\n"
+    "  --exec CMD           run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
+    "                       variables, the JSON event on stdin\n"
+    "  --shell              run --exec's CMD with /bin/sh -c\n"
+    "  --exec-timeout DUR   stop an alert command after DUR (default 10s)\n"
+    "  --format FMT         text (default) or json: one vramguard.event/1 object per line\n"
+    "  --idle-after DUR     idle-holder: memory held this long with no utilisation (default 1h)\n"
+    "  --config FILE        read settings from FILE (key = value; see docs/config.md);\n"
+    "                       flags win over it; SIGHUP reads it again\n"
+    "  --once               take one sample, report it, and exit\n"
+    "\n"
+    "SIGTERM and SIGINT stop it (exit 0). Exit status: 0 stopped; 3 /proc could not be read;\n"
+    "64 bad usage or configuration; 70 internal error.\n"
+    "\n";
+
+enum {
+    VG_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
+    VG_OPT_EXPECT,
+    VG_OPT_THRESHOLD,
+    VG_OPT_EXEC,
+    VG_OPT_SHELL,
+    VG_OPT_EXEC_TIMEOUT,
+    VG_OPT_FORMAT,
+    VG_OPT_IDLE_AFTER,
+    VG_OPT_CONFIG,
+    VG_OPT_ONCE,
+};
+
+struct vg_watch {
+    struct vg_global *g;
+    const char *config_path;
+    struct vg_watch_config flags; /* what the command line said */
+    struct vg_watch_config cfg;   /* in effect: the file, then the flags */
+    bool once;
+    bool color;
+    struct vg_sampler *sampler;
+    struct vg_exec *exec;         /* NULL until a command is configured */
+    bool exec_on;                 /* a reload may turn it off while children still run */
+    struct vg_watch_view *view;
+    char *problem_shown;
+    uint64_t samples;
+    char host[256];
+};
+
+static uint64_t vg_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static double vg_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void vg_watch_report(void *ctx, const char *msg)
+{
+    (void)ctx;
+    vg_cmd_error("watch", "%s", msg);
+}
+
+/* The settings in effect: the config file (if any) under the command line's flags. */
+static int vg_watch_effective(const struct vg_watch *w, struct vg_watch_config *out,
+                              struct vg_err *err)
+{
+    struct vg_watch_config file;
+    vg_watch_config_init(&file);
+    int rc = w->config_path ? vg_watch_config_load(&file, w->config_path, err) : 0;
+    if (rc == 0 && (rc = vg_watch_config_merge(out, &file, &w->flags)) != 0)
+        vg_err_set(err, rc, "out of memory");
+    vg_watch_config_release(&file);
+    if (rc)
+        return rc;
+    if (w->g->json && !(w->flags.set & VG_WCFG_FORMAT))
+        out->format = VG_WATCH_JSON;
+    if (out->exec) {
+        /* check the command splits, so a bad one is a usage error now, not at the first alert */
+        struct vg_exec *x = NULL;
+        rc = vg_exec_new(out->exec, out->shell, out->exec_timeout_ms, 0, &x, err);
+        vg_exec_free(x);
+    }
+    return rc;
+}
+
+/* Put the configuration in effect into the alert command runner. */
+static int vg_watch_apply_exec(struct vg_watch *w, struct vg_err *err)
+{
+    const struct vg_watch_config *c = &w->cfg;
+    w->exec_on = c->exec != NULL;
+    if (!c->exec)
+        return 0;
+    if (w->exec)
+        return vg_exec_configure(w->exec, c->exec, c->shell, c->exec_timeout_ms, err);
+    return vg_exec_new(c->exec, c->shell, c->exec_timeout_ms, VG_EXEC_MAX_RUNNING, &w->exec, err);
+}
+
+static void vg_watch_reload(struct vg_watch *w)
+{
+    if (!w->config_path) {
+        vg_cmd_error("watch", "SIGHUP: there is no --config file to read again");
+        return;
+    }
+    struct vg_watch_config next;
+    vg_watch_config_init(&next);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_watch_effective(w, &next, &err) != 0) {
+        vg_cmd_error("watch", "SIGHUP: %s; keeping the configuration in effect",
+                     vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_watch_config_release(&next);
+        return;
+    }
+    vg_watch_config_release(&w->cfg);
+    w->cfg = next;
+    if (vg_watch_apply_exec(w, &err) != 0) {
+        vg_cmd_error("watch", "SIGHUP: %s", vg_err_msg(&err));
+        w->exec_on = false;
+    }
+    vg_err_release(&err);
+    if (w->g->nvml_timeout_ms == 0 && (w->cfg.set & VG_WCFG_NVML_TIMEOUT))
+        vg_cmd_error("watch", "SIGHUP: configuration read again from '%s' (nvml_timeout takes "
+                              "effect at the next start)",
+                     w->config_path);
+    else
+        vg_cmd_error("watch", "SIGHUP: configuration read again from '%s'", w->config_path);
+}
+
+/* Does the process still exist (for holders carried while the driver's view is missing)? */
+static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t start_ticks)
+{
+    const struct vg_watch *w = ctx;
+    const char *root = w->g->proc_root && *w->g->proc_root ? w->g->proc_root : "/proc";
+    char path[4096 + 32], buf[1024];
+    int n = snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
+    if (n < 0 || (size_t)n >= sizeof(path) || pid <= 0)
+        return false;
+    size_t len = 0;
+    int rc = vg_file_read_small(AT_FDCWD, path, buf, sizeof(buf), &len);
+    if (rc == -ENOENT || rc == -ESRCH || (rc == 0 && len == 0))
+        return false;
+    if (rc != 0 || !start_known)
+        return true; /* cannot tell: keep it rather than invent a departure */
+    struct vg_proc p = {0};
+    bool alive = vg_proc_parse_stat(buf, len, &p) != 0 || p.start_ticks == start_ticks;
+    vg_proc_release(&p);
+    return alive;
+}
+
+static void vg_env_add(char ***env, size_t *n, const char *name, const char *value)
+{
+    if (!value)
+        return;
+    char *s = NULL;
+    if (asprintf(&s, "%s=%s", name, value) < 0)
+        return;
+    char **v = realloc(*env, (*n + 1) * sizeof(*v));
+    if (!v) {
+        free(s);
+        return;
+    }
+    *env = v;
+    v[(*n)++] = s;
+}
+
+static void vg_env_addu(char ***env, size_t *n, const char *name, bool known, uint64_t value)
+{
+    if (!known)
+        return;
+    char num[24];
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
+    vg_env_add(env, n, name, num);
+}
+
+/* Run the alert command for one alert event. */
+static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const char *json,
+                          size_t jlen, const struct timespec *when)
+{
+    char **env = NULL, ts[32], num[24];
+    size_t n = 0;
+    struct tm tm;
+    gmtime_r(&when->tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    vg_env_add(&env, &n, "VRAMGUARD_EVENT", vg_event_name(ev->type));
+    vg_env_add(&env, &n, "VRAMGUARD_ALERT", ev->alert);
+    vg_env_add(&env, &n, "VRAMGUARD_SEVERITY", vg_severity_str(ev->severity));
+    vg_env_add(&env, &n, "VRAMGUARD_TIME", ts);
+    vg_env_add(&env, &n, "VRAMGUARD_HOST", w->host[0] ? w->host : NULL);
+    vg_env_addu(&env, &n, "VRAMGUARD_GPU", ev->gpu_known, ev->gpu);
+    vg_env_add(&env, &n, "VRAMGUARD_GPU_UUID", ev->gpu_uuid);
+    if (ev->mig >= 0)
+        vg_env_addu(&env, &n, "VRAMGUARD_MIG_DEVICE", true, (uint64_t)ev->mig);
+    if (ev->pid_known) {
+        snprintf(num, sizeof(num), "%d", (int)ev->pid);
+        vg_env_add(&env, &n, "VRAMGUARD_PID", num);
+    }
+    vg_env_add(&env, &n, "VRAMGUARD_USER", ev->user);
+    vg_env_add(&env, &n, "VRAMGUARD_COMMAND", ev->command);
+    vg_env_addu(&env, &n, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
+    vg_env_add(&env, &n, "VRAMGUARD_EXPECT", ev->expect);
+    vg_env_add(&env, &n, "VRAMGUARD_MESSAGE", ev->message);
+
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_exec_run(w->exec, (const char *const *)env, n, json, jlen, vg_now_ms(), &err);
+    if (rc == 1) {
+        struct vg_exec_stats st;
+        vg_exec_stats(w->exec, &st);
+        vg_cmd_error("watch", "alert command not run: %zu already running (%llu dropped so far)",
+                     vg_exec_running(w->exec), (unsigned long long)st.dropped);
+    } else if (rc < 0) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+    }
+    vg_err_release(&err);
+    for (size_t i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
+}
+
+/* Print the events and run the alert commands. 0, or a negative errno from writing. */
+static int vg_watch_emit(struct vg_watch *w, const struct vg_events *evs,
+                         const struct timespec *when)
+{
+    struct vg_style st;
+    vg_style_init(&st, w->color);
+    struct vg_buf out, line;
+    vg_buf_init(&out, 0);
+    vg_buf_init(&line, 0);
+    for (size_t i = 0; i < evs->n; i++) {
+        const struct vg_event *ev = &evs->v[i];
+        bool alert = ev->type == VG_EV_ALERT && w->exec_on && w->exec;
+        if (w->cfg.format == VG_WATCH_JSON || alert) {
+            vg_buf_reset(&line);
+            vg_event_json(ev, when, w->samples, &line);
+        }
+        if (w->cfg.format == VG_WATCH_JSON)
+            vg_buf_add(&out, line.data ? line.data : "", line.len);
+        else
+            vg_event_text(ev, when, &st, &out);
+        if (alert && !line.err)
+            vg_watch_exec(w, ev, vg_buf_str(&line), line.len, when);
+    }
+    int rc = out.err ? out.err : vg_cmd_write_out(&out);
+    vg_buf_release(&out);
+    vg_buf_release(&line);
+    return rc;
+}
+
+static void vg_watch_problem(struct vg_watch *w)
+{
+    const char *p = vg_watch_view_frozen(w->view) ? w->problem_shown
+                                                  : vg_watch_view_problem(w->view);
+    if ((!p && !w->problem_shown) ||
+        (p && w->problem_shown && strcmp(p, w->problem_shown) == 0))
+        return;
+    if (p)
+        vg_cmd_error("watch", "%s", p);
+    else
+        vg_cmd_error("watch", "every expectation can be checked again");
+    free(w->problem_shown);
+    w->problem_shown = p ? strdup(p) : NULL;
+}
+
+/* One sample: snapshot, events, output, alert commands. Returns 0 to go on, or an exit status
+ * (a first sample that fails, a write that fails). */
+static int vg_watch_sample(struct vg_watch *w)
+{
+    double cpu0 = w->g->verbose ? vg_cpu_seconds() : 0;
+    struct vg_snapshot *snap = NULL;
+    bool hung = false;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_sampler_sample(w->sampler, &snap, &hung, &err) != 0) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return w->samples == 0 ? VG_EXIT_UNKNOWN : 0;
+    }
+    w->samples++;
+    struct vg_watch_opts o = {
+        .threshold = w->cfg.threshold,
+        .idle_after_ms = w->cfg.idle_after_ms,
+        .expect = &w->cfg.expect,
+        .alive = vg_watch_alive,
+        .alive_ctx = w,
+    };
+    struct vg_events evs;
+    vg_events_init(&evs);
+    struct vg_watch_view *next = NULL;
+    int status = 0;
+    if (vg_watch_step(&o, snap, hung, vg_now_ms(), w->view, &next, &evs, &err) != 0) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+        status = VG_EXIT_SOFTWARE;
+    } else {
+        vg_watch_view_free(w->view);
+        w->view = next;
+        int rc = vg_watch_emit(w, &evs, &snap->taken_at);
+        if (rc == -EPIPE) {
+            status = VG_EXIT_OK; /* the reader went away: nothing left to do */
+            w->once = true;
+        } else if (rc) {
+            vg_cmd_error("watch", "cannot write the events: %s", strerror(-rc));
+            status = VG_EXIT_SOFTWARE;
+        }
+        vg_watch_problem(w);
+    }
+    if (w->g->verbose) {
+        struct vg_sampler_stats ss;
+        vg_sampler_stats(w->sampler, &ss);
+        fprintf(stderr,
+                "vramguard: watch: sample %llu: %.1f ms, %.2f ms CPU, %zu holdings, %zu events; "
+                "cache %llu hits, %llu misses; %llu driver hangs\n",
+                (unsigned long long)w->samples, ss.last_sample_seconds * 1e3,
+                (vg_cpu_seconds() - cpu0) * 1e3, snap->nholdings, evs.n,
+                (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
+                (unsigned long long)ss.driver_hangs);
+    }
+    vg_events_release(&evs);
+    vg_err_release(&err);
+    vg_snap_free(snap);
+    return status;
+}
+
+/* Drain the signalfd. Returns true when asked to stop. */
+static bool vg_watch_signals(struct vg_watch *w, int sfd)
+{
+    bool stop = false, hup = false;
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+            stop = true;
+        else if (si.ssi_signo == SIGHUP)
+            hup = true;
+    }
+    if (hup && !stop)
+        vg_watch_reload(w);
+    return stop;
+}
+
+static int vg_watch_loop(struct vg_watch *w, int sfd)
+{
+    uint64_t next = vg_now_ms();
+    int out_fd = STDOUT_FILENO;
+    for (;;) {
+        uint64_t now = vg_now_ms();
+        if (now >= next) {
+            int status = vg_watch_sample(w);
+            if (status || w->once)
+                return status;
+            uint64_t after = vg_now_ms();
+            next += w->cfg.interval_ms;
+            if (next < after)
+                next = after; /* a slow sample (a hung driver): no burst to catch up */
+            now = after;
+        }
+        uint64_t wait = next - now;
+        uint64_t ex = w->exec ? vg_exec_next_ms(w->exec, now) : UINT64_MAX;
+        if (ex < wait)
+            wait = ex;
+        /* stdout too, for nothing but errors: a pipe whose reader went away (watch | head)
+         * ends the watch now rather than at the next event. */
+        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = out_fd}};
+        int pr = poll(pfd, 2, wait > 60000 ? 60000 : (int)wait);
+        if (pr < 0 && errno != EINTR) {
+            vg_cmd_error("watch", "poll: %s", strerror(errno));
+            return VG_EXIT_SOFTWARE;
+        }
+        if (pr > 0 && (pfd[0].revents & POLLIN) && vg_watch_signals(w, sfd))
+            return VG_EXIT_OK;
+        if (pr > 0 && (pfd[1].revents & (POLLERR | POLLHUP)))
+            return VG_EXIT_OK;
+        if (pfd[1].revents & POLLNVAL)
+            out_fd = -1; /* no stdout at all: nothing to watch there */
+        if (w->exec)
+            vg_exec_poll(w->exec, vg_now_ms(), vg_watch_report, NULL);
+    }
+}
+
+static int vg_watch_flag(struct vg_watch *w, const char *key, const char *value)
+{
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_watch_config_set(&w->flags, key, value, &err);
+    if (rc)
+        vg_cmd_error("watch", "--%s: %s", key, vg_err_msg(&err));
+    vg_err_release(&err);
+    return rc;
+}
+
+static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
+        {"expect", required_argument, NULL, VG_OPT_EXPECT},
+        {"threshold", required_argument, NULL, VG_OPT_THRESHOLD},
+        {"exec", required_argument, NULL, VG_OPT_EXEC},
+        {"shell", no_argument, NULL, VG_OPT_SHELL},
+        {"exec-timeout", required_argument, NULL, VG_OPT_EXEC_TIMEOUT},
+        {"format", required_argument, NULL, VG_OPT_FORMAT},
+        {"idle-after", required_argument, NULL, VG_OPT_IDLE_AFTER},
+        {"config", required_argument, NULL, VG_OPT_CONFIG},
+        {"once", no_argument, NULL, VG_OPT_ONCE},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *const keys[] = {
+        [VG_OPT_INTERVAL - VG_OPT_FIRST_LOCAL] = "interval",
+        [VG_OPT_EXPECT - VG_OPT_FIRST_LOCAL] = "expect",
+        [VG_OPT_THRESHOLD - VG_OPT_FIRST_LOCAL] = "threshold",
+        [VG_OPT_EXEC - VG_OPT_FIRST_LOCAL] = "exec",
+        [VG_OPT_SHELL - VG_OPT_FIRST_LOCAL] = "shell",
+        [VG_OPT_EXEC_TIMEOUT - VG_OPT_FIRST_LOCAL] = "exec_timeout",
+        [VG_OPT_FORMAT - VG_OPT_FIRST_LOCAL] = "format",
+        [VG_OPT_IDLE_AFTER - VG_OPT_FIRST_LOCAL] = "idle_after",
+    };
+    int c;
+    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        int r = vg_global_opt(w->g, c, optarg, "watch");
+        if (r < 0)
+            return VG_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_watch_help, stdout);
+            fputs(vg_global_help, stdout);
+            return -1;
+        case VG_OPT_SHELL:
+            if (vg_watch_flag(w, "shell", "true"))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_CONFIG:
+            w->config_path = optarg;
+            break;
+        case VG_OPT_ONCE:
+            w->once = true;
+            break;
+        case VG_OPT_INTERVAL:
+        case VG_OPT_EXPECT:
+        case VG_OPT_THRESHOLD:
+        case VG_OPT_EXEC:
+        case VG_OPT_EXEC_TIMEOUT:
+        case VG_OPT_FORMAT:
+        case VG_OPT_IDLE_AFTER:
+            if (vg_watch_flag(w, keys[c - VG_OPT_FIRST_LOCAL], optarg))
+                return VG_EXIT_USAGE;
+            break;
+        default:
+            vg_cmd_usage_error("watch", c, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        vg_cmd_error("watch", "unexpected argument '%s' (see 'vramguard watch --help')",
+                     argv[optind]);
+        return VG_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int vg_watch_start(struct vg_watch *w, int *sfd)
+{
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_watch_effective(w, &w->cfg, &err) != 0 || vg_watch_apply_exec(w, &err) != 0) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_USAGE;
+    }
+    /* The capabilities a service unit grants to read other users' /proc (ambient, so they
+     * survive our exec) must not pass on to alert commands: clear the ambient set, which
+     * leaves our own permitted and effective sets as they are. */
+#ifdef PR_CAP_AMBIENT
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+#endif
+    if (gethostname(w->host, sizeof(w->host)) != 0)
+        w->host[0] = '\0';
+    w->host[sizeof(w->host) - 1] = '\0';
+    w->color = w->cfg.format == VG_WATCH_TEXT && vg_cmd_use_color(w->g);
+
+    /* Blocked before the sampler's worker exists, so it inherits the mask and every one of
+     * these arrives through the signalfd. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
+        (*sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+        vg_cmd_error("watch", "cannot set up signal handling: %s", strerror(errno));
+        return VG_EXIT_SOFTWARE;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout is an EPIPE we handle */
+
+    unsigned timeout = w->g->nvml_timeout_ms ? w->g->nvml_timeout_ms : w->cfg.nvml_timeout_ms;
+    struct vg_sampler_opts so = {
+        .nvml_path = w->g->nvml_path,
+        .nvml_timeout_ms = timeout,
+        .proc_root = w->g->proc_root,
+        .dev_dir = w->g->dev_dir,
+    };
+    if (vg_sampler_new(&so, &w->sampler, &err) != 0) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_SOFTWARE;
+    }
+    return 0;
+}
+
+int vg_cmd_watch(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_watch w = {.g = g};
+    vg_watch_config_init(&w.flags);
+    vg_watch_config_init(&w.cfg);
+    int sfd = -1;
+    int status = vg_watch_parse(&w, argc, argv);
+    if (status == 0)
+        status = vg_watch_start(&w, &sfd);
+    if (status == 0)
+        status = vg_watch_loop(&w, sfd);
+    else if (status < 0)
+        status = VG_EXIT_OK; /* --help */
+    if (w.once && w.exec)
+        vg_exec_wait(w.exec, vg_watch_report, NULL);
+    else if (w.exec)
+        vg_exec_poll(w.exec, vg_now_ms(), vg_watch_report, NULL);
+    /* Alert commands still running are left to finish (each in its own process group). */
+    vg_sampler_free(w.sampler);
+    vg_exec_free(w.exec);
+    vg_watch_view_free(w.view);
+    free(w.problem_shown);
+    vg_watch_config_release(&w.flags);
+    vg_watch_config_release(&w.cfg);
+    if (sfd >= 0)
+        close(sfd);
+    return status;
+}

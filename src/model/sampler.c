@@ -1,0 +1,350 @@
+/*
+ * The sampler (see sampler.h): repeated snapshots with NVML kept open on a worker thread of
+ * its own and a cache of stable process details.
+ *
+ * The worker and the sampler share one reference-counted struct: requests are numbered, the
+ * worker answers the latest one and records which it answered, so the sampler can tell "still
+ * busy with an earlier request" (the driver is hung: do not queue more) from "idle". When the
+ * sampler is freed while the worker is stuck in the driver, it lets go of its reference and
+ * detaches the thread; the worker frees everything if the call ever returns.
+ *
+ * NVML is opened lazily by the worker and closed again after a read fails, so a driver that is
+ * loaded, restarted or upgraded while `watch` runs is picked up at the next sample.
+ */
+#include "model/sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu/nvml.h"
+#include "proc/proc.h"
+
+struct vg_sampler_worker {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;      /* the worker waits here for a request or stop */
+    pthread_cond_t answered;  /* the sampler waits here (CLOCK_MONOTONIC) for the answer */
+    int refs;
+    bool stop;
+    uint64_t asked, answered_seq; /* request numbers */
+    char *path;
+    /* the answer to request answered_seq, until the sampler takes it */
+    int rc;
+    struct vg_err err;
+    struct vg_gpu_list list;
+};
+
+struct vg_sampler {
+    struct vg_sampler_opts opts; /* strings below are our copies */
+    char *nvml_path, *proc_root, *dev_dir;
+    struct vg_sampler_worker *w; /* NULL with skip_nvml */
+    pthread_t thread;
+    struct timespec hung_since;  /* CLOCK_MONOTONIC, when the unanswered request was made */
+    struct vg_proc_cache *cache;
+    struct vg_sampler_stats stats;
+};
+
+static void vg_worker_unref(struct vg_sampler_worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    int refs = --w->refs;
+    pthread_mutex_unlock(&w->lock);
+    if (refs > 0)
+        return;
+    pthread_cond_destroy(&w->wake);
+    pthread_cond_destroy(&w->answered);
+    pthread_mutex_destroy(&w->lock);
+    vg_gpu_list_release(&w->list);
+    vg_err_release(&w->err);
+    free(w->path);
+    free(w);
+}
+
+/* One read. NVML stays open between reads and is closed after a failure, to be opened afresh
+ * next time (a restarted driver answers UNINITIALIZED to the old session). */
+static int vg_worker_read(struct vg_sampler_worker *w, struct vg_nvml **nvml,
+                          struct vg_gpu_list *list, struct vg_err *err)
+{
+    int rc = 0;
+    if (!*nvml)
+        rc = vg_nvml_open(w->path, nvml, err);
+    if (rc == 0)
+        rc = vg_nvml_read(*nvml, list, err);
+    if (rc != 0) {
+        vg_gpu_list_release(list);
+        vg_nvml_free(*nvml);
+        *nvml = NULL;
+    }
+    return rc;
+}
+
+static void *vg_worker_main(void *arg)
+{
+    struct vg_sampler_worker *w = arg;
+    struct vg_nvml *nvml = NULL;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->stop && w->answered_seq == w->asked)
+            pthread_cond_wait(&w->wake, &w->lock);
+        if (w->stop)
+            break;
+        uint64_t seq = w->asked;
+        pthread_mutex_unlock(&w->lock);
+
+        struct vg_gpu_list list;
+        vg_gpu_list_init(&list);
+        struct vg_err err = VG_ERR_INIT;
+        int rc = vg_worker_read(w, &nvml, &list, &err);
+
+        pthread_mutex_lock(&w->lock);
+        vg_gpu_list_release(&w->list);
+        vg_err_release(&w->err);
+        w->list = list;
+        w->err = err;
+        w->rc = rc;
+        w->answered_seq = seq;
+        pthread_cond_broadcast(&w->answered);
+    }
+    pthread_mutex_unlock(&w->lock);
+    vg_nvml_free(nvml);
+    vg_worker_unref(w);
+    return NULL;
+}
+
+static int vg_worker_start(struct vg_sampler *s, struct vg_err *err)
+{
+    struct vg_sampler_worker *w = calloc(1, sizeof(*w));
+    if (!w || (s->nvml_path && !(w->path = strdup(s->nvml_path)))) {
+        free(w);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->answered, &cattr);
+    pthread_condattr_destroy(&cattr);
+    pthread_cond_init(&w->wake, NULL);
+    pthread_mutex_init(&w->lock, NULL);
+    vg_gpu_list_init(&w->list);
+    w->refs = 2;
+    int rc = pthread_create(&s->thread, NULL, vg_worker_main, w);
+    if (rc) {
+        w->refs = 1;
+        vg_worker_unref(w);
+        return vg_err_set(err, -rc, "cannot start the driver worker: %s", strerror(rc));
+    }
+    s->w = w;
+    return 0;
+}
+
+static int vg_sampler_dup(const char *src, char **dst)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
+                   struct vg_err *err)
+{
+    *out = NULL;
+    struct vg_sampler *s = calloc(1, sizeof(*s));
+    if (!s)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    s->opts = *opts;
+    if (!s->opts.nvml_timeout_ms)
+        s->opts.nvml_timeout_ms = VG_SNAP_NVML_TIMEOUT_MS;
+    int rc = vg_sampler_dup(opts->nvml_path, &s->nvml_path);
+    if (!rc)
+        rc = vg_sampler_dup(opts->proc_root ? opts->proc_root : "/proc", &s->proc_root);
+    if (!rc)
+        rc = vg_sampler_dup(opts->dev_dir ? opts->dev_dir : "/dev", &s->dev_dir);
+    if (!rc)
+        rc = vg_proc_cache_new(&s->cache);
+    if (rc) {
+        vg_sampler_free(s);
+        return vg_err_set(err, rc, "out of memory");
+    }
+    s->opts.nvml_path = s->nvml_path;
+    s->opts.proc_root = s->proc_root;
+    s->opts.dev_dir = s->dev_dir;
+    if (!opts->skip_nvml && (rc = vg_worker_start(s, err)) != 0) {
+        vg_sampler_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void vg_sampler_free(struct vg_sampler *s)
+{
+    if (!s)
+        return;
+    if (s->w) {
+        struct vg_sampler_worker *w = s->w;
+        pthread_mutex_lock(&w->lock);
+        bool stuck = w->answered_seq != w->asked;
+        w->stop = true;
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+        /* An idle worker exits at once; one stuck in the driver is left to finish alone. */
+        if (stuck)
+            pthread_detach(s->thread);
+        else
+            pthread_join(s->thread, NULL);
+        vg_worker_unref(w);
+    }
+    vg_proc_cache_free(s->cache);
+    free(s->nvml_path);
+    free(s->proc_root);
+    free(s->dev_dir);
+    free(s);
+}
+
+static double vg_ts_diff(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
+}
+
+static void vg_ts_add_ms(struct timespec *t, unsigned ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+/*
+ * Ask the worker for the GPU list and wait at most the timeout. Returns 0 with the list moved
+ * into *gpus, -ETIMEDOUT (hung: now, or still since an earlier sample; *driver_error says so),
+ * or the read's error with *driver_error set. -ENOMEM only for our own allocations.
+ */
+static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, char **driver_error)
+{
+    struct vg_sampler_worker *w = s->w;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&w->lock);
+    bool busy = w->answered_seq != w->asked;
+    if (!busy) {
+        w->asked++;
+        s->hung_since = now;
+        pthread_cond_signal(&w->wake);
+        struct timespec deadline = now;
+        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
+        int wrc = 0;
+        while (w->answered_seq != w->asked && wrc != ETIMEDOUT)
+            wrc = pthread_cond_timedwait(&w->answered, &w->lock, &deadline);
+        busy = w->answered_seq != w->asked;
+    }
+    int rc;
+    char *msg = NULL;
+    if (busy) {
+        rc = -ETIMEDOUT;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double waited = vg_ts_diff(&now, &s->hung_since);
+        if (asprintf(&msg,
+                     "the NVIDIA driver has not answered for %.1f s (a driver call is hung; "
+                     "timeout %u.%03u s); GPU memory figures are unavailable",
+                     waited, s->opts.nvml_timeout_ms / 1000, s->opts.nvml_timeout_ms % 1000) < 0)
+            msg = NULL;
+    } else {
+        rc = w->rc;
+        if (rc == 0) {
+            *gpus = w->list;
+            vg_gpu_list_init(&w->list);
+        } else if (!(msg = strdup(vg_err_msg(&w->err)))) {
+            rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (rc != 0 && !msg)
+        return -ENOMEM;
+    *driver_error = msg;
+    return rc;
+}
+
+int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung,
+                      struct vg_err *err)
+{
+    *out = NULL;
+    *hung = false;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    struct vg_snapshot *snap = vg_snap_new();
+    if (!snap)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    struct vg_gpu_list gpus;
+    vg_gpu_list_init(&gpus);
+    struct vg_proc_table procs;
+    vg_proc_table_init(&procs);
+    pid_t *want = NULL;
+    size_t nwant = 0;
+    int rc = -ENOMEM;
+    bool driver_ok = false;
+    if (!(snap->proc_root = strdup(s->proc_root)) || !(snap->dev_dir = strdup(s->dev_dir)))
+        goto fail;
+
+    if (s->w) {
+        rc = vg_sampler_driver(s, &gpus, &snap->driver_error);
+        if (rc == -ENOMEM && !snap->driver_error)
+            goto fail;
+        driver_ok = rc == 0;
+        *hung = rc == -ETIMEDOUT;
+        s->stats.driver_hangs += *hung;
+        s->stats.driver_errors += !driver_ok && !*hung;
+    } else if (!(snap->driver_error = strdup("the driver was not asked (--no-nvml)"))) {
+        goto fail;
+    }
+
+    if ((rc = vg_snap_nvml_pids(&gpus, &want, &nwant)) != 0)
+        goto fail;
+    struct vg_proc_opts popts = {
+        .proc_root = s->proc_root,
+        .dev_dir = s->dev_dir,
+        .want = want,
+        .nwant = nwant,
+        .cache = s->cache,
+    };
+    rc = vg_proc_scan(&popts, &procs, err);
+    if (rc)
+        goto out;
+    rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
+    if (rc)
+        goto out;
+    free(want);
+    *out = snap;
+
+    struct vg_proc_cache_stats cs;
+    vg_proc_cache_stats(s->cache, &cs);
+    s->stats.cache_hits = cs.hits;
+    s->stats.cache_misses = cs.misses;
+    s->stats.samples++;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stats.last_sample_seconds = vg_ts_diff(&t1, &t0);
+    return 0;
+
+fail:
+    vg_err_set(err, -ENOMEM, "out of memory");
+    rc = -ENOMEM;
+out:
+    free(want);
+    vg_gpu_list_release(&gpus);
+    vg_proc_table_release(&procs);
+    vg_snap_free(snap);
+    *hung = false;
+    return rc;
+}
+
+void vg_sampler_stats(const struct vg_sampler *s, struct vg_sampler_stats *out)
+{
+    *out = s->stats;
+}

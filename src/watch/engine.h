@@ -1,0 +1,137 @@
+/*
+ * The watch engine: turns each sample (a snapshot) into a *view* of what matters to `watch`
+ * (GPUs, holders, findings, alerts, the driver's state) and the *events* that happened since
+ * the previous view. Pure: it reads nothing but its arguments (the one question it must ask the
+ * system, "does this process still exist?", goes through a callback), so it is unit-tested on
+ * hand-made snapshots.
+ *
+ * Identities, so that an event is reported once per change:
+ *  - a GPU by UUID (index when the UUID is unknown);
+ *  - a holder by (GPU, MIG device, PID, start time): a reused PID is another holder;
+ *  - a finding by (rule, GPUs, PIDs): its title may change (memory grows) without an event;
+ *  - an alert by (kind, GPU, PID, start time).
+ * The first view reports what is there as `*-present` events (alerts as `alert`, since they
+ * need action whenever they are first seen). A holder's memory is reported when it moved by
+ * more than the threshold from the figure last reported, so slow growth is reported too.
+ *
+ * When the driver's view goes missing (hung or failing) after it was seen, the view is
+ * *frozen*: GPUs, findings and alerts are carried over unchanged (nothing is said to close
+ * that merely cannot be seen), holders seen through device nodes are still followed (by minor
+ * number, against the last GPUs known), and a carried holder whose process has exited leaves.
+ * Everything is compared afresh when the driver answers again.
+ *
+ * idle-holder: the engine keeps, per holder, since when it has held memory with zero
+ * utilisation (per-process SM utilisation from the driver; when the driver has none, the
+ * GPU's own utilisation being 0) and hands that to the rules.
+ *
+ * Ownership: views are created by vg_watch_step() and freed with vg_watch_view_free(); they do
+ * not point into the snapshot. struct vg_events owns its events (vg_events_release).
+ */
+#ifndef VG_WATCH_ENGINE_H
+#define VG_WATCH_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/snapshot.h"
+#include "rules/rules.h"
+#include "util/buf.h"
+#include "util/err.h"
+#include "watch/expect.h"
+
+enum vg_event_type {
+    VG_EV_DRIVER_HUNG,
+    VG_EV_DRIVER_ERROR,
+    VG_EV_DRIVER_RECOVERED,
+    VG_EV_GPU_PRESENT,
+    VG_EV_GPU_APPEARED,
+    VG_EV_GPU_LOST,
+    VG_EV_GPU_BACK,
+    VG_EV_HOLDER_PRESENT,
+    VG_EV_HOLDER_APPEARED,
+    VG_EV_HOLDER_LEFT,
+    VG_EV_HOLDER_MEMORY,
+    VG_EV_FINDING_PRESENT,
+    VG_EV_FINDING_OPENED,
+    VG_EV_FINDING_CLOSED,
+    VG_EV_ALERT,
+    VG_EV_ALERT_CLEARED,
+};
+
+/* "holder-appeared", ...: the name in text and JSON output and in $VRAMGUARD_EVENT. */
+const char *vg_event_name(enum vg_event_type t);
+
+struct vg_event {
+    enum vg_event_type type;
+    enum vg_severity severity;
+    char *message;            /* one line, people's words */
+    /* what it is about; unknown fields are NULL, false or empty */
+    bool gpu_known;
+    unsigned gpu;             /* NVML index (the first, for findings) */
+    char *gpu_uuid;
+    int mig;                  /* MIG device, or -1 */
+    unsigned *gpus;           /* every GPU concerned (findings); NULL when none */
+    size_t ngpus;
+    bool pid_known;
+    pid_t pid;                /* the first, for findings */
+    pid_t *pids;
+    size_t npids;
+    char *user, *command;
+    bool mem_known;
+    uint64_t mem;             /* holder memory, alert memory, GPU used memory, finding bytes */
+    bool prev_known;
+    uint64_t prev;            /* holder-memory: the figure reported before */
+    const char *rule;         /* finding events: the rule id (static) */
+    const char *alert;        /* alert events: VG_ALERT_* (static) */
+    char *expect;             /* alert events: the expectation */
+    char *driver_error;       /* driver events */
+};
+
+struct vg_events {
+    struct vg_event *v;
+    size_t n;
+};
+
+void vg_events_init(struct vg_events *e);
+void vg_events_release(struct vg_events *e);
+
+struct vg_watch_view;
+
+struct vg_watch_opts {
+    uint64_t threshold;            /* bytes: memory changes and alerts */
+    uint64_t idle_after_ms;        /* idle-holder after this long (0: the rules' default) */
+    const struct vg_expect_set *expect; /* may be NULL */
+    /* Does the process (pid, start time when known) still exist? Used only for holders
+     * carried over while the driver's view is missing. NULL: assume it does. */
+    bool (*alive)(void *ctx, pid_t pid, bool start_known, uint64_t start_ticks);
+    void *alive_ctx;
+};
+
+/*
+ * One step: build the view of snap (hung: the driver did not answer in time) at now_ms (any
+ * monotonic clock in milliseconds), run the rules and the expectations on it, and append to
+ * events what changed since prev (NULL for the first sample). 0, or -ENOMEM with err set.
+ */
+int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap, bool hung,
+                  uint64_t now_ms, const struct vg_watch_view *prev,
+                  struct vg_watch_view **out, struct vg_events *events, struct vg_err *err);
+void vg_watch_view_free(struct vg_watch_view *v);
+
+/* Why some expectation could not be checked in this view (NULL when all could): `watch`
+ * prints it when it changes. Borrowed. */
+const char *vg_watch_view_problem(const struct vg_watch_view *v);
+/* Whether the view is frozen (the driver's view is missing; see above). */
+bool vg_watch_view_frozen(const struct vg_watch_view *v);
+
+/* Rendering: one line per event. Text: "TIME EVENT MESSAGE" (colour when st is given);
+ * JSON: one vramguard.event/1 object per line (docs/json.md). when is the sample's time. */
+#define VG_JSON_SCHEMA_EVENT "vramguard.event/1"
+struct vg_style;
+int vg_event_text(const struct vg_event *ev, const struct timespec *when,
+                  const struct vg_style *st, struct vg_buf *out);
+int vg_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
+                  struct vg_buf *out);
+
+#endif

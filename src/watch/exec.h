@@ -1,0 +1,72 @@
+/*
+ * Alert commands for `watch --exec`: one child per alert, started without blocking sampling,
+ * reaped asynchronously, killed when it outlives its timeout.
+ *
+ * - The command line is split into words like a shell would split plain words and quotes
+ *   ('...', "...", backslash), but nothing is expanded and no shell runs: `$HOME`, `*`, `|`
+ *   and `;` are just characters. With shell set, it runs as `/bin/sh -c CMD` instead.
+ * - The child gets the caller's NAME=VALUE pairs added to vramguard's environment (after
+ *   removing every inherited VRAMGUARD_* variable), the given bytes on stdin (from an
+ *   in-memory file, so any size is written without blocking), its stdout sent to our stderr
+ *   (it must not corrupt the event stream), default signal dispositions, and a process group
+ *   of its own.
+ * - At the timeout its process group gets SIGTERM, and SIGKILL one second later.
+ * - At most max_running run at once; an alert beyond that is dropped and counted.
+ *
+ * Ownership: vg_exec_new()/vg_exec_free(); free does not wait for or kill children (call
+ * vg_exec_wait() or vg_exec_kill_all() first). Single-threaded; the caller reaps through
+ * vg_exec_poll() when SIGCHLD arrives and at vg_exec_next_ms().
+ */
+#ifndef VG_WATCH_EXEC_H
+#define VG_WATCH_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define VG_EXEC_MAX_RUNNING 8u
+
+struct vg_exec;
+
+struct vg_exec_stats {
+    uint64_t started, dropped, failed, timed_out;
+};
+
+/* cmd: the command line; shell: run it through /bin/sh -c. -EINVAL (unbalanced quote, empty
+ * command) with a message; -ENOMEM. */
+int vg_exec_new(const char *cmd, bool shell, uint64_t timeout_ms, unsigned max_running,
+                struct vg_exec **out, struct vg_err *err);
+void vg_exec_free(struct vg_exec *x);
+
+/* Replace the command and timeout (SIGHUP); running children are not touched. */
+int vg_exec_configure(struct vg_exec *x, const char *cmd, bool shell, uint64_t timeout_ms,
+                      struct vg_err *err);
+
+/* Start the command for one alert. env: n "NAME=VALUE" strings. Returns 0 when started, 1 when
+ * dropped (max_running already run), or a negative errno with err saying why it could not be
+ * started (the caller reports it and goes on). */
+int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const char *in,
+                size_t inlen, uint64_t now_ms, struct vg_err *err);
+
+/* Reap finished children and act on timeouts. report(ctx, line) is called for each child that
+ * failed (non-zero exit, killed by a signal, or timed out) with a one-line message. */
+void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),
+                  void *ctx);
+
+/* Milliseconds until the next timeout action is due (0: now), or UINT64_MAX when none. */
+uint64_t vg_exec_next_ms(const struct vg_exec *x, uint64_t now_ms);
+
+size_t vg_exec_running(const struct vg_exec *x);
+void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out);
+
+/* Wait (polling, bounded by each child's own timeout) until none runs. */
+void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx);
+
+/* Split a command line into words (exposed for tests). *argv is a NULL-terminated heap array
+ * freed with vg_exec_argv_free(). */
+int vg_exec_split(const char *cmd, char ***argv, struct vg_err *err);
+void vg_exec_argv_free(char **argv);
+
+#endif

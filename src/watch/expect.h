@@ -1,0 +1,96 @@
+/*
+ * Expectations: what each GPU may carry (`--expect GPU=WHO[,WHO...]`, the config file's
+ * `expect` lines), and the alerts a snapshot raises against them. Shared by `watch` and
+ * `check`.
+ *
+ * GPU is an NVML index or a UUID (or a unique UUID prefix). WHO is `none` (the GPU should be
+ * empty), a PID (digits), `uid:N`, or a user name. Against a snapshot:
+ *  - a holder neither named nor owned by a named user, whose memory is above the threshold
+ *    (or unknown while the GPU's used memory is above it), is an `unexpected-holder` alert;
+ *    processes seen only through the device node hold no memory of their own and raise none;
+ *  - on a GPU expected empty with no such holder, used memory above the threshold (the
+ *    driver's reservation apart, when the driver tells it apart) is a `gpu-not-empty` alert.
+ * Alerts on GPUs expected empty are critical, the others warnings.
+ *
+ * Ownership: a struct vg_expect_set owns its entries (vg_expect_set_release); struct
+ * vg_alerts owns its alerts and their strings (vg_alerts_release).
+ */
+#ifndef VG_WATCH_EXPECT_H
+#define VG_WATCH_EXPECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/snapshot.h"
+#include "rules/rules.h"
+#include "util/err.h"
+
+enum vg_who_kind { VG_WHO_NONE, VG_WHO_PID, VG_WHO_UID, VG_WHO_USER };
+
+struct vg_who {
+    enum vg_who_kind kind;
+    pid_t pid;
+    uid_t uid;
+    char *user;
+};
+
+struct vg_expect {
+    char *gpu;          /* as given: index or UUID (prefix) */
+    struct vg_who *who;
+    size_t nwho;
+    char *text;         /* "1=none", as given: for messages */
+};
+
+struct vg_expect_set {
+    struct vg_expect *v;
+    size_t n;
+};
+
+void vg_expect_set_init(struct vg_expect_set *set);
+void vg_expect_set_release(struct vg_expect_set *set);
+/* Parse "GPU=WHO[,WHO...]" and append it. -EINVAL with a message saying what is wrong;
+ * -ENOMEM. `none` cannot be mixed with others, and one GPU text may appear only once. */
+int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *err);
+/* Copy src's entries into dst (emptied first). 0 or -ENOMEM. */
+int vg_expect_set_copy(struct vg_expect_set *dst, const struct vg_expect_set *src);
+
+/* Alert kinds (static strings, part of the JSON interface). */
+#define VG_ALERT_UNEXPECTED_HOLDER "unexpected-holder"
+#define VG_ALERT_GPU_NOT_EMPTY "gpu-not-empty"
+
+struct vg_alert {
+    const char *kind;           /* VG_ALERT_* */
+    enum vg_severity severity;
+    size_t gpu;                 /* index into the snapshot's GPU list */
+    int mig;                    /* MIG device of the holding, or -1 */
+    bool has_pid;               /* unexpected-holder */
+    pid_t pid;
+    bool start_known;
+    uint64_t start_ticks;
+    char *user;                 /* NULL when unknown */
+    char *command;              /* NULL when unknown */
+    bool bytes_known;
+    uint64_t bytes;             /* the holder's memory, or the GPU's used memory */
+    char *expect;               /* the expectation(s) for the GPU, "0=alice,bob" */
+    char *message;              /* one line, without severity */
+};
+
+struct vg_alerts {
+    struct vg_alert *v;
+    size_t n;
+    char *problem;              /* why some expectation could not be checked (no such GPU,
+                                 * no driver view); NULL when all could */
+};
+
+void vg_alerts_init(struct vg_alerts *a);
+void vg_alerts_release(struct vg_alerts *a);
+
+/* Evaluate the expectations against snap. Expectations naming no GPU of snap are listed in
+ * out->problem and skipped; without the driver's view nothing can be checked (problem says so).
+ * Returns 0 or -ENOMEM. */
+int vg_expect_check(const struct vg_expect_set *set, const struct vg_snapshot *snap,
+                    uint64_t threshold, struct vg_alerts *out, struct vg_err *err);
+
+#endif

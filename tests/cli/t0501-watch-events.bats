@@ -1,0 +1,177 @@
+#!/usr/bin/env bats
+# t0501-watch-events: `vramguard watch` reports each change once, while the test changes the
+# world under it (the fake driver re-reads its scenario; real processes hold device nodes):
+# the first sample as present events, then holders appearing and leaving, memory moving past
+# the threshold, findings opening and closing, GPUs lost, back and new; silence when nothing
+# changes; JSON lines; --once; usage errors.
+
+load lib
+load watch
+
+setup() {
+    DEVDIR=$(vg_fake_dev)
+    TMP=$(vg_tmpdir)
+}
+
+teardown() {
+    watch_teardown
+}
+
+@test "the first sample is reported as present events, then nothing while nothing changes" {
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    watch_start
+    wait_line "holder-present PID $A on GPU 1 (GPU-11111111): 2 GiB, root: "
+    [ "$(nlines 'gpu-present GPU 0 NVIDIA A100-SXM4-80GB (GPU-00000000): 0 B of 80 GiB used')" -eq 1 ]
+    [ "$(nlines 'gpu-present GPU 1 NVIDIA A100-SXM4-80GB (GPU-11111111): 2 GiB of 80 GiB used')" -eq 1 ]
+    [[ $(grep -F holder-present "$WOUT") == *"python train.py"* ]]
+    # Every line: an ISO time in UTC, the event, the message.
+    while read -r line; do
+        [[ $line =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\ [a-z-]+\ . ]]
+    done <"$WOUT"
+    n=$(wc -l <"$WOUT")
+    wait_samples 5
+    [ "$(wc -l <"$WOUT")" -eq "$n" ]
+    # The details came from the cache after the first sample.
+    [[ $(tail -n 1 "$WERR") =~ cache\ [1-9][0-9]*\ hits ]]
+}
+
+@test "a holder appears, its memory moves past the threshold, it leaves: one event each" {
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    watch_start --threshold 100MiB
+    wait_line holder-present
+    # B holds no device node (so the driver alone reports it, with no race between the two)
+    B=$(vg_spawn -- python eval.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1GiB sm=60"
+    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): 1 GiB, root: "
+    # below the threshold: nothing
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1074MiB sm=60"
+    wait_samples 4
+    [ "$(nlines holder-memory)" -eq 0 ]
+    # past it: once, from the figure last reported
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=3GiB sm=60"
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 1 GiB -> 3 GiB (+2 GiB), root: "
+    # the driver forgets it, and the process exits
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    kill -KILL "$B"
+    wait_line "holder-left PID $B left GPU 0 (GPU-00000000): it held 3 GiB, root: "
+    wait_samples 4
+    [ "$(nlines "holder-appeared PID $B")" -eq 1 ]
+    [ "$(nlines holder-memory)" -eq 1 ]
+    [ "$(nlines holder-left)" -eq 1 ]
+    [ "$(nlines "PID $A")" -eq 1 ]
+}
+
+@test "a device-node-only holder is reported by minor number; its first allocation too" {
+    host
+    watch_start
+    wait_line gpu-present 2
+    W=$(vg_spawn --open "$(dev 0)" -- python worker)
+    wait_line "holder-appeared PID $W on GPU 0 (GPU-00000000): device node only, root: "
+    # the driver now lists it with memory: same holder, its memory moved from none
+    host "proc gpu=0 pid=$W type=compute mem=1GiB"
+    wait_line "holder-memory PID $W on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), root: "
+    [ "$(nlines "holder-appeared PID $W")" -eq 1 ]
+    # a node no GPU has: named by its path
+    X=$(vg_spawn --open "$DEVDIR/nvidia7" -- stray)
+    wait_line "holder-appeared PID $X on /dev/nvidia7: device node only"
+}
+
+@test "findings open and close once; present at the first sample" {
+    # 4000000: a PID the driver reports and /proc does not show (foreign-pid)
+    host "proc gpu=0 pid=4000000 type=compute mem=1GiB"
+    watch_start
+    wait_line "finding-present WARNING foreign-pid: the driver reports PID 4000000 holding 1 GiB"
+    host "proc gpu=0 pid=4000000 type=compute mem=1GiB" "proc gpu=1 pid=4000001 type=compute mem=2GiB"
+    wait_line "finding-opened WARNING foreign-pid: the driver reports PID 4000001"
+    host "proc gpu=1 pid=4000001 type=compute mem=2GiB"
+    wait_line "finding-closed foreign-pid: the driver reports PID 4000000"
+    wait_samples 4
+    [ "$(nlines foreign-pid)" -eq 3 ]
+    [ "$(nlines finding-closed)" -eq 1 ]
+}
+
+@test "a GPU is lost and comes back; a new GPU appears; one that disappears is lost" {
+    host
+    watch_start
+    wait_line gpu-present 2
+    # NVML_ERROR_GPU_IS_LOST (15) on GPU 1's memory call
+    host "error func=nvmlDeviceGetMemoryInfo_v2 gpu=1 code=15"
+    wait_line "gpu-lost CRITICAL GPU 1 NVIDIA A100-SXM4-80GB (GPU-11111111) is lost"
+    host
+    wait_line "gpu-back GPU 1 NVIDIA A100-SXM4-80GB (GPU-11111111) is back: 0 B of 80 GiB used"
+    host "gpu index=2 uuid=$U2 name=\"Tesla T4\" minor=3 total=15GiB reserved=256MiB util=0"
+    wait_line "gpu-appeared GPU 2 Tesla T4 (GPU-22222222): 0 B of 15 GiB used"
+    host
+    wait_line "gpu-lost CRITICAL GPU 2 Tesla T4 (GPU-22222222) is no longer listed by the driver"
+    host "gpu index=2 uuid=$U2 name=\"Tesla T4\" minor=3 total=15GiB reserved=256MiB util=0"
+    wait_line "gpu-back GPU 2 Tesla T4 (GPU-22222222)"
+    wait_samples 4
+    [ "$(nlines gpu-lost)" -eq 2 ]
+    [ "$(nlines gpu-back)" -eq 2 ]
+    [ "$(nlines gpu-appeared)" -eq 1 ]
+}
+
+@test "--format json: one vramguard.event/1 object per line, every field present" {
+    vg_require_jq
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB"
+    watch_start --format json
+    wait_line '"event":"holder-present"'
+    host "proc gpu=1 pid=$A type=compute mem=4GiB"
+    wait_line '"event":"holder-memory"'
+    fields='["alert","command","driver_error","event","expect","gpu","gpu_uuid","gpus","memory","message","mig_device","pid","pids","previous_memory","rule","sample","schema","severity","time","user"]'
+    while read -r line; do
+        jq -e --argjson f "$fields" '(keys == $f) and .schema == "vramguard.event/1"' <<<"$line" >/dev/null
+    done <"$WOUT"
+    ev=$(grep '"holder-memory"' "$WOUT")
+    jq -e --argjson a "$A" --arg u "$U1" '.pid == $a and .pids == [$a] and .gpu == 1 and
+        .gpus == [1] and .gpu_uuid == $u and .memory == 4294967296 and
+        .previous_memory == 2147483648 and .user == "root" and .severity == "info" and
+        .rule == null and .alert == null and .mig_device == null and (.sample > 1)' <<<"$ev"
+    # --json means --format json
+    watch_stop
+    watch_start --json --once
+    wait_for "! kill -0 $WPID 2>/dev/null"
+    jq -e '.schema == "vramguard.event/1"' <"$(head -n 1 "$WOUT" >"$TMP/first"; echo "$TMP/first")"
+}
+
+@test "--once: the present events, exit 0; without a driver: a driver-error event" {
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB"
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" watch --once
+    [ "$status" -eq 0 ]
+    [ "${#lines[@]}" -eq 3 ]
+    [[ ${lines[2]} == *"holder-present PID $A on GPU 1"* ]]
+    unset FAKE_NVML_SCENARIO
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" watch --once
+    [ "$status" -eq 0 ]
+    [[ ${lines[0]} == *" driver-error WARNING cannot initialise NVML from "* ]]
+    [[ $output == *"holder-present PID $A on /dev/nvidia1: device node only"* ]]
+}
+
+@test "bad usage: exit 64 and one line on stderr" {
+    for args in "--interval 0" "--interval 1x" "--threshold lots" "--expect 0" "--expect 0=" \
+        "--expect 0=none,alice" "--expect =alice" "--format xml" "--exec-timeout 0" \
+        "--idle-after never" "--bogus" "extra" "--exec '' " "--exec \"'unbalanced\""; do
+        eval "run --separate-stderr \"\$VG\" watch $args"
+        echo "watch $args: $status '$stderr'"
+        [ "$status" -eq 64 ]
+        [ -z "$output" ]
+        [ "${#stderr_lines[@]}" -eq 1 ]
+        [[ $stderr == "vramguard: watch: "* ]]
+    done
+    run --separate-stderr "$VG" watch --expect 0=alice --expect 0=bob
+    [ "$status" -eq 64 ]
+    [[ $stderr == *"already has an expectation"* ]]
+}
+
+@test "--help documents every option" {
+    run --separate-stderr "$VG" watch --help
+    [ "$status" -eq 0 ]
+    for o in --interval --expect --threshold --exec --shell --exec-timeout --format --idle-after \
+        --config --once --nvml-timeout; do
+        [[ $output == *"  $o"* ]] || { echo "missing $o"; return 1; }
+    done
+}
