@@ -1,0 +1,285 @@
+/*
+ * `vramguard serve`: a Prometheus exporter. A collector thread samples the host every
+ * --interval (with the sampler's driver-hang protection), diagnoses it and renders the
+ * exposition; libmicrohttpd threads answer GET /metrics with a copy of the latest one and
+ * GET /healthz with whether collection is alive. The main thread only waits for SIGTERM or
+ * SIGINT and, once a second, ends connections that have spent too long on one request.
+ *
+ * Loopback only unless --allow-remote: the metrics name users, processes and containers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "render/metrics.h"
+#include "serve/collector.h"
+#include "serve/http.h"
+#include "serve/route.h"
+#include "util/parse.h"
+
+static const char vg_serve_help[] =
+    "usage: vramguard serve [--listen ADDR] [--interval DUR] [--per-process top:N|all|none]\n"
+    "                       [--allow-remote] [options]\n"
+    "\n"
+    "A Prometheus exporter: per-GPU memory, per-process memory (bounded), memory by reason\n"
+    "(orphan, zombie, foreign PID, outside the visible set, context only, unattributed),\n"
+    "findings by rule, and whether the last collection succeeded. Metrics are documented in\n"
+    "docs/metrics.md; alert rules are in contrib/prometheus/alerts.yml.\n"
+    "\n"
+    "Serves GET /metrics and GET /healthz; any other path is 404, any other method 405.\n"
+    "Collection runs every --interval whatever the number of scrapers; a hung driver is given\n"
+    "up on after --nvml-timeout and reported as vramguard_last_collect_success 0.\n"
+    "\n"
+    "Options:\n"
+    "  --listen ADDR          HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
+    "                         HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
+    "                         address; port 0 picks a free port (printed at start)\n"
+    "  --allow-remote         allow a non-loopback address: the metrics name users, commands\n"
+    "                         and containers, so expose them only to your Prometheus\n"
+    "  --interval DUR         time between collections (default 5s; 100ms to 1h)\n"
+    "  --per-process MODE     per-process series: top:N per GPU by memory, the rest summed in\n"
+    "                         pid=\"other\" (default top:10); all; or none\n"
+    "  --conn-timeout DUR     longest a connection may idle or spend on one request\n"
+    "                         (default 10s; 1s to 10m)\n"
+    "  --max-connections N    connections served at once (default 256); more wait\n"
+    "  --context-max SIZE     largest amount that counts as a bare CUDA context (default 1GiB)\n"
+    "  --unattributed-min SIZE  unexplained memory reported as a finding above this\n"
+    "                         (default 256MiB)\n"
+    "\n"
+    "Runs until SIGTERM or SIGINT, then exits 0. Exit status 64 for bad usage, 70 when it\n"
+    "cannot start (address in use, /proc unreadable, out of memory).\n"
+    "\n";
+
+enum {
+    VG_OPT_LISTEN = VG_OPT_FIRST_LOCAL,
+    VG_OPT_ALLOW_REMOTE,
+    VG_OPT_INTERVAL,
+    VG_OPT_PER_PROCESS,
+    VG_OPT_CONN_TIMEOUT,
+    VG_OPT_MAX_CONN,
+    VG_OPT_CONTEXT_MAX,
+    VG_OPT_UNATTR_MIN,
+};
+
+static void vg_serve_log(void *arg, const char *msg)
+{
+    (void)arg;
+    vg_cmd_error("serve", "%s", msg);
+}
+
+static int vg_serve_duration(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
+                             const char *range, uint64_t *out)
+{
+    uint64_t ms;
+    if (vg_parse_duration_ms(arg, &ms) != 0 || ms < min_ms || ms > max_ms) {
+        vg_cmd_error("serve", "%s takes a duration between %s (e.g. 5s, 500ms), not '%s'", opt,
+                     range, arg);
+        return -1;
+    }
+    *out = ms;
+    return 0;
+}
+
+static int vg_serve_size(const char *opt, const char *arg, uint64_t *out)
+{
+    if (vg_parse_size(arg, false, out, NULL, NULL) != 0) {
+        vg_cmd_error("serve", "%s takes a size such as 512MiB or 1GiB, not '%s'", opt, arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* A listening socket for addr; -errno on failure. */
+static int vg_serve_listen(const struct vg_serve_addr *addr)
+{
+    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 || listen(fd, 511) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        VG_GLOBAL_LONGOPTS,
+        {"listen", required_argument, NULL, VG_OPT_LISTEN},
+        {"allow-remote", no_argument, NULL, VG_OPT_ALLOW_REMOTE},
+        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
+        {"per-process", required_argument, NULL, VG_OPT_PER_PROCESS},
+        {"conn-timeout", required_argument, NULL, VG_OPT_CONN_TIMEOUT},
+        {"max-connections", required_argument, NULL, VG_OPT_MAX_CONN},
+        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
+        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
+        {NULL, 0, NULL, 0},
+    };
+    const char *listen_arg = VG_SERVE_LISTEN_DEFAULT;
+    bool allow_remote = false;
+    uint64_t interval_ms = 5000, conn_timeout_ms = 10000, max_conn = 256;
+    struct vg_collector_opts co;
+    memset(&co, 0, sizeof(co));
+    vg_rule_opts_init(&co.rules);
+    vg_metrics_opts_init(&co.metrics);
+    co.metrics.version = VG_VERSION;
+    int c;
+    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        int r = vg_global_opt(g, c, optarg, "serve");
+        if (r < 0)
+            return VG_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(vg_serve_help, stdout);
+            fputs(vg_global_help, stdout);
+            return VG_EXIT_OK;
+        case VG_OPT_LISTEN:
+            listen_arg = optarg;
+            break;
+        case VG_OPT_ALLOW_REMOTE:
+            allow_remote = true;
+            break;
+        case VG_OPT_INTERVAL:
+            if (vg_serve_duration("--interval", optarg, 100, 3600000, "100ms and 1h", &interval_ms))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_CONN_TIMEOUT:
+            if (vg_serve_duration("--conn-timeout", optarg, 1000, 600000, "1s and 10m",
+                                  &conn_timeout_ms))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_PER_PROCESS:
+            if (vg_metrics_parse_pp(optarg, &co.metrics) != 0) {
+                vg_cmd_error("serve",
+                             "--per-process takes top:N (N from 1 to 100000), all or "
+                             "none, not '%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            break;
+        case VG_OPT_MAX_CONN:
+            if (vg_parse_u64(optarg, &max_conn) != 0 || max_conn < 1 || max_conn > 10000) {
+                vg_cmd_error("serve",
+                             "--max-connections takes a number from 1 to 10000, not "
+                             "'%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            break;
+        case VG_OPT_CONTEXT_MAX:
+            if (vg_serve_size("--context-max", optarg, &co.rules.context_max))
+                return VG_EXIT_USAGE;
+            co.metrics.context_max = co.rules.context_max;
+            break;
+        case VG_OPT_UNATTR_MIN:
+            if (vg_serve_size("--unattributed-min", optarg, &co.rules.unattributed_min))
+                return VG_EXIT_USAGE;
+            break;
+        default:
+            vg_cmd_usage_error("serve", c, argc, argv);
+            return VG_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        vg_cmd_error("serve", "unexpected argument '%s' (see 'vramguard serve --help')",
+                     argv[optind]);
+        return VG_EXIT_USAGE;
+    }
+    struct vg_serve_addr addr;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_serve_parse_listen(listen_arg, &addr, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_USAGE;
+    }
+    if (!addr.loopback && !allow_remote) {
+        vg_cmd_error("serve",
+                     "'%s' is not a loopback address: the metrics name users, "
+                     "processes and containers; add --allow-remote to serve them "
+                     "beyond this host",
+                     listen_arg);
+        return VG_EXIT_USAGE;
+    }
+
+    /* Every thread started from here on (collector, driver worker, HTTP) inherits this mask,
+     * so the signals reach only the sigtimedwait() below. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int fd = vg_serve_listen(&addr);
+    if (fd < 0) {
+        vg_cmd_error("serve", "cannot listen on %s: %s", listen_arg, strerror(-fd));
+        return VG_EXIT_SOFTWARE;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof(bound);
+    char where[96] = "?";
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        vg_serve_addr_format((struct sockaddr *)&bound, blen, where, sizeof(where));
+
+    co.sampler.nvml_path = g->nvml_path;
+    co.sampler.nvml_timeout_ms = g->nvml_timeout_ms;
+    co.sampler.proc_root = g->proc_root;
+    co.sampler.dev_dir = g->dev_dir;
+    co.interval_ms = interval_ms;
+    co.log = vg_serve_log;
+    struct vg_collector *coll = NULL;
+    struct vg_http *http = NULL;
+    int status = VG_EXIT_SOFTWARE;
+    if (vg_collector_new(&co, &coll, &err) != 0 || vg_collector_start(coll, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        close(fd);
+        goto out;
+    }
+    struct vg_http_opts ho = {
+        .listen_fd = fd,
+        .max_connections = (unsigned)max_conn,
+        .conn_timeout_s = (unsigned)((conn_timeout_ms + 999) / 1000),
+        .collector = coll,
+        .log = g->verbose ? vg_serve_log : NULL,
+    };
+    if (vg_http_start(&ho, &http, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        goto out;
+    }
+    vg_cmd_error("serve", "listening on http://%s/metrics (every %llu ms)", where,
+                 (unsigned long long)interval_ms);
+
+    for (;;) {
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&stop_set, NULL, &tick);
+        if (sig > 0) {
+            vg_cmd_error("serve", "stopping on %s", strsignal(sig));
+            break;
+        }
+        vg_http_reap(http);
+    }
+    status = VG_EXIT_OK;
+out:
+    vg_http_stop(http);
+    vg_collector_free(coll);
+    vg_err_release(&err);
+    return status;
+}

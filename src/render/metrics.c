@@ -1,0 +1,787 @@
+/*
+ * The Prometheus text exposition (see metrics.h and docs/metrics.md). Families are written one
+ * at a time, each with its HELP and TYPE lines just before its first sample, so the samples of
+ * a family are contiguous as the format requires and a family without samples leaves no trace.
+ *
+ * Memory by reason partitions what the driver reports as used on a GPU: every holder's known
+ * memory goes to exactly one reason (the first that applies, in the order zombie, orphan,
+ * foreign_pid, outside_visible, context_only, expected), and "unattributed" is the used memory
+ * no holder accounts for plus what NVML attributes to PIDs that are not processes (0, 2^32-1).
+ */
+#include "render/metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/render.h"
+#include "util/parse.h"
+
+void vg_metrics_opts_init(struct vg_metrics_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->per_process = VG_METRICS_PP_TOP;
+    o->top_n = VG_METRICS_TOP_DEFAULT;
+    o->context_max = VG_RULE_CONTEXT_MAX_DEFAULT;
+    o->version = "unknown";
+}
+
+int vg_metrics_parse_pp(const char *s, struct vg_metrics_opts *o)
+{
+    if (!s)
+        return -EINVAL;
+    if (strcmp(s, "all") == 0) {
+        o->per_process = VG_METRICS_PP_ALL;
+        return 0;
+    }
+    if (strcmp(s, "none") == 0) {
+        o->per_process = VG_METRICS_PP_NONE;
+        return 0;
+    }
+    uint64_t n;
+    if (strncmp(s, "top:", 4) != 0 || vg_parse_u64(s + 4, &n) != 0 || n < 1 || n > 100000)
+        return -EINVAL;
+    o->per_process = VG_METRICS_PP_TOP;
+    o->top_n = (size_t)n;
+    return 0;
+}
+
+void vg_metrics_gpu_ids_init(struct vg_metrics_gpu_ids *ids)
+{
+    ids->v = NULL;
+    ids->n = 0;
+}
+
+static void vg_metrics_ids_free(struct vg_metrics_gpu_id *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].uuid);
+        free(v[i].name);
+        free(v[i].pci_bus_id);
+    }
+    free(v);
+}
+
+void vg_metrics_gpu_ids_release(struct vg_metrics_gpu_ids *ids)
+{
+    vg_metrics_ids_free(ids->v, ids->n);
+    vg_metrics_gpu_ids_init(ids);
+}
+
+static int vg_metrics_dup(const char *s, bool known, char **out)
+{
+    *out = NULL;
+    if (!known || !s)
+        return 0;
+    *out = strdup(s);
+    return *out ? 0 : -ENOMEM;
+}
+
+int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snapshot *snap)
+{
+    size_t n = snap->gpus.ngpus;
+    struct vg_metrics_gpu_id *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[i];
+        v[i].index = g->index;
+        v[i].minor_known = (g->known & VG_GPU_K_MINOR) != 0;
+        v[i].minor = g->minor;
+        if (vg_metrics_dup(g->uuid, g->known & VG_GPU_K_UUID, &v[i].uuid) ||
+            vg_metrics_dup(g->name, g->known & VG_GPU_K_NAME, &v[i].name) ||
+            vg_metrics_dup(g->pci_bus_id, g->known & VG_GPU_K_PCI, &v[i].pci_bus_id)) {
+            vg_metrics_ids_free(v, n);
+            return -ENOMEM;
+        }
+    }
+    vg_metrics_gpu_ids_release(ids);
+    ids->v = v;
+    ids->n = n;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid: no overlong forms,
+ * surrogates or code points above U+10FFFF. */
+static size_t vg_metrics_utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], cp, min;
+    size_t len;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0)
+        len = 2, min = 0x80, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+        len = 3, min = 0x800, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+        len = 4, min = 0x10000, cp = c & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+int vg_metrics_escape(struct vg_buf *out, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c == '\\') {
+            vg_buf_add(out, "\\\\", 2);
+        } else if (c == '"') {
+            vg_buf_add(out, "\\\"", 2);
+        } else if (c == '\n') {
+            vg_buf_add(out, "\\n", 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            vg_buf_add(out, "\xEF\xBF\xBD", 3);
+        } else {
+            size_t len = vg_metrics_utf8_len(p + i, n - i);
+            if (len == 0) {
+                vg_buf_add(out, "\xEF\xBF\xBD", 3);
+                len = 1;
+            } else {
+                vg_buf_add(out, p + i, len);
+            }
+            i += len;
+            continue;
+        }
+        i++;
+    }
+    return out->err;
+}
+
+/* ---- the writer: one family at a time, one sample at a time ---- */
+
+struct vg_mw {
+    struct vg_buf *out;
+    const char *name, *type, *help;
+    bool header_done;
+    unsigned nlabels;
+};
+
+static void vg_mw_family(struct vg_mw *w, const char *name, const char *type, const char *help)
+{
+    w->name = name;
+    w->type = type;
+    w->help = help;
+    w->header_done = false;
+}
+
+static void vg_mw_begin(struct vg_mw *w)
+{
+    if (!w->header_done) {
+        vg_buf_printf(w->out, "# HELP %s %s\n# TYPE %s %s\n", w->name, w->help, w->name, w->type);
+        w->header_done = true;
+    }
+    vg_buf_adds(w->out, w->name);
+    w->nlabels = 0;
+}
+
+/* A label; an empty or unknown value is left out (Prometheus reads both the same way). */
+static void vg_mw_label(struct vg_mw *w, const char *key, const char *value)
+{
+    if (!value || !value[0])
+        return;
+    vg_buf_addc(w->out, w->nlabels++ ? ',' : '{');
+    vg_buf_adds(w->out, key);
+    vg_buf_add(w->out, "=\"", 2);
+    vg_metrics_escape(w->out, value, strlen(value));
+    vg_buf_addc(w->out, '"');
+}
+
+static void vg_mw_label_u(struct vg_mw *w, const char *key, unsigned long long v)
+{
+    char num[24];
+    snprintf(num, sizeof(num), "%llu", v);
+    vg_mw_label(w, key, num);
+}
+
+static void vg_mw_close(struct vg_mw *w)
+{
+    if (w->nlabels)
+        vg_buf_addc(w->out, '}');
+}
+
+static void vg_mw_u64(struct vg_mw *w, uint64_t v)
+{
+    vg_mw_close(w);
+    vg_buf_printf(w->out, " %llu\n", (unsigned long long)v);
+}
+
+static void vg_mw_fixed(struct vg_mw *w, double v, int decimals)
+{
+    vg_mw_close(w);
+    vg_buf_printf(w->out, " %.*f\n", decimals, v);
+}
+
+/* ---- what the exposition is computed from ---- */
+
+enum vg_reason {
+    VG_R_OUTSIDE,
+    VG_R_ORPHAN,
+    VG_R_ZOMBIE,
+    VG_R_FOREIGN,
+    VG_R_UNATTRIBUTED,
+    VG_R_CONTEXT,
+    VG_R_EXPECTED,
+    VG_R_COUNT
+};
+
+static const char *const vg_reason_names[VG_R_COUNT] = {
+    "outside_visible", "orphan",       "zombie",   "foreign_pid",
+    "unattributed",    "context_only", "expected",
+};
+
+/* One process on one GPU: its holdings there (MIG devices included) merged. */
+struct vg_mh {
+    uint32_t pid;
+    bool bogus;
+    bool nvml_unknown; /* NVML lists it but some figure of it is not available */
+    bool nvml;         /* NVML lists it */
+    bool any_known;    /* some figure of it is known */
+    uint64_t bytes;    /* the known figures, summed */
+    unsigned seen;
+    const struct vg_proc *proc;
+};
+
+static bool vg_mh_known(const struct vg_mh *h)
+{
+    return h->nvml && !h->nvml_unknown;
+}
+
+struct vg_mgpu {
+    struct vg_mh *h;
+    size_t n;
+    bool reasons_known; /* the process lists could be read */
+    uint64_t reason[VG_R_COUNT];
+    bool unattributed_known;
+};
+
+static bool vg_finding_names_pid(const struct vg_finding *f, uint32_t pid)
+{
+    for (size_t i = 0; i < f->npids; i++)
+        if ((uint32_t)f->pids[i] == pid)
+            return true;
+    return false;
+}
+
+static bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
+{
+    for (size_t i = 0; i < f->ngpus; i++)
+        if (f->gpus[i] == gpu)
+            return true;
+    return false;
+}
+
+/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules? */
+static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
+                     size_t gpu)
+{
+    if (!fs)
+        return false;
+    for (size_t i = 0; i < fs->n; i++) {
+        const struct vg_finding *f = &fs->v[i];
+        bool rule = false;
+        for (size_t r = 0; rules[r] && !rule; r++)
+            rule = strcmp(f->rule, rules[r]) == 0;
+        if (rule && vg_finding_names_pid(f, pid) &&
+            (gpu == VG_SNAP_NO_GPU || vg_finding_names_gpu(f, gpu)))
+            return true;
+    }
+    return false;
+}
+
+static enum vg_reason vg_mh_reason(const struct vg_mh *h, size_t gpu, const struct vg_findings *fs,
+                                   uint64_t context_max)
+{
+    static const char *const zombie[] = {"zombie-holder", NULL};
+    static const char *const orphan[] = {"orphan-holder", NULL};
+    static const char *const foreign[] = {"foreign-pid", NULL};
+    static const char *const outside[] = {"outside-visible", NULL};
+    static const char *const context[] = {"ddp-gpu0", "stray-contexts", "nccl-all-gpus", NULL};
+    if (h->bogus)
+        return VG_R_UNATTRIBUTED;
+    if (vg_named(fs, zombie, h->pid, VG_SNAP_NO_GPU))
+        return VG_R_ZOMBIE;
+    if (vg_named(fs, orphan, h->pid, VG_SNAP_NO_GPU))
+        return VG_R_ORPHAN;
+    if (vg_named(fs, foreign, h->pid, VG_SNAP_NO_GPU))
+        return VG_R_FOREIGN;
+    if (vg_named(fs, outside, h->pid, gpu))
+        return VG_R_OUTSIDE;
+    if (vg_mh_known(h) && h->bytes <= context_max && vg_named(fs, context, h->pid, gpu))
+        return VG_R_CONTEXT;
+    return VG_R_EXPECTED;
+}
+
+static int vg_mh_cmp_pid(const void *a, const void *b)
+{
+    const struct vg_mh *x = a, *y = b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Biggest known figure first; unknown ones after; then by pid, so the choice is stable. */
+static int vg_mh_cmp_mem(const void *a, const void *b)
+{
+    const struct vg_mh *x = a, *y = b;
+    bool kx = vg_mh_known(x), ky = vg_mh_known(y);
+    if (kx != ky)
+        return kx ? -1 : 1;
+    if (kx && x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return vg_mh_cmp_pid(a, b);
+}
+
+static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct vg_findings *fs,
+                         const struct vg_metrics_opts *o, struct vg_mgpu *mg)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    const struct vg_snap_gpu *sg = &snap->per_gpu[gi];
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    memset(mg, 0, sizeof(*mg));
+    if (count) {
+        mg->h = calloc(count, sizeof(*mg->h));
+        if (!mg->h)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const struct vg_holding *hd = &snap->holdings[first + i];
+        struct vg_mh *h = &mg->h[i];
+        h->pid = (uint32_t)hd->pid;
+        h->bogus = hd->bogus_pid;
+        h->nvml = (hd->seen & VG_SEEN_NVML) != 0;
+        h->nvml_unknown = h->nvml && !hd->used_known;
+        h->any_known = hd->used_known;
+        h->bytes = hd->used_known ? hd->used_bytes : 0;
+        h->seen = hd->seen;
+        h->proc = hd->proc;
+    }
+    /* A process on several MIG devices of one GPU is one holder of that GPU. */
+    if (count)
+        qsort(mg->h, count, sizeof(*mg->h), vg_mh_cmp_pid);
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (n && mg->h[n - 1].pid == mg->h[i].pid) {
+            struct vg_mh *d = &mg->h[n - 1];
+            d->nvml |= mg->h[i].nvml;
+            d->nvml_unknown |= mg->h[i].nvml_unknown;
+            d->any_known |= mg->h[i].any_known;
+            d->bytes += mg->h[i].bytes;
+            d->seen |= mg->h[i].seen;
+            if (!d->proc)
+                d->proc = mg->h[i].proc;
+            continue;
+        }
+        mg->h[n++] = mg->h[i];
+    }
+    mg->n = n;
+    mg->reasons_known = (g->known & VG_GPU_K_PROCS) != 0;
+    for (size_t i = 0; i < n; i++)
+        mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)] += mg->h[i].bytes;
+    mg->unattributed_known = mg->reasons_known && sg->unexplained_known;
+    if (mg->unattributed_known)
+        mg->reason[VG_R_UNATTRIBUTED] += sg->unexplained_bytes;
+    if (n)
+        qsort(mg->h, n, sizeof(*mg->h), vg_mh_cmp_mem);
+    return 0;
+}
+
+/* ---- the families ---- */
+
+static void vg_gpu_labels(struct vg_mw *w, const struct vg_gpu *g)
+{
+    vg_mw_label_u(w, "gpu", g->index);
+    vg_mw_label(w, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    vg_mw_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
+}
+
+static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect *st,
+                                const struct vg_metrics_opts *o)
+{
+    vg_mw_family(w, "vramguard_build_info", "gauge",
+                 "Always 1; the version of vramguard serving these metrics.");
+    vg_mw_begin(w);
+    vg_mw_label(w, "version", o->version);
+    vg_mw_u64(w, 1);
+
+    vg_mw_family(w, "vramguard_last_collect_success", "gauge",
+                 "1 when the last collection read both the driver and /proc, 0 when it failed "
+                 "(driver missing, failing or hung).");
+    vg_mw_begin(w);
+    vg_mw_u64(w, st->success ? 1 : 0);
+
+    vg_mw_family(w, "vramguard_last_collect_duration_seconds", "gauge",
+                 "How long the last collection took.");
+    vg_mw_begin(w);
+    vg_mw_fixed(w, st->duration_seconds, 6);
+
+    vg_mw_family(w, "vramguard_last_collect_timestamp_seconds", "gauge",
+                 "Unix time the last collection finished, successful or not.");
+    vg_mw_begin(w);
+    vg_mw_fixed(w, st->timestamp_seconds, 3);
+
+    if (st->last_success_known) {
+        vg_mw_family(w, "vramguard_last_successful_collect_timestamp_seconds", "gauge",
+                     "Unix time the last successful collection finished.");
+        vg_mw_begin(w);
+        vg_mw_fixed(w, st->last_success_seconds, 3);
+    }
+
+    vg_mw_family(w, "vramguard_collections_total", "counter",
+                 "Collections attempted since the exporter started.");
+    vg_mw_begin(w);
+    vg_mw_u64(w, st->collections);
+
+    vg_mw_family(w, "vramguard_collect_failures_total", "counter",
+                 "Collections that failed since the exporter started.");
+    vg_mw_begin(w);
+    vg_mw_u64(w, st->failures);
+
+    vg_mw_family(w, "vramguard_driver_hangs_total", "counter",
+                 "Collections in which the NVIDIA driver did not answer in time.");
+    vg_mw_begin(w);
+    vg_mw_u64(w, st->driver_hangs);
+}
+
+static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,
+                               const struct vg_metrics_gpu_ids *last_good)
+{
+    vg_mw_family(w, "vramguard_gpu_info", "gauge",
+                 "Always 1 for each GPU; its identity. After a failed collection, the GPUs of "
+                 "the last successful one.");
+    if (snap && snap->driver_ok) {
+        for (size_t i = 0; i < snap->gpus.ngpus; i++) {
+            const struct vg_gpu *g = &snap->gpus.gpus[i];
+            vg_mw_begin(w);
+            vg_gpu_labels(w, g);
+            vg_mw_label(w, "pci_bus_id", (g->known & VG_GPU_K_PCI) ? g->pci_bus_id : NULL);
+            if (g->known & VG_GPU_K_MINOR)
+                vg_mw_label_u(w, "minor", g->minor);
+            vg_mw_u64(w, 1);
+        }
+        return;
+    }
+    for (size_t i = 0; last_good && i < last_good->n; i++) {
+        const struct vg_metrics_gpu_id *id = &last_good->v[i];
+        vg_mw_begin(w);
+        vg_mw_label_u(w, "gpu", id->index);
+        vg_mw_label(w, "uuid", id->uuid);
+        vg_mw_label(w, "name", id->name);
+        vg_mw_label(w, "pci_bus_id", id->pci_bus_id);
+        if (id->minor_known)
+            vg_mw_label_u(w, "minor", id->minor);
+        vg_mw_u64(w, 1);
+    }
+}
+
+static void vg_driver_family(struct vg_mw *w, const struct vg_snapshot *snap)
+{
+    const struct vg_gpu_list *l = &snap->gpus;
+    char cuda[32] = "";
+    if (l->cuda_version > 0)
+        snprintf(cuda, sizeof(cuda), "%d.%d", l->cuda_version / 1000,
+                 (l->cuda_version % 1000) / 10);
+    vg_mw_family(w, "vramguard_driver_info", "gauge",
+                 "Always 1; the NVIDIA driver's versions, as NVML reports them.");
+    vg_mw_begin(w);
+    vg_mw_label(w, "driver_version", l->driver_version);
+    vg_mw_label(w, "nvml_version", l->nvml_version);
+    vg_mw_label(w, "cuda_version", cuda);
+    vg_mw_u64(w, 1);
+}
+
+enum vg_gpu_field { VG_F_TOTAL, VG_F_USED, VG_F_RESERVED, VG_F_FREE };
+
+static void vg_gpu_mem_family(struct vg_mw *w, const struct vg_snapshot *snap, enum vg_gpu_field f)
+{
+    static const char *const names[] = {
+        "vramguard_gpu_memory_total_bytes", "vramguard_gpu_memory_used_bytes",
+        "vramguard_gpu_memory_reserved_bytes", "vramguard_gpu_memory_free_bytes"};
+    static const char *const helps[] = {
+        "Total memory of the GPU.",
+        "Memory in use on the GPU, as NVML reports it (the driver's reservation apart when "
+        "it is known).",
+        "Memory the driver reserves for itself (absent on drivers without "
+        "nvmlDeviceGetMemoryInfo_v2).",
+        "Memory free on the GPU."};
+    vg_mw_family(w, names[f], "gauge", helps[f]);
+    for (size_t i = 0; i < snap->gpus.ngpus; i++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[i];
+        unsigned need = f == VG_F_RESERVED ? VG_GPU_K_RESERVED : VG_GPU_K_MEM;
+        if (!(g->known & need))
+            continue;
+        uint64_t v = f == VG_F_TOTAL  ? g->mem_total
+                     : f == VG_F_USED ? g->mem_used
+                     : f == VG_F_FREE ? g->mem_free
+                                      : g->mem_reserved;
+        vg_mw_begin(w);
+        vg_gpu_labels(w, g);
+        vg_mw_u64(w, v);
+    }
+}
+
+static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
+                            const struct vg_mgpu *mg)
+{
+    const struct vg_gpu_list *l = &snap->gpus;
+    vg_mw_family(w, "vramguard_gpu_lost", "gauge",
+                 "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        vg_mw_begin(w);
+        vg_gpu_labels(w, &l->gpus[i]);
+        vg_mw_u64(w, l->gpus[i].lost ? 1 : 0);
+    }
+    vg_mw_family(w, "vramguard_gpu_nvml_errors", "gauge",
+                 "NVML calls about this GPU that failed in the last collection (the values "
+                 "they would have given are absent).");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        const struct vg_gpu *g = &l->gpus[i];
+        size_t n = g->nerrors;
+        for (size_t m = 0; m < g->nmig; m++)
+            n += g->mig[m].nerrors;
+        vg_mw_begin(w);
+        vg_gpu_labels(w, g);
+        vg_mw_u64(w, n);
+    }
+    vg_gpu_mem_family(w, snap, VG_F_TOTAL);
+    vg_gpu_mem_family(w, snap, VG_F_USED);
+    vg_gpu_mem_family(w, snap, VG_F_RESERVED);
+    vg_gpu_mem_family(w, snap, VG_F_FREE);
+
+    vg_mw_family(w, "vramguard_gpu_utilization_ratio", "gauge",
+                 "Fraction of the last sample period in which a kernel ran on the GPU (0-1).");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        const struct vg_gpu *g = &l->gpus[i];
+        if (!(g->known & VG_GPU_K_UTIL))
+            continue;
+        vg_mw_begin(w);
+        vg_gpu_labels(w, g);
+        vg_mw_fixed(w, g->util_gpu / 100.0, 2);
+    }
+
+    vg_mw_family(w, "vramguard_gpu_holders", "gauge",
+                 "Processes holding the GPU: listed by NVML, or holding its device node open.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        if (!mg[i].reasons_known)
+            continue;
+        vg_mw_begin(w);
+        vg_gpu_labels(w, &l->gpus[i]);
+        vg_mw_u64(w, mg[i].n);
+    }
+
+    vg_mw_family(w, "vramguard_gpu_memory_held_bytes", "gauge",
+                 "GPU memory by why it is held; the reasons partition the used memory (see "
+                 "docs/metrics.md).");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        if (!mg[i].reasons_known)
+            continue;
+        for (int r = 0; r < VG_R_COUNT; r++) {
+            if (r == VG_R_UNATTRIBUTED && !mg[i].unattributed_known)
+                continue;
+            vg_mw_begin(w);
+            vg_gpu_labels(w, &l->gpus[i]);
+            vg_mw_label(w, "reason", vg_reason_names[r]);
+            vg_mw_u64(w, mg[i].reason[r]);
+        }
+    }
+}
+
+static size_t vg_selected(const struct vg_mgpu *mg, const struct vg_metrics_opts *o)
+{
+    if (o->per_process == VG_METRICS_PP_NONE)
+        return 0;
+    if (o->per_process == VG_METRICS_PP_ALL || mg->n <= o->top_n)
+        return mg->n;
+    return o->top_n;
+}
+
+static void vg_holder_labels(struct vg_mw *w, const struct vg_gpu *g, const struct vg_mh *h)
+{
+    vg_mw_label_u(w, "gpu", g->index);
+    vg_mw_label(w, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    vg_mw_label_u(w, "pid", h->pid);
+    const struct vg_proc *p = h->proc;
+    if (p) {
+        vg_mw_label(w, "user", (p->known & VG_PROC_K_USER) ? p->user : NULL);
+        vg_mw_label(w, "comm", (p->known & VG_PROC_K_STAT) ? p->comm : NULL);
+        vg_mw_label(w, "container", p->container_id);
+        vg_mw_label(w, "pod_uid", p->pod_uid);
+    }
+    vg_mw_label(w, "seen_by", vg_render_seen(h->seen));
+}
+
+static void vg_process_families(struct vg_mw *w, const struct vg_snapshot *snap,
+                                const struct vg_mgpu *mg, const struct vg_metrics_opts *o)
+{
+    const struct vg_gpu_list *l = &snap->gpus;
+    if (o->per_process == VG_METRICS_PP_NONE)
+        return;
+    vg_mw_family(w, "vramguard_process_memory_bytes", "gauge",
+                 "GPU memory NVML attributes to a process; pid=\"other\" sums the holders "
+                 "beyond the --per-process bound.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        size_t sel = vg_selected(&mg[i], o);
+        for (size_t k = 0; k < sel; k++) {
+            const struct vg_mh *h = &mg[i].h[k];
+            if (!vg_mh_known(h))
+                continue;
+            vg_mw_begin(w);
+            vg_holder_labels(w, &l->gpus[i], h);
+            vg_mw_u64(w, h->bytes);
+        }
+        uint64_t rest = 0;
+        bool rest_known = false;
+        for (size_t k = sel; k < mg[i].n; k++) {
+            rest_known |= mg[i].h[k].any_known;
+            rest += mg[i].h[k].bytes;
+        }
+        if (rest_known) {
+            vg_mw_begin(w);
+            vg_mw_label_u(w, "gpu", l->gpus[i].index);
+            vg_mw_label(w, "uuid", (l->gpus[i].known & VG_GPU_K_UUID) ? l->gpus[i].uuid : NULL);
+            vg_mw_label(w, "pid", "other");
+            vg_mw_u64(w, rest);
+        }
+    }
+    vg_mw_family(w, "vramguard_process_info", "gauge",
+                 "Always 1 for each holder that has its own series, whether or not its memory "
+                 "is known (device-node-only holders have no memory figure).");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        size_t sel = vg_selected(&mg[i], o);
+        for (size_t k = 0; k < sel; k++) {
+            vg_mw_begin(w);
+            vg_holder_labels(w, &l->gpus[i], &mg[i].h[k]);
+            vg_mw_u64(w, 1);
+        }
+    }
+    vg_mw_family(w, "vramguard_process_other_holders", "gauge",
+                 "Holders of the GPU beyond the --per-process bound, summed in pid=\"other\".");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        size_t sel = vg_selected(&mg[i], o);
+        if (sel >= mg[i].n)
+            continue;
+        vg_mw_begin(w);
+        vg_gpu_labels(w, &l->gpus[i]);
+        vg_mw_u64(w, mg[i].n - sel);
+    }
+}
+
+struct vg_fcount {
+    const char *rule;
+    enum vg_severity sev;
+    size_t gpu; /* index into the snapshot's GPUs, or VG_SNAP_NO_GPU */
+    uint64_t n;
+};
+
+static int vg_fcount_cmp(const void *a, const void *b)
+{
+    const struct vg_fcount *x = a, *y = b;
+    int c = strcmp(x->rule, y->rule);
+    if (c)
+        return c;
+    if (x->sev != y->sev)
+        return x->sev < y->sev ? -1 : 1;
+    return x->gpu < y->gpu ? -1 : x->gpu > y->gpu;
+}
+
+static int vg_fcount_add(struct vg_fcount **v, size_t *n, size_t *cap, const char *rule,
+                         enum vg_severity sev, size_t gpu)
+{
+    for (size_t i = 0; i < *n; i++) {
+        struct vg_fcount *c = &(*v)[i];
+        if (c->sev == sev && c->gpu == gpu && strcmp(c->rule, rule) == 0) {
+            c->n++;
+            return 0;
+        }
+    }
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        struct vg_fcount *nv = realloc(*v, ncap * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        *v = nv;
+        *cap = ncap;
+    }
+    (*v)[(*n)++] = (struct vg_fcount){rule, sev, gpu, 1};
+    return 0;
+}
+
+static int vg_findings_family(struct vg_mw *w, const struct vg_snapshot *snap,
+                              const struct vg_findings *fs)
+{
+    struct vg_fcount *v = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        const struct vg_finding *f = &fs->v[i];
+        int rc = 0;
+        if (f->ngpus == 0)
+            rc = vg_fcount_add(&v, &n, &cap, f->rule, f->severity, VG_SNAP_NO_GPU);
+        for (size_t k = 0; k < f->ngpus && !rc; k++)
+            rc = vg_fcount_add(&v, &n, &cap, f->rule, f->severity, f->gpus[k]);
+        if (rc) {
+            free(v);
+            return rc;
+        }
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), vg_fcount_cmp);
+    vg_mw_family(w, "vramguard_findings", "gauge",
+                 "Findings of the diagnosis rules (vramguard doctor) by rule, severity and GPU; "
+                 "a finding about several GPUs counts on each.");
+    for (size_t i = 0; i < n; i++) {
+        vg_mw_begin(w);
+        vg_mw_label(w, "rule", v[i].rule);
+        vg_mw_label(w, "severity", vg_severity_str(v[i].sev));
+        if (v[i].gpu != VG_SNAP_NO_GPU && v[i].gpu < snap->gpus.ngpus)
+            vg_mw_label_u(w, "gpu", snap->gpus.gpus[v[i].gpu].index);
+        vg_mw_u64(w, v[i].n);
+    }
+    free(v);
+    return 0;
+}
+
+int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                      const struct vg_metrics_gpu_ids *last_good,
+                      const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
+                      struct vg_buf *out)
+{
+    struct vg_mw w = {.out = out};
+    struct vg_mgpu *mg = NULL;
+    size_t ngpus = snap && snap->driver_ok ? snap->gpus.ngpus : 0;
+    int rc = 0;
+    if (ngpus) {
+        mg = calloc(ngpus, sizeof(*mg));
+        if (!mg)
+            return -ENOMEM;
+        for (size_t i = 0; i < ngpus && !rc; i++)
+            rc = vg_mgpu_build(snap, i, fs, o, &mg[i]);
+    }
+    if (!rc) {
+        vg_collect_families(&w, st, o);
+        vg_gpu_info_family(&w, snap, last_good);
+        if (snap && snap->driver_ok) {
+            vg_driver_family(&w, snap);
+            vg_gpu_families(&w, snap, mg);
+            vg_process_families(&w, snap, mg, o);
+        }
+        if (snap)
+            rc = vg_findings_family(&w, snap, fs);
+    }
+    for (size_t i = 0; i < ngpus; i++)
+        free(mg[i].h);
+    free(mg);
+    if (!rc)
+        rc = out->err;
+    return rc;
+}

@@ -1,0 +1,282 @@
+/*
+ * The collector (see collector.h): one thread that samples, diagnoses and renders on a fixed
+ * schedule, and a buffer holding the latest exposition for the HTTP threads to copy.
+ */
+#include "serve/collector.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/snapshot.h"
+
+/* ---- the collector ---- */
+
+struct vg_collector {
+    struct vg_collector_opts o;
+    struct vg_sampler *sampler;          /* collector thread only (and the first call) */
+    struct vg_metrics_gpu_ids last_good; /* collector thread only */
+    char *last_error;                    /* collector thread only: the failure last logged */
+
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t cv;
+    bool stop;
+    bool started;
+    pthread_t thread;
+    struct vg_buf expo; /* the latest exposition */
+    struct vg_metrics_collect st;
+    struct timespec last_end; /* CLOCK_MONOTONIC, end of the last collection */
+};
+
+static double vg_ts_seconds(const struct timespec *t)
+{
+    return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+static void vg_log(struct vg_collector *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void vg_log(struct vg_collector *c, const char *fmt, ...)
+{
+    if (!c->o.log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    c->o.log(c->o.log_arg, msg);
+}
+
+/* Say when collection starts failing, fails for another reason, or works again: one line per
+ * change, not one per sample. A hung driver is one reason however long it stays hung (the
+ * sampler's message counts the seconds). */
+static void vg_log_change(struct vg_collector *c, bool success, bool hung, const char *why)
+{
+    if (success) {
+        if (c->last_error || c->st.collections == 1)
+            vg_log(c, "collection succeeds%s", c->last_error ? " again" : "");
+        free(c->last_error);
+        c->last_error = NULL;
+        return;
+    }
+    const char *key = hung ? "\001hung" : why ? why : "unknown reason";
+    if (c->last_error && strcmp(c->last_error, key) == 0)
+        return;
+    vg_log(c, "collection failed: %s", why ? why : "unknown reason");
+    free(c->last_error);
+    c->last_error = strdup(key);
+}
+
+/* One collection: sample, diagnose, render, publish. Only out of memory fails it. */
+static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *err)
+{
+    struct timespec t0, t1, wall;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct vg_snapshot *snap = NULL;
+    bool hung = false;
+    struct vg_err serr = VG_ERR_INIT;
+    int src = vg_sampler_sample(c->sampler, &snap, &hung, &serr);
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    int rc = 0;
+    /* Out of memory always fails; an unreadable /proc fails only the first collection (a
+     * wrong --proc), later it is a failed collection like a failing driver. */
+    if (src == -ENOMEM || (src && first)) {
+        rc = vg_err_set(err, src, "%s", vg_err_msg(&serr));
+        goto out;
+    }
+    if (!src && vg_rules_run(snap, &c->o.rules, &fs, err) != 0) {
+        rc = err && err->code ? err->code : -ENOMEM;
+        goto out;
+    }
+    bool success = !src && snap->driver_ok && !hung;
+    if (success && vg_metrics_gpu_ids_set(&c->last_good, snap) != 0) {
+        rc = vg_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_REALTIME, &wall);
+
+    pthread_mutex_lock(&c->lock);
+    struct vg_metrics_collect st = c->st;
+    pthread_mutex_unlock(&c->lock);
+    st.success = success;
+    st.duration_seconds = vg_ts_seconds(&t1) - vg_ts_seconds(&t0);
+    st.timestamp_seconds = vg_ts_seconds(&wall);
+    st.collections++;
+    st.failures += !success;
+    st.driver_hangs += hung;
+    if (success) {
+        st.last_success_known = true;
+        st.last_success_seconds = st.timestamp_seconds;
+    }
+
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    rc = vg_metrics_render(src ? NULL : snap, &fs, &c->last_good, &st, &c->o.metrics, &b);
+    if (rc) {
+        vg_buf_release(&b);
+        rc = vg_err_set(err, rc, "cannot render the metrics: %s", strerror(-rc));
+        goto out;
+    }
+    pthread_mutex_lock(&c->lock);
+    struct vg_buf old = c->expo;
+    c->expo = b;
+    c->st = st;
+    c->last_end = t1;
+    pthread_mutex_unlock(&c->lock);
+    vg_buf_release(&old);
+
+    vg_log_change(c, success, hung, src ? vg_err_msg(&serr) : snap->driver_error);
+out:
+    vg_err_release(&serr);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    return rc;
+}
+
+int vg_collector_new(const struct vg_collector_opts *o, struct vg_collector **out,
+                     struct vg_err *err)
+{
+    *out = NULL;
+    struct vg_collector *c = calloc(1, sizeof(*c));
+    if (!c)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    c->o = *o;
+    c->o.rules.check_shell = false;
+    c->o.rules.idle = NULL;
+    c->o.rules.nidle = 0;
+    if (c->o.interval_ms == 0)
+        c->o.interval_ms = 5000;
+    vg_metrics_gpu_ids_init(&c->last_good);
+    vg_buf_init(&c->expo, 0);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = vg_sampler_new(&o->sampler, &c->sampler, err);
+    if (rc) {
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->lock);
+        vg_buf_release(&c->expo);
+        free(c);
+        return rc;
+    }
+    rc = vg_collect_once(c, true, err);
+    if (rc) {
+        vg_collector_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static void vg_ts_add_ms(struct timespec *t, uint64_t ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool vg_ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static void *vg_collector_main(void *arg)
+{
+    struct vg_collector *c = arg;
+    pthread_mutex_lock(&c->lock);
+    struct timespec due = c->last_end;
+    for (;;) {
+        vg_ts_add_ms(&due, c->o.interval_ms);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* A collection that overran its slot: start the next one a full interval later
+         * rather than running back to back. */
+        if (vg_ts_before(&due, &now)) {
+            due = now;
+            vg_ts_add_ms(&due, c->o.interval_ms);
+        }
+        while (!c->stop && pthread_cond_timedwait(&c->cv, &c->lock, &due) != ETIMEDOUT)
+            ;
+        if (c->stop)
+            break;
+        pthread_mutex_unlock(&c->lock);
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_collect_once(c, false, &err) != 0)
+            vg_log(c, "collection failed: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+int vg_collector_start(struct vg_collector *c, struct vg_err *err)
+{
+    int rc = pthread_create(&c->thread, NULL, vg_collector_main, c);
+    if (rc)
+        return vg_err_set(err, -rc, "cannot start the collection thread: %s", strerror(rc));
+    c->started = true;
+    return 0;
+}
+
+void vg_collector_free(struct vg_collector *c)
+{
+    if (!c)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->lock);
+        pthread_join(c->thread, NULL);
+    }
+    vg_sampler_free(c->sampler);
+    vg_metrics_gpu_ids_release(&c->last_good);
+    free(c->last_error);
+    vg_buf_release(&c->expo);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+char *vg_collector_copy(struct vg_collector *c, size_t *len)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->expo.len;
+    char *p = malloc(n ? n : 1);
+    if (p && n)
+        memcpy(p, c->expo.data, n);
+    pthread_mutex_unlock(&c->lock);
+    *len = p ? n : 0;
+    return p;
+}
+
+void vg_collector_health(struct vg_collector *c, struct vg_collector_health *h)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&c->lock);
+    h->success = c->st.success;
+    h->collections = c->st.collections;
+    h->age_seconds = vg_ts_seconds(&now) - vg_ts_seconds(&c->last_end);
+    unsigned timeout =
+        c->o.sampler.nvml_timeout_ms ? c->o.sampler.nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS;
+    double limit = (2.0 * (double)c->o.interval_ms + timeout) / 1000.0 + 10.0;
+    h->stalled = h->age_seconds > limit;
+    pthread_mutex_unlock(&c->lock);
+}
