@@ -12,11 +12,13 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "util/file.h"
 
 #define VG_PROC_DENTS_CAP ((size_t)32 << 10)
+#define VG_PROC_SUPER_MAGIC 0x9fa0 /* PROC_SUPER_MAGIC, <linux/magic.h> */
 
 int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
 {
@@ -24,6 +26,10 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
     c->root_fd = root_fd;
     c->dev_dir = dev_dir && *dev_dir ? dev_dir : "/dev";
     c->dev_dir_len = vg_proc_dev_dir_len(c->dev_dir);
+    /* Only a real procfs gives fd/ a size that is a count; a test tree or a copy does not. */
+    struct statfs sfs;
+    c->procfs = root_fd >= 0 && fstatfs(root_fd, &sfs) == 0 && sfs.f_type == VG_PROC_SUPER_MAGIC;
+    c->fd_count_ok = c->procfs;
     vg_buf_init(&c->file, VG_PROC_STATUS_MAX);
     c->dents = malloc(VG_PROC_DENTS_CAP);
     if (!c->dents)

@@ -1,9 +1,11 @@
 /*
  * Phase one of the scan: which NVIDIA device nodes a process holds open, from the link
  * targets in /proc/PID/fd. This runs for every process on the host, so it does the least
- * possible: open fd/, read its entries into the context's buffer, readlinkat() each entry into
- * a stack buffer, compare a prefix. Nothing is allocated unless a target is longer than the
- * stack buffer and could still be an NVIDIA node.
+ * possible: open fd/, readlinkat() each descriptor into a stack buffer, compare a prefix. On
+ * procfs since Linux 6.2, fstat() of fd/ gives the descriptor count and the links are read as
+ * 0, 1, 2... without listing the directory (see vg_fd_probe); otherwise fd/ is listed into the
+ * context's buffer. Nothing is allocated unless a target is longer than the stack buffer and
+ * could still be an NVIDIA node. docs/performance.md has the measurements.
  *
  * Targets are matched against DIR/nvidia* (DIR = --dev-dir, default /dev): DIR/nvidiaN with N
  * plain decimal is a GPU with minor N; nvidiactl; nvidia-uvm and nvidia-uvm-tools; anything
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Minor numbers are 20 bits on Linux. */
@@ -138,56 +141,130 @@ struct vg_fd_counts {
     bool ctl, uvm;
 };
 
-/* Walk one fd/ directory, classifying each link; minors accumulate in c. */
-static int vg_fd_walk(struct vg_proc_ctx *c, int fdd, char *dents, size_t dents_cap,
+/* Read and classify one link of an fd/ directory. 0 (counted), -ENOENT (closed, or never
+ * open), or another negative errno. */
+static int vg_fd_link(struct vg_proc_ctx *c, int fdd, const char *name, struct vg_fd_counts *k)
+{
+    char link[PATH_MAX];
+    ssize_t n = readlinkat(fdd, name, link, sizeof(link));
+    if (n < 0)
+        return -errno;
+    enum vg_dev_kind kind;
+    unsigned minor;
+    int hit;
+    size_t rest;
+    if ((size_t)n < sizeof(link))
+        hit = vg_fd_classify(link, (size_t)n, c->dev_dir, c->dev_dir_len, &kind, &minor);
+    else if (vg_fd_prefix(link, (size_t)n, c->dev_dir, c->dev_dir_len, &rest))
+        hit = vg_fd_long_target(c, fdd, name, &kind, &minor);
+    else
+        hit = 0;
+    if (hit <= 0)
+        return hit;
+    k->ndev++;
+    if (kind == VG_DEV_CTL)
+        k->ctl = true;
+    else if (kind == VG_DEV_UVM)
+        k->uvm = true;
+    else if (kind == VG_DEV_GPU)
+        return vg_fd_add_minor(c, minor);
+    return 0;
+}
+
+/* Decimal text of a descriptor number (no allocation; out has room for any unsigned). */
+static const char *vg_fd_name(unsigned fd, char out[16])
+{
+    char *e = out + 15;
+    *e = '\0';
+    do
+        *--e = (char)('0' + fd % 10);
+    while ((fd /= 10) && e > out);
+    return e;
+}
+
+/* An fd/ entry name as a number; UINT_MAX when it is not one (only under a test root). */
+static unsigned vg_fd_number(const char *name)
+{
+    unsigned long v = 0;
+    if (!*name)
+        return UINT_MAX;
+    for (; *name; name++) {
+        if (*name < '0' || *name > '9' || v >= UINT_MAX / 10)
+            return UINT_MAX;
+        v = v * 10 + (unsigned long)(*name - '0');
+    }
+    return v < UINT_MAX ? (unsigned)v : UINT_MAX;
+}
+
+/* Walk one fd/ directory by listing it, classifying each link; minors accumulate in c.
+ * Entries numbered below `from` were already read by vg_fd_probe and are skipped. */
+static int vg_fd_walk(struct vg_proc_ctx *c, int fdd, char *dents, size_t dents_cap, unsigned from,
                       struct vg_fd_counts *k)
 {
     struct vg_proc_dirit it;
     vg_proc_dirit_init(&it, fdd, dents, dents_cap);
     const char *name;
     int rc;
-    char link[PATH_MAX];
     while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
-        k->total++;
-        ssize_t n = readlinkat(fdd, name, link, sizeof(link));
-        if (n < 0) {
-            if (errno == ENOENT)
-                continue; /* closed since the listing */
-            return -errno;
-        }
-        enum vg_dev_kind kind;
-        unsigned minor;
-        int hit;
-        size_t rest;
-        if ((size_t)n < sizeof(link))
-            hit = vg_fd_classify(link, (size_t)n, c->dev_dir, c->dev_dir_len, &kind, &minor);
-        else if (vg_fd_prefix(link, (size_t)n, c->dev_dir, c->dev_dir_len, &rest))
-            hit = vg_fd_long_target(c, fdd, name, &kind, &minor);
-        else
-            hit = 0;
-        if (hit < 0) {
-            if (hit == -ENOENT)
-                continue;
-            return hit;
-        }
-        if (!hit)
+        if (from && vg_fd_number(name) < from)
             continue;
-        k->ndev++;
-        if (kind == VG_DEV_CTL)
-            k->ctl = true;
-        else if (kind == VG_DEV_UVM)
-            k->uvm = true;
-        else if (kind == VG_DEV_GPU && (rc = vg_fd_add_minor(c, minor)) < 0)
-            return rc;
+        k->total++;
+        int r = vg_fd_link(c, fdd, name, k);
+        if (r < 0 && r != -ENOENT) /* ENOENT: closed since the listing */
+            return r;
     }
     return rc;
 }
 
+/*
+ * Read the links of an fd/ directory that holds `count` descriptors without listing it: try
+ * 0, 1, 2... until `count` links were read. Listing fd/ makes the kernel build and tear down
+ * a dentry for every entry, which readlinkat then looks up again, so skipping the listing
+ * takes about a fifth off phase one; descriptors are nearly always dense from 0. A table with
+ * holes costs a few failed lookups: after a quarter of the count of them (at least 4, at most
+ * 16: a shell's 0-2 and 255 give up soon, a large table with a few holes does not), or a count
+ * the numbers do not reach (a descriptor closed meanwhile), the rest is listed as usual from
+ * the first number not tried. Returns 0 when done, 1 with *next set when the listing must
+ * finish the job, or a negative errno.
+ *
+ * Like a listing, this is one pass in increasing descriptor order, so a process that opens or
+ * closes descriptors meanwhile is seen as of some moment during the pass, never double counted.
+ */
+static int vg_fd_probe(struct vg_proc_ctx *c, int fdd, unsigned count, struct vg_fd_counts *k,
+                       unsigned *next)
+{
+    unsigned misses = 0, fd = 0;
+    unsigned budget = count / 4 < 4 ? 4 : count / 4 > 16 ? 16 : count / 4;
+    for (; k->total < count; fd++) {
+        if (misses == budget) {
+            *next = fd;
+            return 1;
+        }
+        char buf[16];
+        int rc = vg_fd_link(c, fdd, vg_fd_name(fd, buf), k);
+        if (rc == -ENOENT) {
+            misses++;
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        k->total++;
+    }
+    return 0;
+}
+
 /* A thread-group leader that exited while other threads run (state Z) shows an empty fd/;
  * its descriptors, shared by all threads, are visible through any live thread's task entry.
- * Only reached for processes whose fd/ is empty, so the common path pays nothing. */
-static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, struct vg_fd_counts *k)
+ * Only reached for processes whose fd/ is empty: kernel threads, mostly, hundreds of them on a
+ * large host, so on procfs task/'s link count (2 + threads) settles the one-thread case in one
+ * call, and the leader's own entry, whose fd/ was just read, is skipped. */
+static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, pid_t pid, struct vg_fd_counts *k)
 {
+    struct stat st;
+    if (c->procfs && fstatat(pid_fd, "task", &st, 0) == 0 && st.st_nlink <= 3)
+        return 0;
+    char self[16];
+    vg_proc_pid_str(pid, self);
     int taskd = openat(pid_fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (taskd < 0)
         return vg_proc_err_gone(-errno) ? 0 : -errno;
@@ -198,12 +275,14 @@ static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, struct vg_fd_co
     const char *name;
     int rc;
     while ((rc = vg_proc_dirit_next(&it, &name)) > 0 && k->total == 0) {
+        if (c->procfs && strcmp(name, self) == 0)
+            continue;
         char path[64];
         snprintf(path, sizeof(path), "%s/fd", name);
         int fdd = openat(taskd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fdd < 0)
             continue; /* that thread exited, or is the defunct leader */
-        rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, k);
+        rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, 0, k);
         close(fdd);
         if (rc < 0 && !vg_proc_err_gone(rc))
             break;
@@ -220,10 +299,23 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     if (fdd < 0)
         return -errno;
     struct vg_fd_counts k = {0};
-    int rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, &k);
+    int rc = 1;
+    unsigned from = 0;
+    struct stat st;
+    bool said_empty = false;
+    if (c->fd_count_ok && fstat(fdd, &st) == 0) {
+        said_empty = st.st_size == 0;
+        if (st.st_size > 0 && st.st_size < UINT_MAX)
+            rc = vg_fd_probe(c, fdd, (unsigned)st.st_size, &k, &from);
+    }
+    if (rc > 0)
+        rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, from, &k);
     close(fdd);
+    /* A kernel before 6.2 says 0 for every fd/: stop asking once a listing proves it wrong. */
+    if (said_empty && rc >= 0 && k.total > 0)
+        c->fd_count_ok = false;
     if (rc >= 0 && k.total == 0)
-        rc = vg_fd_walk_threads(c, pid_fd, &k);
+        rc = vg_fd_walk_threads(c, pid_fd, p->pid, &k);
     if (rc < 0) {
         c->nminors = 0;
         return rc;

@@ -33,6 +33,12 @@ struct vg_proc_ctx {
     int root_fd;         /* borrowed */
     const char *dev_dir; /* borrowed, without trailing '/' unless it is "/" */
     size_t dev_dir_len;
+    /* The root is a real procfs (not a test tree or a copy), whose directory sizes and link
+     * counts mean something: fd/'s size is its descriptor count (since Linux 6.2), task/'s
+     * link count is 2 + threads. fd_count_ok starts as procfs and is cleared when a process
+     * shows that this kernel does not count (fds.c). */
+    bool procfs;
+    bool fd_count_ok;
 
     char *dents; /* getdents64 buffer for fd/ and task/ */
     size_t dents_cap;
@@ -45,6 +51,8 @@ struct vg_proc_ctx {
     size_t nunames, unames_cap;
 
     bool denied; /* some file of the current process was denied */
+
+    struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
 };
 
 int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir);
@@ -107,6 +115,17 @@ int vg_proc_parse_stat_state(const char *buf, size_t len, char *state);
 /* The user name for uid, cached in c; numeric text when the uid has no name. *out is a new
  * string. 0 or -ENOMEM. */
 int vg_proc_user_name(struct vg_proc_ctx *c, uid_t uid, char **out);
+
+/* The cross-scan cache (cache.c). begin/end bracket one scan; end drops the entries the scan
+ * did not use. fill: on a hit for p's (pid, start time, comm), with stat and status already
+ * read, copy the stable fields into p and return 1 (*denied: some of those files were denied;
+ * *maps_stale: p's NVIDIA descriptors differ from when the maps were read, read them again);
+ * 0 on a miss; -ENOMEM. store: remember p's stable fields (replacing an entry for its pid). */
+void vg_proc_cache_begin(struct vg_proc_cache *cache);
+void vg_proc_cache_end(struct vg_proc_cache *cache);
+int vg_proc_cache_fill(struct vg_proc_cache *cache, struct vg_proc *p, bool *denied,
+                       bool *maps_stale);
+int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bool denied);
 
 /* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
 char *vg_proc_strndup(const char *s, size_t n);

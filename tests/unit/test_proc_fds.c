@@ -1,0 +1,343 @@
+/*
+ * Unit tests for phase one of the /proc scan (src/proc/fds.c) against the real /proc: children
+ * with exactly known descriptor tables, dense, with small holes, with holes too wide to probe
+ * past, very sparse and large, so that both ways of reading fd/ (probing descriptor numbers up
+ * to the count procfs reports as the directory's size, and listing the directory) and the
+ * switch from one to the other find every descriptor and every device node, no more; and a
+ * defunct leader whose descriptors are read through a live thread.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc/proc.h"
+
+/* Descriptors the tests place stay below FX_HIGH; the child needs FX_HIGH + 1024 of them. */
+#define FX_HIGH 1100
+#define FX_NOFILE (FX_HIGH + 1024 + 16)
+
+struct fx {
+    char dir[64];
+    pid_t child;
+    int proc_fd;
+};
+
+static int fx_setup(void **state)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < FX_NOFILE && rl.rlim_max >= FX_NOFILE) {
+        rl.rlim_cur = FX_NOFILE;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/vg-fds-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    static const char *nodes[] = {"nvidia0", "nvidia1", "nvidia5", "nvidiactl", "nvidia-uvm"};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", f->dir, nodes[i]);
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    f->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(f->proc_fd >= 0);
+    *state = f;
+    return 0;
+}
+
+static void fx_stop_child(struct fx *f)
+{
+    if (f->child > 0) {
+        kill(f->child, SIGKILL);
+        waitpid(f->child, NULL, 0);
+        f->child = 0;
+    }
+}
+
+static int fx_teardown(void **state)
+{
+    struct fx *f = *state;
+    fx_stop_child(f);
+    static const char *nodes[] = {"nvidia0", "nvidia1", "nvidia5", "nvidiactl", "nvidia-uvm"};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", f->dir, nodes[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    close(f->proc_fd);
+    free(f);
+    return 0;
+}
+
+/* What a child holds: descriptor number -> node name under the fixture's dir, or NULL for
+ * /dev/null. */
+struct slot {
+    int fd;
+    const char *node;
+};
+
+/* Fork a child whose descriptor table is exactly `slots` (nothing else, not even stdio unless
+ * listed), stopped with SIGSTOP so that it cannot change while it is read. */
+static void fx_spawn(struct fx *f, const struct slot *slots, size_t n)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Open everything above FX_HIGH first, close everything below, then move into place. */
+        int from[1024];
+        if (n > 1024)
+            _exit(120);
+        for (size_t i = 0; i < n; i++) {
+            char p[PATH_MAX];
+            if (slots[i].node)
+                snprintf(p, sizeof(p), "%s/%s", f->dir, slots[i].node);
+            else
+                snprintf(p, sizeof(p), "/dev/null");
+            int fd = open(p, O_RDONLY);
+            if (fd < 0)
+                _exit(121);
+            from[i] = fcntl(fd, F_DUPFD, FX_HIGH + (int)i);
+            if (from[i] < 0)
+                _exit(122);
+            close(fd);
+        }
+        if (close_range(0, FX_HIGH - 1, 0) < 0)
+            _exit(123);
+        for (size_t i = 0; i < n; i++)
+            if (dup2(from[i], slots[i].fd) < 0)
+                _exit(124);
+        if (close_range(FX_HIGH, ~0u, 0) < 0)
+            _exit(125);
+        raise(SIGSTOP);
+        for (;;)
+            pause();
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+    if (!WIFSTOPPED(st))
+        fail_msg("child did not set up its descriptors (status %#x)", st);
+    f->child = pid;
+}
+
+/* The child's descriptors as a listing of /proc/PID/fd sees them. */
+static unsigned list_count(pid_t pid)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/fd", (int)pid);
+    int d = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(d >= 0);
+    unsigned n = 0;
+    static char buf[8192];
+    ssize_t r;
+    while ((r = getdents64(d, buf, sizeof(buf))) > 0)
+        for (ssize_t off = 0; off < r;) {
+            const struct dirent64 *e = (const struct dirent64 *)(const void *)(buf + off);
+            off += e->d_reclen;
+            if (e->d_name[0] != '.')
+                n++;
+        }
+    close(d);
+    return n;
+}
+
+static void check(struct fx *f, const struct slot *slots, size_t n, unsigned ndev,
+                  const unsigned *minors, size_t nminors, bool ctl, bool uvm)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < FX_NOFILE) {
+        print_message("RLIMIT_NOFILE below %d: skipped\n", FX_NOFILE);
+        skip();
+    }
+    fx_spawn(f, slots, n);
+    struct vg_proc p;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_read(f->proc_fd, f->child, f->dir, &p, &err))
+        fail_msg("read: %s", vg_err_msg(&err));
+    assert_true(p.known & VG_PROC_K_FDS);
+    assert_int_equal(p.fd_total, n);
+    assert_int_equal(p.fd_total, list_count(f->child));
+    assert_int_equal(p.dev_fd_count, ndev);
+    assert_int_equal(p.ndev_minors, nminors);
+    for (size_t i = 0; i < nminors; i++)
+        assert_int_equal(p.dev_minors[i], minors[i]);
+    assert_int_equal(p.has_ctl, ctl);
+    assert_int_equal(p.has_uvm, uvm);
+    vg_proc_release(&p);
+    vg_err_release(&err);
+    fx_stop_child(f);
+}
+
+static void test_counted(void **state)
+{
+    (void)state;
+    struct stat st;
+    assert_int_equal(stat("/proc/self/fd", &st), 0);
+    print_message("this kernel %s the descriptor count as fd/'s size (%lld)\n",
+                  st.st_size > 0 ? "reports" : "does not report", (long long)st.st_size);
+}
+
+/* 0..63 with the device node last: probing reaches it without a listing. */
+static void test_dense(void **state)
+{
+    struct slot s[64];
+    for (int i = 0; i < 64; i++)
+        s[i] = (struct slot){i, NULL};
+    s[61].node = "nvidiactl";
+    s[62].node = "nvidia-uvm";
+    s[63].node = "nvidia5";
+    unsigned m[] = {5};
+    check(*state, s, 64, 3, m, 1, true, true);
+}
+
+/* A few holes, well within what probing tries before listing. */
+static void test_small_holes(void **state)
+{
+    struct slot s[] = {{0, NULL},      {1, NULL},  {2, NULL},       {3, NULL},      {7, NULL},
+                       {8, "nvidia0"}, {10, NULL}, {13, "nvidia1"}, {14, "nvidia0"}};
+    unsigned m[] = {0, 1};
+    check(*state, s, sizeof(s) / sizeof(s[0]), 3, m, 2, false, false);
+}
+
+/* bash's shape: 0-2 and 255. Probing gives up and the listing finds the rest. */
+static void test_wide_hole(void **state)
+{
+    struct slot s[] = {{0, NULL}, {1, NULL}, {2, NULL}, {255, "nvidia1"}};
+    unsigned m[] = {1};
+    check(*state, s, 4, 1, m, 1, false, false);
+}
+
+/* The only descriptors lie beyond the probe: nothing at 0. */
+static void test_nothing_low(void **state)
+{
+    struct slot s[] = {{40, "nvidiactl"}, {41, "nvidia5"}, {1000, "nvidia0"}};
+    unsigned m[] = {0, 5};
+    check(*state, s, 3, 3, m, 2, true, false);
+}
+
+/* Holes spread all along: misses add up to the limit mid-table, and the listing must pick up
+ * exactly where probing stopped (no descriptor read twice, none skipped). */
+static void test_spread_holes(void **state)
+{
+    struct slot s[200];
+    size_t n = 0;
+    for (int fd = 0; fd < 600 && n < 200; fd += 3)
+        s[n++] = (struct slot){fd, NULL};
+    s[5].node = "nvidia0";     /* fd 15: found while probing */
+    s[n - 1].node = "nvidia5"; /* the last: found by the listing */
+    s[n / 2].node = "nvidia-uvm";
+    unsigned m[] = {0, 5};
+    check(*state, s, n, 3, m, 2, false, true);
+}
+
+/* Larger than one listing buffer, dense. */
+static void test_large(void **state)
+{
+    static struct slot s[1000];
+    for (int i = 0; i < 1000; i++)
+        s[i] = (struct slot){i, NULL};
+    s[999].node = "nvidia1";
+    s[500].node = "nvidia1";
+    unsigned m[] = {1};
+    check(*state, s, 1000, 2, m, 1, false, false);
+}
+
+/* An empty table: neither way finds anything, and the process is not a holder. */
+static void test_empty(void **state)
+{
+    check(*state, NULL, 0, 0, NULL, 0, false, false);
+}
+
+static void *fx_sleeper(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* A leader that exited while another thread runs: its own fd/ is empty, and the descriptors
+ * (the device node among them) are read through the live thread's task entry. */
+static void test_zombie_leader(void **state)
+{
+    struct fx *f = *state;
+    char node[PATH_MAX];
+    snprintf(node, sizeof(node), "%s/nvidia5", f->dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (open(node, O_RDONLY) < 0)
+            _exit(121);
+        pthread_t t;
+        if (pthread_create(&t, NULL, fx_sleeper, NULL) != 0)
+            _exit(122);
+        pthread_exit(NULL);
+    }
+    f->child = pid;
+    /* Wait (bounded) until the leader shows as a zombie. */
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    bool zombie = false;
+    for (int i = 0; i < 500 && !zombie; i++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        assert_true(n > 0);
+        buf[n] = '\0';
+        char *r = strrchr(buf, ')');
+        zombie = r && r[1] == ' ' && r[2] == 'Z';
+        if (!zombie)
+            usleep(10000);
+    }
+    assert_true(zombie);
+    struct vg_proc p;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_read(f->proc_fd, pid, f->dir, &p, &err))
+        fail_msg("read: %s", vg_err_msg(&err));
+    assert_true(p.known & VG_PROC_K_FDS);
+    assert_true(p.fd_total >= 4);
+    assert_int_equal(p.dev_fd_count, 1);
+    assert_int_equal(p.ndev_minors, 1);
+    assert_int_equal(p.dev_minors[0], 5);
+    vg_proc_release(&p);
+    vg_err_release(&err);
+    fx_stop_child(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counted),
+        cmocka_unit_test_setup_teardown(test_dense, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_small_holes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_wide_hole, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_nothing_low, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_spread_holes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_large, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_empty, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_zombie_leader, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
