@@ -25,6 +25,11 @@ ALLCFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) $(CFLAGS) $(S
             -Isrc -DVG_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS   := -ldl -lpthread -lm
 
+# libmicrohttpd, for `vramguard serve` only: its flags go to the one file that includes it and
+# to the binary's link line, so the library, unit tests and fuzz targets do not need it.
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
+
 SRC      := $(filter-out src/main.c,$(wildcard src/*/*.c))
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libvramguard.a
@@ -41,7 +46,7 @@ FAKE_LIBS := $(BUILD)/fake-nvml/full/libnvidia-ml.so.1 \
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER   := $(BUILD)/tests/vg-helper
 
-.PHONY: all check unit cli test-deps install uninstall clean fake helper
+.PHONY: all check unit cli test-deps install uninstall clean fake helper bench
 
 # The demo needs the fake driver and the process helper beside the binary.
 all: $(BIN) $(FAKE_LIBS) $(HELPER)
@@ -55,8 +60,10 @@ $(LIB): $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
+$(BUILD)/src/serve/http.o: ALLCFLAGS += $(MHD_CFLAGS)
+
 $(BIN): $(BUILD)/src/main.o $(LIB)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(MHD_LIBS) $(LDLIBS)
 
 # The fake driver: one source, three builds with the real SONAME (see tests/fake-nvml/README.md).
 FAKE_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes $(CFLAGS) $(SANFLAGS) \
@@ -79,6 +86,14 @@ $(HELPER): $(HELPER_SRC)
 
 helper: $(HELPER)
 
+# vg-churn: forks short-lived processes for the churn test (tests/cli/t0805-churn.bats).
+CHURN    := $(BUILD)/tests/vg-churn
+$(CHURN): tests/reliability/vg-churn.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -o $@ $<
+
+check: $(CHURN)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -Itests/unit -DVG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DVG_TEST_SRC_DIR='"$(abspath .)"' -o $@ $< $(LIB) -lcmocka $(LDLIBS)
@@ -88,6 +103,55 @@ unit: $(UNIT_BIN)
 # Everything the tests need, then one prove call over unit binaries and bats files.
 check: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 	VG_BUILD=$(abspath $(BUILD)) tests/run
+
+# Benchmarks (docs/performance.md): vramguard against fuser, lsof and a C floor on a synthetic
+# host of real processes. Never part of `check` or CI. BENCH_ARGS passes options to bench/run
+# ("--scale-max 10000", "-n 5000 -r 3"; see bench/run --help).
+BENCH_BIN := $(BUILD)/bench/spawner $(BUILD)/bench/floor $(BUILD)/bench/timeit
+
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+
+bench: $(BIN) $(FAKE_LIBS) $(BENCH_BIN)
+	VG_BUILD=$(abspath $(BUILD)) bench/run $(BENCH_ARGS)
+
+# Fuzzing (docs/reliability.md): one libFuzzer target per parser, fuzz/fuzz_*.c, built with clang
+# against the library compiled with ASan + UBSan + sanitizer coverage in build-fuzz/. `make fuzz`
+# runs each target for FUZZ_SECONDS over its committed seeds (fuzz/corpus/TARGET/); `make
+# fuzz-smoke` is the few seconds each that CI runs. FUZZ_TARGETS picks some ("stat visible").
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB  ?= 2048
+FUZZ_SRC     := $(wildcard fuzz/fuzz_*.c)
+FUZZ_TARGETS ?= $(FUZZ_SRC:fuzz/fuzz_%.c=%)
+FUZZ_SANFLAGS := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all \
+                 -fno-omit-frame-pointer
+
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-bins
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANFLAGS='$(FUZZ_SANFLAGS)' \
+		CFLAGS='-O1 -g' fuzz-bins
+
+fuzz-bins: $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+
+fuzz: fuzz-build
+	fuzz/run --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	fuzz/run --build $(FUZZ_BUILD) --seconds 3 --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
+
+# Valgrind memcheck over the unit tests and a set of CLI runs (tests/reliability/valgrind):
+# no error, no definite or indirect leak. The plain build only (valgrind cannot run ASan).
+.PHONY: valgrind valgrind-quick
+valgrind valgrind-quick: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
+	@if [ "$(SANITIZE)" = 1 ]; then echo "make $@: not with SANITIZE=1" >&2; exit 2; fi
+	VG_BUILD=$(abspath $(BUILD)) tests/reliability/valgrind $(if $(filter valgrind-quick,$@),--quick)
 
 install: $(BIN)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
@@ -99,5 +163,7 @@ uninstall:
 
 clean:
 	rm -rf build build-san
+	rm -rf build-fuzz
 
 -include $(OBJ:.o=.d) $(BUILD)/src/main.d
+-include $(wildcard $(BUILD)/fuzz/*.d)

@@ -20,10 +20,13 @@ static const struct vg_command vg_commands[] = {
     {"status", vg_cmd_status, "each GPU and every process holding its memory (default)"},
     {"doctor", vg_cmd_doctor, "why memory is held, and what to do about it"},
     {"visible", vg_cmd_visible, "how CUDA_VISIBLE_DEVICES resolves to GPUs on this host"},
+    {"watch", vg_cmd_watch, "log holders, findings and alerts as they change; alert commands"},
+    {"check", vg_cmd_check, "one sample against expectations and rules; Nagios exit status"},
     {"demo", vg_cmd_demo, "a simulated host in the classic bad states, diagnosed (no GPU needed)"},
     {"run", vg_cmd_run, "start a job on reserved GPUs, tracked, and clean up after it"},
     {"pick", vg_cmd_pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value"},
     {"clean", vg_cmd_clean, "free memory held by leftovers, safely (a plan unless --force)"},
+    {"serve", vg_cmd_serve, "Prometheus exporter: GPU memory by holder and by reason"},
 };
 
 static void vg_main_help(FILE *f)

@@ -11,6 +11,7 @@
 #define VG_CMD_CMD_H
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 
 #include "util/buf.h"
@@ -30,7 +31,8 @@ enum vg_color { VG_COLOR_AUTO, VG_COLOR_ALWAYS, VG_COLOR_NEVER };
 struct vg_global {
     const char *nvml_path;   /* --nvml */
     const char *proc_root;   /* --proc */
-    const char *dev_dir;     /* --dev */
+    const char *dev_dir;     /* --dev, resolved (points into dev_abs) */
+    char dev_abs[PATH_MAX];  /* storage for the resolved --dev: /proc shows canonical targets */
     unsigned nvml_timeout_ms;/* --nvml-timeout; 0 = default */
     bool json;               /* --json */
     bool verbose;            /* --verbose */
@@ -87,6 +89,10 @@ int vg_cmd_write_out(const struct vg_buf *b);
 struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
                     struct vg_snapshot **out);
+/* Whether the snapshot holds a view of the GPUs worth the name: the driver answered and, if it
+ * listed any GPU, at least one is not lost (every GPU lost, or no handle for any, is a driver
+ * view in name only: "could not check", exit 3, rather than "nothing wrong"). */
+bool vg_cmd_driver_view(const struct vg_snapshot *snap);
 /* Write a rendered buffer (rc is the renderer's result); prints the error and returns
  * VG_EXIT_SOFTWARE on failure, else status unchanged. */
 int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status);
@@ -101,6 +107,9 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv);
 int vg_cmd_run(struct vg_global *g, int argc, char **argv);
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv);
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv);
+int vg_cmd_watch(struct vg_global *g, int argc, char **argv);
+int vg_cmd_check(struct vg_global *g, int argc, char **argv);
 int vg_cmd_clean(struct vg_global *g, int argc, char **argv);
+int vg_cmd_serve(struct vg_global *g, int argc, char **argv);
 
 #endif

@@ -67,7 +67,21 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
         g->proc_root = arg;
         return 1;
     case VG_OPT_DEV:
-        g->dev_dir = arg;
+        /* Descriptor targets in /proc are canonical absolute paths, so --dev must be one too
+         * for them to match: resolve it (".", "..", symlinks), or anchor a path that does not
+         * exist (yet) at the current directory. */
+        if (!realpath(arg, g->dev_abs)) {
+            char cwd[4096];
+            int n = arg[0] == '/' ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s", arg)
+                    : getcwd(cwd, sizeof(cwd))
+                        ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s/%s", cwd, arg)
+                        : -1;
+            if (n < 0 || (size_t)n >= sizeof(g->dev_abs)) {
+                vg_cmd_error(cmd, "--dev: cannot make '%s' an absolute path", arg);
+                return -1;
+            }
+        }
+        g->dev_dir = g->dev_abs;
         return 1;
     case VG_OPT_NVML:
         g->nvml_path = arg;
@@ -154,6 +168,16 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
         vg_cmd_error(cmd, "%s", vg_err_msg(&err));
     vg_err_release(&err);
     return rc;
+}
+
+bool vg_cmd_driver_view(const struct vg_snapshot *snap)
+{
+    if (!snap->driver_ok)
+        return false;
+    for (size_t i = 0; i < snap->gpus.ngpus; i++)
+        if (!snap->gpus.gpus[i].lost)
+            return true;
+    return snap->gpus.ngpus == 0;
 }
 
 int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)

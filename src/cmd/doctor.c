@@ -168,7 +168,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
             worst = (int)fs.v[i].severity;
     if (worst == VG_SEV_CRITICAL)
         status = VG_EXIT_CRIT;
-    else if (!snap->driver_ok)
+    else if (!vg_cmd_driver_view(snap))
         status = VG_EXIT_UNKNOWN;
     else if (worst == VG_SEV_WARNING)
         status = VG_EXIT_WARN;

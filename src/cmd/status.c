@@ -75,7 +75,7 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     vg_buf_init(&out, 0);
     int rc = g->json ? vg_render_status_json(snap, &ro, &out)
                      : vg_render_status_text(snap, &ro, &out);
-    int status = vg_cmd_emit("status", rc, &out, snap->driver_ok ? VG_EXIT_OK : VG_EXIT_UNKNOWN);
+    int status = vg_cmd_emit("status", rc, &out, vg_cmd_driver_view(snap) ? VG_EXIT_OK : VG_EXIT_UNKNOWN);
     vg_buf_release(&out);
     vg_snap_free(snap);
     return status;

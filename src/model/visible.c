@@ -184,13 +184,14 @@ static enum vg_vis_problem vg_vis_classify(struct vg_visible *v, struct vg_vis_e
     } else {
         return VG_VIS_BAD_INDEX;
     }
+    /* A GPU in MIG mode stands for its first MIG device (also for a mixed-form entry, which the
+     * suggested value still names: it must not name the MIG device twice). */
+    if (e->mig < 0 && gpus->gpus[e->gpu].nmig > 0)
+        e->mig = 0;
     if (*form == VG_FORM_NONE)
         *form = this_form;
     else if (*form != this_form)
         return VG_VIS_MIXED;
-    /* A GPU in MIG mode stands for its first MIG device. */
-    if (e->mig < 0 && gpus->gpus[e->gpu].nmig > 0)
-        e->mig = 0;
     return VG_VIS_OK;
 }
 

@@ -122,6 +122,9 @@ static const struct row rows[] = {
     {MIGHOST, "GPU-m0", NULL, "0/0", -1, VG_VIS_OK, NULL},
     {MIGHOST, "MIG-", NULL, "", 0, VG_VIS_UNKNOWN_UUID, ""},
     {MIGHOST, "MIG-1111,GPU-n0", NULL, "0/0,1", -1, VG_VIS_OK, NULL},
+    /* found by fuzz_visible: a mixed-form index naming the MIG GPU is its first MIG device,
+     * so the suggestion must not name that device twice */
+    {MIGHOST, "MIG-11,000", "PCI_BUS_ID", "0/0", 1, VG_VIS_MIXED, "MIG-11110000-0000"},
 };
 
 static void devices_str(const struct vg_visible *v, char *out, size_t n)

@@ -1,0 +1,43 @@
+/*
+ * Fuzz target: /proc/PID/status (vg_proc_parse_status: the real uid and the NSpid chain).
+ * Invariants: the chain is NULL exactly when empty, every pid in it is in 1..INT_MAX; failure
+ * leaves the struct untouched; a second parse replaces the chain without leaking it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "proc/proc.h"
+
+static void check(const struct vg_proc *p)
+{
+    FUZZ_CHECK(p->known == VG_PROC_K_STATUS);
+    FUZZ_CHECK((p->nspid == NULL) == (p->nnspid == 0));
+    for (size_t i = 0; i < p->nnspid; i++)
+        FUZZ_CHECK(p->nspid[i] > 0 && p->nspid[i] <= INT_MAX);
+    FUZZ_CHECK(p->uid != (uid_t)-1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *buf = fuzz_copy(data, size);
+    struct vg_proc p;
+    memset(&p, 0, sizeof p);
+
+    int rc = vg_proc_parse_status(buf, size, &p);
+    if (rc == 0) {
+        check(&p);
+        size_t n = p.nnspid;
+        uid_t uid = p.uid;
+        FUZZ_CHECK(vg_proc_parse_status(buf, size, &p) == 0);
+        check(&p);
+        FUZZ_CHECK(p.nnspid == n && p.uid == uid);
+    } else {
+        FUZZ_CHECK(rc == -EINVAL || rc == -ENOMEM);
+        FUZZ_CHECK(p.known == 0 && p.nspid == NULL && p.nnspid == 0);
+    }
+    vg_proc_release(&p);
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bats
+# t0806-unprivileged: status, doctor, visible and clean run as an unprivileged user (nobody,
+# through setpriv) on a host where root owns some holders. What nobody may not read (another
+# user's fd/, environ, maps) degrades to unknown: the root holder is still shown from the
+# driver's list, with what is world-readable (owner, command); the scan counts it as denied and
+# says so; no rule fires on an environment it could not read; clean refuses to touch another
+# user's process. Never a crash. Skipped when not run as root. See docs/reliability.md.
+
+load lib
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+    [[ $(id -u) -eq 0 ]] || skip "needs root (to run processes as root and vramguard as nobody)"
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+    vg_require_jq
+    # Everything nobody must read lives in a world-readable directory outside bats' (0700).
+    PUB=$(mktemp -d /tmp/vg-unpriv.XXXXXX)
+    chmod 755 "$PUB"
+    DEVDIR=$(vg_fake_dev "$PUB" 4)
+    # R1: root, holds GPU 0's node, told to use only GPU 1. R2: a root leftover (orphaned, its
+    # session leader gone) on GPU 1. U1: nobody's, holds GPU 2's node, told to use only GPU 0.
+    R1=$(vg_spawn --open "$DEVDIR/nvidia0" --env CUDA_VISIBLE_DEVICES=1 --comm root-job)
+    vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm root-leftover >/dev/null
+    R2=$VG_ORPHAN_PID
+    U1=$(vg_spawn --uid nobody --open "$DEVDIR/nvidia2" --env CUDA_VISIBLE_DEVICES=0 --comm nobody-job)
+    vg_scenario "$PUB/scenario" <<EOF2
+driver 550.54.15
+cuda 12040
+gpu index=0 uuid=GPU-0d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 bus=00000000:17:00.0 total=80GiB reserved=512MiB util=40 cc=9.0 persistence=1 compute_mode=0 mig=0
+gpu index=1 uuid=GPU-1d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 bus=00000000:2A:00.0 total=80GiB reserved=512MiB util=0 cc=9.0 persistence=1 compute_mode=0 mig=0
+gpu index=2 uuid=GPU-2d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 bus=00000000:3B:00.0 total=80GiB reserved=512MiB util=30 cc=9.0 persistence=1 compute_mode=0 mig=0
+proc gpu=0 pid=$R1 type=compute mem=2GiB
+proc gpu=1 pid=$R2 type=compute mem=1GiB
+proc gpu=2 pid=$U1 type=compute mem=3GiB
+EOF2
+    chmod 644 "$PUB/scenario"
+}
+
+teardown() {
+    vg_cleanup
+    if [[ -n ${PUB:-} && $PUB == /tmp/vg-unpriv.* ]]; then rm -rf -- "$PUB"; fi
+}
+
+# as_nobody ARGS...: vramguard ARGS as nobody:nogroup without supplementary groups.
+as_nobody() {
+    run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" "$@"
+}
+
+as_root() {
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" "$@"
+}
+
+no_garbage() {
+    [[ $output != *"(null)"* && $stderr != *Sanitizer* && $stderr != *"runtime error"* ]]
+}
+
+@test "status as nobody: the root holder from the driver's list with its world-readable fields, denied counted" {
+    as_root --json status
+    [ "$status" -eq 0 ]
+    json_ok '.gpus[0].holders[] | select(.pid == $r) | .seen_by == "both"' --argjson r "$R1"
+
+    as_nobody --json status
+    echo "$output $stderr"
+    [ "$status" -eq 0 ]
+    [ -z "$stderr" ]
+    no_garbage
+    json_ok '.scan.denied > 0'
+    # fd/ is unreadable: the driver's list still names R1, with its owner and command.
+    json_ok '.gpus[0].holders[] | select(.pid == $r)
+        | .seen_by == "nvml" and .in_proc and .user == "root" and .comm == "root-job"' --argjson r "$R1"
+    json_ok '.gpus[2].holders[] | select(.pid == $u)
+        | .seen_by == "both" and .user == "nobody"' --argjson u "$U1"
+    json_ok 'any(.gpus[1].holders[]; .pid == $r and .in_proc)' --argjson r "$R2"
+
+    as_nobody status
+    [ "$status" -eq 0 ]
+    no_garbage
+    [[ $output == *"run as root to see everything"* ]]
+}
+
+@test "doctor as nobody: no rule fires on an environment it could not read; the readable one still does" {
+    as_root --json doctor --no-shell
+    echo "root: $output"
+    json_ok 'any(.findings[]; .rule == "outside-visible" and (.pids | index($r)))' --argjson r "$R1"
+
+    as_nobody --json doctor --no-shell
+    echo "nobody: $output $stderr"
+    ((status <= 2))
+    no_garbage
+    json_ok 'any(.findings[]; .rule == "outside-visible" and (.pids | index($u)))' --argjson u "$U1"
+    json_ok 'all(.findings[]; (.rule == "outside-visible" or .rule == "stray-contexts" or .rule == "ddp-gpu0" or .rule == "preallocation" or .rule == "nccl-all-gpus") and (.pids | index($r)) | not)' --argjson r "$R1"
+    json_ok 'all(.findings[]; .rule != "foreign-pid")'
+
+    as_nobody doctor --no-shell
+    ((status <= 2))
+    no_garbage
+}
+
+@test "visible as nobody: the driver's view is enough" {
+    as_nobody visible 0,2 --order PCI_BUS_ID
+    [ "$status" -eq 0 ]
+    no_garbage
+    [[ $output == *"cuda:1  GPU 2"* ]]
+}
+
+@test "clean as nobody: another user's leftover is refused, never signalled" {
+    as_nobody --json clean
+    echo "plan: $output $stderr"
+    no_garbage
+    json_ok 'all(.processes[]; .action == "refuse" or .uid == 65534)'
+    json_ok 'all(.processes[] | select(.pid == $r); .action == "refuse" and .refusal == "other-user")' --argjson r "$R2"
+
+    as_nobody --json clean --force --grace 1s
+    echo "force: $output $stderr"
+    no_garbage
+    json_ok 'all(.processes[]; (.result.signals // []) | length == 0)'
+    ! vg_gone "$R2"
+    ! vg_gone "$R1"
+}
