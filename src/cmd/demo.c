@@ -425,6 +425,30 @@ fail:
     return rc;
 }
 
+/* --keep: wait for Enter (or end of input), or for one of the blocked signals, which stay
+ * pending so the caller acts on them after cleaning up. */
+static void vg_demo_wait_enter(const sigset_t *blocked)
+{
+    for (;;) {
+        struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+        int r = poll(&pfd, 1, 200);
+        if (r > 0) {
+            char c;
+            ssize_t n;
+            while ((n = read(STDIN_FILENO, &c, 1)) == 1 && c != '\n')
+                ;
+            return; /* a line, end of input, or an error: all mean stop */
+        }
+        if (r < 0 && errno != EINTR)
+            return;
+        sigset_t pending;
+        sigpending(&pending);
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sigismember(blocked, sig) && sigismember(&pending, sig))
+                return;
+    }
+}
+
 enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP };
 
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
@@ -515,13 +539,15 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         return VG_EXIT_UNKNOWN;
     }
 
-    printf("SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
+    /* With --json, stdout carries only the doctor document; the label goes to stderr. */
+    FILE *label = g->json ? stderr : stdout;
+    fprintf(label, "SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
            "On a machine with NVIDIA GPUs, run 'vramguard doctor' for the real thing.\n\n"
            "Staged: a job whose CUDA_VISIBLE_DEVICES came too late; three DDP ranks that\n"
            "touched cuda:0 first; a DataLoader worker orphaned by a crash; TensorFlow\n"
            "preallocating a GPU; and memory held from another container.\n\n",
            d.dir);
-    fflush(stdout);
+    fflush(label);
 
     int rc = vg_demo_files(&d);
     if (rc == 0)
@@ -554,9 +580,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
                    "Press Enter to clean up.\n",
                    scen, d.fake, devdir);
             fflush(stdout);
-            char line[16];
-            if (!fgets(line, sizeof(line), stdin))
-                clearerr(stdin);
+            vg_demo_wait_enter(&block);
         }
         unsetenv("FAKE_NVML_SCENARIO");
     }
