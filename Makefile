@@ -144,7 +144,7 @@ fuzz: fuzz-build
 	fuzz/run --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
 
 fuzz-smoke: fuzz-build
-	fuzz/run --build $(FUZZ_BUILD) --seconds 3 --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
+	fuzz/run --build $(FUZZ_BUILD) --seconds 2 --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
 
 # Valgrind memcheck over the unit tests and a set of CLI runs (tests/reliability/valgrind):
 # no error, no definite or indirect leak. The plain build only (valgrind cannot run ASan).

@@ -48,30 +48,30 @@ timed() {
     local f fails=() n=0
     for f in "${HUNG_CALLS[@]}"; do
         scenario_hang "$f"
-        timed --nvml-timeout 500ms status --json
+        timed --nvml-timeout 300ms status --json
         n=$((n + 1))
         ((status == 3)) || fails+=("$f: status exit $status")
-        ((ELAPSED_MS < 6000)) || fails+=("$f: status took $ELAPSED_MS ms")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: status took $ELAPSED_MS ms")
         jq -e --argjson p "$HOLDER" '.driver.available == false
-            and (.driver.error | test("did not answer within 0.500 s"))
+            and (.driver.error | test("did not answer within 0.300 s"))
             and any(.unmatched_holders[]; .holder.pid == $p)' <<<"$output" >/dev/null ||
             fails+=("$f: status document: $output")
 
-        timed --nvml-timeout 500ms doctor --json --no-shell
+        timed --nvml-timeout 300ms doctor --json --no-shell
         ((status == 3)) || fails+=("$f: doctor exit $status")
-        ((ELAPSED_MS < 6000)) || fails+=("$f: doctor took $ELAPSED_MS ms")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: doctor took $ELAPSED_MS ms")
         jq -e '.driver.available == false and (.driver.error | test("did not answer"))' \
             <<<"$output" >/dev/null || fails+=("$f: doctor document: $output")
 
-        timed --nvml-timeout 500ms visible 0
+        timed --nvml-timeout 300ms visible 0
         ((status == 3)) || fails+=("$f: visible exit $status")
-        ((ELAPSED_MS < 6000)) || fails+=("$f: visible took $ELAPSED_MS ms")
-        [[ -z $output && $stderr == "vramguard: visible: "*"did not answer within 0.500 s"* ]] ||
+        ((ELAPSED_MS < 5000)) || fails+=("$f: visible took $ELAPSED_MS ms")
+        [[ -z $output && $stderr == "vramguard: visible: "*"did not answer within 0.300 s"* ]] ||
             fails+=("$f: visible said: $output / $stderr")
 
-        timed --nvml-timeout 500ms check
+        timed --nvml-timeout 300ms check
         ((status == 3)) || fails+=("$f: check exit $status")
-        ((ELAPSED_MS < 6000)) || fails+=("$f: check took $ELAPSED_MS ms")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: check took $ELAPSED_MS ms")
         [[ ${lines[0]} == "VRAMGUARD UNKNOWN - "*"did not answer"* ]] ||
             fails+=("$f: check said: ${lines[0]:-} / $stderr")
         n=$((n + 3))

@@ -36,7 +36,7 @@ EOF2
     vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm orphan-holder >/dev/null
     orphan=$VG_ORPHAN_PID
     t0=$SECONDS
-    "$CHURN" --dev "$DEVDIR/nvidia0" --log "$TMP/churn.log" --seconds 20 --rate 1000 &
+    "$CHURN" --dev "$DEVDIR/nvidia0" --log "$TMP/churn.log" --seconds 15 --rate 1000 &
     local churn_pid=$!
     while kill -0 "$churn_pid" 2>/dev/null && ((SECONDS - t0 < 50)); do
         rc=0
