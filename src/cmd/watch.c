@@ -356,11 +356,15 @@ static int vg_watch_sample(struct vg_watch *w)
     if (w->g->verbose) {
         struct vg_sampler_stats ss;
         vg_sampler_stats(w->sampler, &ss);
-        fprintf(stderr,
-                "vramguard: watch: sample %llu: %.1f ms, %.2f ms CPU, %zu holdings, %zu events; "
-                "cache %llu hits, %llu misses; %llu driver hangs\n",
+        fprintf(stderr, "vramguard: watch: sample %llu: %.1f ms, %.2f ms CPU, %zu holdings, %zu events; ",
                 (unsigned long long)w->samples, ss.last_sample_seconds * 1e3,
-                (vg_cpu_seconds() - cpu0) * 1e3, snap->nholdings, evs.n,
+                (vg_cpu_seconds() - cpu0) * 1e3, snap->nholdings, evs.n);
+        if (ss.last_full_reason)
+            fprintf(stderr, "full scan (%s)", ss.last_full_reason);
+        else
+            fprintf(stderr, "incremental scan (%zu of %zu processes carried over)",
+                    ss.last_carried, ss.last_listed);
+        fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs\n",
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
     }

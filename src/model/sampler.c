@@ -44,6 +44,12 @@ struct vg_sampler {
     pthread_t thread;
     struct timespec hung_since;  /* CLOCK_MONOTONIC, when the unanswered request was made */
     struct vg_proc_cache *cache;
+    struct vg_proc_index *index;
+    struct vg_proc_devwatch *devwatch; /* NULL: no incremental scans (devwatch_error says why) */
+    char *devwatch_error;
+    bool last_poll_events;       /* the last poll saw a device-node event */
+    struct timespec last_full;   /* CLOCK_MONOTONIC, when the last full scan started */
+    char *reason;                /* why this sample is a full scan, when not a fixed string */
     struct vg_sampler_stats stats;
 };
 
@@ -166,9 +172,29 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
         rc = vg_sampler_dup(opts->dev_dir ? opts->dev_dir : "/dev", &s->dev_dir);
     if (!rc)
         rc = vg_proc_cache_new(&s->cache);
+    if (!rc)
+        rc = vg_proc_index_new(&s->index);
     if (rc) {
         vg_sampler_free(s);
         return vg_err_set(err, rc, "out of memory");
+    }
+    if (!s->opts.full_scan_ms)
+        s->opts.full_scan_ms = VG_SAMPLER_FULL_SCAN_MS;
+    if (!s->opts.full_scans_only) {
+        /* Without the watch every sample is a full scan: slower, never wrong. */
+        struct vg_err werr = VG_ERR_INIT;
+        rc = vg_proc_devwatch_new(s->dev_dir, &s->devwatch, &werr);
+        if (rc == -ENOMEM) {
+            vg_err_release(&werr);
+            vg_sampler_free(s);
+            return vg_err_set(err, rc, "out of memory");
+        }
+        if (rc && !(s->devwatch_error = strdup(vg_err_msg(&werr)))) {
+            vg_err_release(&werr);
+            vg_sampler_free(s);
+            return vg_err_set(err, -ENOMEM, "out of memory");
+        }
+        vg_err_release(&werr);
     }
     s->opts.nvml_path = s->nvml_path;
     s->opts.proc_root = s->proc_root;
@@ -200,6 +226,10 @@ void vg_sampler_free(struct vg_sampler *s)
         vg_worker_unref(w);
     }
     vg_proc_cache_free(s->cache);
+    vg_proc_index_free(s->index);
+    vg_proc_devwatch_free(s->devwatch);
+    free(s->devwatch_error);
+    free(s->reason);
     free(s->nvml_path);
     free(s->proc_root);
     free(s->dev_dir);
@@ -271,6 +301,57 @@ static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, cha
     return rc;
 }
 
+/*
+ * Whether this sample may scan incrementally; otherwise *reason says why not. The watch is
+ * polled on every sample, full or not, so that the events a full scan covers do not force
+ * another one later. -ENOMEM only.
+ */
+static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, bool *incremental,
+                           const char **reason)
+{
+    *incremental = false;
+    free(s->reason);
+    s->reason = NULL;
+    int ev = 0;
+    if (s->devwatch) {
+        struct vg_err werr = VG_ERR_INIT;
+        ev = vg_proc_devwatch_poll(s->devwatch, &werr);
+        if (ev < 0 && asprintf(&s->reason, "the device-node watch failed: %s",
+                               vg_err_msg(&werr)) < 0) {
+            s->reason = NULL;
+            vg_err_release(&werr);
+            return -ENOMEM;
+        }
+        vg_err_release(&werr);
+    }
+    bool last = s->last_poll_events;
+    s->last_poll_events = ev != 0;
+    if (s->opts.full_scans_only)
+        *reason = "incremental scans are off";
+    else if (!s->devwatch) {
+        if (!s->reason && asprintf(&s->reason, "no device-node watch: %s",
+                                   s->devwatch_error ? s->devwatch_error : "unknown") < 0) {
+            s->reason = NULL;
+            return -ENOMEM;
+        }
+        *reason = s->reason;
+    } else if (ev < 0)
+        *reason = s->reason;
+    else if (!vg_proc_index_primed(s->index))
+        *reason = "first scan";
+    else if (ev & VG_PROC_DEVWATCH_OPENED)
+        *reason = "a device node was opened";
+    else if (ev & VG_PROC_DEVWATCH_CHANGED)
+        *reason = "the device nodes changed";
+    else if (last)
+        *reason = "a device-node event in the last sample";
+    else if (vg_ts_diff(now, &s->last_full) * 1000.0 >= (double)s->opts.full_scan_ms)
+        *reason = "periodic full scan";
+    else
+        *incremental = true;
+    return 0;
+}
+
 int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung,
                       struct vg_err *err)
 {
@@ -307,16 +388,36 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
 
     if ((rc = vg_snap_nvml_pids(&gpus, &want, &nwant)) != 0)
         goto fail;
+    /* Planned after the driver answered, right before the scan: a node opened while the
+     * driver was asked is then seen now, not one sample late. */
+    struct timespec tscan;
+    clock_gettime(CLOCK_MONOTONIC, &tscan);
+    bool incremental;
+    const char *reason = NULL;
+    if ((rc = vg_sampler_plan(s, &tscan, &incremental, &reason)) != 0)
+        goto fail;
     struct vg_proc_opts popts = {
         .proc_root = s->proc_root,
         .dev_dir = s->dev_dir,
         .want = want,
         .nwant = nwant,
         .cache = s->cache,
+        .index = s->index,
+        .incremental = incremental,
     };
     rc = vg_proc_scan(&popts, &procs, err);
     if (rc)
         goto out;
+    if (procs.incremental) {
+        s->stats.incremental_scans++;
+        s->stats.last_full_reason = NULL;
+    } else {
+        s->stats.full_scans++;
+        s->stats.last_full_reason = reason;
+        s->last_full = tscan;
+    }
+    s->stats.last_carried = procs.n_carried;
+    s->stats.last_listed = procs.n_scanned;
     rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
     if (rc)
         goto out;

@@ -14,6 +14,13 @@
  *   mapped libraries of the exec'd image, user) is cached between samples and dropped when the
  *   process goes away, so a steady-state sample reads little more than fd directories and stat.
  *   The cache lives in src/proc/ (struct vg_proc_cache, see proc.h for what is re-read when).
+ * - The fd scan is incremental between full scans (see proc.h, struct vg_proc_index): a sample
+ *   reads the known holders, the PIDs the driver reports and the processes started since the
+ *   last sample, and carries the rest over, while an inotify watch on the device nodes says
+ *   nobody opened one. A sample is a full scan when there is no primed index or no watch, when
+ *   a node was opened or the nodes changed (in this sample's poll or the last one's: the open
+ *   event precedes the new descriptor), and at least every full_scan_ms, for descriptors that
+ *   arrive without an open (passed over a Unix socket, pidfd_getfd).
  * - Each snapshot also carries per-process utilisation where the driver has it
  *   (vg_gpu_proc.sm_util, VG_GPU_K_PROC_UTIL), for idle tracking.
  * - The worker thread is created by vg_sampler_new() and inherits the caller's signal mask:
@@ -41,7 +48,11 @@ struct vg_sampler_opts {
     const char *proc_root;    /* NULL: /proc */
     const char *dev_dir;      /* NULL: /dev */
     bool skip_nvml;
+    unsigned full_scan_ms;    /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
+    bool full_scans_only;     /* no incremental scans */
 };
+
+#define VG_SAMPLER_FULL_SCAN_MS 60000u
 
 struct vg_sampler_stats {
     uint64_t samples;
@@ -50,6 +61,12 @@ struct vg_sampler_stats {
     uint64_t cache_hits;      /* processes whose details came from the cache */
     uint64_t cache_misses;
     double last_sample_seconds;
+    uint64_t full_scans;      /* samples that read every process's descriptors */
+    uint64_t incremental_scans;
+    size_t last_carried;      /* processes the last sample carried over unread */
+    size_t last_listed;       /* processes the last sample listed */
+    const char *last_full_reason; /* why the last sample was a full scan; NULL when it was
+                                   * incremental. Valid until the next sample. */
 };
 
 int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,

@@ -79,6 +79,7 @@ int vg_proc_dirit_next(struct vg_proc_dirit *it, const char **name)
         if (s[0] == '.' && (s[1] == '\0' || (s[1] == '.' && s[2] == '\0')))
             continue;
         *name = s;
+        it->ino = d->d_ino;
         return 1;
     }
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "proc/proc.h"
@@ -64,6 +65,7 @@ struct vg_proc_dirit {
     int fd;
     char *buf;
     size_t cap, pos, end;
+    uint64_t ino; /* d_ino of the entry next returned last */
 };
 void vg_proc_dirit_init(struct vg_proc_dirit *it, int fd, char *buf, size_t cap);
 int vg_proc_dirit_next(struct vg_proc_dirit *it, const char **name);
@@ -126,6 +128,28 @@ void vg_proc_cache_end(struct vg_proc_cache *cache);
 int vg_proc_cache_fill(struct vg_proc_cache *cache, struct vg_proc *p, bool *denied,
                        bool *maps_stale);
 int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bool denied);
+
+/* The index behind incremental scans (index.c). begin starts the next index; prev finds pid in
+ * the last completed scan (pids must be asked in ascending order between begin and commit);
+ * new_pid says whether pid may have been allocated since that scan, given the pid allocated
+ * last now (have_last false: unknown, say no); add appends the next index's record (ascending
+ * pids); commit makes it current and primed, with the last pid read before its listing; abort
+ * forgets everything (the next scan is full). */
+enum {
+    VG_PROC_IX_HOLDER = 1u << 0, /* held an NVIDIA node */
+    VG_PROC_IX_UNREAD = 1u << 1, /* fd/ could not be read (denied, error): holder unknown */
+};
+struct vg_proc_index_entry {
+    pid_t pid;
+    unsigned flags; /* VG_PROC_IX_* */
+    uint64_t ino;   /* the pid directory's inode number, as the listing gave it */
+};
+void vg_proc_index_begin(struct vg_proc_index *idx);
+const struct vg_proc_index_entry *vg_proc_index_prev(struct vg_proc_index *idx, pid_t pid);
+bool vg_proc_index_new_pid(const struct vg_proc_index *idx, bool have_last, pid_t last, pid_t pid);
+int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsigned flags);
+void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last);
+void vg_proc_index_abort(struct vg_proc_index *idx);
 
 /* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
 char *vg_proc_strndup(const char *s, size_t n);

@@ -134,7 +134,9 @@ struct vg_proc {
 struct vg_proc_table {
     struct vg_proc *procs;  /* sorted by pid */
     size_t n;
-    size_t n_scanned;       /* process directories looked at in phase one */
+    size_t n_scanned;       /* processes listed: read in phase one, or carried over */
+    size_t n_carried;       /* of those, carried over unread by an incremental scan */
+    bool incremental;       /* the scan was incremental (opts and a primed index) */
     size_t n_vanished;      /* exited between listing and reading */
     size_t n_denied;        /* some file could not be read for lack of permission */
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
@@ -164,6 +166,70 @@ int vg_proc_cache_new(struct vg_proc_cache **out);
 void vg_proc_cache_free(struct vg_proc_cache *cache);
 void vg_proc_cache_stats(const struct vg_proc_cache *cache, struct vg_proc_cache_stats *out);
 
+/*
+ * What the last scan saw of every process, so that the next one can be incremental: for the
+ * sampler behind `watch` and `serve`, where a full phase one (every descriptor of every
+ * process, nearly all of a scan's cost) on every sample would cost as much as a cold `status`.
+ *
+ * An incremental scan lists the pids as a full one does and reads in full, as a full one does,
+ * the processes that held an NVIDIA node at the last scan, those the caller wants, those whose
+ * fd/ could not be read then, and every process it has not seen before. It carries every other
+ * process over unread: one that held no NVIDIA node at the last scan. That is sound only while
+ * nothing can have given such a process an NVIDIA descriptor since, and it is the caller's to
+ * know: no device node was opened (an inotify watch on the nodes, vg_proc_devwatch below),
+ * and a full scan every so often for what opens nothing (descriptors passed over a Unix
+ * socket, pidfd_getfd).
+ *
+ * "Seen before" means listed by the last scan under the same pid with the same directory inode
+ * number, and not allocated since: procfs gives each new process's directory a new inode
+ * number, and on procfs the last pid allocated (loadavg) bounds the pids allocated between two
+ * scans, so a pid that was reused in between is read as the new process it is.
+ *
+ * Ownership: vg_proc_index_new() returns an index freed with vg_proc_index_free(); a scan
+ * borrows it through vg_proc_opts.index and rebuilds it (every scan with an index, full or
+ * not). A scan that fails leaves it unprimed: the next scan is a full one. One scan at a time.
+ */
+struct vg_proc_index;
+
+int vg_proc_index_new(struct vg_proc_index **out);
+void vg_proc_index_free(struct vg_proc_index *idx);
+/* Whether the index holds a completed scan that an incremental scan can build on. */
+bool vg_proc_index_primed(const struct vg_proc_index *idx);
+/* Processes the last completed scan listed. */
+size_t vg_proc_index_size(const struct vg_proc_index *idx);
+
+/*
+ * Whether anyone opened an NVIDIA device node between two polls: what tells the sampler that an
+ * incremental scan is sound. It watches every DIR/nvidia* node (and the files in nvidia-caps/)
+ * with inotify, so it sees opens through any path to the same inode, bind mounts into
+ * containers included, but not opens of a different inode of the same device (a node a
+ * container runtime created with mknod in the container's own /dev): those are caught by the
+ * periodic full scan, and their CUDA contexts by the driver's process list at once.
+ *
+ * poll drains the events queued since the last poll and returns a set of VG_PROC_DEVWATCH_*
+ * bits: OPENED, a node was opened; CHANGED, nodes were created, removed or renamed, or events
+ * were lost (queue overflow), and the watches were built anew. Either means the next scan must
+ * be full. 0: nothing. A negative errno when the watch failed (the next poll tries to build it
+ * again and reports CHANGED).
+ *
+ * Ownership: vg_proc_devwatch_new() returns a watch freed with vg_proc_devwatch_free(). It
+ * fails when inotify is unavailable, DIR cannot be watched, or some node cannot be (not
+ * readable, out of inotify watches): a node that cannot be watched could be opened unseen.
+ */
+struct vg_proc_devwatch;
+enum {
+    VG_PROC_DEVWATCH_OPENED = 1 << 0,
+    VG_PROC_DEVWATCH_CHANGED = 1 << 1,
+};
+int vg_proc_devwatch_new(const char *dev_dir, struct vg_proc_devwatch **out, struct vg_err *err);
+void vg_proc_devwatch_free(struct vg_proc_devwatch *w);
+int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err);
+/* Node watches in place (directories such as nvidia-caps count as one). */
+size_t vg_proc_devwatch_nodes(const struct vg_proc_devwatch *w);
+
+/* The pid allocated last, from the fifth field of /proc/loadavg's text; 0 or -EINVAL. */
+int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
+
 struct vg_proc_opts {
     const char *proc_root;  /* default "/proc" */
     const char *dev_dir;    /* default "/dev": device nodes are matched as DIR/nvidia* */
@@ -171,6 +237,8 @@ struct vg_proc_opts {
     size_t nwant;
     bool all;               /* read every process in full, holders or not */
     struct vg_proc_cache *cache; /* optional: reuse stable details between scans */
+    struct vg_proc_index *index; /* optional: record what this scan saw, for the next one */
+    bool incremental;       /* with a primed index: carry unchanged non-holders over unread */
 };
 
 void vg_proc_table_init(struct vg_proc_table *t);

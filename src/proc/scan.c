@@ -29,8 +29,19 @@ static int vg_cmp_pid(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Every pid directory name under the root, sorted and distinct. */
-static int vg_scan_list(int root_fd, pid_t **out, size_t *nout)
+/* A listed pid directory and its inode number (see proc.h on incremental scans). */
+struct vg_scan_ent {
+    pid_t pid;
+    uint64_t ino;
+};
+
+static int vg_cmp_ent(const void *a, const void *b)
+{
+    return vg_cmp_pid(&((const struct vg_scan_ent *)a)->pid, &((const struct vg_scan_ent *)b)->pid);
+}
+
+/* Every pid directory under the root, sorted and distinct. */
+static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
 {
     *out = NULL;
     *nout = 0;
@@ -44,7 +55,7 @@ static int vg_scan_list(int root_fd, pid_t **out, size_t *nout)
         free(dents);
         return rc;
     }
-    pid_t *pids = NULL;
+    struct vg_scan_ent *ents = NULL;
     size_t n = 0, cap = 0;
     struct vg_proc_dirit it;
     vg_proc_dirit_init(&it, fd, dents, VG_PROC_ROOT_DENTS);
@@ -56,31 +67,38 @@ static int vg_scan_list(int root_fd, pid_t **out, size_t *nout)
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 1024;
-            pid_t *np = realloc(pids, ncap * sizeof(*np));
-            if (!np) {
+            struct vg_scan_ent *ne = realloc(ents, ncap * sizeof(*ne));
+            if (!ne) {
                 rc = -ENOMEM;
                 break;
             }
-            pids = np;
+            ents = ne;
             cap = ncap;
         }
-        pids[n++] = pid;
+        ents[n++] = (struct vg_scan_ent){.pid = pid, .ino = it.ino};
     }
     close(fd);
     free(dents);
     if (rc < 0) {
-        free(pids);
+        free(ents);
         return rc;
     }
     if (n > 1)
-        qsort(pids, n, sizeof(*pids), vg_cmp_pid);
+        qsort(ents, n, sizeof(*ents), vg_cmp_ent);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (k == 0 || pids[k - 1] != pids[i])
-            pids[k++] = pids[i];
-    *out = pids;
+        if (k == 0 || ents[k - 1].pid != ents[i].pid)
+            ents[k++] = ents[i];
+    *out = ents;
     *nout = k;
     return 0;
+}
+
+/* The pid allocated last, on a real procfs (a test tree has no meaningful loadavg). */
+static bool vg_scan_last_pid(struct vg_proc_ctx *c, pid_t *last)
+{
+    return c->procfs && vg_proc_ctx_read(c, c->root_fd, "loadavg", VG_PROC_STAT_MAX) == 0 &&
+           vg_proc_parse_loadavg_pid(vg_buf_str(&c->file), c->file.len, last) == 0;
 }
 
 /* Our own NSpid depth, from <root>/self/status; 0 when unknown. */
@@ -100,13 +118,14 @@ enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
 /* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
  * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
 static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted, struct vg_proc *p,
-                       bool *denied)
+                       bool *denied, bool *fds_read)
 {
     memset(p, 0, sizeof(*p));
     p->pid = pid;
     c->denied = false;
     *denied = false;
     int rc = vg_proc_read_fds(c, pid_fd, p);
+    *fds_read = rc == 0;
     if (rc == -ENOMEM)
         return rc;
     if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd))
@@ -133,6 +152,17 @@ static bool vg_scan_wanted(const pid_t *want, size_t nwant, pid_t pid)
     return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_cmp_pid) != NULL;
 }
 
+/* Whether an incremental scan may carry this process over unread: it was listed last time
+ * under the same inode, held nothing, had a readable fd/, and its pid was not allocated since. */
+static bool vg_scan_carry(struct vg_proc_index *idx, const struct vg_scan_ent *e, bool have_last,
+                          pid_t last)
+{
+    const struct vg_proc_index_entry *prev = vg_proc_index_prev(idx, e->pid);
+    return prev && prev->ino == e->ino &&
+           !(prev->flags & (VG_PROC_IX_HOLDER | VG_PROC_IX_UNREAD)) &&
+           !vg_proc_index_new_pid(idx, have_last, last, e->pid);
+}
+
 int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err)
 {
     static const struct vg_proc_opts defaults = {0};
@@ -142,12 +172,16 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0) {
         int e = errno;
+        if (opts->index)
+            vg_proc_index_abort(opts->index);
         return vg_err_set(err, -e, "cannot open '%s': %s", root, strerror(e));
     }
 
     struct vg_proc_ctx c;
-    pid_t *pids = NULL, *want = NULL;
-    size_t npids = 0, cap = 0;
+    struct vg_scan_ent *ents = NULL;
+    pid_t *want = NULL;
+    size_t nents = 0, cap = 0;
+    struct vg_proc_index *idx = opts->index;
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
     if (rc)
         goto out;
@@ -164,17 +198,32 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         qsort(want, opts->nwant, sizeof(*want), vg_cmp_pid);
     }
     t->self_nspid_depth = vg_scan_self_depth(&c);
-    rc = vg_scan_list(root_fd, &pids, &npids);
+    /* The last pid is read before the listing: a process started after this read is either
+     * above the mark (so new next time too) or missing from the last index, never carried. */
+    pid_t last_pid = 0;
+    bool have_last = idx && vg_scan_last_pid(&c, &last_pid);
+    t->incremental = idx && opts->incremental && vg_proc_index_primed(idx);
+    if (idx)
+        vg_proc_index_begin(idx);
+    rc = vg_scan_list(root_fd, &ents, &nents);
     if (rc < 0) {
         if (rc != -ENOMEM)
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
     }
 
-    for (size_t i = 0; i < npids; i++) {
-        char name[16];
-        vg_proc_pid_str(pids[i], name);
+    for (size_t i = 0; i < nents; i++) {
+        const struct vg_scan_ent *e = &ents[i];
+        bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
+        if (t->incremental && !wanted && vg_scan_carry(idx, e, have_last, last_pid)) {
+            if ((rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
+                goto out;
+            t->n_carried++;
+            continue;
+        }
+        char name[16];
+        vg_proc_pid_str(e->pid, name);
         int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (pid_fd < 0) {
             if (errno == ENOENT || errno == ESRCH)
@@ -185,9 +234,11 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
                 rc = -ENOMEM;
                 goto out;
             }
+            if (!vg_proc_err_gone(-errno) && idx &&
+                (rc = vg_proc_index_add(idx, e->pid, e->ino, VG_PROC_IX_UNREAD)) != 0)
+                goto out;
             continue;
         }
-        bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, pids[i]);
         if (t->n == cap) {
             size_t ncap = cap ? cap * 2 : 64;
             struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
@@ -199,27 +250,42 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             t->procs = np;
             cap = ncap;
         }
-        bool denied;
-        rc = vg_scan_one(&c, pid_fd, pids[i], wanted, &t->procs[t->n], &denied);
+        bool denied, fds_read;
+        struct vg_proc *p = &t->procs[t->n];
+        rc = vg_scan_one(&c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
         close(pid_fd);
         if (rc < 0)
             goto out;
         t->n_denied += denied;
-        if (rc == VG_ONE_VANISHED)
+        if (rc == VG_ONE_VANISHED) {
             t->n_vanished++;
-        else if (rc == VG_ONE_KEEP)
+            rc = 0;
+            continue;
+        }
+        /* phase one's outcome: a skipped process was read too, and held nothing */
+        unsigned flags = !fds_read ? VG_PROC_IX_UNREAD
+                         : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
+                                                                      : 0;
+        if (rc == VG_ONE_KEEP)
             t->n++;
+        if (idx && (rc = vg_proc_index_add(idx, e->pid, e->ino, flags)) != 0)
+            goto out;
         rc = 0;
     }
     if (c.cache)
         vg_proc_cache_end(c.cache);
+    if (idx)
+        vg_proc_index_commit(idx, have_last, last_pid);
 
 out:
     if (rc == -ENOMEM)
         vg_err_set(err, rc, "out of memory while reading '%s'", root);
-    if (rc < 0)
+    if (rc < 0) {
         vg_proc_table_release(t);
-    free(pids);
+        if (idx)
+            vg_proc_index_abort(idx);
+    }
+    free(ents);
     free(want);
     vg_proc_ctx_release(&c);
     close(root_fd);
@@ -248,8 +314,8 @@ int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_pro
             return vg_err_set(err, -e, "no process %d", (int)pid);
         return vg_err_set(err, -e, "cannot read process %d: %s", (int)pid, strerror(e));
     }
-    bool denied;
-    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied);
+    bool denied, fds_read;
+    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied, &fds_read);
     close(pid_fd);
     vg_proc_ctx_release(&c);
     if (rc == -ENOMEM)

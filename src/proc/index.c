@@ -1,0 +1,142 @@
+/*
+ * The index behind incremental scans (see proc.h): one small record per process the last scan
+ * listed, sorted by pid, so that the next scan, which lists the pids in the same order, finds
+ * each process's record by walking forward instead of searching.
+ *
+ * A scan builds the next index beside the current one and swaps them only when it completes;
+ * a scan that fails leaves the index unprimed, so the one after it is a full scan.
+ */
+#include "proc/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vg_proc_index {
+    struct vg_proc_index_entry *cur; /* the last completed scan, sorted by pid */
+    size_t ncur, capcur;
+    struct vg_proc_index_entry *next; /* being built by the scan in progress */
+    size_t nnext, capnext;
+    size_t cursor; /* forward position in cur */
+    bool primed;
+    bool have_last_pid;
+    pid_t last_pid;
+};
+
+int vg_proc_index_new(struct vg_proc_index **out)
+{
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : -ENOMEM;
+}
+
+void vg_proc_index_free(struct vg_proc_index *idx)
+{
+    if (!idx)
+        return;
+    free(idx->cur);
+    free(idx->next);
+    free(idx);
+}
+
+bool vg_proc_index_primed(const struct vg_proc_index *idx)
+{
+    return idx && idx->primed;
+}
+
+size_t vg_proc_index_size(const struct vg_proc_index *idx)
+{
+    return idx && idx->primed ? idx->ncur : 0;
+}
+
+void vg_proc_index_begin(struct vg_proc_index *idx)
+{
+    idx->nnext = 0;
+    idx->cursor = 0;
+}
+
+const struct vg_proc_index_entry *vg_proc_index_prev(struct vg_proc_index *idx, pid_t pid)
+{
+    if (!idx->primed)
+        return NULL;
+    while (idx->cursor < idx->ncur && idx->cur[idx->cursor].pid < pid)
+        idx->cursor++;
+    if (idx->cursor < idx->ncur && idx->cur[idx->cursor].pid == pid)
+        return &idx->cur[idx->cursor];
+    return NULL;
+}
+
+bool vg_proc_index_new_pid(const struct vg_proc_index *idx, bool have_last, pid_t last, pid_t pid)
+{
+    if (!have_last || !idx->have_last_pid)
+        return false;
+    pid_t from = idx->last_pid;
+    if (last >= from)
+        return pid > from && pid <= last;
+    /* The allocator wrapped around pid_max (or was moved back by a write to ns_last_pid): every
+     * pid above the old mark and every one up to the new mark may have been allocated. */
+    return pid > from || pid <= last;
+}
+
+int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsigned flags)
+{
+    if (idx->nnext == idx->capnext) {
+        size_t ncap = idx->capnext ? idx->capnext * 2 : 1024;
+        struct vg_proc_index_entry *n = realloc(idx->next, ncap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        idx->next = n;
+        idx->capnext = ncap;
+    }
+    idx->next[idx->nnext++] = (struct vg_proc_index_entry){.pid = pid, .ino = ino, .flags = flags};
+    return 0;
+}
+
+void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last)
+{
+    struct vg_proc_index_entry *t = idx->cur;
+    size_t tcap = idx->capcur;
+    idx->cur = idx->next;
+    idx->ncur = idx->nnext;
+    idx->capcur = idx->capnext;
+    idx->next = t;
+    idx->capnext = tcap;
+    idx->nnext = 0;
+    idx->cursor = 0;
+    idx->have_last_pid = have_last;
+    idx->last_pid = last;
+    idx->primed = true;
+}
+
+void vg_proc_index_abort(struct vg_proc_index *idx)
+{
+    idx->primed = false;
+    idx->ncur = idx->nnext = 0;
+    idx->cursor = 0;
+    idx->have_last_pid = false;
+}
+
+int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid)
+{
+    /* "0.35 1.40 2.03 2/80 19215\n": the fifth field is the pid allocated last */
+    size_t i = 0;
+    for (int field = 0; field < 4; field++) {
+        while (i < len && buf[i] != ' ')
+            i++;
+        if (i == len)
+            return -EINVAL;
+        while (i < len && buf[i] == ' ')
+            i++;
+    }
+    long long v = 0;
+    size_t start = i;
+    while (i < len && buf[i] >= '0' && buf[i] <= '9') {
+        v = v * 10 + (buf[i] - '0');
+        if (v > 0x7fffffff)
+            return -EINVAL;
+        i++;
+    }
+    if (i == start || (i < len && buf[i] != '\n' && buf[i] != ' '))
+        return -EINVAL;
+    *pid = (pid_t)v;
+    return 0;
+}
