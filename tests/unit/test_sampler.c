@@ -541,6 +541,142 @@ static void test_sampler_hang_recovers(void **state)
     kill_holder(pid);
 }
 
+/* A child that opens g_dev/nvidia0 only when told to (a byte on *go), and says so (a byte on
+ * *done): a process that existed before it held anything. */
+static pid_t spawn_later_holder(int *go, int *done)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/nvidia0", g_dev);
+    int g[2], d[2];
+    assert_int_equal(pipe2(g, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(d, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char c;
+        if (read(g[0], &c, 1) != 1)
+            _exit(0);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || write(d[1], "x", 1) != 1)
+            _exit(1);
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        _exit(0);
+    }
+    close(g[0]);
+    close(d[1]);
+    *go = g[1];
+    *done = d[0];
+    return pid;
+}
+
+static struct vg_sampler *new_sampler_with(struct vg_sampler_opts o)
+{
+    o.nvml_path = FAKE_FULL;
+    o.nvml_timeout_ms = 10000;
+    if (!o.dev_dir)
+        o.dev_dir = g_dev;
+    struct vg_sampler *s = NULL;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_sampler_new(&o, &s, &err))
+        fail_msg("vg_sampler_new: %s", vg_err_msg(&err));
+    return s;
+}
+
+/* One sample; whether pid holds something in it, and the scan kind in *st. */
+static bool sample_holds(struct vg_sampler *s, pid_t pid, struct vg_sampler_stats *st)
+{
+    bool hung;
+    struct vg_snapshot *snap = sample(s, &hung);
+    bool held = holding_of(snap, pid) != NULL;
+    vg_snap_free(snap);
+    vg_sampler_stats(s, st);
+    return held;
+}
+
+static void assert_full(const struct vg_sampler_stats *st, const char *reason)
+{
+    if (!st->last_full_reason)
+        fail_msg("an incremental scan where a full one (%s) was due", reason);
+    if (strncmp(st->last_full_reason, reason, strlen(reason)) != 0)
+        fail_msg("full scan for '%s', expected '%s'", st->last_full_reason, reason);
+}
+
+static void test_sampler_incremental(void **state)
+{
+    (void)state;
+    pid_t a = spawn_holder();
+    int go, done;
+    pid_t b = spawn_later_holder(&go, &done);
+    holder_scenario(a, "");
+    struct vg_sampler *s = new_sampler_with((struct vg_sampler_opts){0});
+    struct vg_sampler_stats st;
+
+    assert_true(sample_holds(s, a, &st));
+    assert_full(&st, "first scan");
+    assert_int_equal(st.full_scans, 1);
+
+    /* steady state: incremental, the known holder read again, most processes carried */
+    assert_true(sample_holds(s, a, &st));
+    assert_null(st.last_full_reason);
+    assert_int_equal(st.incremental_scans, 1);
+    assert_true(st.last_carried > 0 && st.last_carried < st.last_listed);
+    assert_false(sample_holds(s, b, &st));
+    assert_null(st.last_full_reason);
+
+    /* b, carried over so far, opens the node: the watch makes the next sample a full scan that
+     * finds it, and the one after that full again (the event precedes the descriptor) */
+    assert_int_equal(write(go, "x", 1), 1);
+    char c;
+    assert_int_equal(read(done, &c, 1), 1);
+    assert_true(sample_holds(s, b, &st));
+    assert_full(&st, "a device node was opened");
+    assert_true(sample_holds(s, b, &st));
+    assert_full(&st, "a device-node event in the last sample");
+    assert_true(sample_holds(s, b, &st));
+    assert_null(st.last_full_reason);
+    assert_true(sample_holds(s, a, &st));
+    assert_int_equal(st.full_scans, 3);
+    assert_int_equal(st.incremental_scans, 4);
+
+    /* a holder that exits is gone at the next (incremental) sample */
+    kill_holder(b);
+    assert_false(sample_holds(s, b, &st));
+    assert_null(st.last_full_reason);
+    vg_sampler_free(s);
+    close(go);
+    close(done);
+
+    /* incremental scans off: every sample is full */
+    s = new_sampler_with((struct vg_sampler_opts){.full_scans_only = true});
+    for (int i = 0; i < 3; i++) {
+        assert_true(sample_holds(s, a, &st));
+        assert_full(&st, "incremental scans are off");
+    }
+    assert_int_equal(st.incremental_scans, 0);
+    vg_sampler_free(s);
+
+    /* a period of 1 ms: the second sample is due a periodic full scan */
+    s = new_sampler_with((struct vg_sampler_opts){.full_scan_ms = 1});
+    assert_true(sample_holds(s, a, &st));
+    usleep(5 * 1000);
+    assert_true(sample_holds(s, a, &st));
+    assert_full(&st, "periodic full scan");
+    vg_sampler_free(s);
+
+    /* no device directory to watch: full scans, saying why, and the samples still work */
+    char absent[PATH_MAX];
+    snprintf(absent, sizeof(absent), "%s/absent", g_top);
+    s = new_sampler_with((struct vg_sampler_opts){.dev_dir = absent});
+    for (int i = 0; i < 2; i++) {
+        sample_holds(s, a, &st);
+        assert_full(&st, "no device-node watch: ");
+        assert_non_null(strstr(st.last_full_reason, "absent"));
+    }
+    vg_sampler_free(s);
+    kill_holder(a);
+}
+
 /* Last in the binary: leaves a worker stuck in the fake for 30 s, abandoned. */
 static void test_sampler_hang_deadline(void **state)
 {
@@ -596,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_sampler_joins_and_caches),
         cmocka_unit_test(test_sampler_no_driver),
         cmocka_unit_test(test_sampler_hang_recovers),
+        cmocka_unit_test(test_sampler_incremental),
         cmocka_unit_test(test_sampler_hang_deadline),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
