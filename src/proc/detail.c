@@ -81,6 +81,39 @@ static bool vg_pid_alive(int root_fd, pid_t pid)
     return faccessat(root_fd, name, F_OK, 0) == 0 || errno != ENOENT;
 }
 
+/*
+ * What the parent is: its session, and whether it is the init of its PID namespace; together
+ * with its liveness, how an orphan adopted by a subreaper or a container's init is told from a
+ * child of the process that started it. Read fresh every scan (a parent may die). A parent
+ * younger than the process is not its parent (the parent died and its pid was reused between
+ * the two reads): then nothing is known. Not finding the parent leaves parent_known false.
+ */
+static int vg_detail_parent(struct vg_proc_ctx *c, struct vg_proc *p)
+{
+    if (p->ppid <= 0)
+        return 0;
+    char path[32];
+    vg_proc_pid_str(p->ppid, path);
+    size_t n = strlen(path);
+    struct vg_proc par = {0};
+    memcpy(path + n, "/stat", 6);
+    int rc = vg_proc_ctx_read(c, c->root_fd, path, VG_PROC_STAT_MAX);
+    if (rc == 0)
+        rc = vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &par);
+    if (rc == 0 && par.start_ticks <= p->start_ticks) {
+        memcpy(path + n, "/status", 8);
+        if (vg_proc_ctx_read(c, c->root_fd, path, VG_PROC_STATUS_MAX) == 0 &&
+            (rc = vg_proc_parse_status(vg_buf_str(&c->file), c->file.len, &par)) == 0 &&
+            par.nnspid > 0) {
+            p->parent_known = true;
+            p->parent_sid = par.sid;
+            p->parent_ns_init = par.nspid[par.nnspid - 1] == 1;
+        }
+    }
+    vg_proc_release(&par);
+    return rc == -ENOMEM ? rc : 0;
+}
+
 /* The files whose content a (pid, start time, comm) cannot change: what the cache keeps. */
 static const struct vg_detail_def {
     const char *name;
@@ -144,6 +177,8 @@ int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
         p->parent_alive = p->ppid == 1 || vg_pid_alive(c->root_fd, p->ppid);
         p->sid_alive = vg_pid_alive(c->root_fd, p->sid);
         p->pgid_alive = vg_pid_alive(c->root_fd, p->pgid);
+        if (p->parent_alive && (rc = vg_detail_parent(c, p)) < 0)
+            return rc;
     }
     return 0;
 }

@@ -127,6 +127,11 @@ struct vg_proc {
 
     /* liveness of the job it came from */
     bool parent_alive;      /* ppid's /proc entry exists (ppid 0 counts as alive) */
+    bool parent_known;      /* parent_sid and parent_ns_init were read */
+    pid_t parent_sid;       /* the parent's session: another session than the process's own
+                             * means it was re-parented to a subreaper (systemd --user) */
+    bool parent_ns_init;    /* the parent is pid 1 of its PID namespace: init, or a
+                             * container's init (tini, dumb-init) that adopted it */
     bool sid_alive;         /* session leader still exists */
     bool pgid_alive;        /* process group leader still exists */
 };

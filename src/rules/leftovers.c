@@ -11,14 +11,23 @@
 
 #include "rules/internal.h"
 
-/* A process whose job is gone: re-parented (to init or a subreaper, or its parent is dead)
- * while the leader of its process group or session has exited. A daemon that detached on
- * purpose leads its own group and session, so it does not match. */
+/* Whether p was re-parented: its parent is init (of the host or of a container: tini,
+ * dumb-init), or dead, or a subreaper in another session (systemd --user adopts orphans of
+ * the user's jobs; a worker shares its real parent's session). */
+static bool vg_reparented(const struct vg_proc *p)
+{
+    return p->ppid == 1 || !p->parent_alive ||
+           (p->parent_known && (p->parent_ns_init || p->parent_sid != p->sid));
+}
+
+/* A process whose job is gone: re-parented while the leader of its process group or session
+ * has exited. A daemon that detached on purpose leads its own group and session, and a
+ * container's main process leads its own group in its init's session, so neither matches. */
 static bool vg_is_orphan(const struct vg_proc *p)
 {
     if (!(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
         return false;
-    bool reparented = p->ppid == 1 || !p->parent_alive;
+    bool reparented = vg_reparented(p);
     bool group_gone = p->pgid != p->pid && !p->pgid_alive;
     bool session_gone = p->sid != p->pid && !p->sid_alive;
     return reparented && (group_gone || session_gone);
@@ -85,14 +94,20 @@ static void vg_orphan_member(struct vg_findings *out, struct vg_finding *f,
     vg_rule_proc_label(o->pid, o->proc, label, sizeof(label));
     if (ph.nvml)
         vg_rule_size(true, ph.bytes, size, sizeof(size));
-    const char *how = o->proc->ppid == 1 || !o->proc->parent_alive
-                          ? (o->proc->pgid != o->pid && !o->proc->pgid_alive
-                                 ? "its process group leader has exited"
-                                 : "its session leader has exited")
-                          : "a worker of a leftover process";
-    vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label, (int)o->proc->ppid,
-                        o->proc->ppid == 1 ? " (init)" : "", how,
-                        ph.nvml ? size : "holds the GPU's device node open");
+    const struct vg_proc *op = o->proc;
+    const char *how = vg_reparented(op) ? (op->pgid != o->pid && !op->pgid_alive
+                                               ? "its process group leader has exited"
+                                               : "its session leader has exited")
+                                        : "a worker of a leftover process";
+    const char *parent = "";
+    if (op->ppid == 1)
+        parent = " (init)";
+    else if (op->parent_known && op->parent_ns_init)
+        parent = " (its container's init)";
+    else if (op->parent_known && op->parent_sid != op->sid && op->parent_alive)
+        parent = " (a subreaper in another session)";
+    vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label, (int)op->ppid,
+                        parent, how, ph.nvml ? size : "holds the GPU's device node open");
     if (ph.nvml && ph.fd)
         vg_finding_evidence(out, f, "PID %d also holds the device node open", (int)o->pid);
     vg_finding_pid(out, f, o->pid);

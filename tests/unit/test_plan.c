@@ -782,6 +782,89 @@ static void test_kill_never_self(void **state)
     close(root_fd);
 }
 
+/*
+ * Orphans adopted by someone other than init: a subreaper in another session (systemd --user),
+ * a container's init (tini); and what must not match: a container's main process (its group's
+ * leader, in its init's session) and a live worker whose group leader exited while its parent
+ * (same session) lives on.
+ */
+static void test_orphan_adopted(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    fx_gpu(&l, "GPU-aaaaaaaa-0000", "A100", 0, 80 * GiB, 0, 512 * MiB);
+    struct vg_proc *p;
+    static const struct {
+        pid_t pid, ppid, pgid, sid, parent_sid;
+        bool ns_init, pgid_alive, sid_alive;
+    } rows[] = {
+        /* adopted by systemd --user (session 790): its job's group and session are gone */
+        {800, 790, 780, 780, 790, false, false, false},
+        /* a container's main process under tini (805, session 805) */
+        {810, 805, 810, 805, 805, true, true, true},
+        /* its worker, adopted by tini after the main process died */
+        {820, 805, 815, 805, 805, true, false, true},
+        /* a live worker of a live parent in its session, though its group leader exited */
+        {840, 835, 836, 835, 835, false, false, true},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        p = fx_proc(&t, rows[i].pid, "python", "python train.py", 'S');
+        p->ppid = rows[i].ppid;
+        p->pgid = rows[i].pgid;
+        p->sid = rows[i].sid;
+        p->parent_alive = true;
+        p->parent_known = true;
+        p->parent_sid = rows[i].parent_sid;
+        p->parent_ns_init = rows[i].ns_init;
+        p->pgid_alive = rows[i].pgid_alive;
+        p->sid_alive = rows[i].sid_alive;
+        fx_fd(p, 0);
+    }
+    /* an unknown parent (not readable): as before, a live parent means no orphan */
+    p = fx_proc(&t, 850, "python", "python x.py", 'S');
+    p->ppid = 845;
+    p->parent_alive = true;
+    p->pgid = p->sid = 849;
+    fx_fd(p, 0);
+    struct vg_snapshot *snap = fx_assemble(&l, &t);
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
+    bool orphan[5] = {false};
+    static const pid_t pids[] = {800, 810, 820, 840, 850};
+    bool subreaper_said = false, init_said = false;
+    for (size_t i = 0; i < fs.n; i++) {
+        if (strcmp(fs.v[i].rule, "orphan-holder") != 0)
+            continue;
+        for (size_t k = 0; k < fs.v[i].npids; k++)
+            for (size_t j = 0; j < 5; j++)
+                orphan[j] |= fs.v[i].pids[k] == pids[j];
+        for (size_t e = 0; e < fs.v[i].nevidence; e++) {
+            subreaper_said |= strstr(fs.v[i].evidence[e],
+                                     "PID 800") && strstr(fs.v[i].evidence[e],
+                                                          "parent is now PID 790 (a subreaper in "
+                                                          "another session)");
+            init_said |= strstr(fs.v[i].evidence[e], "PID 820") &&
+                         strstr(fs.v[i].evidence[e], "parent is now PID 805 (its container's init)");
+        }
+    }
+    assert_true(orphan[0]);
+    assert_false(orphan[1]);
+    assert_true(orphan[2]);
+    assert_false(orphan[3]);
+    assert_false(orphan[4]);
+    assert_true(subreaper_said);
+    assert_true(init_said);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+}
+
 static void test_ancestors(void **state)
 {
     (void)state;
@@ -814,6 +897,7 @@ int main(void)
         cmocka_unit_test_teardown(test_kill_after_grace, children_teardown),
         cmocka_unit_test(test_kill_never_self),
         cmocka_unit_test(test_ancestors),
+        cmocka_unit_test(test_orphan_adopted),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
 }

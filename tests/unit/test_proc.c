@@ -1249,6 +1249,135 @@ static void test_scan_churn(void **state)
         assert_int_equal(c->kids[i], 0);
 }
 
+/*
+ * The parent's session and namespace role, against real processes: a child of this test shares
+ * its session; an orphan adopted by a subreaper that leads another session (as systemd --user
+ * does) shows that session, which is how orphan-holder tells it from a worker of a live job.
+ * The orphan outlives its first parent on purpose, so it has no PDEATHSIG: it exits when the
+ * test closes the write end of `life` (or dies), and the subreaper dies with the test.
+ */
+static pid_t ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *e = strrchr(buf, ')');
+    int ppid;
+    return e && sscanf(e + 1, " %*c %d", &ppid) == 1 ? ppid : -1;
+}
+
+static void test_parent_session(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-parent-XXXXXX", node[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(node, sizeof(node), "%s/nvidia0", dir);
+    int fd = open(node, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    int ready[2], life[2];
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(life, O_CLOEXEC), 0);
+
+    pid_t r = fork();
+    assert_true(r >= 0);
+    if (r == 0) {
+        /* R: a subreaper leading its own session */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(life[1]);
+        if (setsid() < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+            _exit(1);
+        pid_t i = fork();
+        if (i == 0) {
+            /* I: starts the job's session, forks the worker K, and dies */
+            setsid();
+            pid_t k = fork();
+            if (k == 0) {
+                int nfd = open(node, O_RDONLY);
+                pid_t me = getpid();
+                if (nfd < 0 || write(ready[1], &me, sizeof(me)) != sizeof(me))
+                    _exit(1);
+                char c;
+                while (read(life[0], &c, 1) > 0)
+                    ;
+                _exit(0);
+            }
+            _exit(k > 0 ? 0 : 1);
+        }
+        for (;;)
+            if (wait(NULL) < 0 && errno == ECHILD)
+                pause();
+    }
+    pid_t c = fork();
+    assert_true(c >= 0);
+    if (c == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(life[1]);
+        int nfd = open(node, O_RDONLY);
+        pid_t me = getpid();
+        if (nfd < 0 || write(ready[1], &me, sizeof(me)) != sizeof(me))
+            _exit(1);
+        char x;
+        while (read(life[0], &x, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(ready[1]);
+    close(life[0]);
+    /* both C and K say when they hold the node, in either order */
+    pid_t k = 0, got[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(read(ready[0], &got[i], sizeof(got[i])), (ssize_t)sizeof(got[i]));
+        if (got[i] != c)
+            k = got[i];
+    }
+    assert_true(k > 0 && (got[0] == c || got[1] == c));
+    close(ready[0]);
+    /* I exits right after forking K: bounded wait for K to be adopted by R */
+    for (int i = 0; i < 1000 && ppid_of(k) != r; i++)
+        usleep(10 * 1000);
+    assert_int_equal(ppid_of(k), r);
+
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    pid_t want = getpid();
+    struct vg_proc_opts o = {.dev_dir = dir, .want = &want, .nwant = 1};
+    assert_int_equal(vg_proc_scan(&o, &t, &err), 0);
+    const struct vg_proc *p = vg_proc_table_find(&t, k);
+    assert_non_null(p);
+    assert_int_equal(p->ppid, r);
+    assert_true(p->parent_alive);
+    assert_true(p->parent_known);
+    assert_int_equal(p->parent_sid, r);
+    assert_true(p->sid != r);
+    assert_false(p->sid_alive); /* I, its session leader, is gone */
+    assert_false(p->parent_ns_init);
+    /* a plain child of this test: its parent (us) is in its session */
+    p = vg_proc_table_find(&t, c);
+    assert_non_null(p);
+    assert_int_equal(p->ppid, getpid());
+    assert_true(p->parent_known);
+    assert_int_equal(p->sid, getsid(0));
+    assert_int_equal(p->parent_sid, getsid(0));
+    assert_false(p->parent_ns_init);
+    vg_proc_table_release(&t);
+
+    close(life[1]);
+    kill(r, SIGKILL);
+    assert_int_equal(waitpid(r, NULL, 0), r);
+    assert_int_equal(waitpid(c, NULL, 0), c);
+    unlink(node);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1268,6 +1397,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_denied, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_scan_real, real_setup, real_teardown),
         cmocka_unit_test_setup_teardown(test_scan_churn, churn_setup, churn_teardown),
+        cmocka_unit_test(test_parent_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
