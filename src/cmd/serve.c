@@ -45,6 +45,9 @@ static const char vg_serve_help[] =
     "  --allow-remote         allow a non-loopback address: the metrics name users, commands\n"
     "                         and containers, so expose them only to your Prometheus\n"
     "  --interval DUR         time between collections (default 5s; 100ms to 1h)\n"
+    "  --full-scan DUR        longest time between full /proc scans (default 60s; 0: every\n"
+    "                         collection is one); in between, only the known holders, the\n"
+    "                         PIDs the driver reports and new processes are read\n"
     "  --per-process MODE     per-process series: top:N per GPU by memory, the rest summed in\n"
     "                         pid=\"other\" (default top:10); all; or none\n"
     "  --conn-timeout DUR     longest a connection may idle or spend on one request\n"
@@ -67,6 +70,7 @@ enum {
     VG_OPT_MAX_CONN,
     VG_OPT_CONTEXT_MAX,
     VG_OPT_UNATTR_MIN,
+    VG_OPT_FULL_SCAN,
 };
 
 static void vg_serve_log(void *arg, const char *msg)
@@ -125,11 +129,13 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         {"max-connections", required_argument, NULL, VG_OPT_MAX_CONN},
         {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
         {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
+        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
         {NULL, 0, NULL, 0},
     };
     const char *listen_arg = VG_SERVE_LISTEN_DEFAULT;
     bool allow_remote = false;
     uint64_t interval_ms = 5000, conn_timeout_ms = 10000, max_conn = 256;
+    uint64_t full_scan_ms = VG_SAMPLER_FULL_SCAN_MS;
     struct vg_collector_opts co;
     memset(&co, 0, sizeof(co));
     vg_rule_opts_init(&co.rules);
@@ -163,6 +169,10 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         case VG_OPT_CONN_TIMEOUT:
             if (vg_serve_duration("--conn-timeout", optarg, 1000, 600000, "1s and 10m",
                                   &conn_timeout_ms))
+                return VG_EXIT_USAGE;
+            break;
+        case VG_OPT_FULL_SCAN:
+            if (vg_serve_duration("--full-scan", optarg, 0, 86400000, "0 and 1d", &full_scan_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_PER_PROCESS:
@@ -243,6 +253,8 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     co.sampler.nvml_timeout_ms = g->nvml_timeout_ms;
     co.sampler.proc_root = g->proc_root;
     co.sampler.dev_dir = g->dev_dir;
+    co.sampler.full_scan_ms = (unsigned)full_scan_ms;
+    co.sampler.full_scans_only = full_scan_ms == 0;
     co.interval_ms = interval_ms;
     co.log = vg_serve_log;
     struct vg_collector *coll = NULL;

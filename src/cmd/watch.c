@@ -53,6 +53,9 @@ static const char vg_watch_help[] =
     "  --exec-timeout DUR   stop an alert command after DUR (default 10s)\n"
     "  --format FMT         text (default) or json: one vramguard.event/1 object per line\n"
     "  --idle-after DUR     idle-holder: memory held this long with no utilisation (default 1h)\n"
+    "  --full-scan DUR      longest time between full /proc scans (default 60s; 0: every\n"
+    "                       sample is one); in between, samples read only the known holders,\n"
+    "                       the PIDs the driver reports and new processes\n"
     "  --config FILE        read settings from FILE (key = value; see docs/config.md);\n"
     "                       flags win over it; SIGHUP reads it again\n"
     "  --once               take one sample, report it, and exit\n"
@@ -70,6 +73,7 @@ enum {
     VG_OPT_EXEC_TIMEOUT,
     VG_OPT_FORMAT,
     VG_OPT_IDLE_AFTER,
+    VG_OPT_FULL_SCAN,
     VG_OPT_CONFIG,
     VG_OPT_ONCE,
 };
@@ -82,6 +86,7 @@ struct vg_watch {
     bool once;
     bool color;
     struct vg_sampler *sampler;
+    unsigned full_scan_ms;        /* the full_scan the sampler was built with */
     struct vg_exec *exec;         /* NULL until a command is configured */
     bool exec_on;                 /* a reload may turn it off while children still run */
     struct vg_watch_view *view;
@@ -170,12 +175,16 @@ static void vg_watch_reload(struct vg_watch *w)
         w->exec_on = false;
     }
     vg_err_release(&err);
-    if (w->g->nvml_timeout_ms == 0 && (w->cfg.set & VG_WCFG_NVML_TIMEOUT))
-        vg_cmd_error("watch", "SIGHUP: configuration read again from '%s' (nvml_timeout takes "
-                              "effect at the next start)",
-                     w->config_path);
-    else
-        vg_cmd_error("watch", "SIGHUP: configuration read again from '%s'", w->config_path);
+    /* The sampler's settings are fixed when it is built; rebuilding it would mean a second
+     * NVML session beside a worker that may be stuck in the driver, so they wait for a
+     * restart, and the log says so. */
+    bool nvml = w->g->nvml_timeout_ms == 0 && (w->cfg.set & VG_WCFG_NVML_TIMEOUT);
+    bool full = w->cfg.full_scan_ms != w->full_scan_ms;
+    const char *later = nvml && full ? " (nvml_timeout and full_scan take effect at the next start)"
+                        : nvml       ? " (nvml_timeout takes effect at the next start)"
+                        : full       ? " (full_scan takes effect at the next start)"
+                                     : "";
+    vg_cmd_error("watch", "SIGHUP: configuration read again from '%s'%s", w->config_path, later);
 }
 
 /* Does the process still exist (for holders carried while the driver's view is missing)? */
@@ -433,8 +442,14 @@ static int vg_watch_flag(struct vg_watch *w, const char *key, const char *value)
 {
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_watch_config_set(&w->flags, key, value, &err);
-    if (rc)
-        vg_cmd_error("watch", "--%s: %s", key, vg_err_msg(&err));
+    if (rc) {
+        char flag[32]; /* the key as the flag is spelt: idle_after -> idle-after */
+        size_t i = 0;
+        for (; key[i] && i + 1 < sizeof(flag); i++)
+            flag[i] = key[i] == '_' ? '-' : key[i];
+        flag[i] = '\0';
+        vg_cmd_error("watch", "--%s: %s", flag, vg_err_msg(&err));
+    }
     vg_err_release(&err);
     return rc;
 }
@@ -451,6 +466,7 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
         {"exec-timeout", required_argument, NULL, VG_OPT_EXEC_TIMEOUT},
         {"format", required_argument, NULL, VG_OPT_FORMAT},
         {"idle-after", required_argument, NULL, VG_OPT_IDLE_AFTER},
+        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
         {"config", required_argument, NULL, VG_OPT_CONFIG},
         {"once", no_argument, NULL, VG_OPT_ONCE},
         {NULL, 0, NULL, 0},
@@ -464,6 +480,7 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
         [VG_OPT_EXEC_TIMEOUT - VG_OPT_FIRST_LOCAL] = "exec_timeout",
         [VG_OPT_FORMAT - VG_OPT_FIRST_LOCAL] = "format",
         [VG_OPT_IDLE_AFTER - VG_OPT_FIRST_LOCAL] = "idle_after",
+        [VG_OPT_FULL_SCAN - VG_OPT_FIRST_LOCAL] = "full_scan",
     };
     int c;
     optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
@@ -497,6 +514,7 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
         case VG_OPT_EXEC_TIMEOUT:
         case VG_OPT_FORMAT:
         case VG_OPT_IDLE_AFTER:
+        case VG_OPT_FULL_SCAN:
             if (vg_watch_flag(w, keys[c - VG_OPT_FIRST_LOCAL], optarg))
                 return VG_EXIT_USAGE;
             break;
@@ -553,7 +571,10 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
         .nvml_timeout_ms = timeout,
         .proc_root = w->g->proc_root,
         .dev_dir = w->g->dev_dir,
+        .full_scan_ms = w->cfg.full_scan_ms,
+        .full_scans_only = w->cfg.full_scan_ms == 0,
     };
+    w->full_scan_ms = w->cfg.full_scan_ms;
     if (vg_sampler_new(&so, &w->sampler, &err) != 0) {
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
         vg_err_release(&err);

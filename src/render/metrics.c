@@ -452,6 +452,16 @@ static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect
                  "Collections in which the NVIDIA driver did not answer in time.");
     vg_mw_begin(w);
     vg_mw_u64(w, st->driver_hangs);
+
+    vg_mw_family(w, "vramguard_scans_total", "counter",
+                 "/proc scans by kind: full (every process's descriptors read) or incremental "
+                 "(only known holders, the driver's PIDs and new processes read).");
+    vg_mw_begin(w);
+    vg_mw_label(w, "kind", "full");
+    vg_mw_u64(w, st->full_scans);
+    vg_mw_begin(w);
+    vg_mw_label(w, "kind", "incremental");
+    vg_mw_u64(w, st->incremental_scans);
 }
 
 static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,

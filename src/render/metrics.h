@@ -57,6 +57,8 @@ struct vg_metrics_collect {
     uint64_t collections;        /* attempts so far */
     uint64_t failures;           /* of those, unsuccessful */
     uint64_t driver_hangs;       /* of those, with the driver not answering in time */
+    uint64_t full_scans;         /* /proc scans that read every process's descriptors */
+    uint64_t incremental_scans;  /* /proc scans that read only holders, driver PIDs, new PIDs */
 };
 
 /* The identity of the GPUs of a successful collection, kept by the collector so that a failed

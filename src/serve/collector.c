@@ -113,6 +113,10 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     st.collections++;
     st.failures += !success;
     st.driver_hangs += hung;
+    struct vg_sampler_stats ss;
+    vg_sampler_stats(c->sampler, &ss);
+    st.full_scans = ss.full_scans;
+    st.incremental_scans = ss.incremental_scans;
     if (success) {
         st.last_success_known = true;
         st.last_success_seconds = st.timestamp_seconds;

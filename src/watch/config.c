@@ -25,6 +25,7 @@ void vg_watch_config_init(struct vg_watch_config *c)
     c->exec_timeout_ms = VG_WATCH_EXEC_TIMEOUT_DEFAULT_MS;
     c->format = VG_WATCH_TEXT;
     c->idle_after_ms = VG_WATCH_IDLE_AFTER_DEFAULT_MS;
+    c->full_scan_ms = VG_WATCH_FULL_SCAN_DEFAULT_MS;
     vg_expect_set_init(&c->expect);
 }
 
@@ -125,6 +126,19 @@ static int vg_set_nvml_timeout(struct vg_watch_config *c, const char *v, struct 
     return rc;
 }
 
+/* 0 is allowed and means "every sample is a full scan", so the range message says so. */
+static int vg_set_full_scan(struct vg_watch_config *c, const char *v, struct vg_err *err)
+{
+    uint64_t ms;
+    if (vg_parse_duration_ms(v, &ms) || ms > VG_WATCH_FULL_SCAN_MAX_MS)
+        return vg_err_set(err, -EINVAL,
+                          "full_scan takes a duration up to %u s (e.g. 30s, 10m), or 0 for a full "
+                          "scan at every sample, not '%s'",
+                          VG_WATCH_FULL_SCAN_MAX_MS / 1000, v);
+    c->full_scan_ms = (unsigned)ms;
+    return 0;
+}
+
 static const struct vg_wcfg_key {
     const char *name;
     unsigned bit;
@@ -140,6 +154,7 @@ static const struct vg_wcfg_key {
     {"format", VG_WCFG_FORMAT, vg_set_format, false},
     {"idle_after", VG_WCFG_IDLE_AFTER, vg_set_idle_after, false},
     {"nvml_timeout", VG_WCFG_NVML_TIMEOUT, vg_set_nvml_timeout, false},
+    {"full_scan", VG_WCFG_FULL_SCAN, vg_set_full_scan, false},
 };
 #define VG_WCFG_NKEYS (sizeof(vg_wcfg_keys) / sizeof(vg_wcfg_keys[0]))
 
@@ -293,6 +308,8 @@ int vg_watch_config_merge(struct vg_watch_config *dst, const struct vg_watch_con
             dst->idle_after_ms = s->idle_after_ms;
         if (s->set & VG_WCFG_NVML_TIMEOUT)
             dst->nvml_timeout_ms = s->nvml_timeout_ms;
+        if (s->set & VG_WCFG_FULL_SCAN)
+            dst->full_scan_ms = s->full_scan_ms;
         if (s->set & VG_WCFG_EXEC) {
             free(dst->exec);
             if (!(dst->exec = strdup(s->exec)))

@@ -4,9 +4,9 @@
  *
  * The file holds `key = value` lines; blank lines and lines starting with `#` are ignored.
  * Keys: interval, threshold, expect (repeatable), exec, shell, exec_timeout, format,
- * idle_after, nvml_timeout. Parsing is strict: an unknown key, a bad value, a scalar key given
- * twice or a line without '=' is an error "FILE:LINE: what is wrong", and nothing of the file
- * is used.
+ * idle_after, nvml_timeout, full_scan. Parsing is strict: an unknown key, a bad value, a scalar
+ * key given twice or a line without '=' is an error "FILE:LINE: what is wrong", and nothing of
+ * the file is used.
  *
  * Precedence: flags over the file; `expect` flags replace the file's expect lines as a whole.
  *
@@ -35,12 +35,15 @@ enum {
     VG_WCFG_FORMAT = 1u << 6,
     VG_WCFG_IDLE_AFTER = 1u << 7,
     VG_WCFG_NVML_TIMEOUT = 1u << 8,
+    VG_WCFG_FULL_SCAN = 1u << 9,
 };
 
 #define VG_WATCH_INTERVAL_DEFAULT_MS 2000u
 #define VG_WATCH_THRESHOLD_DEFAULT (10ull << 20)
 #define VG_WATCH_EXEC_TIMEOUT_DEFAULT_MS 10000u
 #define VG_WATCH_IDLE_AFTER_DEFAULT_MS 3600000u
+#define VG_WATCH_FULL_SCAN_DEFAULT_MS 60000u /* the sampler's VG_SAMPLER_FULL_SCAN_MS */
+#define VG_WATCH_FULL_SCAN_MAX_MS 86400000u
 
 struct vg_watch_config {
     unsigned set;                /* VG_WCFG_* */
@@ -53,6 +56,8 @@ struct vg_watch_config {
     enum vg_watch_format format;
     uint64_t idle_after_ms;
     unsigned nvml_timeout_ms;    /* 0: the global option or its default */
+    unsigned full_scan_ms;       /* longest time between full /proc scans; 0: every sample is
+                                  * one (no incremental scans) */
 };
 
 /* Defaults, nothing set. */

@@ -137,6 +137,27 @@ teardown() {
     jq -e '.schema == "vramguard.event/1"' <"$(head -n 1 "$WOUT" >"$TMP/first"; echo "$TMP/first")"
 }
 
+@test "--full-scan 0: every sample is a full scan; by default a steady state scans incrementally" {
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    watch_start --full-scan 0
+    wait_samples 5
+    watch_stop
+    [ "$WSTATUS" -eq 0 ]
+    n=$(samples)
+    [ "$(grep -c 'watch: sample [0-9]*: .*; full scan (incremental scans are off); ' "$WERR")" -eq "$n" ]
+    [ "$(grep -c '; incremental scan (' "$WERR")" -eq 0 ]
+    # Defaults: the first sample is a full scan, then nothing opens a device node, so later
+    # samples carry the unchanged processes over.
+    watch_start
+    wait_line 'incremental scan (' 1 "$WERR"
+    [[ $(grep -m 1 'watch: sample 1:' "$WERR") == *"; full scan (first scan); "* ]]
+    wait_samples 3
+    [[ $(grep 'watch: sample [0-9]*:' "$WERR" | tail -n 1) == *"; incremental scan ("*" processes carried over); "* ]]
+    [ "$(nlines "holder-present PID $A")" -eq 1 ]
+    [ "$(nlines holder-left)" -eq 0 ]
+}
+
 @test "--once: the present events, exit 0; without a driver: a driver-error event" {
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
     host "proc gpu=1 pid=$A type=compute mem=2GiB"
@@ -154,7 +175,8 @@ teardown() {
 @test "bad usage: exit 64 and one line on stderr" {
     for args in "--interval 0" "--interval 1x" "--threshold lots" "--expect 0" "--expect 0=" \
         "--expect 0=none,alice" "--expect =alice" "--format xml" "--exec-timeout 0" \
-        "--idle-after never" "--bogus" "extra" "--exec '' " "--exec \"'unbalanced\""; do
+        "--idle-after never" "--full-scan -1" "--full-scan 1x" "--full-scan 2d" "--bogus" "extra" \
+        "--exec '' " "--exec \"'unbalanced\""; do
         eval "run --separate-stderr \"\$VG\" watch $args"
         echo "watch $args: $status '$stderr'"
         [ "$status" -eq 64 ]
@@ -171,7 +193,7 @@ teardown() {
     run --separate-stderr "$VG" watch --help
     [ "$status" -eq 0 ]
     for o in --interval --expect --threshold --exec --shell --exec-timeout --format --idle-after \
-        --config --once --nvml-timeout; do
+        --full-scan --config --once --nvml-timeout; do
         [[ $output == *"  $o"* ]] || { echo "missing $o"; return 1; }
     done
 }

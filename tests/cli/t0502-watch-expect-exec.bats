@@ -158,6 +158,7 @@ exec_timeout = 5s
 idle_after = 2h
 shell = false
 nvml_timeout = 2s
+full_scan = 30s
 EOF
     run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" watch --config "$TMP/watch.conf" --once
     [ "$status" -eq 0 ]
@@ -169,6 +170,7 @@ EOF
     [[ $output == *"holder-present PID $A"* ]]
     [[ $output != *alert* ]]
     for bad in "colour = red|unknown key 'colour'" "interval = 1x|interval takes a duration" \
+        "full_scan = -5s|full_scan takes a duration" \
         "just words|expected 'key = value'" "threshold=|'threshold' has no value" \
         "interval = 1s
 interval = 2s|'interval' is given twice (first on line 2)" "expect = 0=alice,none|none cannot be combined"; do
@@ -205,6 +207,12 @@ interval = 2s|'interval' is given twice (first on line 2)" "expect = 0=alice,non
     wait_samples 3
     [ "$(nlines ' alert ')" -eq 1 ]
     kill -0 "$WPID"
+    # full_scan is the sampler's: a new value waits for a restart, and the log says so
+    printf 'expect = 0=%s\nfull_scan = 0\n' "$A" >"$TMP/watch.conf"
+    kill -HUP "$WPID"
+    wait_line "SIGHUP: configuration read again from '$TMP/watch.conf' (full_scan takes effect at the next start)" 1 "$WERR"
+    wait_samples 2
+    [[ $(grep 'watch: sample [0-9]*:' "$WERR" | tail -n 1) != *"incremental scans are off"* ]]
 }
 
 @test "idle-holder: memory held with no utilisation for --idle-after opens a finding; work closes it" {

@@ -92,6 +92,12 @@ GiB=1073741824
     [ "$(sample vramguard_gpu_nvml_errors "$(gpu 3)")" = 0 ]
     [ "$(sample vramguard_collections_total)" -ge 1 ]
     [ "$(sample vramguard_collect_failures_total)" = 0 ]
+    # Every collection scanned /proc one way or the other; the first scan is a full one.
+    full=$(sample vramguard_scans_total 'kind="full"')
+    incremental=$(sample vramguard_scans_total 'kind="incremental"')
+    [ "$full" -ge 1 ]
+    [ $((full + incremental)) -eq "$(sample vramguard_collections_total)" ]
+    [ "$(nseries vramguard_scans_total)" -eq 2 ]
 }
 
 @test "a known host: memory by reason partitions each GPU's used memory" {
@@ -162,6 +168,19 @@ GiB=1073741824
     sed -i 's/used=10GiB/used=12GiB/' "$FAKE_NVML_SCENARIO"
     wait_scrape '[ "$(sample vramguard_gpu_memory_used_bytes "$(gpu 3)")" = $((12 * GiB)) ]'
     [ "$(sample vramguard_gpu_memory_held_bytes "$(gpu 3),reason=\"unattributed\"")" = $((10 * GiB)) ]
+}
+
+@test "--full-scan: 0 makes every collection a full scan; by default later ones are incremental" {
+    known_host
+    serve_start --interval 100ms --full-scan 0
+    wait_scrape '[ "$(sample vramguard_collections_total)" -ge 4 ]'
+    [ "$(sample vramguard_scans_total 'kind="incremental"')" = 0 ]
+    [ "$(sample vramguard_scans_total 'kind="full"')" = "$(sample vramguard_collections_total)" ]
+    serve_stop
+    serve_start --interval 100ms
+    wait_scrape '[ "$(sample vramguard_scans_total kind=\"incremental\")" -ge 2 ]'
+    [ "$(sample vramguard_scans_total 'kind="full"')" -ge 1 ]
+    promtool_ok
 }
 
 # 500 NVML entries on GPU 0 (PIDs no /proc shows, 1..500 MiB), 2 on GPU 1.
@@ -253,10 +272,12 @@ EOF
     run "$VG" serve --help
     [ "$status" -eq 0 ]
     [[ $output == *"usage: vramguard serve"* && $output == *--per-process* && $output == *--allow-remote* ]]
+    [[ $output == *"  --full-scan DUR"* ]]
     for args in "--listen 0.0.0.0:9835" "--listen :9835" "--listen 10.0.0.1:1" \
         "--listen nohost" "--listen 127.0.0.1:70000" "--listen example.com:80" \
         "--interval 0" "--interval soon" "--per-process top:0" "--per-process most" \
-        "--conn-timeout 0" "--max-connections 0" "extra"; do
+        "--conn-timeout 0" "--max-connections 0" "--full-scan -1" "--full-scan 2d" \
+        "--full-scan never" "extra"; do
         # shellcheck disable=SC2086 # split on purpose
         run "$VG" serve $args
         printf '%s -> %s: %s\n' "$args" "$status" "$output"

@@ -81,6 +81,8 @@ static struct vg_metrics_collect ok_collect(void)
         .collections = 3,
         .failures = 1,
         .driver_hangs = 1,
+        .full_scans = 1,
+        .incremental_scans = 2,
     };
     return st;
 }
@@ -141,6 +143,10 @@ static void test_gpu_and_collect(void **state)
     assert_true(has(t, "vramguard_collect_failures_total", NULL, "1"));
     assert_true(has(t, "vramguard_driver_hangs_total", NULL, "1"));
     assert_non_null(strstr(t, "# TYPE vramguard_collections_total counter\n"));
+    assert_true(has(t, "vramguard_scans_total", "kind=\"full\"", "1"));
+    assert_true(has(t, "vramguard_scans_total", "kind=\"incremental\"", "2"));
+    assert_int_equal(lines_of(t, "vramguard_scans_total"), 2);
+    assert_non_null(strstr(t, "# TYPE vramguard_scans_total counter\n"));
 
     assert_true(has(t, "vramguard_gpu_memory_total_bytes", G0, "85899345920"));
     assert_true(has(t, "vramguard_gpu_memory_used_bytes", G0, "10737418240"));

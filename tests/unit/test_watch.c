@@ -68,6 +68,7 @@ static void test_config_defaults_and_file(void **state)
     assert_int_equal(c.threshold, 10 * MiB);
     assert_int_equal(c.exec_timeout_ms, 10000);
     assert_int_equal(c.idle_after_ms, 3600000);
+    assert_int_equal(c.full_scan_ms, 60000);
     assert_int_equal(c.format, VG_WATCH_TEXT);
     assert_null(c.exec);
     assert_int_equal(c.set, 0);
@@ -85,7 +86,8 @@ static void test_config_defaults_and_file(void **state)
                   "exec_timeout = 3s\n"
                   "format = json\n"
                   "idle_after = 2h\n"
-                  "nvml_timeout = 750ms",
+                  "nvml_timeout = 750ms\n"
+                  "full_scan = 5m",
                   &err);
     if (rc)
         fail_msg("%s", vg_err_msg(&err));
@@ -108,9 +110,10 @@ static void test_config_defaults_and_file(void **state)
     assert_int_equal(c.format, VG_WATCH_JSON);
     assert_int_equal(c.idle_after_ms, 7200000);
     assert_int_equal(c.nvml_timeout_ms, 750);
+    assert_int_equal(c.full_scan_ms, 300000);
     assert_int_equal(c.set, VG_WCFG_INTERVAL | VG_WCFG_THRESHOLD | VG_WCFG_EXPECT | VG_WCFG_EXEC |
                                 VG_WCFG_SHELL | VG_WCFG_EXEC_TIMEOUT | VG_WCFG_FORMAT |
-                                VG_WCFG_IDLE_AFTER | VG_WCFG_NVML_TIMEOUT);
+                                VG_WCFG_IDLE_AFTER | VG_WCFG_NVML_TIMEOUT | VG_WCFG_FULL_SCAN);
     vg_watch_config_release(&c);
     vg_err_release(&err);
 }
@@ -123,13 +126,19 @@ static void test_config_errors(void **state)
     } cases[] = {
         {"interval = 2s\ncolour = red\n", ":2: unknown key 'colour' (known: interval, threshold, "
                                           "expect, exec, shell, exec_timeout, format, idle_after, "
-                                          "nvml_timeout)"},
+                                          "nvml_timeout, full_scan)"},
         {"interval 2s\n", ":1: expected 'key = value', got 'interval 2s'"},
         {"= 2s\n", ":1: a key is missing before '='"},
         {"interval =   \n", ":1: 'interval' has no value"},
         {"# x\ninterval = 1s\n\ninterval = 2s\n", ":4: 'interval' is given twice (first on line 2)"},
         {"interval = 50ms\n", ":1: interval takes a duration between 100 ms and 86400 s (e.g. "
                               "500ms, 2s, 1h), not '50ms'"},
+        {"full_scan = -1s\n", ":1: full_scan takes a duration up to 86400 s (e.g. 30s, 10m), or 0 "
+                              "for a full scan at every sample, not '-1s'"},
+        {"full_scan = 2d\n", ":1: full_scan takes a duration up to 86400 s (e.g. 30s, 10m), or 0 "
+                             "for a full scan at every sample, not '2d'"},
+        {"full_scan = often\n", ":1: full_scan takes a duration up to 86400 s (e.g. 30s, 10m), or "
+                                "0 for a full scan at every sample, not 'often'"},
         {"threshold = -1\n", ":1: threshold takes a size such as 10MiB or 1GiB, not '-1'"},
         {"format = yaml\n", ":1: format takes text or json, not 'yaml'"},
         {"shell = maybe\n", ":1: shell takes true or false, not 'maybe'"},
@@ -191,6 +200,68 @@ static void test_config_merge(void **state)
     vg_watch_config_release(&file);
     vg_watch_config_release(&flags);
     vg_watch_config_release(&out);
+}
+
+/* full_scan: a flag and a file line are the same parser; 0 is a value (every sample a full
+ * scan), not "unset"; the flag wins over the file, and a file without it keeps the default. */
+static void test_config_full_scan(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *v;
+        unsigned ms;
+    } ok[] = {{"0", 0}, {"0s", 0}, {"30s", 30000}, {"90", 90000}, {"1.5m", 90000},
+              {"250ms", 250}, {"1d", 86400000}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct vg_watch_config c;
+        vg_watch_config_init(&c);
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_watch_config_set(&c, "full_scan", ok[i].v, &err) != 0)
+            fail_msg("'%s': %s", ok[i].v, vg_err_msg(&err));
+        assert_int_equal(c.full_scan_ms, ok[i].ms);
+        assert_int_equal(c.set, VG_WCFG_FULL_SCAN);
+        vg_watch_config_release(&c);
+        vg_err_release(&err);
+    }
+    static const char *const bad[] = {"-1", "-0", "", "1x", "soon", "86401s", "2d", " 5s", "5 s"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vg_watch_config c;
+        vg_watch_config_init(&c);
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_watch_config_set(&c, "full_scan", bad[i], &err) != -EINVAL)
+            fail_msg("'%s' was accepted", bad[i]);
+        assert_non_null(strstr(vg_err_msg(&err), "full_scan takes a duration"));
+        assert_int_equal(c.full_scan_ms, 60000); /* unchanged */
+        assert_int_equal(c.set, 0);
+        vg_watch_config_release(&c);
+        vg_err_release(&err);
+    }
+
+    struct vg_watch_config file, flags, out;
+    vg_watch_config_init(&file);
+    vg_watch_config_init(&flags);
+    vg_watch_config_init(&out);
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(load(&file, "full_scan = 0\n", &err), 0);
+    assert_int_equal(file.full_scan_ms, 0);
+    assert_int_equal(vg_watch_config_merge(&out, &file, &flags), 0);
+    assert_int_equal(out.full_scan_ms, 0); /* the file's 0 is kept, not taken for "unset" */
+    assert_int_equal(vg_watch_config_set(&flags, "full_scan", "2m", NULL), 0);
+    assert_int_equal(vg_watch_config_merge(&out, &file, &flags), 0);
+    assert_int_equal(out.full_scan_ms, 120000); /* the flag wins */
+    vg_watch_config_release(&file);
+    vg_watch_config_init(&file);
+    assert_int_equal(load(&file, "interval = 1s\n", &err), 0);
+    vg_watch_config_release(&flags);
+    vg_watch_config_init(&flags);
+    assert_int_equal(vg_watch_config_merge(&out, &file, &flags), 0);
+    assert_int_equal(out.full_scan_ms, 60000); /* neither: the default */
+    assert_int_equal(load(&file, "full_scan = 1m\nfull_scan = 2m\n", &err), -EINVAL);
+    assert_string_equal(vg_err_msg(&err), ":2: 'full_scan' is given twice (first on line 1)");
+    vg_watch_config_release(&file);
+    vg_watch_config_release(&flags);
+    vg_watch_config_release(&out);
+    vg_err_release(&err);
 }
 
 static void test_exec_split(void **state)
@@ -634,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_config_defaults_and_file),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_merge),
+        cmocka_unit_test(test_config_full_scan),
         cmocka_unit_test(test_exec_split),
         cmocka_unit_test(test_engine_present_then_silence),
         cmocka_unit_test(test_engine_memory_and_reuse),
