@@ -175,7 +175,7 @@ static void kid_kill(struct kid *k)
 }
 
 struct scan_result {
-    size_t n, n_scanned, n_carried;
+    size_t n, n_scanned, n_carried, n_vanished;
     bool incremental;
 };
 
@@ -198,9 +198,19 @@ static struct scan_result scan(const char *root, const char *dev, struct vg_proc
         const struct vg_proc *p = vg_proc_table_find(&t, pids[i]);
         found[i] = p && p->dev_fd_count > 0;
     }
-    struct scan_result r = {t.n, t.n_scanned, t.n_carried, t.incremental};
+    struct scan_result r = {t.n, t.n_scanned, t.n_carried, t.n_vanished, t.incremental};
     vg_proc_table_release(&t);
     return r;
+}
+
+/* The inode number of /proc/PID, as the scan's listing sees it. */
+static uint64_t pid_ino(pid_t pid)
+{
+    char p[32];
+    snprintf(p, sizeof(p), "/proc/%d", (int)pid);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    return st.st_ino;
 }
 
 static void test_carry_and_reread(void **state)
@@ -221,7 +231,8 @@ static void test_carry_and_reread(void **state)
     assert_true(found[0]);
     assert_false(found[1]);
     assert_true(vg_proc_index_primed(idx));
-    assert_int_equal(vg_proc_index_size(idx), r.n_scanned);
+    /* every process listed and still there is indexed (others exit meanwhile on a busy host) */
+    assert_int_equal(vg_proc_index_size(idx), r.n_scanned - r.n_vanished);
 
     /* Incremental: the holder is read again, most others are carried over. */
     r = scan(NULL, f->dir, idx, true, pids, found, 2);
@@ -231,11 +242,14 @@ static void test_carry_and_reread(void **state)
     assert_false(found[1]);
 
     /* The non-holder opens the node: carried over unread, so an incremental scan cannot see
-     * it (the caller's watch must ask for a full scan), and a full scan does. */
+     * it (the caller's watch must ask for a full scan), and a full scan does. Unless memory
+     * pressure dropped its /proc dentry meanwhile: the directory then has a new inode number
+     * and the scan reads it, which is also correct. */
+    uint64_t ino = pid_ino(n->pid);
     assert_int_equal(kid_do(n, 'o'), 0);
     r = scan(NULL, f->dir, idx, true, pids, found, 2);
     assert_true(r.incremental);
-    assert_false(found[1]);
+    assert_true(!found[1] || pid_ino(n->pid) != ino);
     r = scan(NULL, f->dir, idx, false, pids, found, 2);
     assert_false(r.incremental);
     assert_true(found[0] && found[1]);
