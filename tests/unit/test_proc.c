@@ -1273,6 +1273,19 @@ static pid_t ppid_of(pid_t pid)
     return e && sscanf(e + 1, " %*c %d", &ppid) == 1 ? ppid : -1;
 }
 
+/* In a child: hold node open, send our pid on ready, and exit at EOF on life. */
+static _Noreturn void hold_node(const char *node, int ready, int life)
+{
+    int nfd = open(node, O_RDONLY);
+    pid_t me = getpid();
+    if (nfd < 0 || write(ready, &me, sizeof(me)) != sizeof(me))
+        _exit(1);
+    char c;
+    while (read(life, &c, 1) > 0)
+        ;
+    _exit(0);
+}
+
 static void test_parent_session(void **state)
 {
     (void)state;
@@ -1299,16 +1312,8 @@ static void test_parent_session(void **state)
             /* I: starts the job's session, forks the worker K, and dies */
             setsid();
             pid_t k = fork();
-            if (k == 0) {
-                int nfd = open(node, O_RDONLY);
-                pid_t me = getpid();
-                if (nfd < 0 || write(ready[1], &me, sizeof(me)) != sizeof(me))
-                    _exit(1);
-                char c;
-                while (read(life[0], &c, 1) > 0)
-                    ;
-                _exit(0);
-            }
+            if (k == 0)
+                hold_node(node, ready[1], life[0]);
             _exit(k > 0 ? 0 : 1);
         }
         for (;;)
@@ -1320,14 +1325,7 @@ static void test_parent_session(void **state)
     if (c == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(life[1]);
-        int nfd = open(node, O_RDONLY);
-        pid_t me = getpid();
-        if (nfd < 0 || write(ready[1], &me, sizeof(me)) != sizeof(me))
-            _exit(1);
-        char x;
-        while (read(life[0], &x, 1) > 0)
-            ;
-        _exit(0);
+        hold_node(node, ready[1], life[0]);
     }
     close(ready[1]);
     close(life[0]);
