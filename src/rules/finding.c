@@ -80,42 +80,58 @@ static void vg_push_str(struct vg_findings *out, char ***arr, size_t *n, char *s
     v[(*n)++] = s;
 }
 
-void vg_finding_title(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
+/* Which text of a finding a formatted line goes to. */
+enum vg_finding_text { VG_TEXT_TITLE, VG_TEXT_EVIDENCE, VG_TEXT_FIX };
+
+/* Format a line and store it: the title replaces the previous one, evidence and fix lines are
+ * appended. Nothing happens for a NULL finding (a failed vg_finding_add). */
+static void vg_finding_vtext(struct vg_findings *out, struct vg_finding *f,
+                             enum vg_finding_text which, const char *fmt, va_list ap)
 {
     if (!f)
         return;
-    va_list ap;
-    va_start(ap, fmt);
     char *s = vg_vfmt(fmt, ap);
-    va_end(ap);
-    if (!s) {
-        vg_findings_oom(out);
+    switch (which) {
+    case VG_TEXT_TITLE:
+        if (!s) {
+            vg_findings_oom(out);
+            return;
+        }
+        free(f->title);
+        f->title = s;
+        return;
+    case VG_TEXT_EVIDENCE:
+        vg_push_str(out, &f->evidence, &f->nevidence, s);
+        return;
+    case VG_TEXT_FIX:
+        vg_push_str(out, &f->fix, &f->nfix, s);
         return;
     }
-    free(f->title);
-    f->title = s;
+    free(s);
+}
+
+void vg_finding_title(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vg_finding_vtext(out, f, VG_TEXT_TITLE, fmt, ap);
+    va_end(ap);
 }
 
 void vg_finding_evidence(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
 {
-    if (!f)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    char *s = vg_vfmt(fmt, ap);
+    vg_finding_vtext(out, f, VG_TEXT_EVIDENCE, fmt, ap);
     va_end(ap);
-    vg_push_str(out, &f->evidence, &f->nevidence, s);
 }
 
 void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *fmt, ...)
 {
-    if (!f)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    char *s = vg_vfmt(fmt, ap);
+    vg_finding_vtext(out, f, VG_TEXT_FIX, fmt, ap);
     va_end(ap);
-    vg_push_str(out, &f->fix, &f->nfix, s);
 }
 
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
