@@ -385,6 +385,46 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
     return rc;
 }
 
+void vg_gpusel_opts_init(struct vg_gpusel_opts *o, const char *cmd, const struct vg_global *g)
+{
+    *o = (struct vg_gpusel_opts){
+        .cmd = cmd,
+        .g = g,
+        .spec = {.is_auto = true, .count = 1},
+        .crit = {.min_free_set = true,
+                 .min_free_is_fraction = true,
+                 .min_free_fraction = VG_PICK_DEFAULT_MIN_FREE,
+                 .max_util = VG_PICK_DEFAULT_MAX_UTIL},
+    };
+}
+
+int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_err *err)
+{
+    int rc;
+    switch (c) {
+    case VG_GPUSEL_OPT_MIN_FREE:
+        if ((rc = vg_pick_parse_min_free(arg, &o->crit, err)) != 0)
+            return rc;
+        o->min_free_given = true;
+        return 1;
+    case VG_GPUSEL_OPT_MAX_UTIL:
+        if ((rc = vg_pick_parse_util(arg, &o->crit.max_util, err)) != 0)
+            return rc;
+        o->crit.max_util_explicit = true;
+        return 1;
+    case VG_GPUSEL_OPT_EXCLUDE:
+        o->exclude = arg;
+        return 1;
+    case VG_GPUSEL_OPT_WAIT:
+        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * 86400000u)
+            return vg_err_set(err, -EINVAL,
+                              "--wait takes a duration up to 7d (30s, 10m, 2h), not '%s'", arg);
+        o->wait = true;
+        return 1;
+    }
+    return 0;
+}
+
 void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n)
 {
     unsigned long long v = ms;

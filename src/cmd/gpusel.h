@@ -56,6 +56,30 @@ struct vg_gpusel {
     size_t n;
 };
 
+/* The options pick and run share (--min-free, --max-util, --exclude, --wait): their codes in
+ * getopt_long tables, the table rows, and their handling. */
+enum {
+    VG_GPUSEL_OPT_MIN_FREE = VG_OPT_FIRST_LOCAL,
+    VG_GPUSEL_OPT_MAX_UTIL,
+    VG_GPUSEL_OPT_EXCLUDE,
+    VG_GPUSEL_OPT_WAIT,
+    VG_GPUSEL_OPT_FIRST_LOCAL /* pick and run number their own long-only options from here */
+};
+
+#define VG_GPUSEL_LONGOPTS                                                                     \
+    {"min-free", required_argument, NULL, VG_GPUSEL_OPT_MIN_FREE},                             \
+    {"max-util", required_argument, NULL, VG_GPUSEL_OPT_MAX_UTIL},                             \
+    {"exclude", required_argument, NULL, VG_GPUSEL_OPT_EXCLUDE},                               \
+    {"wait", required_argument, NULL, VG_GPUSEL_OPT_WAIT}
+
+/* The defaults both commands start from: one GPU chosen with pick's policy (the default
+ * --min-free and --max-util), no waiting, nothing locked. */
+void vg_gpusel_opts_init(struct vg_gpusel_opts *o, const char *cmd, const struct vg_global *g);
+
+/* Handle one shared option inside a command's getopt loop. Returns 1 when handled, 0 when c
+ * is not a shared option, or a negative errno with the message in err for a bad value. */
+int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_err *err);
+
 /* Choose (and with opts->lock, reserve) GPUs, waiting when asked. Returns an exit status:
  * 0 done; 1 not enough GPUs free; 3 the driver's view unavailable; 64 a bad list or count;
  * 70 out of memory; 128+N a signal N ended the wait. Errors are printed. */

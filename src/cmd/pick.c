@@ -11,7 +11,6 @@
 #include "cmd/cmd.h"
 #include "cmd/gpusel.h"
 #include "render/json.h"
-#include "util/parse.h"
 
 static const char vg_pick_help[] =
     "usage: vramguard pick [-n N] [--min-free SIZE] [--max-util PCT] [--exclude GPUS]\n"
@@ -38,13 +37,7 @@ static const char vg_pick_help[] =
     "driver's view unavailable; 64 bad usage.\n"
     "\n";
 
-enum {
-    VG_OPT_MIN_FREE = VG_OPT_FIRST_LOCAL,
-    VG_OPT_MAX_UTIL,
-    VG_OPT_EXCLUDE,
-    VG_OPT_FORMAT,
-    VG_OPT_WAIT,
-};
+enum { VG_OPT_FORMAT = VG_GPUSEL_OPT_FIRST_LOCAL };
 
 enum vg_pick_format { VG_FMT_CVD, VG_FMT_INDEX, VG_FMT_JSON };
 
@@ -118,23 +111,13 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 {
     static const struct option longopts[] = {
         VG_GLOBAL_LONGOPTS,
+        VG_GPUSEL_LONGOPTS,
         {"count", required_argument, NULL, 'n'},
-        {"min-free", required_argument, NULL, VG_OPT_MIN_FREE},
-        {"max-util", required_argument, NULL, VG_OPT_MAX_UTIL},
-        {"exclude", required_argument, NULL, VG_OPT_EXCLUDE},
         {"format", required_argument, NULL, VG_OPT_FORMAT},
-        {"wait", required_argument, NULL, VG_OPT_WAIT},
         {NULL, 0, NULL, 0},
     };
-    struct vg_gpusel_opts o = {
-        .cmd = "pick",
-        .g = g,
-        .spec = {.is_auto = true, .count = 1},
-        .crit = {.min_free_set = true,
-                 .min_free_is_fraction = true,
-                 .min_free_fraction = VG_PICK_DEFAULT_MIN_FREE,
-                 .max_util = VG_PICK_DEFAULT_MAX_UTIL},
-    };
+    struct vg_gpusel_opts o;
+    vg_gpusel_opts_init(&o, "pick", g);
     enum vg_pick_format fmt = VG_FMT_CVD;
     bool fmt_given = false;
     struct vg_err err = VG_ERR_INIT;
@@ -147,6 +130,11 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
             return VG_EXIT_USAGE;
         if (r > 0)
             continue;
+        r = vg_gpusel_opt(&o, c, optarg, &err);
+        if (r < 0)
+            goto usage;
+        if (r > 0)
+            continue;
         switch (c) {
         case 'h':
         case VG_OPT_HELP:
@@ -156,19 +144,6 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
         case 'n':
             if (vg_pick_parse_count("-n", optarg, &o.spec.count, &err))
                 goto usage;
-            break;
-        case VG_OPT_MIN_FREE:
-            if (vg_pick_parse_min_free(optarg, &o.crit, &err))
-                goto usage;
-            o.min_free_given = true;
-            break;
-        case VG_OPT_MAX_UTIL:
-            if (vg_pick_parse_util(optarg, &o.crit.max_util, &err))
-                goto usage;
-            o.crit.max_util_explicit = true;
-            break;
-        case VG_OPT_EXCLUDE:
-            o.exclude = optarg;
             break;
         case VG_OPT_FORMAT:
             fmt_given = true;
@@ -182,16 +157,6 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
                 vg_err_set(&err, -EINVAL, "--format takes cvd, index or json, not '%s'", optarg);
                 goto usage;
             }
-            break;
-        case VG_OPT_WAIT:
-            if (vg_parse_duration_ms(optarg, &o.wait_ms) || o.wait_ms > 7ull * 86400000u) {
-                vg_err_set(&err, -EINVAL,
-                           "--wait takes a duration up to 7d (30s, 10m, 2h), "
-                           "not '%s'",
-                           optarg);
-                goto usage;
-            }
-            o.wait = true;
             break;
         default:
             vg_cmd_usage_error("pick", c, argc, argv);

@@ -65,11 +65,7 @@ static const char vg_run_help[] =
     "\n";
 
 enum {
-    VG_OPT_GPUS = VG_OPT_FIRST_LOCAL,
-    VG_OPT_MIN_FREE,
-    VG_OPT_MAX_UTIL,
-    VG_OPT_EXCLUDE,
-    VG_OPT_WAIT,
+    VG_OPT_GPUS = VG_GPUSEL_OPT_FIRST_LOCAL,
     VG_OPT_GRACE,
     VG_OPT_KEEP_ENV,
     VG_OPT_TRACK,
@@ -409,27 +405,17 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
 {
     static const struct option longopts[] = {
         VG_GLOBAL_LONGOPTS,
+        VG_GPUSEL_LONGOPTS,
         {"gpus", required_argument, NULL, VG_OPT_GPUS},
-        {"min-free", required_argument, NULL, VG_OPT_MIN_FREE},
-        {"max-util", required_argument, NULL, VG_OPT_MAX_UTIL},
-        {"exclude", required_argument, NULL, VG_OPT_EXCLUDE},
-        {"wait", required_argument, NULL, VG_OPT_WAIT},
         {"grace", required_argument, NULL, VG_OPT_GRACE},
         {"keep-env", no_argument, NULL, VG_OPT_KEEP_ENV},
         {"track", required_argument, NULL, VG_OPT_TRACK},
         {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
-    struct vg_gpusel_opts o = {
-        .cmd = "run",
-        .g = g,
-        .spec = {.is_auto = true, .count = 1},
-        .crit = {.min_free_set = true,
-                 .min_free_is_fraction = true,
-                 .min_free_fraction = VG_PICK_DEFAULT_MIN_FREE,
-                 .max_util = VG_PICK_DEFAULT_MAX_UTIL},
-        .lock = true,
-    };
+    struct vg_gpusel_opts o;
+    vg_gpusel_opts_init(&o, "run", g);
+    o.lock = true;
     struct vg_run r = {.g = g};
     bool gpus_given = false, keep_env = false;
     uint64_t grace_ms = VG_RUN_DEFAULT_GRACE_MS;
@@ -444,6 +430,11 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
             return VG_EXIT_USAGE;
         if (rv > 0)
             continue;
+        rv = vg_gpusel_opt(&o, c, optarg, &err);
+        if (rv < 0)
+            goto usage;
+        if (rv > 0)
+            continue;
         switch (c) {
         case 'h':
         case VG_OPT_HELP:
@@ -454,29 +445,6 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
             if (vg_pick_parse_spec(optarg, &o.spec, &err))
                 goto usage;
             gpus_given = true;
-            break;
-        case VG_OPT_MIN_FREE:
-            if (vg_pick_parse_min_free(optarg, &o.crit, &err))
-                goto usage;
-            o.min_free_given = true;
-            break;
-        case VG_OPT_MAX_UTIL:
-            if (vg_pick_parse_util(optarg, &o.crit.max_util, &err))
-                goto usage;
-            o.crit.max_util_explicit = true;
-            break;
-        case VG_OPT_EXCLUDE:
-            o.exclude = optarg;
-            break;
-        case VG_OPT_WAIT:
-            if (vg_parse_duration_ms(optarg, &o.wait_ms) || o.wait_ms > 7ull * 86400000u) {
-                vg_err_set(&err, -EINVAL,
-                           "--wait takes a duration up to 7d (30s, 10m, 2h), "
-                           "not '%s'",
-                           optarg);
-                goto usage;
-            }
-            o.wait = true;
             break;
         case VG_OPT_GRACE:
             if (vg_parse_duration_ms(optarg, &grace_ms) || grace_ms > 3600000u) {
