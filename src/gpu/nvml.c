@@ -438,6 +438,21 @@ static int vg_nvml_fail(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st
     return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, st, msg);
 }
 
+/*
+ * The common end of a per-device getter call: st is what the getter in slot answered. Returns
+ * 1 when it succeeded (bit, the field's known bit, is then set), 0 when it failed (recorded by
+ * vg_nvml_fail), or -ENOMEM. The call itself stays with each reader, typed: one function
+ * calling every getter would need casts between function-pointer types.
+ */
+static int vg_nvml_got(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st, int optional,
+                       unsigned bit)
+{
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, slot, st, optional);
+    d->g->known |= bit;
+    return 1;
+}
+
 /* ---- strings ---------------------------------------------------------------------------- */
 
 /* Call a string getter (device or system shape) starting at NVML's documented size, growing
@@ -502,13 +517,10 @@ static int vg_nvml_read_minor(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    if (!f->minor)
-        return 0;
-    nvmlReturn_t st = f->minor(d->dev, &v);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->minor, st, 0);
+    int r = f->minor ? vg_nvml_got(d, &f->minor, f->minor(d->dev, &v), 0, VG_GPU_K_MINOR) : 0;
+    if (r <= 0)
+        return r;
     d->g->minor = v;
-    d->g->known |= VG_GPU_K_MINOR;
     return 0;
 }
 
@@ -606,18 +618,17 @@ static int vg_nvml_read_memory(struct vg_nvml_dev *d)
     return 0;
 }
 
+/* The optional fields below: a getter the driver lacks, or one answering NOT_SUPPORTED, leaves
+ * the field unknown (see vg_nvml_quiet). */
 static int vg_nvml_read_util(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     nvmlUtilization_t u = {0, 0};
-    if (!f->util)
-        return 0;
-    nvmlReturn_t st = f->util(d->dev, &u);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->util, st, 1);
+    int r = f->util ? vg_nvml_got(d, &f->util, f->util(d->dev, &u), 1, VG_GPU_K_UTIL) : 0;
+    if (r <= 0)
+        return r;
     d->g->util_gpu = u.gpu;
     d->g->util_mem = u.memory;
-    d->g->known |= VG_GPU_K_UTIL;
     return 0;
 }
 
@@ -625,14 +636,11 @@ static int vg_nvml_read_cc(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     int major = 0, minor = 0;
-    if (!f->cc)
-        return 0;
-    nvmlReturn_t st = f->cc(d->dev, &major, &minor);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->cc, st, 1);
+    int r = f->cc ? vg_nvml_got(d, &f->cc, f->cc(d->dev, &major, &minor), 1, VG_GPU_K_CC) : 0;
+    if (r <= 0)
+        return r;
     d->g->cc_major = major;
     d->g->cc_minor = minor;
-    d->g->known |= VG_GPU_K_CC;
     return 0;
 }
 
@@ -640,13 +648,12 @@ static int vg_nvml_read_persistence(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    if (!f->persistence)
-        return 0;
-    nvmlReturn_t st = f->persistence(d->dev, &v);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->persistence, st, 1);
+    int r = f->persistence
+                ? vg_nvml_got(d, &f->persistence, f->persistence(d->dev, &v), 1, VG_GPU_K_PERSIST)
+                : 0;
+    if (r <= 0)
+        return r;
     d->g->persistence = v == NVML_FEATURE_ENABLED;
-    d->g->known |= VG_GPU_K_PERSIST;
     return 0;
 }
 
@@ -654,13 +661,12 @@ static int vg_nvml_read_compute_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    if (!f->compute_mode)
-        return 0;
-    nvmlReturn_t st = f->compute_mode(d->dev, &v);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->compute_mode, st, 1);
+    int r = f->compute_mode ? vg_nvml_got(d, &f->compute_mode, f->compute_mode(d->dev, &v), 1,
+                                          VG_GPU_K_COMPUTE_MODE)
+                            : 0;
+    if (r <= 0)
+        return r;
     d->g->compute_mode = v;
-    d->g->known |= VG_GPU_K_COMPUTE_MODE;
     return 0;
 }
 
@@ -668,14 +674,13 @@ static int vg_nvml_read_mig_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned cur = 0, pending = 0;
-    if (!f->mig_mode)
-        return 0;
-    nvmlReturn_t st = f->mig_mode(d->dev, &cur, &pending);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->mig_mode, st, 1);
+    int r = f->mig_mode ? vg_nvml_got(d, &f->mig_mode, f->mig_mode(d->dev, &cur, &pending), 1,
+                                      VG_GPU_K_MIG_MODE)
+                        : 0;
+    if (r <= 0)
+        return r;
     d->g->mig_current = cur;
     d->g->mig_pending = pending;
-    d->g->known |= VG_GPU_K_MIG_MODE;
     return 0;
 }
 
@@ -686,15 +691,14 @@ static int vg_nvml_read_instance(struct vg_nvml_dev *d)
     unsigned gi = 0, ci = 0;
     if (!f->gpu_instance || !f->compute_instance)
         return 0;
-    nvmlReturn_t st = f->gpu_instance(d->dev, &gi);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->gpu_instance, st, 1);
-    st = f->compute_instance(d->dev, &ci);
-    if (st != NVML_SUCCESS)
-        return vg_nvml_fail(d, &f->compute_instance, st, 1);
+    int r = vg_nvml_got(d, &f->gpu_instance, f->gpu_instance(d->dev, &gi), 1, 0);
+    if (r > 0)
+        r = vg_nvml_got(d, &f->compute_instance, f->compute_instance(d->dev, &ci), 1,
+                        VG_GPU_K_INSTANCE);
+    if (r <= 0)
+        return r;
     d->g->gpu_instance = gi;
     d->g->compute_instance = ci;
-    d->g->known |= VG_GPU_K_INSTANCE;
     return 0;
 }
 
