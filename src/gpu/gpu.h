@@ -51,7 +51,7 @@ enum {
     VG_GPU_K_PERSIST = 1u << 8,
     VG_GPU_K_COMPUTE_MODE = 1u << 9,
     VG_GPU_K_MIG_MODE = 1u << 10,
-    VG_GPU_K_PROCS = 1u << 11,   /* at least one process list could be read */
+    VG_GPU_K_PROCS = 1u << 11,   /* every process list that could hold processes was read */
     VG_GPU_K_INSTANCE = 1u << 12, /* MIG devices: gpu/compute instance ids */
     VG_GPU_K_PROC_UTIL = 1u << 13 /* per-process utilisation was read (procs[].util_known) */
 };

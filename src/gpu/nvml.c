@@ -861,12 +861,14 @@ static void vg_nvml_note_proc_api(struct vg_nvml_dev *d, int version)
         d->list->proc_api = vg_nvml_proc_api[version];
     if (version == VG_PV3 && d->nvml->r535)
         d->list->proc_stride_535 = true;
-    d->g->known |= VG_GPU_K_PROCS;
 }
 
-/* One list (compute, graphics or MPS), newest version first. */
-static int vg_nvml_read_proc_list(struct vg_nvml_dev *d, int type)
+/* One list (compute, graphics or MPS), newest version first. *complete: the list was read, or
+ * this GPU has none of that type to give (graphics or MPS not supported, or not in this
+ * driver), so nothing is missing from the device's process list on its account. */
+static int vg_nvml_read_proc_list(struct vg_nvml_dev *d, int type, bool *complete)
 {
+    *complete = false;
     nvml_procs_fn const *slots = d->nvml->f.procs[type];
     const void *last = NULL;
     nvmlReturn_t st = NVML_SUCCESS;
@@ -883,25 +885,37 @@ static int vg_nvml_read_proc_list(struct vg_nvml_dev *d, int type)
         if (st == NVML_SUCCESS) {
             r = vg_nvml_add_procs(d->g, buf, count, v, stride, vg_nvml_ptype_bit[type]);
             free(buf);
-            if (r == 0)
+            if (r == 0) {
                 vg_nvml_note_proc_api(d, v);
+                *complete = true;
+            }
             return r;
         }
         if (!vg_nvml_try_older(st))
             break;
     }
-    if (!last)
+    if (!last) {
+        *complete = type != VG_PT_COMPUTE;
         return 0;
+    }
+    *complete = vg_nvml_quiet(st, type != VG_PT_COMPUTE);
     return vg_nvml_fail(d, last, st, type != VG_PT_COMPUTE);
 }
 
+/* The device's processes: VG_GPU_K_PROCS only when no list that could hold some failed, since
+ * memory is called unexplained (and a reset possible) against exactly this list. */
 static int vg_nvml_read_procs(struct vg_nvml_dev *d)
 {
+    bool all = true;
     for (int t = 0; t < VG_PT_N; t++) {
-        int r = vg_nvml_read_proc_list(d, t);
+        bool complete;
+        int r = vg_nvml_read_proc_list(d, t, &complete);
         if (r < 0)
             return r;
+        all = all && complete;
     }
+    if (all)
+        d->g->known |= VG_GPU_K_PROCS;
     return 0;
 }
 

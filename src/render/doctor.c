@@ -71,7 +71,11 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     /* Who: one line per holder, at most a handful, then a count. */
     size_t first, count;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
-    if (count == 0) {
+    bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
+    if (count == 0 && !procs_known) {
+        vg_buf_printf(o, "  who:  %sunknown: the driver's process list failed; no process "
+                         "holds its node%s\n", st->yellow, st->reset);
+    } else if (count == 0) {
         vg_buf_adds(o, "  who:  nobody holds it\n");
     } else {
         for (size_t i = first; i < first + count && i < first + 6; i++) {
@@ -100,6 +104,9 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
         }
         if (count > 6)
             vg_buf_printf(o, "        ... and %zu more (vramguard status)\n", count - 6);
+        if (!procs_known)
+            vg_buf_printf(o, "        %s(the driver's process list failed: some holders may be "
+                             "missing)%s\n", st->yellow, st->reset);
     }
     if (s->unexplained_known && s->unexplained_bytes) {
         char un[32];
@@ -209,6 +216,12 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
                       shown == 1 ? "" : "s", counts[VG_SEV_CRITICAL], counts[VG_SEV_WARNING],
                       counts[VG_SEV_WARNING] == 1 ? "" : "s", counts[VG_SEV_INFO]);
     }
+    /* What could not be checked, so that "no problems" is not read as "all clear". */
+    for (size_t gi = 0; snap->driver_ok && gi < snap->gpus.ngpus; gi++)
+        if (!(snap->gpus.gpus[gi].known & VG_GPU_K_PROCS))
+            vg_buf_printf(out, "%sGPU %u: not fully checked: the driver's process list failed "
+                               "(vramguard status).%s\n",
+                          st.yellow, snap->gpus.gpus[gi].index, st.reset);
     return out->err;
 }
 

@@ -182,8 +182,16 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
         header = false;
         vg_text_holders(o, snap, gi, (int)m, ro, st, &header);
     }
-    if (s->nholders == 0)
+    /* Without the driver's process list, an empty holder list only covers device nodes. */
+    bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
+    if (s->nholders == 0 && procs_known)
         vg_buf_printf(o, "  %sno process holds this GPU%s\n", st->dim, st->reset);
+    else if (s->nholders == 0)
+        vg_buf_printf(o, "  %sno process holds its device node; the driver's process list "
+                         "failed%s\n", st->yellow, st->reset);
+    else if (!procs_known)
+        vg_buf_printf(o, "  %sthe driver's process list failed: holders with a context may be "
+                         "missing%s\n", st->yellow, st->reset);
     vg_buf_addc(o, '\n');
 }
 

@@ -2,7 +2,8 @@
 # t0604-clean-reset: memory held with no process left. `clean` prints the exact
 # `nvidia-smi --gpu-reset -i UUID` and its preconditions; only `--reset --force`, as root, runs
 # it (a fake nvidia-smi first in PATH records its arguments and "frees" the memory by rewriting
-# the fake driver's scenario), and never while something holds the GPU or without root.
+# the fake driver's scenario), and never while something holds the GPU, without root, or on a
+# GPU whose process list the driver failed to give.
 
 load lib
 load clean
@@ -111,4 +112,27 @@ EOF
     [ "$status" -eq 1 ]
     json_ok '.gpus[0].reset.attempted == true and .gpus[0].reset.exit_status == 3'
     [ "$(wc -l <"$SMI_LOG")" -eq 1 ]
+}
+
+@test "a GPU whose process list failed is never offered a reset, nor called unattributed" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root"
+    vg_require_jq
+    # 6 GiB used on GPU 1 and no holder anyone can see: but the driver could not list its
+    # compute processes, so the memory may well belong to a running job.
+    USED1=6GiB two_gpus "error func=nvmlDeviceGetComputeRunningProcesses_v3 gpu=1 code=999"
+    vgc clean --reset --force
+    show
+    [ ! -e "$SMI_LOG" ]
+    [[ $output != *"--gpu-reset"* ]]
+    [[ $output != *"unattributed"* ]]
+    vgc doctor
+    show
+    [[ $output == *"who:  unknown: the driver's process list failed; no process holds its node"* ]]
+    [[ $output == *"GPU 1: not fully checked: the driver's process list failed (vramguard status)."* ]]
+    [[ $output != *"unattributed"* ]]
+    vgc --json status
+    json_ok '.gpus[1].processes_known == false and .gpus[1].memory.unexplained == null'
+    json_ok '.gpus[0].processes_known == true'
+    vgc status
+    [[ $output == *"no process holds its device node; the driver's process list failed"* ]]
 }

@@ -539,11 +539,33 @@ static void test_proc_call_fails(void **state)
     assert_int_equal(g->errors[0].status, 4);
     assert_string_equal(g->errors[0].msg,
                         "GPU 3: nvmlDeviceGetComputeRunningProcesses_v3: Insufficient Permissions");
-    /* no fallback on a real error; the graphics list still answered */
+    /* No fallback on a real error. The graphics list still answered, but without the compute
+     * list nobody can say which memory no process holds: the list is not known. */
     assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetComputeRunningProcesses_v2"), 0);
-    assert_true(g->known & VG_GPU_K_PROCS);
+    assert_false(g->known & VG_GPU_K_PROCS);
     assert_int_equal(g->nprocs, 0);
     vg_t_assert_intact(&t.list.gpus[0]);
+    vg_t_done(&t);
+    free(sc);
+
+    /* A GPU without graphics processes at all (NOT_SUPPORTED): nothing is missing. */
+    sc = vg_t_with(four_gpus, "error func=nvmlDeviceGetGraphicsRunningProcesses_v3 gpu=3 code=3\n"
+                              "error func=nvmlDeviceGetGraphicsRunningProcesses_v2 gpu=3 code=3\n"
+                              "error func=nvmlDeviceGetGraphicsRunningProcesses gpu=3 code=3\n");
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    g = &t.list.gpus[3];
+    assert_int_equal(g->nerrors, 0);
+    assert_true(g->known & VG_GPU_K_PROCS);
+    vg_t_done(&t);
+    free(sc);
+
+    /* A real error on the graphics list: its processes could be missing. */
+    sc = vg_t_with(four_gpus, "error func=nvmlDeviceGetGraphicsRunningProcesses_v3 gpu=3 code=999\n");
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    g = &t.list.gpus[3];
+    assert_int_equal(g->nerrors, 1);
+    assert_false(g->known & VG_GPU_K_PROCS);
+    assert_true(t.list.gpus[2].known & VG_GPU_K_PROCS);
     vg_t_done(&t);
     free(sc);
 }
