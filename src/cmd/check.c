@@ -61,24 +61,11 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
     struct vg_watch_config flags;
     vg_watch_config_init(&flags);
     const char *config = NULL;
+    struct vg_cmd_parse p = {.g = g, .cmd = "check", .help = vg_check_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int status = 0, c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while (status == 0 && (c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "check");
-        if (r < 0) {
-            status = VG_EXIT_USAGE;
-            break;
-        }
-        if (r > 0)
-            continue;
+    while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_check_help, stdout);
-            fputs(vg_global_help, stdout);
-            status = -1;
-            break;
         case VG_OPT_EXPECT:
             if (vg_check_flag(&flags, "expect", optarg))
                 status = VG_EXIT_USAGE;
@@ -90,16 +77,10 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
         case VG_OPT_CONFIG:
             config = optarg;
             break;
-        default:
-            vg_cmd_usage_error("check", c, argc, argv);
-            status = VG_EXIT_USAGE;
         }
     }
-    if (status == 0 && optind < argc) {
-        vg_cmd_error("check", "unexpected argument '%s' (see 'vramguard check --help')",
-                     argv[optind]);
-        status = VG_EXIT_USAGE;
-    }
+    if (status == 0 && c != VG_CMD_OPT_END)
+        status = c == VG_CMD_OPT_HELP ? -1 : VG_EXIT_USAGE;
     if (status == 0) {
         struct vg_watch_config file;
         vg_watch_config_init(&file);

@@ -132,21 +132,11 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
         {"reset", no_argument, NULL, VG_OPT_RESET},
         {NULL, 0, NULL, 0},
     };
+    struct vg_cmd_parse p = {.g = c->g, .cmd = "clean", .help = vg_clean_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int ch;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(c->g, ch, optarg, "clean");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((ch = vg_cmd_next_opt(&p)) >= 0) {
         switch (ch) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_clean_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_GPU:
             c->gpu_arg = optarg;
             vg_clean_filter(c, "--gpu", optarg);
@@ -206,16 +196,10 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
         case VG_OPT_RESET:
             c->reset = true;
             break;
-        default:
-            vg_cmd_usage_error("clean", ch, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("clean", "unexpected argument '%s' (see 'vramguard clean --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (ch != VG_CMD_OPT_END)
+        return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     return -1;
 }
 

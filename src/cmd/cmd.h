@@ -77,6 +77,34 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * starts with ':') the way getopt saw it, and point at --help. */
 void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv);
 
+/* Values vg_cmd_next_opt returns besides the command's own option codes (all >= 0). */
+enum {
+    VG_CMD_OPT_END = -1,   /* no options left; optind is at the first word after them */
+    VG_CMD_OPT_HELP = -2,  /* -h or --help: the help is printed and the command is done */
+    VG_CMD_OPT_USAGE = -3, /* the error is printed: the command ends with VG_EXIT_USAGE */
+};
+
+/* One command's option parse, shared so that every command treats global options, -h/--help,
+ * unknown options, missing values and stray words alike. The caller fills the public fields
+ * and calls vg_cmd_next_opt until it returns a negative value; the rest is its own state. */
+struct vg_cmd_parse {
+    struct vg_global *g;           /* receives the global options */
+    const char *cmd;               /* the command's name, for messages */
+    const char *help;              /* its usage, printed above vg_global_help on -h/--help */
+    const char *shortopts;         /* its own short options in getopt form ("n:"); NULL: none */
+    const struct option *longopts; /* VG_GLOBAL_LONGOPTS, then its own; NULL-terminated */
+    int argc;                      /* argv[0] is the command's name */
+    char **argv;
+    bool operands;                 /* false: a word after the options is a usage error */
+    bool started;
+    char optstring[16];
+};
+
+/* The next of the command's own options, with optarg set; global options are applied to g on
+ * the way. Parsing stops at the first word that is not an option (or after "--"), as git does,
+ * so `vramguard run -- CMD -x` leaves -x to CMD. */
+int vg_cmd_next_opt(struct vg_cmd_parse *p);
+
 /* Colour decision: --color, NO_COLOR, and whether stdout is a terminal. */
 bool vg_cmd_use_color(const struct vg_global *g);
 /* Terminal width of stdout, or 0 when it is not a terminal. */

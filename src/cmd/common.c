@@ -54,6 +54,50 @@ void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
                      cmd, sp);
 }
 
+int vg_cmd_next_opt(struct vg_cmd_parse *p)
+{
+    if (!p->started) {
+        /* '+': a command's options end at its first operand; ':': a missing value is told
+         * apart from an unknown option. Both messages are ours (opterr = 0). */
+        const char *own = p->shortopts ? p->shortopts : "";
+        int n = snprintf(p->optstring, sizeof(p->optstring), "+:h%s", own);
+        if (n < 0 || (size_t)n >= sizeof(p->optstring)) {
+            vg_cmd_error(p->cmd, "internal error: too many short options '%s'", own);
+            return VG_CMD_OPT_USAGE;
+        }
+        optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
+        opterr = 0;
+        p->started = true;
+    }
+    int c;
+    while ((c = getopt_long(p->argc, p->argv, p->optstring, p->longopts, NULL)) != -1) {
+        int r = vg_global_opt(p->g, c, optarg, p->cmd);
+        if (r < 0)
+            return VG_CMD_OPT_USAGE;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'h':
+        case VG_OPT_HELP:
+            fputs(p->help, stdout);
+            fputs(vg_global_help, stdout);
+            return VG_CMD_OPT_HELP;
+        case '?':
+        case ':':
+            vg_cmd_usage_error(p->cmd, c, p->argc, p->argv);
+            return VG_CMD_OPT_USAGE;
+        default:
+            return c;
+        }
+    }
+    if (!p->operands && optind < p->argc) {
+        vg_cmd_error(p->cmd, "unexpected argument '%s' (see 'vramguard %s --help')",
+                     p->argv[optind], p->cmd);
+        return VG_CMD_OPT_USAGE;
+    }
+    return VG_CMD_OPT_END;
+}
+
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
 {
     switch (c) {

@@ -462,21 +462,12 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     };
     const char *helper_arg = NULL, *fake_arg = NULL;
     bool keep = false;
+    /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
+    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .longopts = longopts,
+                             .argc = argc, .argv = argv, .operands = true};
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "demo");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_demo_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_HELPER:
             helper_arg = optarg;
             break;
@@ -486,11 +477,10 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         case VG_OPT_KEEP:
             keep = true;
             break;
-        default:
-            vg_cmd_usage_error("demo", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (optind < argc) {
         vg_cmd_error("demo", "unexpected argument '%s'", argv[optind]);
         return VG_EXIT_USAGE;

@@ -77,21 +77,11 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     ropts.check_shell = true;
     const char *gpu_arg = NULL;
     struct vg_finding_filter flt = {0};
+    struct vg_cmd_parse p = {.g = g, .cmd = "doctor", .help = vg_doctor_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "doctor");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_doctor_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_GPU:
             gpu_arg = optarg;
             break;
@@ -118,16 +108,10 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
             break;
         case VG_OPT_LIST:
             return vg_doctor_list();
-        default:
-            vg_cmd_usage_error("doctor", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("doctor", "unexpected argument '%s' (see 'vramguard doctor --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (ropts.check_shell) {
         ropts.shell_cvd = getenv("CUDA_VISIBLE_DEVICES");
         ropts.shell_order = getenv("CUDA_DEVICE_ORDER");

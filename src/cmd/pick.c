@@ -121,26 +121,16 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
     enum vg_pick_format fmt = VG_FMT_CVD;
     bool fmt_given = false;
     struct vg_err err = VG_ERR_INIT;
+    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .shortopts = "n:",
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "pick");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
-        r = vg_gpusel_opt(&o, c, optarg, &err);
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
+        int r = vg_gpusel_opt(&o, c, optarg, &err);
         if (r < 0)
             goto usage;
         if (r > 0)
             continue;
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_pick_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case 'n':
             if (vg_pick_parse_count("-n", optarg, &o.spec.count, &err))
                 goto usage;
@@ -158,16 +148,10 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
                 goto usage;
             }
             break;
-        default:
-            vg_cmd_usage_error("pick", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("pick", "unexpected argument '%s' (see 'vramguard pick --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (g->json) {
         if (fmt_given && fmt != VG_FMT_JSON) {
             vg_cmd_error("pick", "--json and --format %s contradict each other",

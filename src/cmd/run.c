@@ -421,26 +421,17 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
     uint64_t grace_ms = VG_RUN_DEFAULT_GRACE_MS;
     enum vg_job_track track = VG_JOB_TRACK_AUTO;
     struct vg_err err = VG_ERR_INIT;
+    /* .operands: the words after the options are the command to run. */
+    struct vg_cmd_parse p = {.g = g, .cmd = "run", .help = vg_run_help, .shortopts = "q",
+                             .longopts = longopts, .argc = argc, .argv = argv, .operands = true};
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hq", longopts, NULL)) != -1) {
-        int rv = vg_global_opt(g, c, optarg, "run");
-        if (rv < 0)
-            return VG_EXIT_USAGE;
-        if (rv > 0)
-            continue;
-        rv = vg_gpusel_opt(&o, c, optarg, &err);
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
+        int rv = vg_gpusel_opt(&o, c, optarg, &err);
         if (rv < 0)
             goto usage;
         if (rv > 0)
             continue;
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_run_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_GPUS:
             if (vg_pick_parse_spec(optarg, &o.spec, &err))
                 goto usage;
@@ -474,11 +465,10 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
         case 'q':
             r.quiet = true;
             break;
-        default:
-            vg_cmd_usage_error("run", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (optind >= argc) {
         vg_cmd_error("run", "missing the command to run: vramguard run [options] -- CMD "
                             "[ARGS...] (see 'vramguard run --help')");

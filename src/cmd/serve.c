@@ -141,21 +141,11 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     vg_rule_opts_init(&co.rules);
     vg_metrics_opts_init(&co.metrics);
     co.metrics.version = VG_VERSION;
+    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "serve");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_serve_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_LISTEN:
             listen_arg = optarg;
             break;
@@ -202,16 +192,10 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
             if (vg_serve_size("--unattributed-min", optarg, &co.rules.unattributed_min))
                 return VG_EXIT_USAGE;
             break;
-        default:
-            vg_cmd_usage_error("serve", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("serve", "unexpected argument '%s' (see 'vramguard serve --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     struct vg_serve_addr addr;
     struct vg_err err = VG_ERR_INIT;
     if (vg_serve_parse_listen(listen_arg, &addr, &err) != 0) {

@@ -33,35 +33,19 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
         {"no-nvml", no_argument, NULL, VG_OPT_NO_NVML},
         {NULL, 0, NULL, 0},
     };
+    struct vg_cmd_parse p = {.g = g, .cmd = "status", .help = vg_status_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     bool no_nvml = false;
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "status");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_status_help, stdout);
-            fputs(vg_global_help, stdout);
-            return VG_EXIT_OK;
         case VG_OPT_NO_NVML:
             no_nvml = true;
             break;
-        default:
-            vg_cmd_usage_error("status", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("status", "unexpected argument '%s' (see 'vramguard status --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
 
     struct vg_snapshot *snap = NULL;
     if (vg_cmd_snapshot(g, "status", no_nvml, &snap))

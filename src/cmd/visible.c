@@ -77,37 +77,21 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
         }
         picked = a;
     }
+    /* .operands: the values were set apart above; what is left over gets visible's own message. */
+    struct vg_cmd_parse p = {.g = g, .cmd = "visible", .help = vg_visible_help,
+                             .longopts = longopts, .argc = nopts, .argv = opts, .operands = true};
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    int status = -1;
-    while (status < 0 && (c = getopt_long(nopts, opts, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(g, c, optarg, "visible");
-        if (r < 0) {
-            status = VG_EXIT_USAGE;
-            break;
-        }
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_visible_help, stdout);
-            fputs(vg_global_help, stdout);
-            status = VG_EXIT_OK;
-            break;
         case VG_OPT_ORDER:
             order = optarg;
             break;
         case VG_OPT_UNSET:
             unset = true;
             break;
-        default:
-            vg_cmd_usage_error("visible", c, nopts, opts);
-            status = VG_EXIT_USAGE;
-            break;
         }
     }
+    int status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
     if (status < 0 && optind < nopts) {
         vg_cmd_error("visible", "unexpected argument '%s'", opts[optind]);
         status = VG_EXIT_USAGE;

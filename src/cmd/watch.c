@@ -482,21 +482,11 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
         [VG_OPT_IDLE_AFTER - VG_OPT_FIRST_LOCAL] = "idle_after",
         [VG_OPT_FULL_SCAN - VG_OPT_FIRST_LOCAL] = "full_scan",
     };
+    struct vg_cmd_parse p = {.g = w->g, .cmd = "watch", .help = vg_watch_help,
+                             .longopts = longopts, .argc = argc, .argv = argv};
     int c;
-    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
-        int r = vg_global_opt(w->g, c, optarg, "watch");
-        if (r < 0)
-            return VG_EXIT_USAGE;
-        if (r > 0)
-            continue;
+    while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
-            fputs(vg_watch_help, stdout);
-            fputs(vg_global_help, stdout);
-            return -1;
         case VG_OPT_SHELL:
             if (vg_watch_flag(w, "shell", "true"))
                 return VG_EXIT_USAGE;
@@ -518,16 +508,10 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
             if (vg_watch_flag(w, keys[c - VG_OPT_FIRST_LOCAL], optarg))
                 return VG_EXIT_USAGE;
             break;
-        default:
-            vg_cmd_usage_error("watch", c, argc, argv);
-            return VG_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        vg_cmd_error("watch", "unexpected argument '%s' (see 'vramguard watch --help')",
-                     argv[optind]);
-        return VG_EXIT_USAGE;
-    }
+    if (c != VG_CMD_OPT_END)
+        return c == VG_CMD_OPT_HELP ? -1 : VG_EXIT_USAGE;
     return 0;
 }
 
