@@ -2,6 +2,7 @@
  * Streaming JSON writer (see json.h).
  */
 #include "render/json.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,37 +78,6 @@ void vg_json_obj_begin(struct vg_json *j) { vg_json_open(j, '{'); }
 void vg_json_obj_end(struct vg_json *j) { vg_json_close(j, '}'); }
 void vg_json_arr_begin(struct vg_json *j) { vg_json_open(j, '['); }
 void vg_json_arr_end(struct vg_json *j) { vg_json_close(j, ']'); }
-
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. Rejects overlong
- * forms, surrogates and code points above U+10FFFF. */
-static size_t vg_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    unsigned cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) {
-        len = 2, min = 0x80, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, min = 0x800, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4, min = 0x10000, cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
 
 int vg_json_escape(struct vg_buf *out, const char *s, size_t n)
 {

@@ -17,6 +17,7 @@
 
 #include "render/render.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 void vg_metrics_opts_init(struct vg_metrics_opts *o)
 {
@@ -102,34 +103,6 @@ int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snaps
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid: no overlong forms,
- * surrogates or code points above U+10FFFF. */
-static size_t vg_metrics_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp, min;
-    size_t len;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0)
-        len = 2, min = 0x80, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-        len = 3, min = 0x800, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-        len = 4, min = 0x10000, cp = c & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 int vg_metrics_escape(struct vg_buf *out, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -145,7 +118,7 @@ int vg_metrics_escape(struct vg_buf *out, const char *s, size_t n)
         } else if (c < 0x20 || c == 0x7f) {
             vg_buf_add(out, "\xEF\xBF\xBD", 3);
         } else {
-            size_t len = vg_metrics_utf8_len(p + i, n - i);
+            size_t len = vg_utf8_len(p + i, n - i);
             if (len == 0) {
                 vg_buf_add(out, "\xEF\xBF\xBD", 3);
                 len = 1;

@@ -4,6 +4,7 @@
  * column of a command line costs nothing.
  */
 #include "render/text.h"
+#include "util/utf8.h"
 
 #include <string.h>
 
@@ -15,19 +16,6 @@ void vg_style_init(struct vg_style *st, bool color)
     } else {
         *st = (struct vg_style){"", "", "", "", "", "", "", ""};
     }
-}
-
-/* Bytes of the valid UTF-8 sequence at p, or 0. */
-static size_t vg_text_utf8(const unsigned char *p, size_t n)
-{
-    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
-               : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || len > n || (len == 2 && p[0] < 0xC2))
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
 }
 
 /* The escaped form of the code point or byte at p into tmp; returns its length, *used the input
@@ -42,7 +30,7 @@ static size_t vg_text_one(const unsigned char *p, size_t n, char tmp[8], size_t 
         *used = 1;
         return 2;
     }
-    size_t len = vg_text_utf8(p, n);
+    size_t len = vg_utf8_len(p, n);
     /* C0 and C1 controls and DEL: never let them reach the terminal. */
     bool control = c < 0x20 || c == 0x7F || (len == 2 && c == 0xC2 && p[1] < 0xA0);
     if (!len || control) {

@@ -18,6 +18,7 @@
 #include "util/err.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 static void test_buf_bounded(void **state)
 {
@@ -182,10 +183,37 @@ static void test_file_read(void **state)
     rmdir(dir);
 }
 
+/* The one validator text, JSON and metrics output share. */
+static void test_utf8(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t n, want;
+    } cases[] = {
+        {"a", 1, 1},
+        {"\xc3\xa9", 2, 2},             /* e acute */
+        {"\xe2\x82\xac", 3, 3},         /* euro sign */
+        {"\xf0\x9f\x98\x80", 4, 4},     /* U+1F600 */
+        {"\xc3\xa9", 1, 0},             /* truncated by n */
+        {"\xc3(", 2, 0},                /* bad continuation */
+        {"\x80", 1, 0},                 /* stray continuation */
+        {"\xc0\xaf", 2, 0},             /* overlong '/' */
+        {"\xe0\x80\xaf", 3, 0},         /* overlong, 3 bytes */
+        {"\xed\xa0\x80", 3, 0},         /* surrogate U+D800 */
+        {"\xf4\x90\x80\x80", 4, 0},     /* above U+10FFFF */
+        {"\xf8\x88\x80\x80\x80", 5, 0}, /* 5-byte form */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (vg_utf8_len((const unsigned char *)cases[i].s, cases[i].n) != cases[i].want)
+            fail_msg("case %zu: want %zu", i, cases[i].want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_fmt_size),      cmocka_unit_test(test_file_read),
