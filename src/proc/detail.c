@@ -82,14 +82,16 @@ static bool vg_pid_alive(int root_fd, pid_t pid)
 }
 
 /*
- * What the parent is: its session, and whether it is the init of its PID namespace; together
- * with its liveness, how an orphan adopted by a subreaper or a container's init is told from a
- * child of the process that started it. Read fresh every scan (a parent may die). A parent
- * younger than the process is not its parent (the parent died and its pid was reused between
- * the two reads): then nothing is known. Not finding the parent leaves parent_known false.
+ * Whether the parent lives, its session, and whether it is the init of its PID namespace:
+ * how an orphan adopted by init, a subreaper or a container's init is told from a child of the
+ * process that started it. Read fresh every scan (a parent may die). Liveness comes from
+ * reading the parent's stat, so a live parent costs no separate check. A parent younger than the process is not its parent (the parent died and its
+ * pid was reused between the two reads): then nothing more is known, nor when its files cannot
+ * be read.
  */
 static int vg_detail_parent(struct vg_proc_ctx *c, struct vg_proc *p)
 {
+    p->parent_alive = true;
     if (p->ppid <= 0)
         return 0;
     char path[32];
@@ -98,6 +100,10 @@ static int vg_detail_parent(struct vg_proc_ctx *c, struct vg_proc *p)
     struct vg_proc par = {0};
     memcpy(path + n, "/stat", 6);
     int rc = vg_proc_ctx_read(c, c->root_fd, path, VG_PROC_STAT_MAX);
+    /* pid 1 is alive by definition, even in a procfs root without it (tests, chroots); a
+     * missing stat in a directory that exists (an odd procfs) is not a death either */
+    if (rc == -ENOENT && p->ppid != 1)
+        p->parent_alive = vg_pid_alive(c->root_fd, p->ppid);
     if (rc == 0)
         rc = vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &par);
     if (rc == 0 && par.start_ticks <= p->start_ticks) {
@@ -173,11 +179,9 @@ int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     if (rc < 0 && (rc = vg_detail_failed(c, pid_fd, rc)) < 0)
         return rc;
     if (p->known & VG_PROC_K_STAT) {
-        /* pid 1 is alive by definition, even in a procfs root without it (tests, chroots) */
-        p->parent_alive = p->ppid == 1 || vg_pid_alive(c->root_fd, p->ppid);
         p->sid_alive = vg_pid_alive(c->root_fd, p->sid);
         p->pgid_alive = vg_pid_alive(c->root_fd, p->pgid);
-        if (p->parent_alive && (rc = vg_detail_parent(c, p)) < 0)
+        if ((rc = vg_detail_parent(c, p)) < 0)
             return rc;
     }
     return 0;
