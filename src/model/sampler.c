@@ -46,7 +46,7 @@ struct vg_sampler {
     struct vg_proc_cache *cache;
     struct vg_proc_index *index;
     struct vg_proc_devwatch *devwatch; /* NULL: no incremental scans (devwatch_error says why) */
-    char *devwatch_error;
+    char *devwatch_error;        /* "no device-node watch: why", when devwatch is NULL */
     bool last_poll_events;       /* the last poll saw a device-node event */
     struct timespec last_full;   /* CLOCK_MONOTONIC, when the last full scan started */
     char *reason;                /* why this sample is a full scan, when not a fixed string */
@@ -189,7 +189,9 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
             vg_sampler_free(s);
             return vg_err_set(err, rc, "out of memory");
         }
-        if (rc && !(s->devwatch_error = strdup(vg_err_msg(&werr)))) {
+        if (rc &&
+            asprintf(&s->devwatch_error, "no device-node watch: %s", vg_err_msg(&werr)) < 0) {
+            s->devwatch_error = NULL;
             vg_err_release(&werr);
             vg_sampler_free(s);
             return vg_err_set(err, -ENOMEM, "out of memory");
@@ -328,14 +330,9 @@ static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, boo
     s->last_poll_events = ev != 0;
     if (s->opts.full_scans_only)
         *reason = "incremental scans are off";
-    else if (!s->devwatch) {
-        if (!s->reason && asprintf(&s->reason, "no device-node watch: %s",
-                                   s->devwatch_error ? s->devwatch_error : "unknown") < 0) {
-            s->reason = NULL;
-            return -ENOMEM;
-        }
-        *reason = s->reason;
-    } else if (ev < 0)
+    else if (!s->devwatch)
+        *reason = s->devwatch_error;
+    else if (ev < 0)
         *reason = s->reason;
     else if (!vg_proc_index_primed(s->index))
         *reason = "first scan";
