@@ -128,7 +128,7 @@ int vg_cmd_check(struct vg_global *g, int argc, char **argv)
         gg.nvml_timeout_ms = cfg.nvml_timeout_ms;
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(&gg, "check", false, &snap)) {
+    if (vg_cmd_snapshot(&gg, "check", VG_CMD_SNAP_JUDGE, &snap)) {
         printf("VRAMGUARD UNKNOWN - cannot read processes\n");
         vg_watch_config_release(&cfg);
         return VG_EXIT_UNKNOWN;

@@ -238,7 +238,7 @@ static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
 
 static int vg_clean_sample(struct vg_clean *c, struct vg_snapshot **snap, struct vg_findings *fs)
 {
-    if (vg_cmd_snapshot(c->g, "clean", false, snap))
+    if (vg_cmd_snapshot(c->g, "clean", VG_CMD_SNAP_JUDGE, snap))
         return VG_EXIT_UNKNOWN;
     vg_findings_init(fs);
     struct vg_err err = VG_ERR_INIT;
@@ -377,7 +377,7 @@ static void vg_clean_do_resets(struct vg_clean *c, struct vg_clean_reset *rs, si
             continue;
         }
         struct vg_snapshot *now = NULL;
-        if (vg_cmd_snapshot(c->g, "clean", false, &now)) {
+        if (vg_cmd_snapshot(c->g, "clean", 0, &now)) {
             r->refused = "could not look again before the reset";
             continue;
         }

@@ -113,9 +113,15 @@ unsigned vg_cmd_term_width(void);
 int vg_cmd_write_out(const struct vg_buf *b);
 
 /* Build a snapshot from the global options; prints the error itself ("vramguard: CMD: ...")
- * and returns non-zero when even /proc could not be read. */
+ * and returns non-zero when even /proc could not be read. flags: VG_CMD_SNAP_*. */
+enum {
+    VG_CMD_SNAP_NO_NVML = 1u << 0, /* /proc alone (--no-nvml) */
+    VG_CMD_SNAP_JUDGE = 1u << 1,   /* the command judges leftovers: measure whether the
+                                    * suspects work (VG_SNAP_ACTIVITY_MS more, only when there
+                                    * is one) */
+};
 struct vg_snapshot;
-int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
+int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out);
 /* Whether the snapshot holds a view of the GPUs worth the name: the driver answered and, if it
  * listed any GPU, at least one is not lost (every GPU lost, or no handle for any, is a driver

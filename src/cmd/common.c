@@ -196,7 +196,7 @@ int vg_cmd_write_out(const struct vg_buf *b)
     return 0;
 }
 
-int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
+int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out)
 {
     struct vg_snap_opts so = {
@@ -204,7 +204,8 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, bool skip_nvml,
         .nvml_timeout_ms = g->nvml_timeout_ms,
         .proc_root = g->proc_root,
         .dev_dir = g->dev_dir,
-        .skip_nvml = skip_nvml,
+        .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
+        .activity_ms = (flags & VG_CMD_SNAP_JUDGE) ? VG_SNAP_ACTIVITY_MS : 0,
     };
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_snap_build(&so, out, &err);

@@ -118,7 +118,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     }
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "doctor", false, &snap))
+    if (vg_cmd_snapshot(g, "doctor", VG_CMD_SNAP_JUDGE, &snap))
         return VG_EXIT_UNKNOWN;
     int status = VG_EXIT_OK;
     if (gpu_arg) {

@@ -48,7 +48,7 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "status", no_nvml, &snap))
+    if (vg_cmd_snapshot(g, "status", no_nvml ? VG_CMD_SNAP_NO_NVML : 0, &snap))
         return VG_EXIT_UNKNOWN;
 
     struct vg_render_opts ro = {

@@ -130,6 +130,12 @@ const char *vg_kill_refusal_id(enum vg_kill_refusal r)
         return "identity-changed";
     case VG_KILL_RELEASED:
         return "released";
+    case VG_KILL_STALE:
+        return "stale-entry";
+    case VG_KILL_UNSURE:
+        return "uncertain";
+    case VG_KILL_NOT_LEFTOVER:
+        return "not-leftover";
     }
     return "unknown";
 }

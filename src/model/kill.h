@@ -47,11 +47,17 @@ enum vg_kill_refusal {
     VG_KILL_NOT_HOLDER,  /* named with --pid but holds no GPU */
     VG_KILL_CHANGED,     /* at signal time: start time or uid differ (the PID was reused) */
     VG_KILL_RELEASED,    /* at signal time: no longer holds the GPU; left alone */
+    VG_KILL_STALE,       /* the driver lists the PID, but the process under it now holds no
+                          * node of the GPU: a stale entry, the number reused */
+    VG_KILL_UNSURE,      /* a leftover of medium confidence: not a default target */
+    VG_KILL_NOT_LEFTOVER,/* looks orphaned, but is not a leftover (detached on purpose, a
+                          * job's leader, stopped...): not a default target */
 };
 
 /* Stable identifier for JSON ("init", "self", "ancestor", "kernel-thread", "infrastructure",
  * "other-user", "zombie", "d-state", "unreadable", "not-visible", "pid-namespace",
- * "not-holder", "identity-changed", "released"); NULL for VG_KILL_ALLOWED. */
+ * "not-holder", "identity-changed", "released", "stale-entry", "uncertain", "not-leftover");
+ * NULL for VG_KILL_ALLOWED. */
 const char *vg_kill_refusal_id(enum vg_kill_refusal r);
 
 /* Who is asking. */

@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "gpu/collect.h"
+#include "util/clock.h"
 
 struct vg_snapshot *vg_snap_new(void)
 {
@@ -146,6 +150,32 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
     return 0;
 }
 
+/*
+ * Whether the driver's entry h names a process other than the one this procfs shows under its
+ * PID. A process with a context on a GPU holds that GPU's device node open (and the control
+ * node) for as long as the context lives, so one whose descriptors were read and show no node
+ * of the GPU is not the process the driver means: the driver keeps a dead process's PID listed
+ * for a while, and PIDs are reused. A zombie has closed its descriptors and is its own case
+ * (zombie-holder); unread descriptors prove nothing either way.
+ */
+static bool vg_snap_stale(const struct vg_gpu_list *gpus, const struct vg_holding *h)
+{
+    const struct vg_proc *p = h->proc;
+    if (!(h->seen & VG_SEEN_NVML) || (h->seen & VG_SEEN_FD) || !(p->known & VG_PROC_K_FDS) ||
+        !(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
+        return false;
+    const struct vg_gpu *g = h->gpu < gpus->ngpus ? &gpus->gpus[h->gpu] : NULL;
+    if (g && (g->known & VG_GPU_K_MINOR)) {
+        for (size_t k = 0; k < p->ndev_minors; k++)
+            if (p->dev_minors[k] == g->minor)
+                return false;
+        return true;
+    }
+    /* which node is the GPU's is unknown: only a process holding no NVIDIA node at all is
+     * surely not the driver's */
+    return p->dev_fd_count == 0 && !p->has_ctl && !p->has_uvm;
+}
+
 static int vg_hold_cmp(const void *a, const void *b)
 {
     const struct vg_holding *x = a, *y = b;
@@ -169,8 +199,10 @@ static void vg_snap_sum(struct vg_snapshot *snap)
             continue;
         struct vg_snap_gpu *s = &snap->per_gpu[h->gpu];
         s->nholders++;
+        /* the driver's figures are not trusted to be sane: saturate, never wrap */
         if (h->used_known)
-            s->held_bytes += h->used_bytes;
+            s->held_bytes = h->used_bytes > UINT64_MAX - s->held_bytes ? UINT64_MAX
+                                                                       : s->held_bytes + h->used_bytes;
         else if (h->seen & VG_SEEN_NVML)
             s->nholders_unknown++;
     }
@@ -211,8 +243,15 @@ int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool dr
         free(hv.v);
         return vg_err_set(err, rc, "out of memory");
     }
-    for (size_t i = 0; i < hv.n; i++)
-        hv.v[i].proc = hv.v[i].bogus_pid ? NULL : vg_proc_table_find(&snap->procs, hv.v[i].pid);
+    for (size_t i = 0; i < hv.n; i++) {
+        struct vg_holding *h = &hv.v[i];
+        h->proc = h->bogus_pid ? NULL : vg_proc_table_find(&snap->procs, h->pid);
+        if (h->proc && vg_snap_stale(&snap->gpus, h)) {
+            h->stale = true;
+            h->stale_proc = h->proc;
+            h->proc = NULL;
+        }
+    }
     if (hv.n)
         qsort(hv.v, hv.n, sizeof(*hv.v), vg_hold_cmp);
     snap->holdings = hv.v;
@@ -311,9 +350,17 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
     rc = vg_proc_scan(&popts, &procs, err);
     if (rc)
         goto fail;
+    uint64_t scanned_ms = vg_clock_ms();
     rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
     if (rc)
         goto fail;
+    if (opts->activity_ms) {
+        int root_fd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd >= 0) {
+            vg_snap_measure_activity(snap, root_fd, opts->activity_ms, scanned_ms);
+            close(root_fd);
+        }
+    }
     free(want);
     *out = snap;
     return 0;
@@ -337,4 +384,91 @@ void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *fi
         j++;
     *first = i;
     *count = j - i;
+}
+
+bool vg_snap_lineage_suspect(const struct vg_proc *p)
+{
+    if (!p || !(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X' ||
+        p->pgid == p->pid || p->sid == p->pid)
+        return false;
+    bool adopted = p->ppid == 1 || !p->parent_alive ||
+                   (p->parent_known && (p->parent_ns_init || p->parent_sid != p->sid ||
+                                        p->parent_pgid != p->pgid));
+    return adopted || !p->pgid_alive || !p->sid_alive;
+}
+
+void vg_snap_measure_activity(struct vg_snapshot *snap, int proc_root_fd, unsigned window_ms,
+                              uint64_t scanned_ms)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0 || window_ms == 0)
+        return;
+    bool waited = false;
+    uint64_t now = 0;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        /* each process once: its first holding; the table entry is ours to fill */
+        if (!vg_snap_lineage_suspect(h->proc) || h->proc->activity_known)
+            continue;
+        struct vg_proc *p = &snap->procs.procs[h->proc - snap->procs.procs];
+        if (!waited) {
+            vg_clock_sleep_until(scanned_ms + window_ms);
+            now = vg_clock_ms();
+            waited = true;
+        }
+        uint64_t ticks;
+        if (vg_proc_read_cpu(proc_root_fd, p->pid, p->start_ticks, &ticks) != 0)
+            continue;
+        uint64_t used = ticks >= p->cpu_ticks ? ticks - p->cpu_ticks : 0;
+        p->activity_known = true;
+        p->activity_ms = (unsigned)(now - scanned_ms > UINT32_MAX ? UINT32_MAX : now - scanned_ms);
+        p->activity_cpu_ms = used * 1000u / (uint64_t)hz;
+    }
+}
+
+unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)
+{
+    unsigned u = snap->procs.n_fd_unread ? VG_SNAP_UNCHECKED_DESCRIPTORS : 0;
+    if (!snap->driver_ok || gpu >= snap->gpus.ngpus)
+        return u | VG_SNAP_UNCHECKED_DRIVER;
+    const struct vg_gpu *g = &snap->gpus.gpus[gpu];
+    if (g->lost)
+        u |= VG_SNAP_UNCHECKED_LOST;
+    if (!(g->known & VG_GPU_K_MEM))
+        u |= VG_SNAP_UNCHECKED_MEMORY;
+    if (!(g->known & VG_GPU_K_PROCS))
+        u |= VG_SNAP_UNCHECKED_PROCESSES;
+    if (!(g->known & VG_GPU_K_MINOR))
+        u |= VG_SNAP_UNCHECKED_MINOR;
+    return u;
+}
+
+const char *vg_snap_unchecked_id(unsigned bit)
+{
+    switch (bit) {
+    case VG_SNAP_UNCHECKED_DRIVER: return "driver";
+    case VG_SNAP_UNCHECKED_LOST: return "lost";
+    case VG_SNAP_UNCHECKED_MEMORY: return "memory";
+    case VG_SNAP_UNCHECKED_PROCESSES: return "processes";
+    case VG_SNAP_UNCHECKED_MINOR: return "minor";
+    case VG_SNAP_UNCHECKED_DESCRIPTORS: return "descriptors";
+    }
+    return NULL;
+}
+
+size_t vg_snap_unread_envs(const struct vg_snapshot *snap)
+{
+    size_t n = 0;
+    /* holdings are sorted by GPU, not pid: count each process at its first holding */
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_proc *p = snap->holdings[i].proc;
+        if (!p || (p->known & VG_PROC_K_ENV) ||
+            ((p->known & VG_PROC_K_STAT) && (p->state == 'Z' || p->state == 'X')))
+            continue;
+        bool first = true;
+        for (size_t k = 0; k < i && first; k++)
+            first = snap->holdings[k].proc != p;
+        n += first;
+    }
+    return n;
 }

@@ -39,7 +39,14 @@ struct vg_holding {
     unsigned minor;             /* device minor the fd pointed at (fd-seen), else the GPU's */
     bool minor_known;
     pid_t pid;
-    const struct vg_proc *proc; /* NULL when this procfs does not show the PID */
+    const struct vg_proc *proc; /* NULL when this procfs does not show the PID, or when the
+                                 * process it shows is not the one the driver means (stale) */
+    /* The driver lists the PID, but the process this procfs shows under it holds no node of
+     * the GPU although its descriptors could be read: the driver's entry outlived its process
+     * (it keeps dead PIDs listed for a while) and the number now names another process, which
+     * is kept here for display only and never acted on. proc is NULL. */
+    bool stale;
+    const struct vg_proc *stale_proc;
     unsigned seen;              /* VG_SEEN_* */
     unsigned types;             /* VG_PTYPE_* from NVML; 0 when fd-only */
     bool used_known;
@@ -84,7 +91,21 @@ struct vg_snap_opts {
     const char *dev_dir;        /* NULL: /dev */
     bool skip_nvml;             /* build from /proc alone */
     bool all_procs;             /* read every process in full, not only holders */
+    /* Measure, over this window after the scan, the CPU time of the holders whose job may
+     * have ended (re-parented, or their process group or session leader gone): what tells a
+     * leftover that only waits from a job that works (vg_proc.activity_*). 0: not measured.
+     * Costs the window in latency, and only when there is such a holder. */
+    unsigned activity_ms;
 };
+
+/* The window the commands that judge leftovers (doctor, check, clean) measure over. */
+#define VG_SNAP_ACTIVITY_MS 500u
+
+/* Whether a holder's lineage makes it one whose job may have ended: re-parented (to init, a
+ * container's init, a subreaper, or a parent that died) or its process group or session leader
+ * gone, and not itself the leader of either. A superset of what orphan-holder calls a leftover,
+ * cheap, from what the scan read. */
+bool vg_snap_lineage_suspect(const struct vg_proc *p);
 
 /* A driver that does not answer within this is reported as hung; the command goes on with
  * what /proc shows. */
@@ -107,6 +128,35 @@ int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool dr
 /* The PIDs NVML reported (bogus ones left out), so /proc can read them in full even without
  * device fds. *out is heap (NULL when there are none); 0 or -ENOMEM. */
 int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n);
+
+/* Why a GPU was not fully checked, as bits: what doctor and check say instead of letting
+ * "nothing wrong found" read as "all clear". 0: fully checked. */
+enum {
+    VG_SNAP_UNCHECKED_DRIVER = 1u << 0,      /* no driver view at all */
+    VG_SNAP_UNCHECKED_LOST = 1u << 1,        /* the GPU is lost */
+    VG_SNAP_UNCHECKED_MEMORY = 1u << 2,      /* its memory figures could not be read */
+    VG_SNAP_UNCHECKED_PROCESSES = 1u << 3,   /* one of its process lists failed */
+    VG_SNAP_UNCHECKED_MINOR = 1u << 4,       /* its minor number is unknown: who holds its
+                                              * device node cannot be told */
+    VG_SNAP_UNCHECKED_DESCRIPTORS = 1u << 5, /* some processes' descriptors could not be read:
+                                              * any of them may hold it */
+};
+#define VG_SNAP_UNCHECKED_ALL 0x3fu
+unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu);
+/* A stable id for one VG_SNAP_UNCHECKED_* bit ("driver", "lost", "memory", "processes",
+ * "minor", "descriptors"), for JSON. */
+const char *vg_snap_unchecked_id(unsigned bit);
+
+/* Holders whose environment could not be read (zombies, whose environment is gone, not
+ * counted): the variables the rules judge by are unknown for them. */
+size_t vg_snap_unread_envs(const struct vg_snapshot *snap);
+
+/* Measure the activity of the suspect holders (vg_snap_lineage_suspect) of an assembled
+ * snapshot over window_ms, counted from scanned_ms (vg_clock_ms() when the scan ended): sleeps
+ * until the window has passed, then reads each one's CPU time again from the procfs at
+ * proc_root_fd. A holder that exited or cannot be read stays unmeasured. */
+void vg_snap_measure_activity(struct vg_snapshot *snap, int proc_root_fd, unsigned window_ms,
+                              uint64_t scanned_ms);
 
 /* Allocate an empty snapshot (for vg_snap_assemble). */
 struct vg_snapshot *vg_snap_new(void);

@@ -113,6 +113,7 @@ static int vg_detail_parent(struct vg_proc_ctx *c, struct vg_proc *p)
             par.nnspid > 0) {
             p->parent_known = true;
             p->parent_sid = par.sid;
+            p->parent_pgid = par.pgid;
             p->parent_ns_init = par.nspid[par.nnspid - 1] == 1;
         }
     }
@@ -185,4 +186,29 @@ int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
             return rc;
     }
     return 0;
+}
+
+int vg_proc_read_cpu(int proc_root_fd, pid_t pid, uint64_t start_ticks, uint64_t *cpu_ticks)
+{
+    char path[32];
+    vg_proc_pid_str(pid, path);
+    size_t n = strlen(path);
+    memcpy(path + n, "/stat", 6);
+    /* A stat line is a few hundred bytes; a comm full of odd bytes cannot make it longer
+     * than this, and a longer one is an error rather than a cut. */
+    char buf[1024];
+    size_t len = 0;
+    int rc = vg_file_read_small(proc_root_fd, path, buf, sizeof(buf), &len);
+    if (rc)
+        return vg_proc_err_gone(rc) ? -ESRCH : rc;
+    if (len == 0)
+        return -ESRCH;
+    struct vg_proc now = {0};
+    rc = vg_proc_parse_stat(buf, len, &now);
+    if (rc == 0 && now.start_ticks != start_ticks)
+        rc = -ESRCH;
+    if (rc == 0)
+        *cpu_ticks = now.cpu_ticks;
+    vg_proc_release(&now);
+    return rc;
 }

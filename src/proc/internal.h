@@ -151,6 +151,10 @@ int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsign
 void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last);
 void vg_proc_index_abort(struct vg_proc_index *idx);
 
+/* What may keep this process from reading others under the procfs root (access.c):
+ * VG_PROC_ACC_* bits, or VG_PROC_ACC_UNKNOWN. */
+unsigned vg_proc_access_read(struct vg_proc_ctx *c);
+
 /* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
 char *vg_proc_strndup(const char *s, size_t n);
 

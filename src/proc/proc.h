@@ -38,6 +38,10 @@ enum vg_env_var {
     VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK,
     VG_ENV_SLURM_LOCALID,
     VG_ENV_SLURM_JOB_ID,
+    VG_ENV_SLURM_STEP_ID,
+    VG_ENV_MASTER_ADDR,
+    VG_ENV_MASTER_PORT,
+    VG_ENV_PMIX_NAMESPACE,
     VG_ENV_TF_FORCE_GPU_ALLOW_GROWTH,
     VG_ENV_XLA_PYTHON_CLIENT_PREALLOCATE,
     VG_ENV_XLA_PYTHON_CLIENT_MEM_FRACTION,
@@ -76,6 +80,7 @@ enum {
     VG_PROC_K_FDS = 1u << 6,
     VG_PROC_K_THREADS = 1u << 7,
     VG_PROC_K_USER = 1u << 8,    /* user name resolved from uid */
+    VG_PROC_K_SIGIGN = 1u << 9,  /* sig_ignored ("SigIgn:" of status) */
 };
 
 struct vg_proc {
@@ -88,9 +93,13 @@ struct vg_proc {
     pid_t ppid, pgid, sid;
     uint64_t start_ticks;   /* start time since boot, in clock ticks: with pid, the identity */
     unsigned flags;         /* PF_* from stat; kernel threads have PF_KTHREAD */
+    int tty_nr;             /* controlling terminal (0: none, as for a daemon) */
+    uint64_t cpu_ticks;     /* utime + stime, in clock ticks, when stat was read */
 
     /* status */
     uid_t uid;              /* real uid */
+    uint64_t sig_ignored;   /* signals set to SIG_IGN, bit N-1 for signal N (VG_PROC_K_SIGIGN):
+                             * SIGHUP ignored is how nohup detaches a job from its terminal */
     pid_t *nspid;           /* NSpid chain, outermost first (nspid[0] == pid); NULL with
                              * nnspid 0 when status has no NSpid line (Linux < 4.1) */
     size_t nnspid;
@@ -127,13 +136,35 @@ struct vg_proc {
 
     /* liveness of the job it came from */
     bool parent_alive;      /* ppid's /proc entry exists (ppid 0 counts as alive) */
-    bool parent_known;      /* parent_sid and parent_ns_init were read */
+    bool parent_known;      /* parent_sid, parent_pgid and parent_ns_init were read */
     pid_t parent_sid;       /* the parent's session: another session than the process's own
                              * means it was re-parented to a subreaper (systemd --user) */
+    pid_t parent_pgid;      /* the parent's process group: a worker shares its parent's group,
+                             * so another group (with the process's own group leader gone)
+                             * means a subreaper in the same session adopted it */
     bool parent_ns_init;    /* the parent is pid 1 of its PID namespace: init, or a
                              * container's init (tini, dumb-init) that adopted it */
     bool sid_alive;         /* session leader still exists */
     bool pgid_alive;        /* process group leader still exists */
+
+    /* Whether it works: CPU time used over a short window after the scan, measured by the
+     * snapshot for the processes whose job may have ended (model/snapshot.h). */
+    bool activity_known;
+    unsigned activity_ms;   /* the window's length */
+    uint64_t activity_cpu_ms; /* CPU time (user + system) used in it */
+};
+
+/* What may keep vramguard from reading other processes, as seen at the scan: the causes the
+ * "could not read" hint names. */
+enum {
+    VG_PROC_ACC_NOT_ROOT = 1u << 0,    /* the effective uid is not 0 */
+    VG_PROC_ACC_NO_PTRACE = 1u << 1,   /* CAP_SYS_PTRACE is not effective: other users'
+                                        * descriptors and environments are denied, even to root */
+    VG_PROC_ACC_NO_DAC_READ = 1u << 2, /* CAP_DAC_READ_SEARCH is not effective */
+    VG_PROC_ACC_HIDEPID = 1u << 3,     /* the procfs is mounted with hidepid: other users'
+                                        * processes are unreadable or not even listed */
+    VG_PROC_ACC_USERNS = 1u << 4,      /* a user namespace that does not map every uid */
+    VG_PROC_ACC_UNKNOWN = 1u << 5,     /* our own status could not be read */
 };
 
 struct vg_proc_table {
@@ -144,7 +175,10 @@ struct vg_proc_table {
     bool incremental;       /* the scan was incremental (opts and a primed index) */
     size_t n_vanished;      /* exited between listing and reading */
     size_t n_denied;        /* some file could not be read for lack of permission */
+    size_t n_fd_unread;     /* of the processes listed, those whose fd/ could not be read: any
+                             * of them may hold an NVIDIA node unseen */
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
+    unsigned access;        /* VG_PROC_ACC_*: what may have kept processes from being read */
 };
 
 /*
@@ -259,6 +293,11 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
 int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_proc *p,
                  struct vg_err *err);
 void vg_proc_release(struct vg_proc *p);
+
+/* CPU time (utime + stime, in clock ticks) pid has used until now, from its stat under the
+ * procfs root: for telling a process that works from one that only waits. -ESRCH when it has
+ * exited or its pid now names a process with another start time; other errors as a file read. */
+int vg_proc_read_cpu(int proc_root_fd, pid_t pid, uint64_t start_ticks, uint64_t *cpu_ticks);
 
 /* Longest cmdline kept; a longer one is -E2BIG and leaves the cmdline unknown. */
 #define VG_PROC_CMDLINE_MAX ((size_t)1 << 20)

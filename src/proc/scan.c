@@ -198,6 +198,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         qsort(want, opts->nwant, sizeof(*want), vg_cmp_pid);
     }
     t->self_nspid_depth = vg_scan_self_depth(&c);
+    t->access = vg_proc_access_read(&c);
     /* The last pid is read before the listing: a process started after this read is either
      * above the mark (so new next time too) or missing from the last index, never carried. */
     pid_t last_pid = 0;
@@ -228,9 +229,10 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         if (pid_fd < 0) {
             if (errno == ENOENT || errno == ESRCH)
                 t->n_vanished++;
-            else if (errno == EACCES || errno == EPERM)
+            else if (errno == EACCES || errno == EPERM) {
                 t->n_denied++;
-            else if (errno == ENOMEM) {
+                t->n_fd_unread++;
+            } else if (errno == ENOMEM) {
                 rc = -ENOMEM;
                 goto out;
             }
@@ -262,6 +264,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             rc = 0;
             continue;
         }
+        t->n_fd_unread += !fds_read;
         /* phase one's outcome: a skipped process was read too, and held nothing */
         unsigned flags = !fds_read ? VG_PROC_IX_UNREAD
                          : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER

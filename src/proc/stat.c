@@ -91,10 +91,17 @@ int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p)
     if (f[0].n != 1)
         return -EINVAL;
     pid_t ppid, pgid, sid;
-    uint64_t flags, start;
+    uint64_t flags, start, utime, stime;
+    int64_t tty;
     if (vg_stat_pid(&f[1], &ppid) || vg_stat_pid(&f[2], &pgid) || vg_stat_pid(&f[3], &sid))
         return -EINVAL;
+    /* tty_nr is printed as a signed int */
+    if (vg_parse_i64n(f[4].s, f[4].n, INT_MIN, INT_MAX, &tty))
+        return -EINVAL;
     if (vg_parse_u64n(f[6].s, f[6].n, &flags) || flags > UINT_MAX)
+        return -EINVAL;
+    if (vg_parse_u64n(f[11].s, f[11].n, &utime) || vg_parse_u64n(f[12].s, f[12].n, &stime) ||
+        utime > UINT64_MAX - stime)
         return -EINVAL;
     if (vg_parse_u64n(f[19].s, f[19].n, &start))
         return -EINVAL;
@@ -111,6 +118,8 @@ int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p)
     p->pgid = pgid;
     p->sid = sid;
     p->flags = (unsigned)flags;
+    p->tty_nr = (int)tty;
+    p->cpu_ticks = utime + stime;
     p->start_ticks = start;
     p->known |= VG_PROC_K_STAT;
     return 0;

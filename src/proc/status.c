@@ -1,9 +1,11 @@
 /*
- * /proc/PID/status: the real uid ("Uid:" line, first of four) and the NSpid chain ("NSpid:",
+ * /proc/PID/status: the real uid ("Uid:" line, first of four), the NSpid chain ("NSpid:",
  * Linux 4.1+), which tells whether the process (or vramguard itself) lives in a nested PID
  * namespace: NVML reports PIDs as the host sees them, so a chain longer than one means the
- * numbers differ. Other lines are ignored. A status without NSpid leaves the chain empty
- * (unknown), it is not an error; one without Uid is malformed.
+ * numbers differ; and the ignored signals ("SigIgn:", a hex mask), because a job started with
+ * nohup ignores SIGHUP. Other lines are ignored. A status without NSpid leaves the chain empty
+ * (unknown), one without SigIgn leaves the mask unknown; neither is an error; one without Uid
+ * is malformed.
  */
 #include "proc/internal.h"
 
@@ -38,6 +40,30 @@ static int vg_status_num(const char **s, const char *end, uint64_t *v)
     return vg_parse_u64n(b, (size_t)(q - b), v) ? -EINVAL : 1;
 }
 
+/* The hexadecimal mask after a key, blanks around it allowed: 0 or -EINVAL. */
+static int vg_status_hex(const char *s, const char *end, uint64_t *v)
+{
+    while (s < end && (*s == ' ' || *s == '\t'))
+        s++;
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (s == end || end - s > 16)
+        return -EINVAL;
+    uint64_t x = 0;
+    for (; s < end; s++) {
+        char c = *s;
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                            : 16u;
+        if (d > 15)
+            return -EINVAL;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return 0;
+}
+
 int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
 {
     if (!buf)
@@ -45,6 +71,8 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
     bool have_uid = false;
     uid_t uid = 0;
     const char *ns = NULL, *ns_end = NULL;
+    bool have_ign = false;
+    uint64_t ign = 0;
 
     for (const char *s = buf, *end = buf + len; s < end;) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
@@ -59,6 +87,10 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
         } else if (!ns && vg_status_key(s, (size_t)(le - s), "NSpid:", &val)) {
             ns = val;
             ns_end = le;
+        } else if (!have_ign && vg_status_key(s, (size_t)(le - s), "SigIgn:", &val)) {
+            if (vg_status_hex(val, le, &ign))
+                return -EINVAL;
+            have_ign = true;
         }
         s = nl ? nl + 1 : end;
     }
@@ -97,5 +129,9 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
     p->nnspid = n;
     p->uid = uid;
     p->known |= VG_PROC_K_STATUS;
+    if (have_ign) {
+        p->sig_ignored = ign;
+        p->known |= VG_PROC_K_SIGIGN;
+    }
     return 0;
 }

@@ -200,6 +200,21 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
     case VG_KILL_RELEASED:
         vg_buf_adds(o, "it no longer holds the GPU: left alone");
         break;
+    case VG_KILL_STALE:
+        vg_buf_adds(o, "the driver lists this PID, but the process now under it holds no "
+                       "node of the GPU: a stale entry of a process that exited, its PID "
+                       "reused by another process, which is never signalled");
+        break;
+    case VG_KILL_UNSURE:
+        vg_buf_adds(o, "not a sure leftover: ");
+        vg_esc(o, e->verdict ? e->verdict : "its evidence is weak", 0);
+        vg_buf_printf(o, ". Stop it by name if it is one: vramguard clean --pid %d --force",
+                      (int)e->id.pid);
+        break;
+    case VG_KILL_NOT_LEFTOVER:
+        vg_buf_adds(o, "not a leftover: ");
+        vg_esc(o, e->verdict ? e->verdict : "its job still runs", 0);
+        break;
     }
 }
 
@@ -296,13 +311,23 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
         vg_esc(o, e->finding ? e->finding : "", 0);
     } else if (e->refusal == VG_KILL_NOT_HOLDER) {
         vg_buf_adds(o, "named with --pid");
+    } else if (e->refusal == VG_KILL_NOT_LEFTOVER) {
+        vg_buf_adds(o, "it was adopted by init or a subreaper, or its job's leader is gone, "
+                       "which is how a leftover looks");
     } else {
         vg_buf_printf(o, "holds the GPU and matches %s",
                       v->filters && *v->filters ? v->filters : "the filters");
     }
     vg_buf_addc(o, '\n');
+    if (e->signal && e->verdict) {
+        /* named explicitly although the leftover model is not sure: say what it thinks */
+        vg_buf_adds(o, "    note: vramguard would not have picked it: ");
+        vg_esc(o, e->verdict, 0);
+        vg_buf_addc(o, '\n');
+    }
     if (!e->signal) {
-        vg_buf_printf(o, "    %snot touched:%s ", st->yellow, st->reset);
+        vg_buf_printf(o, "    %s%s:%s ", st->yellow, e->leave ? "left alone" : "not touched",
+                      st->reset);
         vg_refusal_text(o, e, e->refusal, NULL);
         vg_buf_addc(o, '\n');
     } else if (k) {
@@ -506,7 +531,16 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
         vg_buf_printf(out, "Will not touch %zu process%s:\n", p->nrefused,
                       p->nrefused == 1 ? "" : "es");
         for (size_t i = 0; i < p->n; i++)
-            if (!p->v[i].signal)
+            if (!p->v[i].signal && !p->v[i].leave)
+                vg_text_entry(out, v, i, ro, &st);
+        vg_buf_addc(out, '\n');
+    }
+    if (p->nleft) {
+        vg_buf_printf(out, "Left alone: %zu process%s that look%s orphaned but %s not a sure "
+                           "leftover:\n", p->nleft, p->nleft == 1 ? "" : "es",
+                      p->nleft == 1 ? "s" : "", p->nleft == 1 ? "is" : "are");
+        for (size_t i = 0; i < p->n; i++)
+            if (p->v[i].leave)
                 vg_text_entry(out, v, i, ro, &st);
         vg_buf_addc(out, '\n');
     }
@@ -571,7 +605,8 @@ static void vg_json_entry(struct vg_json *j, const struct vg_clean_view *v, size
     vg_json_ku64_opt(j, "age_seconds", e->age_known, e->age_ms / 1000u);
     vg_json_kstr(j, "reason", e->reason);
     vg_json_kstr(j, "finding", e->finding);
-    vg_json_kstr(j, "action", e->signal ? "signal" : "refuse");
+    vg_json_kstr(j, "action", e->signal ? "signal" : e->leave ? "leave" : "refuse");
+    vg_json_kstr(j, "verdict", e->verdict);
     vg_json_refusal(j, e, e->refusal, NULL);
     vg_json_kstr(j, "protected_name", e->protected_name);
     if (e->refusal == VG_KILL_ZOMBIE)
@@ -776,6 +811,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "to_signal", p->nsignal);
     vg_json_ku64(&j, "refused", p->nrefused);
+    vg_json_ku64(&j, "left_alone", p->nleft);
     vg_json_ku64(&j, "terminated", counts[VG_KILL_TERMINATED]);
     vg_json_ku64(&j, "killed", counts[VG_KILL_KILLED]);
     vg_json_ku64(&j, "gone", counts[VG_KILL_GONE]);

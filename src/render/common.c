@@ -48,3 +48,51 @@ void vg_render_short_uuid(const char *uuid, char *out, size_t n)
     memcpy(out, uuid, keep);
     out[keep] = '\0';
 }
+
+void vg_render_access_hint(struct vg_buf *out, unsigned access)
+{
+    if (access & VG_PROC_ACC_HIDEPID)
+        vg_buf_adds(out, "/proc is mounted with hidepid: other users' processes are hidden; run "
+                         "as root with CAP_SYS_PTRACE, or in the group the mount's gid= names");
+    else if (access & VG_PROC_ACC_NOT_ROOT)
+        vg_buf_adds(out, "vramguard is not root: run it as root to see other users' processes");
+    else if (access & VG_PROC_ACC_USERNS)
+        vg_buf_adds(out, "vramguard runs in a user namespace that does not map every user: run "
+                         "it in the host's user namespace");
+    else if (access & VG_PROC_ACC_NO_PTRACE)
+        vg_buf_adds(out, "vramguard runs as root without CAP_SYS_PTRACE (a container?): other "
+                         "users' descriptors and environments stay closed; grant it "
+                         "(--cap-add SYS_PTRACE)");
+    else if (access & VG_PROC_ACC_UNKNOWN)
+        vg_buf_adds(out, "why could not be told (vramguard's own status is unreadable)");
+    else
+        vg_buf_adds(out, "although vramguard has root and CAP_SYS_PTRACE: a security module "
+                         "(AppArmor, SELinux, Yama) or a process that is not dumpable refused");
+}
+
+const char *vg_render_access_id(unsigned bit)
+{
+    switch (bit) {
+    case VG_PROC_ACC_NOT_ROOT: return "not-root";
+    case VG_PROC_ACC_NO_PTRACE: return "no-ptrace";
+    case VG_PROC_ACC_NO_DAC_READ: return "no-dac-read";
+    case VG_PROC_ACC_HIDEPID: return "hidepid";
+    case VG_PROC_ACC_USERNS: return "user-namespace";
+    case VG_PROC_ACC_UNKNOWN: return "unknown";
+    }
+    return NULL;
+}
+
+const char *vg_render_unchecked_text(unsigned bit)
+{
+    switch (bit) {
+    case VG_SNAP_UNCHECKED_DRIVER: return "the driver's view is unavailable";
+    case VG_SNAP_UNCHECKED_LOST: return "the GPU is lost";
+    case VG_SNAP_UNCHECKED_MEMORY: return "its memory figures could not be read";
+    case VG_SNAP_UNCHECKED_PROCESSES: return "the driver's process list failed";
+    case VG_SNAP_UNCHECKED_MINOR: return "its minor number is unknown, so its device node's "
+                                         "holders cannot be told";
+    case VG_SNAP_UNCHECKED_DESCRIPTORS: return "some processes' descriptors could not be read";
+    }
+    return "?";
+}

@@ -72,9 +72,21 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     size_t first, count;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
     bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
-    if (count == 0 && !procs_known) {
-        vg_buf_printf(o, "  who:  %sunknown: the driver's process list failed; no process "
-                         "holds its node%s\n", st->yellow, st->reset);
+    bool minor_known = !snap->driver_ok || (g->known & VG_GPU_K_MINOR);
+    size_t hidden = snap->procs.n_fd_unread;
+    if (count == 0 && (!procs_known || !minor_known || hidden)) {
+        /* Say what was not seen rather than "nobody". */
+        vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
+        if (!procs_known)
+            vg_buf_adds(o, "the driver's process list failed; ");
+        if (!minor_known)
+            vg_buf_adds(o, "its minor number is unknown, so who holds its node cannot be told");
+        else if (hidden)
+            vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
+                             "not be read", hidden);
+        else
+            vg_buf_adds(o, "no process holds its node");
+        vg_buf_printf(o, "%s\n", st->reset);
     } else if (count == 0) {
         vg_buf_adds(o, "  who:  nobody holds it\n");
     } else {
@@ -133,7 +145,10 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
         }
         vg_buf_addc(o, '\n');
     }
-    if (n == 0)
+    if (n == 0 && vg_snap_gpu_unchecked(snap, gi))
+        vg_buf_printf(o, "  why:  %snothing wrong found in what could be checked (see below)%s\n",
+                      st->yellow, st->reset);
+    else if (n == 0)
         vg_buf_printf(o, "  why:  %snothing wrong found%s\n", st->green, st->reset);
     vg_buf_addc(o, '\n');
 }
@@ -148,6 +163,9 @@ static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
                   f->rule, st->reset);
     vg_esc(o, f->title ? f->title : "");
     vg_buf_addc(o, '\n');
+    /* Only a verdict drawn from circumstance says how sure it is; facts go without. */
+    if (f->confidence != VG_CONF_HIGH)
+        vg_buf_printf(o, "  confidence: %s\n", vg_confidence_str(f->confidence));
     if (f->ngpus) {
         vg_buf_adds(o, "  GPU:");
         for (size_t k = 0; k < f->ngpus; k++)
@@ -175,6 +193,29 @@ static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_addc(o, '\n');
     }
     vg_buf_addc(o, '\n');
+}
+
+/* What could not be read at all, with its cause: every verdict above stands only for what was
+ * seen. */
+static void vg_doctor_unread(struct vg_buf *out, const struct vg_snapshot *snap,
+                             const struct vg_style *st)
+{
+    const struct vg_proc_table *t = &snap->procs;
+    size_t envs = vg_snap_unread_envs(snap);
+    if (!t->n_fd_unread && !envs)
+        return;
+    vg_buf_printf(out, "%sNot seen:", st->yellow);
+    if (t->n_fd_unread)
+        vg_buf_printf(out, " the open files of %zu process%s could not be read, so any GPU "
+                           "holders among them are missing above;", t->n_fd_unread,
+                      t->n_fd_unread == 1 ? "" : "es");
+    if (envs)
+        vg_buf_printf(out, " the environment of %zu holder%s could not be read, so rules that "
+                           "judge CUDA_VISIBLE_DEVICES and rank variables could not judge %s;",
+                      envs, envs == 1 ? "" : "s", envs == 1 ? "it" : "them");
+    vg_buf_adds(out, " ");
+    vg_render_access_hint(out, t->access);
+    vg_buf_printf(out, ".%s\n", st->reset);
 }
 
 int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
@@ -217,12 +258,64 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
                       counts[VG_SEV_WARNING] == 1 ? "" : "s", counts[VG_SEV_INFO]);
     }
     /* What could not be checked, so that "no problems" is not read as "all clear". */
-    for (size_t gi = 0; snap->driver_ok && gi < snap->gpus.ngpus; gi++)
-        if (!(snap->gpus.gpus[gi].known & VG_GPU_K_PROCS))
-            vg_buf_printf(out, "%sGPU %u: not fully checked: the driver's process list failed "
-                               "(vramguard status).%s\n",
-                          st.yellow, snap->gpus.gpus[gi].index, st.reset);
+    for (size_t gi = 0; snap->driver_ok && gi < snap->gpus.ngpus; gi++) {
+        unsigned u = vg_snap_gpu_unchecked(snap, gi) & ~VG_SNAP_UNCHECKED_DESCRIPTORS;
+        if (!u)
+            continue;
+        vg_buf_printf(out, "%sGPU %u: not fully checked: ", st.yellow,
+                      snap->gpus.gpus[gi].index);
+        size_t k = 0;
+        for (unsigned bit = 1; bit & VG_SNAP_UNCHECKED_ALL; bit <<= 1)
+            if (u & bit)
+                vg_buf_printf(out, "%s%s", k++ ? "; " : "", vg_render_unchecked_text(bit));
+        vg_buf_printf(out, " (vramguard status).%s\n", st.reset);
+    }
+    vg_doctor_unread(out, snap, &st);
     return out->err;
+}
+
+/* Per GPU: whether it was fully checked, and if not, why (ids of VG_SNAP_UNCHECKED_*). */
+static void vg_doctor_json_gpus(struct vg_json *j, const struct vg_snapshot *snap,
+                                const struct vg_finding_filter *flt)
+{
+    vg_json_key(j, "gpus");
+    vg_json_arr_begin(j);
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
+        if (flt && flt->by_gpu && flt->gpu != gi)
+            continue;
+        const struct vg_gpu *g = &snap->gpus.gpus[gi];
+        unsigned u = vg_snap_gpu_unchecked(snap, gi);
+        vg_json_obj_begin(j);
+        vg_json_ku64(j, "index", g->index);
+        vg_json_kstr(j, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+        vg_json_kbool(j, "fully_checked", u == 0);
+        vg_json_key(j, "not_checked");
+        vg_json_arr_begin(j);
+        for (unsigned bit = 1; bit & VG_SNAP_UNCHECKED_ALL; bit <<= 1)
+            if (u & bit)
+                vg_json_str(j, vg_snap_unchecked_id(bit));
+        vg_json_arr_end(j);
+        vg_json_obj_end(j);
+    }
+    vg_json_arr_end(j);
+}
+
+/* What could not be read, and the causes the scan saw. */
+static void vg_doctor_json_unread(struct vg_json *j, const struct vg_snapshot *snap)
+{
+    const struct vg_proc_table *t = &snap->procs;
+    vg_json_key(j, "unread");
+    vg_json_obj_begin(j);
+    vg_json_ku64(j, "processes", t->n_denied);
+    vg_json_ku64(j, "descriptors", t->n_fd_unread);
+    vg_json_ku64(j, "environments", vg_snap_unread_envs(snap));
+    vg_json_key(j, "causes");
+    vg_json_arr_begin(j);
+    for (unsigned bit = 1; t->n_denied && bit <= VG_PROC_ACC_UNKNOWN; bit <<= 1)
+        if (t->access & bit)
+            vg_json_str(j, vg_render_access_id(bit));
+    vg_json_arr_end(j);
+    vg_json_obj_end(j);
 }
 
 int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
@@ -247,6 +340,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "gpus", snap->gpus.ngpus);
     vg_json_ku64(&j, "holders", snap->nholdings);
+    vg_json_ku64(&j, "processes", snap->procs.n_scanned);
     vg_json_key(&j, "rules");
     vg_json_arr_begin(&j);
     size_t nrules;
@@ -267,6 +361,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
         vg_json_obj_begin(&j);
         vg_json_kstr(&j, "rule", f->rule);
         vg_json_kstr(&j, "severity", vg_severity_str(f->severity));
+        vg_json_kstr(&j, "confidence", vg_confidence_str(f->confidence));
         vg_json_kstr(&j, "title", f->title);
         vg_json_key(&j, "gpus");
         vg_json_arr_begin(&j);
@@ -299,6 +394,8 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
         vg_json_obj_end(&j);
     }
     vg_json_arr_end(&j);
+    vg_doctor_json_gpus(&j, snap, flt);
+    vg_doctor_json_unread(&j, snap);
     vg_json_key(&j, "summary");
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "critical", counts[VG_SEV_CRITICAL]);

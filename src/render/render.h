@@ -26,6 +26,14 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
 
 /* Shared vocabulary, so text and JSON say the same words. */
 const char *vg_render_seen(unsigned seen);              /* "both", "nvml", "fd" */
+/* Why processes could not be read, from the causes the scan saw (VG_PROC_ACC_*): "run as root
+ * to see other users' processes", "vramguard lacks CAP_SYS_PTRACE ...". Appended to out. */
+void vg_render_access_hint(struct vg_buf *out, unsigned access);
+/* What a VG_SNAP_UNCHECKED_* bit means, as a phrase ("the driver's process list failed"). */
+const char *vg_render_unchecked_text(unsigned bit);
+/* The VG_PROC_ACC_* causes as stable ids ("not-root", "no-ptrace", "no-dac-read", "hidepid",
+ * "user-namespace", "unknown"), for JSON; bit is one of them. */
+const char *vg_render_access_id(unsigned bit);
 const char *vg_render_compute_mode(unsigned mode);      /* "default", "exclusive_process", ... */
 /* "C", "G", "M", "C+G"...; "-" when none. */
 const char *vg_render_types_short(unsigned types);

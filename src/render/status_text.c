@@ -258,9 +258,11 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
                   t->n_scanned == 1 ? "" : "es");
     if (t->n_vanished)
         vg_buf_printf(out, ", %zu exited during the scan", t->n_vanished);
-    if (t->n_denied)
-        vg_buf_printf(out, ", %zu not fully readable (run as root to see everything)",
-                      t->n_denied);
+    if (t->n_denied) {
+        vg_buf_printf(out, ", %zu not fully readable (", t->n_denied);
+        vg_render_access_hint(out, t->access);
+        vg_buf_addc(out, ')');
+    }
     vg_buf_printf(out, "%s\n", st.reset);
     return out->err;
 }

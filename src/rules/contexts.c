@@ -62,7 +62,8 @@ static enum vg_env_var vg_rank_var(const struct vg_proc *p)
 struct vg_ddp_cand {
     size_t hold;           /* the small holding */
     size_t own;            /* the rank's own (big) holding */
-    char key[128];
+    char key[640];         /* vg_rule_job_key: ids are cut at 100 bytes each */
+    char label[128];
     bool done;
 };
 
@@ -86,7 +87,8 @@ void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             if (o->gpu != h->gpu && vg_big(o, max)) {
                 c[nc].hold = i;
                 c[nc].own = k;
-                vg_rule_job_key(h->proc, c[nc].key, sizeof(c[nc].key));
+                vg_rule_job_key(h->proc, c[nc].key, sizeof(c[nc].key), c[nc].label,
+                                sizeof(c[nc].label));
                 nc++;
                 break;
             }
@@ -126,7 +128,7 @@ void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
         }
         vg_rule_size(true, total, size, sizeof(size));
         vg_finding_title(out, f, "%zu ranks of one job (%s) each hold a stray context on %s, "
-                                 "%s in all", members, c[a].key, glabel, size);
+                                 "%s in all", members, c[a].label, glabel, size);
         if (f) {
             f->bytes_known = true;
             f->bytes = total;
@@ -352,9 +354,20 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
         }
         vg_rule_size(w->used_known, w->used_bytes, size, sizeof(size));
         vg_finding_evidence(out, f, "%s on %s: where it works", size, wlabel);
-        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                    "the job chose one (CUDA_VISIBLE_DEVICES unset, or set after "
-                                    "CUDA started)");
+        /* What its environment said, only as far as it was read. */
+        if (!judged && !(p->known & VG_PROC_K_ENV))
+            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                        "the job chose one; its environment could not be read, "
+                                        "so whether CUDA_VISIBLE_DEVICES was set is unknown");
+        else if (!p->env[VG_ENV_CUDA_VISIBLE_DEVICES])
+            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                        "the job chose one: CUDA_VISIBLE_DEVICES is unset in its "
+                                        "environment");
+        else
+            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                        "the job chose one: its CUDA_VISIBLE_DEVICES='%s' lets it "
+                                        "see these GPUs (or was set after CUDA started)",
+                                p->env[VG_ENV_CUDA_VISIBLE_DEVICES]);
         char ssize[32];
         vg_rule_size(true, stray, ssize, sizeof(ssize));
         vg_finding_title(out, f, "%s works on one GPU but holds contexts on %zu more (%s)",

@@ -55,6 +55,7 @@ struct vg_finding *vg_finding_add(struct vg_findings *out, const char *rule, enu
     memset(f, 0, sizeof(*f));
     f->rule = rule;
     f->severity = sev;
+    f->confidence = VG_CONF_HIGH;
     return f;
 }
 
@@ -181,6 +182,16 @@ const char *vg_severity_str(enum vg_severity s)
     case VG_SEV_INFO: return "info";
     case VG_SEV_WARNING: return "warning";
     case VG_SEV_CRITICAL: return "critical";
+    }
+    return "?";
+}
+
+const char *vg_confidence_str(enum vg_confidence c)
+{
+    switch (c) {
+    case VG_CONF_LOW: return "low";
+    case VG_CONF_MEDIUM: return "medium";
+    case VG_CONF_HIGH: return "high";
     }
     return "?";
 }

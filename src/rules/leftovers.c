@@ -10,28 +10,7 @@
 #include <string.h>
 
 #include "rules/internal.h"
-
-/* Whether p was re-parented: its parent is init (of the host or of a container: tini,
- * dumb-init), or dead, or a subreaper in another session (systemd --user adopts orphans of
- * the user's jobs; a worker shares its real parent's session). */
-static bool vg_reparented(const struct vg_proc *p)
-{
-    return p->ppid == 1 || !p->parent_alive ||
-           (p->parent_known && (p->parent_ns_init || p->parent_sid != p->sid));
-}
-
-/* A process whose job is gone: re-parented while the leader of its process group or session
- * has exited. A daemon that detached on purpose leads its own group and session, and a
- * container's main process leads its own group in its init's session, so neither matches. */
-static bool vg_is_orphan(const struct vg_proc *p)
-{
-    if (!(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
-        return false;
-    bool reparented = vg_reparented(p);
-    bool group_gone = p->pgid != p->pid && !p->pgid_alive;
-    bool session_gone = p->sid != p->pid && !p->sid_alive;
-    return reparented && (group_gone || session_gone);
-}
+#include "util/buf.h"
 
 /* Holder facts for one PID over all its holdings. */
 struct vg_pid_hold {
@@ -73,145 +52,225 @@ static void vg_add_gpus_of(struct vg_findings *out, struct vg_finding *f,
             vg_finding_gpu(out, f, snap->holdings[i].gpu);
 }
 
-struct vg_orphan_group {
-    uint64_t total;
-    size_t count, fd_only;
-    bool any_nvml;
-};
-
-/* Add the process of holding k (and mark all its holdings done) to an orphan finding. */
-static void vg_orphan_member(struct vg_findings *out, struct vg_finding *f,
-                             const struct vg_snapshot *snap, bool *done, size_t k,
-                             struct vg_orphan_group *grp)
+/* Where the parent of a leftover is, as evidence. */
+static void vg_orphan_parent(struct vg_buf *b, const struct vg_leftover *l)
 {
-    const struct vg_holding *o = &snap->holdings[k];
-    for (size_t m = k; m < snap->nholdings; m++)
-        if (snap->holdings[m].pid == o->pid)
-            done[m] = true;
-    struct vg_pid_hold ph;
-    vg_pid_hold(snap, o->pid, &ph);
+    const struct vg_proc *p = l->proc;
+    unsigned ev = l->ev;
+    if (ev & VG_LEV_PARENT_LEFTOVER) {
+        vg_buf_printf(b, "a worker of leftover PID %d", (int)l->via);
+        return;
+    }
+    vg_buf_printf(b, "parent is now PID %d", (int)p->ppid);
+    if (ev & VG_LEV_PARENT_INIT)
+        vg_buf_adds(b, " (init)");
+    else if (ev & VG_LEV_PARENT_NS_INIT)
+        vg_buf_adds(b, " (its container's init)");
+    else if (ev & VG_LEV_PARENT_REAPER)
+        vg_buf_adds(b, " (a subreaper in another session)");
+    else if (ev & VG_LEV_PARENT_SHELL)
+        vg_buf_adds(b, " (a subreaper in its own session, such as the launching shell)");
+    else if (ev & VG_LEV_PARENT_DEAD)
+        vg_buf_adds(b, ", which has exited");
+    if ((ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE) && p->pgid == p->sid)
+        vg_buf_printf(b, "; its process group and session leader (PID %d) has exited",
+                      (int)p->pgid);
+    else if ((ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE))
+        vg_buf_printf(b, "; its process group leader (PID %d) and session leader (PID %d) have "
+                         "exited", (int)p->pgid, (int)p->sid);
+    else if (ev & VG_LEV_GROUP_GONE)
+        vg_buf_printf(b, "; its process group leader (PID %d) has exited", (int)p->pgid);
+    else if (ev & VG_LEV_SESSION_GONE)
+        vg_buf_printf(b, "; its session leader (PID %d) has exited", (int)p->sid);
+}
+
+/* What it holds, what marks it as a worker, whether it works: one evidence line. */
+static void vg_orphan_line(struct vg_findings *out, struct vg_finding *f,
+                           const struct vg_leftover *l)
+{
+    const struct vg_proc *p = l->proc;
+    unsigned ev = l->ev;
     char label[VG_LABEL_MAX], size[32];
-    vg_rule_proc_label(o->pid, o->proc, label, sizeof(label));
-    if (ph.nvml)
-        vg_rule_size(true, ph.bytes, size, sizeof(size));
-    const struct vg_proc *op = o->proc;
-    const char *how = vg_reparented(op) ? (op->pgid != o->pid && !op->pgid_alive
-                                               ? "its process group leader has exited"
-                                               : "its session leader has exited")
-                                        : "a worker of a leftover process";
-    const char *parent = "";
-    if (op->ppid == 1)
-        parent = " (init)";
-    else if (op->parent_known && op->parent_ns_init)
-        parent = " (its container's init)";
-    else if (op->parent_known && op->parent_sid != op->sid && op->parent_alive)
-        parent = " (a subreaper in another session)";
-    vg_finding_evidence(out, f, "%s: parent is now PID %d%s; %s; %s", label, (int)op->ppid,
-                        parent, how, ph.nvml ? size : "holds the GPU's device node open");
-    if (ph.nvml && ph.fd)
-        vg_finding_evidence(out, f, "PID %d also holds the device node open", (int)o->pid);
-    vg_finding_pid(out, f, o->pid);
-    vg_add_gpus_of(out, f, snap, o->pid);
-    grp->total += ph.bytes;
-    grp->count++;
-    grp->fd_only += !ph.nvml;
-    grp->any_nvml |= ph.nvml;
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_MAX_DEFAULT);
+    vg_rule_proc_label(l->pid, p, label, sizeof(label));
+    vg_buf_printf(&b, "%s: ", label);
+    vg_orphan_parent(&b, l);
+    if (l->nvml) {
+        vg_rule_size(l->bytes_known, l->bytes, size, sizeof(size));
+        vg_buf_printf(&b, "; holds %s", size);
+    } else if (ev & VG_LEV_INHERITED) {
+        vg_buf_adds(&b, "; holds the device node only, inherited: no context of its own");
+    } else {
+        vg_buf_adds(&b, "; holds the GPU's device node open");
+    }
+    if (ev & VG_LEV_WORKER_NAME)
+        vg_buf_adds(&b, "; named as a PyTorch DataLoader worker");
+    if (ev & VG_LEV_MP_CHILD)
+        vg_buf_adds(&b, "; a multiprocessing worker by its command line");
+    if (ev & VG_LEV_RANK) {
+        static const enum vg_env_var vars[] = {VG_ENV_LOCAL_RANK, VG_ENV_RANK,
+                                               VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK,
+                                               VG_ENV_SLURM_LOCALID};
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+            if (p->env[vars[i]]) {
+                vg_buf_printf(&b, "; a launcher's rank (%s=%.20s)", vg_env_name(vars[i]),
+                              p->env[vars[i]]);
+                break;
+            }
+    }
+    if (p->activity_known)
+        vg_buf_printf(&b, "; %llu ms of CPU time in the last %u ms",
+                      (unsigned long long)p->activity_cpu_ms, p->activity_ms);
+    else
+        vg_buf_adds(&b, "; CPU time not measured");
+    if (ev & VG_LEV_GPU_BUSY)
+        vg_buf_printf(&b, ", %u%% GPU in the driver's recent samples", l->gpu_util);
+    else if (ev & VG_LEV_GPU_IDLE)
+        vg_buf_adds(&b, ", 0% GPU in the driver's recent samples");
+    else if (l->nvml)
+        vg_buf_adds(&b, ", GPU utilisation not given by the driver");
+    if (b.err)
+        vg_finding_evidence(out, f, "%s", label);
+    else
+        vg_finding_evidence(out, f, "%s", vg_buf_str(&b));
+    vg_buf_release(&b);
+}
+
+/* "kill -TERM 1 2 3": every PID, however many (a list cut short would leave leftovers). */
+static void vg_orphan_kill_fix(struct vg_findings *out, struct vg_finding *f)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_MAX_DEFAULT);
+    for (size_t k = 0; k < f->npids; k++)
+        vg_buf_printf(&b, " %d", (int)f->pids[k]);
+    if (b.err && !out->err)
+        out->err = b.err;
+    else
+        vg_finding_fix(out, f, "stop them: kill -TERM%s (then kill -KILL if they stay)",
+                       vg_buf_str(&b));
+    vg_buf_release(&b);
+}
+
+static bool vg_orphan_same_job(const struct vg_leftover *a, const struct vg_leftover *b)
+{
+    return a->job_pgid == b->job_pgid && a->job_sid == b->job_sid &&
+           a->confidence == b->confidence;
+}
+
+/* One finding for the leftovers of one ended job at one confidence, starting at ls->v[i]. */
+static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings *out,
+                              const struct vg_leftovers *ls, size_t i, bool *done)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    const struct vg_leftover *first = &ls->v[i];
+    bool high = first->confidence == VG_CONF_HIGH;
+    struct vg_finding *f = vg_finding_add(out, "orphan-holder", VG_SEV_WARNING);
+    if (!f)
+        return;
+    f->confidence = first->confidence;
+    uint64_t total = 0;
+    size_t count = 0;
+    bool any_nvml = false, inherited = false;
+    for (size_t k = i; k < ls->n; k++) {
+        const struct vg_leftover *l = &ls->v[k];
+        if (done[k] || l->verdict != VG_LEFT_YES || !vg_orphan_same_job(l, first))
+            continue;
+        done[k] = true;
+        vg_orphan_line(out, f, l);
+        vg_finding_pid(out, f, l->pid);
+        for (size_t h = 0; h < snap->nholdings; h++)
+            if (snap->holdings[h].pid == l->pid && snap->holdings[h].gpu != VG_SNAP_NO_GPU)
+                vg_finding_gpu(out, f, snap->holdings[h].gpu);
+        if (l->bytes_known)
+            total = l->bytes > UINT64_MAX - total ? UINT64_MAX : total + l->bytes;
+        any_nvml |= l->nvml;
+        inherited |= (l->ev & VG_LEV_INHERITED) != 0;
+        count++;
+    }
+    char size[32];
+    vg_rule_size(true, total, size, sizeof(size));
+    const char *es = count == 1 ? "" : "es", *s = count == 1 ? "s" : "";
+    if (high && total)
+        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
+                                 "still hold%s %s of GPU memory", count, es, (int)first->job_pgid,
+                         s, size);
+    else if (high)
+        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
+                                 "still hold%s NVIDIA device nodes open", count, es,
+                         (int)first->job_pgid, s);
+    else
+        vg_finding_title(out, f, "%zu process%s may be left over from a finished job (process "
+                                 "group %d) and hold%s %s; not sure enough to stop by default",
+                         count, es, (int)first->job_pgid, s,
+                         any_nvml ? size : "NVIDIA device nodes open");
+    /* Only NVML gives figures: a group seen through device nodes alone has an unknown amount,
+     * not 0. */
+    f->bytes_known = any_nvml;
+    f->bytes = total;
+    if (high && total)
+        f->severity = VG_SEV_CRITICAL;
+    if (high)
+        vg_finding_evidence(out, f, "confidence high: adopted after its job's leader exited, a "
+                                    "worker of that job by its marks, and idle");
+    else
+        vg_finding_evidence(out, f, "confidence medium: %s", first->why_not);
+    if (inherited)
+        vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
+                                    "job's GPU memory allocated even when the driver lists "
+                                    "no process for it");
+    /* Memory nobody accounts for on a GPU these processes hold is most likely theirs. */
+    for (size_t k = 0; k < f->ngpus; k++) {
+        const struct vg_snap_gpu *sg = &snap->per_gpu[f->gpus[k]];
+        if (!sg->unexplained_known || sg->unexplained_bytes <= ctx->opts->unattributed_min)
+            continue;
+        char un[32], glabel[VG_LABEL_MAX];
+        vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
+        vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
+        vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
+                                    "likely what these processes keep", un, glabel);
+        if (high)
+            f->severity = VG_SEV_CRITICAL;
+    }
+    if (high) {
+        vg_orphan_kill_fix(out, f);
+        vg_finding_fix(out, f, "or let vramguard stop them, re-checking each one first: "
+                               "vramguard clean --orphans --force");
+    } else {
+        vg_finding_fix(out, f, "look before acting: vramguard doctor --pid %d", (int)f->pids[0]);
+        vg_finding_fix(out, f, "if it is a leftover after all, name it: vramguard clean --pid %d "
+                               "--force (clean leaves it alone by default)", (int)f->pids[0]);
+    }
+    vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
+                           "descendant when the job ends");
+    vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
+                           "its device files: use multiprocessing_context='spawn' or make "
+                           "the main process exit cleanly");
 }
 
 void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
-    const struct vg_snapshot *snap = ctx->snap;
-    size_t n = snap->nholdings;
-    bool *done = calloc(n ? n : 1, sizeof(*done));
-    if (!done) {
+    struct vg_leftovers ls;
+    if (vg_leftovers_assess(ctx->snap, &ls) != 0) {
         if (!out->err)
             out->err = -ENOMEM;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        const struct vg_holding *h = &snap->holdings[i];
-        if (done[i] || !h->proc || !vg_first_holding_of(snap, i) || !vg_is_orphan(h->proc))
-            continue;
-        /* Everything orphaned from the same process group is one dead job. */
-        pid_t pgid = h->proc->pgid, sid = h->proc->sid;
-        struct vg_finding *f = vg_finding_add(out, "orphan-holder", VG_SEV_WARNING);
-        struct vg_orphan_group grp = {0};
-        for (size_t k = i; k < n; k++) {
-            const struct vg_holding *o = &snap->holdings[k];
-            if (done[k] || !o->proc || !vg_first_holding_of(snap, k) || !vg_is_orphan(o->proc) ||
-                o->proc->pgid != pgid || o->proc->sid != sid)
-                continue;
-            vg_orphan_member(out, f, snap, done, k, &grp);
-        }
-        /* Workers of an orphaned worker are part of the same dead job even though their own
-         * parent is alive: add device holders whose parent is already a member, until no more
-         * join (each pass adds at least one, so at most n passes). */
-        for (bool grew = true; grew && f;) {
-            grew = false;
-            for (size_t k = 0; k < n; k++) {
-                const struct vg_holding *o = &snap->holdings[k];
-                if (done[k] || !o->proc || !vg_first_holding_of(snap, k) ||
-                    !(o->proc->known & VG_PROC_K_STAT) || o->proc->state == 'Z')
-                    continue;
-                bool parent_in = false;
-                for (size_t m = 0; m < f->npids && !parent_in; m++)
-                    parent_in = f->pids[m] == o->proc->ppid;
-                if (!parent_in)
-                    continue;
-                vg_orphan_member(out, f, snap, done, k, &grp);
-                grew = true;
-            }
-        }
-        uint64_t total = grp.total;
-        size_t count = grp.count, fd_only = grp.fd_only;
-        char size[32];
-        vg_rule_size(true, total, size, sizeof(size));
-        if (total)
-            vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group "
-                                     "%d) still hold%s %s of GPU memory", count,
-                             count == 1 ? "" : "es", (int)pgid, count == 1 ? "s" : "", size);
-        else
-            vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group "
-                                     "%d) still hold%s NVIDIA device nodes open", count,
-                             count == 1 ? "" : "es", (int)pgid, count == 1 ? "s" : "");
-        if (f) {
-            /* Only NVML gives figures: a group seen through device nodes alone has an unknown
-             * amount, not 0. */
-            f->bytes_known = grp.any_nvml;
-            f->bytes = total;
-            if (total)
-                f->severity = VG_SEV_CRITICAL;
-        }
-        if (fd_only)
-            vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
-                                        "job's GPU memory allocated even when the driver lists "
-                                        "no process for it");
-        /* Memory nobody accounts for on a GPU these processes hold is most likely theirs. */
-        for (size_t k = 0; f && k < f->ngpus; k++) {
-            const struct vg_snap_gpu *sg = &snap->per_gpu[f->gpus[k]];
-            if (!sg->unexplained_known || sg->unexplained_bytes <= ctx->opts->unattributed_min)
-                continue;
-            char un[32], glabel[VG_LABEL_MAX];
-            vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
-            vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
-            vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
-                                        "likely what these processes keep", un, glabel);
-            f->severity = VG_SEV_CRITICAL;
-        }
-        if (f) {
-            char pids[256] = "";
-            size_t off = 0;
-            for (size_t k = 0; k < f->npids && off + 12 < sizeof(pids); k++)
-                off += (size_t)snprintf(pids + off, sizeof(pids) - off, " %d", (int)f->pids[k]);
-            vg_finding_fix(out, f, "stop them: kill -TERM%s (then kill -KILL if they stay)", pids);
-        }
-        vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
-                               "descendant when the job ends");
-        vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
-                               "its device files: use multiprocessing_context='spawn' or make "
-                               "the main process exit cleanly");
+    bool *done = calloc(ls.n ? ls.n : 1, sizeof(*done));
+    if (!done) {
+        vg_leftovers_release(&ls);
+        if (!out->err)
+            out->err = -ENOMEM;
+        return;
     }
+    /* sure ones first, so that the findings read worst first */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < ls.n; i++)
+            if (!done[i] && ls.v[i].verdict == VG_LEFT_YES &&
+                (ls.v[i].confidence == VG_CONF_HIGH) == (pass == 0))
+                vg_orphan_finding(ctx, out, &ls, i, done);
     free(done);
+    vg_leftovers_release(&ls);
 }
 
 void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -315,7 +374,8 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
     const struct vg_snapshot *snap = ctx->snap;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
-        if (h->proc || h->bogus_pid || !(h->seen & VG_SEEN_NVML) || !vg_first_holding_of(snap, i))
+        if (h->proc || h->stale || h->bogus_pid || !(h->seen & VG_SEEN_NVML) ||
+            !vg_first_holding_of(snap, i))
             continue;
         struct vg_pid_hold ph;
         vg_pid_hold(snap, h->pid, &ph);
@@ -416,12 +476,28 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
         const char *uuid = (g->known & VG_GPU_K_UUID) && g->uuid           ? g->uuid
                            : (g->known & VG_GPU_K_PCI) && g->pci_bus_id ? g->pci_bus_id
                                                                           : idx;
-        if (count == 0) {
+        size_t hidden = snap->procs.n_fd_unread;
+        bool minor = g->known & VG_GPU_K_MINOR;
+        if (count == 0 && hidden == 0 && minor) {
             vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
             vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
                                    "-i %s (vramguard never runs this for you here)", uuid);
             vg_finding_fix(out, f, "if the memory comes back after a reset, suspect processes in "
                                    "other containers: run vramguard on the host");
+        } else if (count == 0) {
+            /* Nothing seen is not nothing there: say what could not be seen. */
+            if (hidden)
+                vg_finding_evidence(out, f, "no process vramguard could read holds this GPU, but "
+                                            "the descriptors of %zu process%s could not be read: "
+                                            "any of them may hold it", hidden,
+                                    hidden == 1 ? "" : "es");
+            if (!minor)
+                vg_finding_evidence(out, f, "its minor number is unknown, so which processes hold "
+                                            "its device node cannot be told");
+            vg_finding_fix(out, f, "%s, and look again before any reset",
+                           hidden ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
+                                    "holder"
+                                  : "find the GPU's minor number (nvidia-smi -q | grep Minor)");
         } else {
             vg_finding_evidence(out, f, "%zu process%s still hold%s the GPU, so a reset is not "
                                         "possible yet", count, count == 1 ? "" : "es",

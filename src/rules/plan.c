@@ -76,7 +76,10 @@ bool vg_plan_in_scope(const struct vg_plan *p, size_t gpu)
 
 bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t min)
 {
-    if (!snap->driver_ok || gpu >= snap->gpus.ngpus || snap->gpus.gpus[gpu].lost)
+    /* Never when a holder could hide: descriptors that could not be read, or a minor number
+     * that leaves the GPU's node unknown. */
+    if (!snap->driver_ok || gpu >= snap->gpus.ngpus || snap->gpus.gpus[gpu].lost ||
+        snap->procs.n_fd_unread || !(snap->gpus.gpus[gpu].known & VG_GPU_K_MINOR))
         return false;
     const struct vg_snap_gpu *s = &snap->per_gpu[gpu];
     /* With the v1 memory call the driver's own reservation is part of "used". */
@@ -123,47 +126,61 @@ static int vg_dup(const char *s, char **out)
     return 0;
 }
 
-static bool vg_plan_selected(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                             const struct vg_plan_opts *o, pid_t pid, const struct vg_proc *p)
+enum vg_plan_sel { VG_SEL_NO, VG_SEL_TAKE, VG_SEL_LEAVE };
+
+static enum vg_plan_sel vg_plan_selected(const struct vg_snapshot *snap,
+                                         const struct vg_findings *fs,
+                                         const struct vg_leftovers *ls,
+                                         const struct vg_plan_opts *o, pid_t pid,
+                                         const struct vg_proc *p)
 {
     if (o->by_pid && pid != o->pid)
-        return false;
+        return VG_SEL_NO;
     if (o->by_gpu) {
         bool hit = false;
         for (size_t i = 0; i < snap->nholdings && !hit; i++)
             hit = snap->holdings[i].pid == pid && snap->holdings[i].gpu == o->gpu;
         if (!hit)
-            return false;
+            return VG_SEL_NO;
     }
     if (o->by_user && (!p || !(p->known & VG_PROC_K_STATUS) || p->uid != o->uid))
-        return false;
+        return VG_SEL_NO;
     if (o->by_age) {
         if (!p || !(p->known & VG_PROC_K_STAT) || !o->clk_tck || o->now_ticks < p->start_ticks)
-            return false;
+            return VG_SEL_NO;
         uint64_t age_ms = (o->now_ticks - p->start_ticks) * 1000u / o->clk_tck;
         if (age_ms < o->older_than_ms)
-            return false;
+            return VG_SEL_NO;
     }
     bool narrow = o->by_gpu || o->by_pid || o->by_user || o->by_age;
     if (narrow && !o->orphans)
-        return true;
-    /* Orphans only (the default): leftovers of finished jobs, and the defunct and stuck
-     * holders, which are listed to say why nothing is done about them. */
-    return vg_plan_finding(fs, "orphan-holder", pid) || vg_plan_finding(fs, "zombie-holder", pid) ||
-           vg_plan_finding(fs, "d-state-holder", pid);
+        return VG_SEL_TAKE;
+    /* Orphans only (the default): sure leftovers of finished jobs, and the defunct and stuck
+     * holders, which are listed to say why nothing is done about them; what only looks like a
+     * leftover is listed to say why it is left alone. */
+    const struct vg_leftover *l = vg_leftovers_find(ls, pid);
+    if (l && l->verdict == VG_LEFT_YES && l->confidence == VG_CONF_HIGH)
+        return VG_SEL_TAKE;
+    if (vg_plan_finding(fs, "zombie-holder", pid) || vg_plan_finding(fs, "d-state-holder", pid))
+        return VG_SEL_TAKE;
+    if (l && l->verdict != VG_LEFT_NONE)
+        return VG_SEL_LEAVE;
+    return VG_SEL_NO;
 }
 
 static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                        const struct vg_plan_opts *o, pid_t pid, const struct vg_proc *p,
-                        struct vg_plan_entry *e)
+                        const struct vg_leftovers *ls, const struct vg_plan_opts *o, pid_t pid,
+                        const struct vg_proc *p, enum vg_plan_sel sel, struct vg_plan_entry *e)
 {
     memset(e, 0, sizeof(*e));
     e->id.pid = pid;
     e->state = p && (p->known & VG_PROC_K_STAT) ? p->state : '?';
+    bool stale = false;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->pid != pid)
             continue;
+        stale |= h->stale;
         e->seen |= h->seen;
         if (h->seen & VG_SEEN_NVML)
             e->id.nvml = true;
@@ -201,9 +218,22 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
             return -ENOMEM;
     }
 
+    const struct vg_leftover *l = vg_leftovers_find(ls, pid);
+    if (l && l->why_not)
+        e->verdict = l->why_not;
     if (e->seen == 0) {
         /* Named with --pid, but neither the driver nor a device node shows it holding. */
         e->refusal = VG_KILL_NOT_HOLDER;
+    } else if (!p && stale) {
+        e->refusal = VG_KILL_STALE;
+    } else if (sel == VG_SEL_LEAVE) {
+        /* not a target at all; a policy refusal (infrastructure...) still says more */
+        e->leave = true;
+        e->refusal = p ? vg_kill_check(p, &o->who, &e->act_on) : VG_KILL_NOT_VISIBLE;
+        if (e->refusal == VG_KILL_PROTECTED)
+            e->protected_name = vg_kill_protected_name(p);
+        if (e->refusal == VG_KILL_ALLOWED)
+            e->refusal = l && l->verdict == VG_LEFT_YES ? VG_KILL_UNSURE : VG_KILL_NOT_LEFTOVER;
     } else if (!p) {
         e->refusal = VG_KILL_NOT_VISIBLE;
     } else if (!(e->seen & VG_SEEN_FD) && (!o->pidns_trusted || snap->procs.self_nspid_depth > 1)) {
@@ -223,7 +253,10 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
 {
     vg_plan_init(out);
     size_t cap = 0;
-    int rc = 0;
+    struct vg_leftovers ls;
+    int rc = vg_leftovers_assess(snap, &ls);
+    if (rc)
+        goto fail;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->bogus_pid)
@@ -231,7 +264,8 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
         bool dup = false;
         for (size_t k = 0; k < out->n && !dup; k++)
             dup = out->v[k].id.pid == h->pid;
-        if (dup || !vg_plan_selected(snap, fs, o, h->pid, h->proc))
+        enum vg_plan_sel sel = dup ? VG_SEL_NO : vg_plan_selected(snap, fs, &ls, o, h->pid, h->proc);
+        if (sel == VG_SEL_NO)
             continue;
         if (out->n == cap) {
             size_t ncap = cap ? cap * 2 : 8;
@@ -243,7 +277,7 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
             out->v = nv;
             cap = ncap;
         }
-        rc = vg_plan_fill(snap, fs, o, h->pid, h->proc, &out->v[out->n]);
+        rc = vg_plan_fill(snap, fs, &ls, o, h->pid, h->proc, sel, &out->v[out->n]);
         out->n++;
         if (rc)
             goto fail;
@@ -260,8 +294,8 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
             goto fail;
         }
         out->v = nv;
-        rc = vg_plan_fill(snap, fs, o, o->pid, vg_proc_table_find(&snap->procs, o->pid),
-                          &out->v[out->n]);
+        rc = vg_plan_fill(snap, fs, &ls, o, o->pid, vg_proc_table_find(&snap->procs, o->pid),
+                          VG_SEL_TAKE, &out->v[out->n]);
         out->n++;
         if (rc)
             goto fail;
@@ -272,6 +306,8 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
     for (size_t i = 0; i < out->n; i++) {
         if (out->v[i].signal)
             out->nsignal++;
+        else if (out->v[i].leave)
+            out->nleft++;
         else
             out->nrefused++;
     }
@@ -290,9 +326,11 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
                 rc = vg_add_unique(&out->scope, &out->nscope, out->v[i].gpus[k]);
     if (rc)
         goto fail;
+    vg_leftovers_release(&ls);
     return 0;
 
 fail:
+    vg_leftovers_release(&ls);
     vg_plan_release(out);
     return vg_err_set(err, rc, "out of memory planning the cleanup");
 }

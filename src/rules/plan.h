@@ -5,9 +5,12 @@
  * acting on it is model/kill.h's job.
  *
  * Who is in the plan:
- * - without --gpu/--pid/--user/--older-than, or with --orphans: the holders orphan-holder names
- *   (to signal), plus those zombie-holder and d-state-holder name (listed, never signalled: no
- *   signal frees their memory), each also passing the filters given;
+ * - without --gpu/--pid/--user/--older-than, or with --orphans: the leftovers the leftover
+ *   model (rules.h) is sure of, high confidence (to signal), plus those zombie-holder and
+ *   d-state-holder name (listed, never signalled: no signal frees their memory), and, listed
+ *   to say why they are left alone, the holders that look orphaned but are a leftover of only
+ *   medium confidence (VG_KILL_UNSURE) or no leftover at all (VG_KILL_NOT_LEFTOVER); each also
+ *   passing the filters given;
  * - with filters and without --orphans: every holder passing all of them. A clean without
  *   filters is never "everything".
  * Each is then checked against model/kill.h's rules (PID 1, ourselves and our ancestors,
@@ -52,11 +55,16 @@ struct vg_plan_opts {
 struct vg_plan_entry {
     struct vg_kill_identity id; /* pid, start time, uid, device minors, driver-listed */
     bool signal;                /* the action: signal, or refuse (refusal says why) */
+    bool leave;                 /* refused because it is not a sure leftover (VG_KILL_UNSURE,
+                                 * VG_KILL_NOT_LEFTOVER): listed to say why, not a refusal of
+                                 * anything asked for */
     enum vg_kill_refusal refusal;
     const char *protected_name;  /* VG_KILL_PROTECTED: the name it matched */
     pid_t act_on;                /* VG_KILL_ZOMBIE: its parent, the process to act on */
     const char *reason;          /* the rule of the finding that named it ("orphan-holder"), or
                                   * NULL: it matched the filters without any finding */
+    const char *verdict;         /* the leftover model's word on it when it is not a sure
+                                  * leftover (why not, or why only medium); NULL otherwise */
     char *finding;               /* that finding's title; NULL with reason */
     char state;                  /* '?' when unknown */
     char *user, *comm, *cmdline; /* copies for output; NULL when unknown */
@@ -72,7 +80,7 @@ struct vg_plan_entry {
 struct vg_plan {
     struct vg_plan_entry *v; /* by pid */
     size_t n;
-    size_t nsignal, nrefused;
+    size_t nsignal, nrefused, nleft; /* nrefused excludes the nleft left alone */
     size_t *scope; /* GPUs the plan is about (snapshot indices, ascending) */
     size_t nscope;
 };

@@ -119,6 +119,7 @@ void vg_rule_outside_visible(const struct vg_rule_ctx *ctx, struct vg_findings *
                 n += pv.allowed[g];
             vg_finding_evidence(out, f, "its environment at exec time allows %zu GPU%s, not "
                                         "this one", n, n == 1 ? "" : "s");
+            vg_rule_visible_evidence(out, f, snap, h->proc, &pv);
             vg_finding_evidence(out, f, "/proc/%u/environ shows the environment the process "
                                         "was started with: a value changed later inside the "
                                         "program (os.environ[...] = ...) is invisible here, and "
@@ -155,13 +156,17 @@ static bool vg_uses_indices(const char *cvd)
     return cvd && cvd[strspn(cvd, " \t")] >= '0' && cvd[strspn(cvd, " \t")] <= '9';
 }
 
-static void vg_order_evidence(const struct vg_snapshot *snap, const struct vg_visible *v,
+static void vg_order_evidence(const struct vg_snapshot *snap, const struct vg_proc_visible *pv,
                               struct vg_findings *out, struct vg_finding *f)
 {
+    const struct vg_visible *v = &pv->vis;
     for (size_t i = 0; i < v->nenum; i++) {
         char label[VG_LABEL_MAX];
         vg_rule_gpu_label(snap, v->enum_order[i], label, sizeof(label));
-        if (v->enum_order[i] != i)
+        /* in bus order (nvidia-smi's, inside a container too) device i is host GPU i, or
+         * the i-th GPU the container was given */
+        size_t bus = pv->subset ? (i < pv->nsubset ? pv->subset[i] : i) : i;
+        if (v->enum_order[i] != bus)
             vg_finding_evidence(out, f, "CUDA's device %zu is %s; nvidia-smi's GPU %zu is "
                                         "another GPU", i, label, i);
     }
@@ -186,7 +191,7 @@ void vg_rule_order_mismatch(const struct vg_rule_ctx *ctx, struct vg_findings *o
                 vg_finding_title(out, f, "this host mixes GPU models and CUDA_DEVICE_ORDER is "
                                          "%s in this shell: CUDA and nvidia-smi number the GPUs "
                                          "differently", order ? "not PCI_BUS_ID" : "unset");
-                vg_order_evidence(snap, &pv.vis, out, f);
+                vg_order_evidence(snap, &pv, out, f);
                 if (idx)
                     vg_finding_evidence(out, f, "this shell's CUDA_VISIBLE_DEVICES='%s' uses "
                                                 "indices, which CUDA reads in its own order",
@@ -217,7 +222,7 @@ void vg_rule_order_mismatch(const struct vg_rule_ctx *ctx, struct vg_findings *o
                                      "without CUDA_DEVICE_ORDER=PCI_BUS_ID on a host with mixed "
                                      "GPU models", label, cvd);
             vg_finding_pid(out, f, h->pid);
-            vg_order_evidence(snap, &pv.vis, out, f);
+            vg_order_evidence(snap, &pv, out, f);
             vg_finding_fix(out, f, "%s", fix);
         }
         vg_rule_proc_visible_release(&pv);

@@ -35,13 +35,14 @@ int vg_parse_u64(const char *s, uint64_t *out)
     return vg_parse_u64n(s, strlen(s), out);
 }
 
-int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+int vg_parse_i64n(const char *s, size_t n, int64_t min, int64_t max, int64_t *out)
 {
-    if (!s)
+    if (!s || n == 0)
         return -EINVAL;
     bool neg = s[0] == '-';
+    size_t skip = neg || s[0] == '+';
     uint64_t mag;
-    int rc = vg_parse_u64(s + (neg || s[0] == '+'), &mag);
+    int rc = vg_parse_u64n(s + skip, n - skip, &mag);
     if (rc)
         return rc;
     int64_t v;
@@ -58,6 +59,11 @@ int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
         return -ERANGE;
     *out = v;
     return 0;
+}
+
+int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    return s ? vg_parse_i64n(s, strlen(s), min, max, out) : -EINVAL;
 }
 
 /* A non-negative decimal number with an optional fraction, no exponent, no sign. Returns the

@@ -17,6 +17,8 @@ int vg_parse_u64(const char *s, uint64_t *out);
 int vg_parse_u64n(const char *s, size_t n, uint64_t *out);
 /* Decimal signed integer within [min, max]. */
 int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Same, over exactly n bytes. */
+int vg_parse_i64n(const char *s, size_t n, int64_t min, int64_t max, int64_t *out);
 
 /* A byte size: "123", "512MiB", "20GiB", "1.5G", "10MB". Binary (KiB, MiB, GiB, TiB, and the
  * single letters K, M, G, T) and decimal (kB, MB, GB, TB) units; "B" alone is bytes. When

@@ -241,6 +241,7 @@ vg_spawn() {
     done
 
     VG_PID='' VG_ORPHAN_PID='' VG_PARENT_PID='' VG_THREAD_TID='' VG_DSTATE_TID='' VG_VFORK_PID=''
+    VG_REAPER_PID='' VG_LEADER_PID=''
     VG_CHILD_PIDS=() VG_ZOMBIE_PIDS=()
     VG_PIDFILE=$pidfile
     VG_LOG=$log
@@ -255,6 +256,8 @@ vg_spawn() {
         vfork) VG_VFORK_PID=$pid ;;
         child) VG_CHILD_PIDS+=("$pid") ;;
         zombie) VG_ZOMBIE_PIDS+=("$pid") ;;
+        reaper) VG_REAPER_PID=$pid ;;
+        leader) VG_LEADER_PID=$pid ;;
         esac
     done <"$pidfile"
     printf '%s\n' "$VG_PID"

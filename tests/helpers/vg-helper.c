@@ -34,6 +34,24 @@
  *   --setsid           with --orphan: an intermediate process starts a new session, forks the
  *                      carrier and exits, so the carrier is left in a session and process group
  *                      whose leader is gone (the original process exits with its status)
+ *   --pgrp             with --orphan: the process that forks the carrier and exits first leads
+ *                      its own process group (as a job-control shell puts each job in one), so
+ *                      the carrier's group leader is gone: a worker of a dead main process
+ *   --own-group        the carrier leads its own process group (setpgid), as the main process
+ *                      of a job started from an interactive shell does
+ *   --reaper           first of all, the original process forks a child subreaper
+ *                      (PR_SET_CHILD_SUBREAPER) that stays until the end, reaping what exits,
+ *                      and runs the rest below it; the original exits 0 (systemd --user, tini,
+ *                      or a shell that adopts orphans)
+ *   --reaper-setsid    with --reaper: the subreaper starts a new session first (a login shell)
+ *   --leader           a child starts a new session and stays until the end as its leader (a
+ *                      login shell, a tmux pane's shell), running the rest below it; the
+ *                      process that forked it exits 0
+ *   --ignore-hup       ignore SIGHUP (SIG_IGN, shown in SigIgn), as nohup does; children too
+ *   --busy PCT         a thread of the carrier burns about PCT% of one CPU (1..100): a job that
+ *                      works
+ *   --signal-log FILE  every process appends "PID SIGNAME" to FILE for each signal it takes,
+ *                      before acting on it (what a test needs to know who was signalled)
  *   --uid USER         after opening and mapping (as root), drop to USER (name or number) with
  *                      its group (or --gid), no supplementary groups, dumpable again; the
  *                      pidfile's directory must then be writable by USER
@@ -117,6 +135,14 @@ static const char usage_text[] =
     "  --dstate           a thread sits in state D (waits on a CLONE_VFORK child)\n"
     "  --orphan           a child carries the state; the original process exits\n"
     "  --setsid           with --orphan: the carrier's session leader is gone too\n"
+    "  --pgrp             with --orphan: the exiting parent led its own process group\n"
+    "  --own-group        the carrier leads its own process group\n"
+    "  --reaper           a child subreaper stays above everything (the original exits)\n"
+    "  --reaper-setsid    with --reaper: the subreaper leads a new session\n"
+    "  --leader           a child session leader stays above the rest (the forker exits)\n"
+    "  --ignore-hup       ignore SIGHUP, as nohup does\n"
+    "  --busy PCT         a thread of the carrier burns about PCT% of one CPU\n"
+    "  --signal-log FILE  append \"PID SIGNAME\" to FILE for every signal taken\n"
     "  --uid USER         drop to USER (name or number) after opening/mapping (root only)\n"
     "  --gid GID          group for --uid (default: the user's, or GID = UID)\n"
     "  --pidfile FILE     when ready, write \"ROLE PID\" lines atomically (tmp + rename)\n"
@@ -130,7 +156,8 @@ static const char usage_text[] =
     "so the command line can look like the simulated program (vramguard demo uses this).\n"
     "\n"
     "Pidfile roles, in order: main, orphan (= main, with --orphan), parent (with --orphan),\n"
-    "thread (--zombie-leader), dstate and vfork (--dstate), child (each worker), zombie.\n"
+    "thread (--zombie-leader), dstate and vfork (--dstate), child (each worker), zombie,\n"
+    "reaper (--reaper), leader (--leader).\n"
     "Exit status: 0 at SIGTERM/SIGINT/SIGHUP or the end of the lifetime, 1 on errors, 2 on\n"
     "usage errors.\n";
 
@@ -150,6 +177,14 @@ static struct {
     bool dstate;
     bool orphan;
     bool setsid;
+    bool pgrp;
+    bool own_group;
+    bool reaper;
+    bool reaper_setsid;
+    bool leader;
+    bool ignore_hup;
+    unsigned long busy;
+    const char *signal_log;
     const char *uid_arg;
     const char *gid_arg;
     const char *pidfile;
@@ -166,6 +201,7 @@ static int orphan_sock = -1;     /* --orphan: carrier's end of the handshake soc
 static pid_t child_pids[MAX_CHILDREN];
 static pid_t zombie_pids[MAX_ZOMBIES];
 static pid_t leader_tid, thread_tid, dstate_tid, vfork_pid;
+static pid_t reaper_pid, session_leader_pid; /* --reaper, --leader: the processes that stay */
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_errno(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -257,6 +293,14 @@ enum {
     OPT_DSTATE,
     OPT_ORPHAN,
     OPT_SETSID,
+    OPT_PGRP,
+    OPT_OWN_GROUP,
+    OPT_REAPER,
+    OPT_REAPER_SETSID,
+    OPT_LEADER,
+    OPT_IGNORE_HUP,
+    OPT_BUSY,
+    OPT_SIGNAL_LOG,
     OPT_UID,
     OPT_GID,
     OPT_PIDFILE,
@@ -282,6 +326,14 @@ static void parse_args(int argc, char **argv)
         {"dstate", no_argument, NULL, OPT_DSTATE},
         {"orphan", no_argument, NULL, OPT_ORPHAN},
         {"setsid", no_argument, NULL, OPT_SETSID},
+        {"pgrp", no_argument, NULL, OPT_PGRP},
+        {"own-group", no_argument, NULL, OPT_OWN_GROUP},
+        {"reaper", no_argument, NULL, OPT_REAPER},
+        {"reaper-setsid", no_argument, NULL, OPT_REAPER_SETSID},
+        {"leader", no_argument, NULL, OPT_LEADER},
+        {"ignore-hup", no_argument, NULL, OPT_IGNORE_HUP},
+        {"busy", required_argument, NULL, OPT_BUSY},
+        {"signal-log", required_argument, NULL, OPT_SIGNAL_LOG},
         {"uid", required_argument, NULL, OPT_UID},
         {"gid", required_argument, NULL, OPT_GID},
         {"pidfile", required_argument, NULL, OPT_PIDFILE},
@@ -339,6 +391,30 @@ static void parse_args(int argc, char **argv)
         case OPT_SETSID:
             opt.setsid = true;
             break;
+        case OPT_PGRP:
+            opt.pgrp = true;
+            break;
+        case OPT_OWN_GROUP:
+            opt.own_group = true;
+            break;
+        case OPT_REAPER:
+            opt.reaper = true;
+            break;
+        case OPT_REAPER_SETSID:
+            opt.reaper_setsid = true;
+            break;
+        case OPT_LEADER:
+            opt.leader = true;
+            break;
+        case OPT_IGNORE_HUP:
+            opt.ignore_hup = true;
+            break;
+        case OPT_BUSY:
+            opt.busy = parse_number(optarg, 1, 100, "--busy");
+            break;
+        case OPT_SIGNAL_LOG:
+            opt.signal_log = optarg;
+            break;
         case OPT_UID:
             opt.uid_arg = optarg;
             break;
@@ -375,6 +451,10 @@ static void parse_args(int argc, char **argv)
     /* Anything left (after "--" or a first non-option) is only there to be seen in cmdline. */
     if (opt.setsid && !opt.orphan)
         usage_error("--setsid only makes sense with --orphan");
+    if (opt.pgrp && (!opt.orphan || opt.setsid))
+        usage_error("--pgrp only makes sense with --orphan and without --setsid");
+    if (opt.reaper_setsid && !opt.reaper)
+        usage_error("--reaper-setsid needs --reaper");
     if (opt.gid_arg && !opt.uid_arg)
         usage_error("--gid needs --uid");
     if (opt.ready_fd >= 0 && opt.ready_fd <= 2)
@@ -509,7 +589,9 @@ static void setup_signals(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = SIG_DFL;
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = opt.ignore_hup ? SIG_IGN : SIG_DFL;
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
     sigaction(SIGCHLD, &sa, NULL); /* SIG_IGN would reap zombies behind our back */
     sigaction(SIGQUIT, &sa, NULL);
     sa.sa_handler = opt.ignore_term ? SIG_IGN : SIG_DFL;
@@ -521,7 +603,8 @@ static void setup_signals(void)
 
     sigemptyset(&wait_set);
     sigaddset(&wait_set, SIGINT);
-    sigaddset(&wait_set, SIGHUP);
+    if (!opt.ignore_hup)
+        sigaddset(&wait_set, SIGHUP);
     sigaddset(&wait_set, SIGCHLD);
     if (!opt.ignore_term)
         sigaddset(&wait_set, SIGTERM);
@@ -590,10 +673,29 @@ static void reap_workers(void)
  * that die are reaped (a killed DataLoader worker must not stay a zombie of ours); --zombie
  * children never are.
  */
+static void log_signal(int sig)
+{
+    char line[64];
+    int fd, n;
+
+    if (!opt.signal_log || sig == SIGCHLD)
+        return;
+    n = snprintf(line, sizeof line, "%d %s\n", (int)getpid(), sigabbrev_np(sig));
+    fd = open(opt.signal_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || n <= 0)
+        return;
+    /* one write on O_APPEND: lines of several processes never interleave */
+    if (write(fd, line, (size_t)n) < 0) {
+        /* nothing to do: the test will see the line missing */
+    }
+    close(fd);
+}
+
 static void __attribute__((noreturn)) idle_until_end(void)
 {
     for (;;) {
         int sig = wait_signal(&wait_set);
+        log_signal(sig);
         if (sig == 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
             _exit(0);
         if (sig == SIGCHLD)
@@ -988,6 +1090,8 @@ static void become_orphan(void)
         if (setsid() < 0)
             die_errno("setsid");
     }
+    if (opt.pgrp && setpgid(0, 0) < 0)
+        die_errno("setpgid");
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         die_errno("socketpair");
     parent_pid = getpid();
@@ -1040,6 +1144,88 @@ static void finish_orphan(void)
     }
 }
 
+/* ---- processes that stay above the rest (--reaper, --leader) ------------------------------ */
+
+/* Reap whatever exits (adopted orphans included) until a signal ends us or the lifetime runs
+ * out: what a subreaper or a login shell does while its descendants live. */
+static void __attribute__((noreturn)) stay_until_end(void)
+{
+    for (;;) {
+        int sig = wait_signal(&wait_set);
+        log_signal(sig);
+        if (sig == 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+            _exit(0);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+    }
+}
+
+/*
+ * Fork a process that stays: it starts a new session and/or becomes a child subreaper as
+ * asked, forks the rest of the chain and waits until the end. The calling process exits 0 (it
+ * was only the launcher); the function returns in the rest of the chain, with the stayer's pid.
+ * A fresh child never leads a process group, so setsid() cannot fail for that reason.
+ */
+static pid_t fork_stayer(bool new_session, bool subreaper)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die_errno("fork");
+    if (pid > 0) {
+        close_internal_fds();
+        _exit(0);
+    }
+    if (new_session && setsid() < 0)
+        die_errno("setsid");
+    if (subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1UL, 0UL, 0UL, 0UL) < 0)
+        die_errno("PR_SET_CHILD_SUBREAPER");
+    pid_t self = getpid();
+    pid = fork();
+    if (pid < 0)
+        die_errno("fork");
+    if (pid > 0)
+        stay_until_end();
+    return self;
+}
+
+/* ---- a job that works (--busy) ----------------------------------------------------------- */
+
+/* Spin for busy ms out of every 100 until the deadline: CPU time that moves. */
+static void *busy_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec start, now, left;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        do {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+        } while ((now.tv_sec - start.tv_sec) * 1000L + (now.tv_nsec - start.tv_nsec) / 1000000L <
+                 (long)opt.busy);
+        if (!time_left(&left))
+            return NULL;
+        if (opt.busy < 100) {
+            struct timespec nap_for = {0, (long)(100 - opt.busy) * 1000000L};
+            while (nanosleep(&nap_for, &nap_for) != 0 && errno == EINTR)
+                ;
+        }
+    }
+}
+
+static void start_busy(void)
+{
+    pthread_t t;
+    int rc;
+
+    if (!opt.busy)
+        return;
+    rc = pthread_create(&t, NULL, busy_main, NULL);
+    if (rc != 0) {
+        errno = rc;
+        die_errno("cannot start the --busy thread");
+    }
+    pthread_detach(t);
+}
+
 /* ---- readiness --------------------------------------------------------------------------- */
 
 static void add_line(char *buf, size_t size, size_t *len, const char *role, pid_t pid)
@@ -1085,6 +1271,10 @@ static void report_ready(void)
             add_line(buf, sizeof buf, &len, "child", child_pids[i]);
         for (unsigned long i = 0; i < opt.zombies; i++)
             add_line(buf, sizeof buf, &len, "zombie", zombie_pids[i]);
+        if (opt.reaper)
+            add_line(buf, sizeof buf, &len, "reaper", reaper_pid);
+        if (opt.leader)
+            add_line(buf, sizeof buf, &len, "leader", session_leader_pid);
 
         n = snprintf(tmp, sizeof tmp, "%s.tmp.%d", opt.pidfile, (int)getpid());
         if (n < 0 || (size_t)n >= sizeof tmp)
@@ -1118,6 +1308,7 @@ static void *carry_rest(void *arg)
     spawn_workers();
     spawn_zombies();
     start_dstate();
+    start_busy();
     finish_orphan();
     if (opt.zombie_leader)
         wait_task_state(getpid(), leader_tid, 'Z', "the exited main thread");
@@ -1166,8 +1357,14 @@ int main(int argc, char **argv)
     setup_signals();
     set_deadline();
     close_stray_fds();
+    if (opt.reaper)
+        reaper_pid = fork_stayer(opt.reaper_setsid, true);
+    if (opt.leader)
+        session_leader_pid = fork_stayer(true, false);
     if (opt.orphan)
         become_orphan();
+    if (opt.own_group && setpgid(0, 0) < 0)
+        die_errno("setpgid");
 
     open_files();
     map_files();

@@ -94,17 +94,40 @@ static inline struct vg_proc *fx_proc(struct vg_proc_table *t, pid_t pid, const 
     p->ppid = 1;
     p->uid = 1000;
     p->user = fx_strdup("alice");
-    p->known = VG_PROC_K_STAT | VG_PROC_K_STATUS | VG_PROC_K_CMDLINE | VG_PROC_K_USER |
-               VG_PROC_K_FDS;
+    /* Descriptors count as read only once fx_fd() says what they hold (or a test sets
+     * VG_PROC_K_FDS itself): a process whose descriptors were read and hold no node of a GPU
+     * the driver lists it on is not the driver's process (a stale PID). */
+    p->known = VG_PROC_K_STAT | VG_PROC_K_STATUS | VG_PROC_K_CMDLINE | VG_PROC_K_USER;
     t->n_scanned++;
     return p;
 }
 
 static inline void fx_fd(struct vg_proc *p, unsigned minor)
 {
+    p->known |= VG_PROC_K_FDS;
     p->dev_minors = fx_grow(p->dev_minors, p->ndev_minors + 1, sizeof(*p->dev_minors));
     p->dev_minors[p->ndev_minors++] = minor;
     p->dev_fd_count++;
+}
+
+/* What the snapshot measures of a process whose job may have ended: CPU time over a window
+ * (cpu_ms of it used). */
+static inline void fx_activity(struct vg_proc *p, unsigned window_ms, uint64_t cpu_ms)
+{
+    p->activity_known = true;
+    p->activity_ms = window_ms;
+    p->activity_cpu_ms = cpu_ms;
+}
+
+/* The driver's per-process utilisation sample for pid on g (the call answered for the GPU). */
+static inline void fx_util(struct vg_gpu *g, uint32_t pid, unsigned pct)
+{
+    g->known |= VG_GPU_K_PROC_UTIL;
+    for (size_t i = 0; i < g->nprocs; i++)
+        if (g->procs[i].pid == pid) {
+            g->procs[i].util_known = true;
+            g->procs[i].sm_util = pct;
+        }
 }
 
 static inline struct vg_snapshot *fx_assemble(struct vg_gpu_list *l, struct vg_proc_table *t)

@@ -192,10 +192,12 @@ static struct vg_snapshot *host(void)
     fx_gproc(g0, 500, 1 * GiB, VG_PTYPE_COMPUTE);
     fx_gproc(g0, 700, 3 * GiB, VG_PTYPE_COMPUTE);
 
+    /* a DataLoader worker of a dead main process, idle: a sure leftover */
     struct vg_proc *p = fx_proc(&t, 100, "pt_data_worker", "python train.py", 'S');
     p->pgid = 99;
     p->sid = 99;
     p->start_ticks = 1000;
+    fx_activity(p, 500, 0);
     fx_fd(p, 0);
     p = fx_proc(&t, 200, "python", "python train.py", 'R');
     p->ppid = 150;
@@ -211,7 +213,12 @@ static struct vg_snapshot *host(void)
     p = fx_proc(&t, 400, "nvidia-persiste", "/usr/bin/nvidia-persistenced", 'S');
     p->pgid = p->sid = 399;
     fx_fd(p, 0);
-    p = fx_proc(&t, 500, "python", "python other.py", 'S');
+    /* bob's multiprocessing worker whose parent died, with a context of its own, idle */
+    p = fx_proc(&t, 500, "python", "python -c from multiprocessing.spawn import spawn_main; "
+                                   "spawn_main(tracker_fd=5, pipe_handle=7) --multiprocessing-fork",
+                'S');
+    fx_activity(p, 500, 0);
+    fx_util(g0, 500, 0);
     p->uid = 1001;
     free(p->user);
     p->user = fx_strdup("bob");
@@ -281,6 +288,7 @@ static void test_plan_default_orphans_only(void **state)
     assert_int_equal(e->ngpus, 1);
     assert_int_equal(e->gpus[0], 0);
     assert_string_equal(e->cmdline, "python train.py");
+    assert_null(e->verdict); /* a sure leftover: nothing to excuse */
 
     /* A live job is never a default target. */
     assert_null(entry(p, 200));
@@ -297,8 +305,11 @@ static void test_plan_default_orphans_only(void **state)
     assert_true(e->mem_known);
     assert_int_equal(e->mem_bytes, 2 * GiB);
 
+    /* The persistence daemon looks orphaned (a double fork), is no leftover, and would be
+     * infrastructure anyway: listed as left alone, for the stronger reason. */
     e = entry(p, 400);
     assert_non_null(e);
+    assert_true(e->leave);
     assert_int_equal(e->refusal, VG_KILL_PROTECTED);
     assert_string_equal(e->protected_name, "nvidia-persistenced");
 
@@ -311,14 +322,17 @@ static void test_plan_default_orphans_only(void **state)
     assert_int_equal(e->seen, VG_SEEN_NVML | VG_SEEN_FD);
     assert_true(e->id.nvml);
 
+    /* A process stuck in D: listed, never signalled. (Alone in a dead session's group with
+     * nothing but device nodes, it has a daemon's shape, so it is no leftover.) */
     e = entry(p, 600);
     assert_non_null(e);
     assert_int_equal(e->refusal, VG_KILL_DSTATE);
-    assert_string_equal(e->reason, "orphan-holder");
+    assert_string_equal(e->reason, "d-state-holder");
 
     assert_int_equal(p->n, 5);
     assert_int_equal(p->nsignal, 2);
-    assert_int_equal(p->nrefused, 3);
+    assert_int_equal(p->nrefused, 2);
+    assert_int_equal(p->nleft, 1);
     /* Sorted by pid. */
     for (size_t i = 1; i < p->n; i++)
         assert_true(p->v[i - 1].id.pid < p->v[i].id.pid);
@@ -802,13 +816,17 @@ static void test_orphan_adopted(void **state)
         bool ns_init, pgid_alive, sid_alive;
     } rows[] = {
         /* adopted by systemd --user (session 790): its job's group and session are gone */
-        {800, 790, 780, 780, 790, false, false, false},
+        {800, 790, 781, 780, 790, false, false, false},
         /* a container's main process under tini (805, session 805) */
         {810, 805, 810, 805, 805, true, true, true},
         /* its worker, adopted by tini after the main process died */
         {820, 805, 815, 805, 805, true, false, true},
-        /* a live worker of a live parent in its session, though its group leader exited */
+        /* a live worker of a live parent (in the same group), though the group's leader
+         * exited */
         {840, 835, 836, 835, 835, false, false, true},
+        /* a worker of a dead main adopted by the launching shell, a subreaper (844): its
+         * parent is in another group of its session, and its own group's leader is gone */
+        {846, 844, 845, 844, 844, false, false, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         p = fx_proc(&t, rows[i].pid, "python", "python train.py", 'S');
@@ -819,6 +837,7 @@ static void test_orphan_adopted(void **state)
         p->parent_known = true;
         p->parent_sid = rows[i].parent_sid;
         p->parent_ns_init = rows[i].ns_init;
+        p->parent_pgid = rows[i].pid == 840 ? 836 : rows[i].ppid;
         p->pgid_alive = rows[i].pgid_alive;
         p->sid_alive = rows[i].sid_alive;
         fx_fd(p, 0);
@@ -836,14 +855,14 @@ static void test_orphan_adopted(void **state)
     vg_rule_opts_init(&ro);
     struct vg_err err = VG_ERR_INIT;
     assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
-    bool orphan[5] = {false};
-    static const pid_t pids[] = {800, 810, 820, 840, 850};
-    bool subreaper_said = false, init_said = false;
+    bool orphan[6] = {false};
+    static const pid_t pids[] = {800, 810, 820, 840, 850, 846};
+    bool subreaper_said = false, init_said = false, shell_said = false;
     for (size_t i = 0; i < fs.n; i++) {
         if (strcmp(fs.v[i].rule, "orphan-holder") != 0)
             continue;
         for (size_t k = 0; k < fs.v[i].npids; k++)
-            for (size_t j = 0; j < 5; j++)
+            for (size_t j = 0; j < 6; j++)
                 orphan[j] |= fs.v[i].pids[k] == pids[j];
         for (size_t e = 0; e < fs.v[i].nevidence; e++) {
             subreaper_said |= strstr(fs.v[i].evidence[e],
@@ -852,6 +871,9 @@ static void test_orphan_adopted(void **state)
                                                           "another session)");
             init_said |= strstr(fs.v[i].evidence[e], "PID 820") &&
                          strstr(fs.v[i].evidence[e], "parent is now PID 805 (its container's init)");
+            shell_said |= strstr(fs.v[i].evidence[e], "PID 846") &&
+                          strstr(fs.v[i].evidence[e], "parent is now PID 844 (a subreaper in its "
+                                                      "own session");
         }
     }
     assert_true(orphan[0]);
@@ -859,8 +881,10 @@ static void test_orphan_adopted(void **state)
     assert_true(orphan[2]);
     assert_false(orphan[3]);
     assert_false(orphan[4]);
+    assert_true(orphan[5]);
     assert_true(subreaper_said);
     assert_true(init_said);
+    assert_true(shell_said);
     vg_findings_release(&fs);
     vg_snap_free(snap);
 }

@@ -1,0 +1,23 @@
+/*
+ * Monotonic clock helpers (see clock.h).
+ */
+#include "util/clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+uint64_t vg_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void vg_clock_sleep_until(uint64_t when_ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(when_ms / 1000u),
+                          .tv_nsec = (long)(when_ms % 1000u) * 1000000L};
+    /* absolute, so an interrupted sleep resumes toward the same instant */
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
