@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "rules/rules.h"
 #include "model/snapshot.h"
 #include "util/parse.h"
 
@@ -205,14 +206,22 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
         .proc_root = g->proc_root,
         .dev_dir = g->dev_dir,
         .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
-        .activity_ms = (flags & VG_CMD_SNAP_JUDGE) ? VG_SNAP_ACTIVITY_MS : 0,
     };
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_snap_build(&so, out, &err);
     if (rc)
         vg_cmd_error(cmd, "%s", vg_err_msg(&err));
     vg_err_release(&err);
-    return rc;
+    if (rc || !(flags & VG_CMD_SNAP_JUDGE))
+        return rc;
+    /* Whether the possible leftovers work decides how sure the verdict is: measure them, and
+     * only them, over a short window (no wait at all on a host without any). */
+    pid_t *pids = NULL;
+    size_t n = 0;
+    if (vg_leftovers_unmeasured(*out, &pids, &n) == 0)
+        vg_snap_measure_activity(*out, pids, n, VG_SNAP_ACTIVITY_MS);
+    free(pids);
+    return 0;
 }
 
 bool vg_cmd_driver_view(const struct vg_snapshot *snap)

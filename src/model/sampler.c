@@ -22,6 +22,7 @@
 
 #include "gpu/nvml.h"
 #include "proc/proc.h"
+#include "util/clock.h"
 
 struct vg_sampler_worker {
     pthread_mutex_t lock;
@@ -50,6 +51,7 @@ struct vg_sampler {
     bool last_poll_events;       /* the last poll saw a device-node event */
     struct timespec last_full;   /* CLOCK_MONOTONIC, when the last full scan started */
     char *reason;                /* why this sample is a full scan, when not a fixed string */
+    struct vg_snap_cpu_marks cpu; /* the last sample's CPU times: whether processes work */
     struct vg_sampler_stats stats;
 };
 
@@ -230,6 +232,7 @@ void vg_sampler_free(struct vg_sampler *s)
     vg_proc_cache_free(s->cache);
     vg_proc_index_free(s->index);
     vg_proc_devwatch_free(s->devwatch);
+    vg_snap_cpu_marks_release(&s->cpu);
     free(s->devwatch_error);
     free(s->reason);
     free(s->nvml_path);
@@ -405,6 +408,7 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
     rc = vg_proc_scan(&popts, &procs, err);
     if (rc)
         goto out;
+    snap->scanned_ms = vg_clock_ms();
     if (procs.incremental) {
         s->stats.incremental_scans++;
         s->stats.last_full_reason = NULL;
@@ -418,6 +422,10 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
     rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
     if (rc)
         goto out;
+    /* Whether each process works, from the CPU time it used since the last sample. */
+    vg_snap_activity_since(snap, &s->cpu);
+    if ((rc = vg_snap_cpu_marks_take(snap, &s->cpu)) != 0)
+        goto fail;
     free(want);
     *out = snap;
 

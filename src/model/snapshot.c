@@ -350,17 +350,10 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
     rc = vg_proc_scan(&popts, &procs, err);
     if (rc)
         goto fail;
-    uint64_t scanned_ms = vg_clock_ms();
+    snap->scanned_ms = vg_clock_ms();
     rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
     if (rc)
         goto fail;
-    if (opts->activity_ms) {
-        int root_fd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root_fd >= 0) {
-            vg_snap_measure_activity(snap, root_fd, opts->activity_ms, scanned_ms);
-            close(root_fd);
-        }
-    }
     free(want);
     *out = snap;
     return 0;
@@ -386,44 +379,83 @@ void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *fi
     *count = j - i;
 }
 
-bool vg_snap_lineage_suspect(const struct vg_proc *p)
+/* The snapshot's own process entry for pid, to fill in while finishing it. */
+static struct vg_proc *vg_snap_proc_mut(struct vg_snapshot *snap, pid_t pid)
 {
-    if (!p || !(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X' ||
-        p->pgid == p->pid || p->sid == p->pid)
-        return false;
-    bool adopted = p->ppid == 1 || !p->parent_alive ||
-                   (p->parent_known && (p->parent_ns_init || p->parent_sid != p->sid ||
-                                        p->parent_pgid != p->pgid));
-    return adopted || !p->pgid_alive || !p->sid_alive;
+    const struct vg_proc *p = vg_proc_table_find(&snap->procs, pid);
+    return p ? &snap->procs.procs[p - snap->procs.procs] : NULL;
 }
 
-void vg_snap_measure_activity(struct vg_snapshot *snap, int proc_root_fd, unsigned window_ms,
-                              uint64_t scanned_ms)
+void vg_snap_measure_activity(struct vg_snapshot *snap, const pid_t *pids, size_t n,
+                              unsigned window_ms)
 {
     long hz = sysconf(_SC_CLK_TCK);
-    if (hz <= 0 || window_ms == 0)
+    if (hz <= 0 || window_ms == 0 || n == 0)
         return;
-    bool waited = false;
-    uint64_t now = 0;
-    for (size_t i = 0; i < snap->nholdings; i++) {
-        const struct vg_holding *h = &snap->holdings[i];
-        /* each process once: its first holding; the table entry is ours to fill */
-        if (!vg_snap_lineage_suspect(h->proc) || h->proc->activity_known)
-            continue;
-        struct vg_proc *p = &snap->procs.procs[h->proc - snap->procs.procs];
-        if (!waited) {
-            vg_clock_sleep_until(scanned_ms + window_ms);
-            now = vg_clock_ms();
-            waited = true;
-        }
+    int root_fd = open(snap->proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0)
+        return;
+    vg_clock_sleep_until(snap->scanned_ms + window_ms);
+    uint64_t now = vg_clock_ms();
+    for (size_t i = 0; i < n; i++) {
+        struct vg_proc *p = vg_snap_proc_mut(snap, pids[i]);
         uint64_t ticks;
-        if (vg_proc_read_cpu(proc_root_fd, p->pid, p->start_ticks, &ticks) != 0)
+        if (!p || !(p->known & VG_PROC_K_STAT) ||
+            vg_proc_read_cpu(root_fd, p->pid, p->start_ticks, &ticks) != 0)
             continue;
         uint64_t used = ticks >= p->cpu_ticks ? ticks - p->cpu_ticks : 0;
+        uint64_t span = now - snap->scanned_ms;
         p->activity_known = true;
-        p->activity_ms = (unsigned)(now - scanned_ms > UINT32_MAX ? UINT32_MAX : now - scanned_ms);
+        p->activity_ms = span > UINT32_MAX ? UINT32_MAX : (unsigned)span;
         p->activity_cpu_ms = used * 1000u / (uint64_t)hz;
     }
+    close(root_fd);
+}
+
+static int vg_cmp_mark(const void *a, const void *b)
+{
+    pid_t x = ((const struct vg_snap_cpu_mark *)a)->pid, y = ((const struct vg_snap_cpu_mark *)b)->pid;
+    return x < y ? -1 : x > y;
+}
+
+void vg_snap_activity_since(struct vg_snapshot *snap, const struct vg_snap_cpu_marks *prev)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0 || !prev || !prev->n || snap->scanned_ms <= prev->at_ms)
+        return;
+    uint64_t span = snap->scanned_ms - prev->at_ms;
+    for (size_t i = 0; i < snap->procs.n; i++) {
+        struct vg_proc *p = &snap->procs.procs[i];
+        struct vg_snap_cpu_mark key = {.pid = p->pid};
+        const struct vg_snap_cpu_mark *q =
+            bsearch(&key, prev->v, prev->n, sizeof(*prev->v), vg_cmp_mark);
+        if (!q || !(p->known & VG_PROC_K_STAT) || q->start_ticks != p->start_ticks)
+            continue;
+        uint64_t used = p->cpu_ticks >= q->cpu_ticks ? p->cpu_ticks - q->cpu_ticks : 0;
+        p->activity_known = true;
+        p->activity_ms = span > UINT32_MAX ? UINT32_MAX : (unsigned)span;
+        p->activity_cpu_ms = used * 1000u / (uint64_t)hz;
+    }
+}
+
+int vg_snap_cpu_marks_take(const struct vg_snapshot *snap, struct vg_snap_cpu_marks *m)
+{
+    vg_snap_cpu_marks_release(m);
+    if (snap->procs.n && !(m->v = malloc(snap->procs.n * sizeof(*m->v))))
+        return -ENOMEM;
+    for (size_t i = 0; i < snap->procs.n; i++) {
+        const struct vg_proc *p = &snap->procs.procs[i];
+        if (p->known & VG_PROC_K_STAT)
+            m->v[m->n++] = (struct vg_snap_cpu_mark){p->pid, p->start_ticks, p->cpu_ticks};
+    }
+    m->at_ms = snap->scanned_ms;
+    return 0;
+}
+
+void vg_snap_cpu_marks_release(struct vg_snap_cpu_marks *m)
+{
+    free(m->v);
+    memset(m, 0, sizeof(*m));
 }
 
 unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)

@@ -70,6 +70,8 @@ struct vg_snap_gpu {
 
 struct vg_snapshot {
     struct timespec taken_at;   /* CLOCK_REALTIME */
+    uint64_t scanned_ms;        /* vg_clock_ms() when /proc had been read: where an activity
+                                 * window starts */
     char *proc_root;
     char *dev_dir;
 
@@ -91,21 +93,10 @@ struct vg_snap_opts {
     const char *dev_dir;        /* NULL: /dev */
     bool skip_nvml;             /* build from /proc alone */
     bool all_procs;             /* read every process in full, not only holders */
-    /* Measure, over this window after the scan, the CPU time of the holders whose job may
-     * have ended (re-parented, or their process group or session leader gone): what tells a
-     * leftover that only waits from a job that works (vg_proc.activity_*). 0: not measured.
-     * Costs the window in latency, and only when there is such a holder. */
-    unsigned activity_ms;
 };
 
-/* The window the commands that judge leftovers (doctor, check, clean) measure over. */
+/* The window the commands that judge leftovers (doctor, check, clean) measure activity over. */
 #define VG_SNAP_ACTIVITY_MS 500u
-
-/* Whether a holder's lineage makes it one whose job may have ended: re-parented (to init, a
- * container's init, a subreaper, or a parent that died) or its process group or session leader
- * gone, and not itself the leader of either. A superset of what orphan-holder calls a leftover,
- * cheap, from what the scan read. */
-bool vg_snap_lineage_suspect(const struct vg_proc *p);
 
 /* A driver that does not answer within this is reported as hung; the command goes on with
  * what /proc shows. */
@@ -151,12 +142,31 @@ const char *vg_snap_unchecked_id(unsigned bit);
  * counted): the variables the rules judge by are unknown for them. */
 size_t vg_snap_unread_envs(const struct vg_snapshot *snap);
 
-/* Measure the activity of the suspect holders (vg_snap_lineage_suspect) of an assembled
- * snapshot over window_ms, counted from scanned_ms (vg_clock_ms() when the scan ended): sleeps
- * until the window has passed, then reads each one's CPU time again from the procfs at
- * proc_root_fd. A holder that exited or cannot be read stays unmeasured. */
-void vg_snap_measure_activity(struct vg_snapshot *snap, int proc_root_fd, unsigned window_ms,
-                              uint64_t scanned_ms);
+/* Whether each of pids works: sleeps until window_ms after the scan, then reads the CPU time
+ * of those processes again from the snapshot's procfs, filling their vg_proc.activity_*.
+ * Finishing a snapshot before it is used, like the build; who is worth the wait is the
+ * caller's to say (rules.h: vg_leftovers_unmeasured). A process that exited, whose pid now
+ * names another process, or that cannot be read stays unmeasured. */
+void vg_snap_measure_activity(struct vg_snapshot *snap, const pid_t *pids, size_t n,
+                              unsigned window_ms);
+
+/* The same from the sample before, for long-running commands (the sampler): what each process
+ * of a snapshot had used, kept between samples, sorted by pid. A process the marks show under
+ * the same pid and start time gets the CPU time it used between the two scans: no waiting, no
+ * reads. Ownership: vg_snap_cpu_marks_release() frees what take filled. */
+struct vg_snap_cpu_mark {
+    pid_t pid;
+    uint64_t start_ticks, cpu_ticks;
+};
+struct vg_snap_cpu_marks {
+    struct vg_snap_cpu_mark *v;
+    size_t n;
+    uint64_t at_ms; /* the snapshot's scanned_ms */
+};
+void vg_snap_activity_since(struct vg_snapshot *snap, const struct vg_snap_cpu_marks *prev);
+/* Replace m with snap's processes. 0 or -ENOMEM (m is then empty). */
+int vg_snap_cpu_marks_take(const struct vg_snapshot *snap, struct vg_snap_cpu_marks *m);
+void vg_snap_cpu_marks_release(struct vg_snap_cpu_marks *m);
 
 /* Allocate an empty snapshot (for vg_snap_assemble). */
 struct vg_snapshot *vg_snap_new(void);

@@ -125,7 +125,9 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     c->denied = false;
     *denied = false;
     int rc = vg_proc_read_fds(c, pid_fd, p);
-    *fds_read = rc == 0;
+    /* A process on its way out has released its files before its entry goes: fd/ is gone
+     * while stat is still there. It holds nothing; that is not a descriptor table unread. */
+    *fds_read = rc == 0 || vg_proc_err_gone(rc);
     if (rc == -ENOMEM)
         return rc;
     if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd))

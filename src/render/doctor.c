@@ -245,19 +245,8 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
             shown++;
         }
     }
-    if (shown == 0) {
-        size_t nrules;
-        vg_rules_table(&nrules);
-        vg_buf_printf(out, "%sNo problems found.%s Checked %zu GPU%s and %zu holder%s against "
-                           "%zu rules (vramguard doctor --list).\n",
-                      st.green, st.reset, snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s",
-                      snap->nholdings, snap->nholdings == 1 ? "" : "s", nrules);
-    } else {
-        vg_buf_printf(out, "%zu finding%s: %zu critical, %zu warning%s, %zu info.\n", shown,
-                      shown == 1 ? "" : "s", counts[VG_SEV_CRITICAL], counts[VG_SEV_WARNING],
-                      counts[VG_SEV_WARNING] == 1 ? "" : "s", counts[VG_SEV_INFO]);
-    }
-    /* What could not be checked, so that "no problems" is not read as "all clear". */
+    /* What could not be checked, so that "no problems" is not read as "all clear"; the
+     * summary stays the last line. */
     for (size_t gi = 0; snap->driver_ok && gi < snap->gpus.ngpus; gi++) {
         unsigned u = vg_snap_gpu_unchecked(snap, gi) & ~VG_SNAP_UNCHECKED_DESCRIPTORS;
         if (!u)
@@ -271,6 +260,23 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
         vg_buf_printf(out, " (vramguard status).%s\n", st.reset);
     }
     vg_doctor_unread(out, snap, &st);
+    if (shown == 0) {
+        size_t nrules;
+        vg_rules_table(&nrules);
+        bool partial = false;
+        for (size_t gi = 0; gi < snap->gpus.ngpus && !partial; gi++)
+            partial = vg_snap_gpu_unchecked(snap, gi) != 0;
+        partial = partial || vg_snap_unread_envs(snap) > 0;
+        vg_buf_printf(out, "%sNo problems found%s.%s Checked %zu GPU%s and %zu holder%s against "
+                           "%zu rules (vramguard doctor --list).\n",
+                      partial ? st.yellow : st.green, partial ? " in what could be checked" : "",
+                      st.reset, snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s",
+                      snap->nholdings, snap->nholdings == 1 ? "" : "s", nrules);
+    } else {
+        vg_buf_printf(out, "%zu finding%s: %zu critical, %zu warning%s, %zu info.\n", shown,
+                      shown == 1 ? "" : "s", counts[VG_SEV_CRITICAL], counts[VG_SEV_WARNING],
+                      counts[VG_SEV_WARNING] == 1 ? "" : "s", counts[VG_SEV_INFO]);
+    }
     return out->err;
 }
 

@@ -77,14 +77,18 @@ static void vg_json_holder(struct vg_json *j, const struct vg_snapshot *snap,
         vg_json_str(j, "mps");
     vg_json_arr_end(j);
     vg_json_kstr(j, "seen_by", vg_render_seen(h->seen));
-    vg_json_kbool(j, "in_proc", h->proc != NULL);
+    /* A stale entry: the PID is in this /proc, but names another process (described below,
+     * for what it is), which holds no node of the GPU. */
+    const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
+    vg_json_kbool(j, "in_proc", p != NULL);
+    vg_json_kbool(j, "stale", h->stale);
     vg_json_kbool(j, "bogus_pid", h->bogus_pid);
     vg_json_key(j, "mig_device");
     if (h->mig >= 0)
         vg_json_i64(j, h->mig);
     else
         vg_json_null(j);
-    vg_json_proc_fields(j, h->proc);
+    vg_json_proc_fields(j, p);
     vg_json_obj_end(j);
 }
 

@@ -27,7 +27,8 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
                            const struct vg_style *st)
 {
     (void)snap;
-    const struct vg_proc *p = h->proc;
+    /* A stale entry shows what its PID names now, marked as such below. */
+    const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
     char tmp[64];
     vg_buf_adds(o, "  ");
     snprintf(tmp, sizeof(tmp), "%" PRIu32, (uint32_t)h->pid);
@@ -70,6 +71,11 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, ' ');
 
     size_t room = ro->width > VG_COL_FIXED + 8 ? ro->width - VG_COL_FIXED : 0;
+    if (h->stale) {
+        static const char mark[] = "(stale: the PID now names) ";
+        vg_buf_printf(o, "%s%s%s", st->dim, mark, st->reset);
+        room = room > sizeof(mark) + 8 ? room - (sizeof(mark) - 1) : room ? 8 : 0;
+    }
     if (!p) {
         vg_buf_printf(o, "%s%s%s", st->dim,
                       h->bogus_pid ? "(bogus PID from the driver)" : "(not in this /proc)",

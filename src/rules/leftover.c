@@ -291,3 +291,25 @@ int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out
     }
     return 0;
 }
+
+int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t *n)
+{
+    *pids = NULL;
+    *n = 0;
+    struct vg_leftovers ls;
+    int rc = vg_leftovers_assess(snap, &ls);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < ls.n; i++) {
+        const struct vg_leftover *l = &ls.v[i];
+        if (l->verdict != VG_LEFT_YES || l->proc->activity_known)
+            continue;
+        if (!*pids && !(*pids = malloc(ls.n * sizeof(**pids)))) {
+            rc = -ENOMEM;
+            break;
+        }
+        (*pids)[(*n)++] = l->pid;
+    }
+    vg_leftovers_release(&ls);
+    return rc;
+}

@@ -180,6 +180,10 @@ struct vg_leftovers {
 
 /* Assess every holder. 0 or -ENOMEM (out is then empty). */
 int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out);
+/* The holders that would be leftovers if only it were known whether they work: whose activity
+ * is worth measuring (vg_snap_measure_activity) before judging. *pids is heap (NULL when none).
+ * 0 or -ENOMEM. */
+int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t *n);
 void vg_leftovers_release(struct vg_leftovers *l);
 const struct vg_leftover *vg_leftovers_find(const struct vg_leftovers *l, pid_t pid);
 

@@ -31,6 +31,23 @@ vgd() {
         "$VG" --nvml "${VG_NVML:-$FAKE_FULL}" --dev "$DEVDIR" "$@"
 }
 
+# vgd_alone ARGS...: vgd, run alone in a PID namespace of its own with a /proc of its own, where
+# every process there is (vramguard itself) can be read: for what vramguard says when nothing is
+# hidden from it, whatever the machine's other processes (a sandbox's init may deny even root).
+# Skips without root or unshare.
+vgd_alone() {
+    [[ $(id -u) -eq 0 ]] || skip "needs root for a PID namespace"
+    command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+    if [[ -z ${DEVDIR:-} ]]; then
+        _vg_dir || return 1
+        DEVDIR=$_VG_DIR/dev
+        [[ -d $DEVDIR ]] || vg_fake_dev >/dev/null || return 1
+    fi
+    run --separate-stderr unshare --pid --fork --mount-proc \
+        env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER \
+        "$VG" --nvml "${VG_NVML:-$FAKE_FULL}" --dev "$DEVDIR" "$@"
+}
+
 nfind() {
     json "[.findings[] | select(.rule == \$r)] | length" --arg r "$1"
 }

@@ -378,6 +378,46 @@ json_file() {
     jq -r "${@:3}" "$2" "$1"
 }
 
+# vg_unreadable_fds: how many processes have open files this user cannot read (fd/ denied, or
+# its links): what vramguard must report as not seen. Processes that exit meanwhile are not
+# counted.
+vg_unreadable_fds() {
+    local d f n=0
+    for d in /proc/[0-9]*; do
+        if ! ls "$d/fd" >/dev/null 2>&1; then
+            if [[ -e $d/stat ]]; then n=$((n + 1)); fi
+            continue
+        fi
+        for f in "$d"/fd/*; do
+            [[ -L $f ]] || continue
+            if ! readlink "$f" >/dev/null 2>&1 && [[ -e $d/stat ]]; then n=$((n + 1)); fi
+            break
+        done
+    done
+    printf '%s\n' "$n"
+}
+
+# vg_pids_with_env NAME=VALUE: prints the pids (as this /proc numbers them) of the processes
+# whose environment holds exactly NAME=VALUE, ascending: how a test finds, by the host's
+# numbers, helpers that run in another PID namespace and report their own numbers.
+vg_pids_with_env() {
+    local f pid
+    for f in $(grep -lzxF -- "$1" /proc/[0-9]*/environ 2>/dev/null); do
+        pid=${f#/proc/}
+        printf '%s\n' "${pid%/environ}"
+    done | sort -n
+}
+
+# vg_signals PID LOG: prints the signals the helper with that pid logged to its --signal-log
+# LOG, one name per line (TERM, KILL never shows: it cannot be caught).
+vg_signals() {
+    local pid sig
+    [[ -f $2 ]] || return 0
+    while read -r pid sig; do
+        if [[ $pid == "$1" ]]; then printf '%s\n' "$sig"; fi
+    done <"$2"
+}
+
 teardown() {
     vg_cleanup
 }

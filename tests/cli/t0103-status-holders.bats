@@ -169,11 +169,14 @@ cmdline() {
     json_ok ".gpus[0].holders[] | select(.pid == $p) | .types == [\"compute\", \"graphics\"]"
     [ "$(hf 0 "$p" in_proc)" = true ]
     [ "$(hf 0 "$p" comm)" = vg-helper ]
-    # On GPU 1 the driver lists it, but it holds no /dev/nvidia1: seen by NVML only, though
-    # its /proc entry is read in full.
+    # On GPU 1 the driver lists it, but it holds no /dev/nvidia1 although its descriptors were
+    # read: not the process the driver means there (a stale entry of a reused PID), though its
+    # /proc entry is read in full and shown for what it is.
     [ "$(hf 1 "$p" seen_by)" = nvml ]
     [ "$(hf 1 "$p" memory)" = $((519 * MIB)) ]
     [ "$(hf 1 "$p" in_proc)" = true ]
+    [ "$(hf 1 "$p" stale)" = true ]
+    [ "$(hf 0 "$p" stale)" = false ]
     [ "$(hf 1 "$p" state)" = S ]
     [ "$(hf 1 "$p" user)" = "$(id -un)" ]
     [[ $(hf 1 "$p" command) == *" -- python train.py" ]]

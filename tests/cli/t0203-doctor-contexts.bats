@@ -73,7 +73,7 @@ setup() {
     [ "$status" -eq 0 ]
     json_ok '.findings == []'
     vgd doctor
-    [[ $output == *"No problems found."* ]]
+    [[ $output == *"No problems found"* ]]
 }
 
 @test "stray-contexts near miss: only contexts, unknown figures, or a device node without a context" {
@@ -123,7 +123,7 @@ ranks() {
     [ "$(nfind ddp-gpu0)" -eq 1 ]
     finding_is ddp-gpu0 '[0]' "[${RANKS[1]},${RANKS[2]},${RANKS[3]}]"
     json_ok '.findings[0] | .severity == "warning" and .memory == 1572864000'
-    json_ok '.findings[0].title | startswith("3 ranks of one job (TORCHELASTIC_RUN_ID=job42) each hold a stray context on GPU 0 ")'
+    json_ok '.findings[0].title | startswith("3 ranks of one job (run id job42) each hold a stray context on GPU 0 ")'
     json_ok '.findings[0].evidence | any(startswith("PID \($p) (LOCAL_RANK=2) holds 500 MiB here and 20 GiB on its own GPU 2 "))' \
         --arg p "${RANKS[2]}"
     json_ok '.findings[0].fix | any(contains("torch.cuda.set_device(local_rank)"))'
@@ -146,7 +146,7 @@ ranks() {
     [ "$status" -eq 1 ]
     [ "$(rules_fired)" = ddp-gpu0 ]
     finding_is ddp-gpu0 '[0]' "[${RANKS[1]},${RANKS[2]}]"
-    json_ok '.findings[0].title | contains("(SLURM_JOB_ID=777)")'
+    json_ok '.findings[0].title | contains("(Slurm job 777)")'
     json_ok '.findings[0].evidence | any(startswith("PID \($p) (SLURM_LOCALID=1) "))' --arg p "${RANKS[1]}"
 }
 
@@ -194,6 +194,32 @@ ranks() {
     show
     [ "$(rules_fired)" = stray-contexts ]
     [ "$(nfind stray-contexts)" -eq 2 ]
+}
+
+@test "ddp-gpu0 near miss: two plain torchrun jobs (run id 'none') in different sessions are two jobs" {
+    # Each job: an agent in a session of its own starting its rank 1 in a session of the rank's
+    # own, as torchrun does; TORCHELASTIC_RUN_ID is torchrun's default in both.
+    TMP=$(vg_tmpdir)
+    for j in 1 2; do
+        VG_HELPER_TAG=$_VG_TAG setsid bash -c 'setsid "$0" --pidfile "$1" --open "$2" --open "$3" \
+            --env LOCAL_RANK=1 --env RANK=1 --env TORCHELASTIC_RUN_ID=none -- python -u train.py & wait' \
+            "$HELPER" "$TMP/job$j" "$(dev "$j")" "$(dev 0)" </dev/null >/dev/null 2>&1 &
+        _vg_record agent "$!"
+    done
+    wait_for "[[ -s $TMP/job1 && -s $TMP/job2 ]]"
+    A=$(vg_role main "$TMP/job1")
+    B=$(vg_role main "$TMP/job2")
+    [ "$(vg_stat "$A" ppid)" != "$(vg_stat "$B" ppid)" ]
+    homogeneous_host "proc gpu=1 pid=$A type=compute mem=20GiB" \
+        "proc gpu=0 pid=$A type=compute mem=500MiB" \
+        "proc gpu=2 pid=$B type=compute mem=20GiB" \
+        "proc gpu=0 pid=$B type=compute mem=500MiB"
+    vgd --json doctor
+    show
+    [ "$status" -eq 1 ]
+    [ "$(rules_fired)" = stray-contexts ]
+    finding_is stray-contexts '[0]' "[$A]"
+    finding_is stray-contexts '[0]' "[$B]"
 }
 
 # ------------------------------------------------------------------------------ nccl-all-gpus

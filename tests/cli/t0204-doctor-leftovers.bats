@@ -15,30 +15,30 @@ setup() {
 
 # ------------------------------------------------------------------------------ orphan-holder
 
-# An orphan made by vg-helper --orphan --setsid: the process that started the job's session is
-# gone and init (or a subreaper) adopted the carrier.
+# A DataLoader worker of a dead main process (vg-helper --pgrp --orphan): the job's main process,
+# leader of its own process group, is gone and init (or a subreaper) adopted the worker, which
+# waits, idle. The lifecycles around it are t0208's.
 orphan() {
-    vg_spawn --orphan --setsid "$@" -- python -c 'worker loop'
+    vg_spawn --pgrp --orphan --comm pt_data_worker "$@" -- python -c 'worker loop'
     O=$VG_PID
     vg_gone "$VG_PARENT_PID"
-    [ "$(vg_stat "$O" session)" = "$VG_PARENT_PID" ]
     [ "$(vg_stat "$O" pgrp)" = "$VG_PARENT_PID" ]
 }
 
 @test "orphan-holder: a leftover with memory on GPU 1, critical, on that GPU and PID" {
     orphan --open "$(dev 1)" --open "$DEVDIR/nvidiactl"
-    homogeneous_host "proc gpu=1 pid=$O type=compute mem=3GiB"
+    homogeneous_host "proc gpu=1 pid=$O type=compute mem=3GiB sm=0"
     vgd --json doctor
     show
     [ "$status" -eq 2 ]
     [ "$(rules_fired)" = orphan-holder ]
     [ "$(nfind orphan-holder)" -eq 1 ]
     finding_is orphan-holder '[1]' "[$O]"
-    json_ok '.findings[0] | .severity == "critical" and .memory == 3221225472'
+    json_ok '.findings[0] | .severity == "critical" and .confidence == "high" and .memory == 3221225472'
     json_ok '.findings[0].title == "1 leftover process of a finished job (process group \($g)) still holds 3 GiB of GPU memory"' \
         --arg g "$VG_PARENT_PID"
-    json_ok '.findings[0].evidence | any(contains("parent is now PID 1 (init); its process group leader has exited; 3 GiB"))'
-    json_ok '.findings[0].evidence | any(. == "PID \($o) also holds the device node open")' --arg o "$O"
+    json_ok '.findings[0].evidence | any(contains("parent is now PID 1 (init); its process group leader (PID \($g)) has exited; holds 3 GiB"))' \
+        --arg g "$VG_PARENT_PID"
     json_ok '.findings[0].fix[0] == "stop them: kill -TERM \($o) (then kill -KILL if they stay)"' --arg o "$O"
     json_ok '.findings[0].fix | any(contains("vramguard run"))'
     vgd doctor
@@ -79,8 +79,8 @@ orphan() {
     vg_require_jq
     # A session leader starts two workers and exits: both are adopted, their leader is gone.
     VG_HELPER_TAG=$TMP setsid bash -c '
-        "$0" --pidfile "$1/w1" --open "$2" -- python worker1 &
-        "$0" --pidfile "$1/w2" --open "$3" -- python worker2 &
+        "$0" --pidfile "$1/w1" --open "$2" --comm pt_data_worker -- python worker1 &
+        "$0" --pidfile "$1/w2" --open "$3" --comm pt_data_worker -- python worker2 &
         echo $$ >"$1/leader"' "$HELPER" "$TMP" "$(dev 0)" "$(dev 3)" </dev/null >/dev/null 2>&1 3>&- &
     wait_for '[[ -s $TMP/w1 && -s $TMP/w2 && -s $TMP/leader ]]'
     W1=$(vg_role main "$TMP/w1")
@@ -91,8 +91,8 @@ orphan() {
     wait_for "vg_gone $L"
     [ "$(vg_stat "$W1" session)" = "$L" ]
     [ "$(vg_stat "$W2" pgrp)" = "$L" ]
-    homogeneous_host "proc gpu=0 pid=$W1 type=compute mem=1GiB" \
-        "proc gpu=3 pid=$W2 type=compute mem=2GiB"
+    homogeneous_host "proc gpu=0 pid=$W1 type=compute mem=1GiB sm=0" \
+        "proc gpu=3 pid=$W2 type=compute mem=2GiB sm=0"
     vgd --json doctor
     show
     [ "$status" -eq 2 ]

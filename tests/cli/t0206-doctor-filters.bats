@@ -15,14 +15,14 @@ FOREIGN=4194400
 # Three problems on one host: an orphan holding 3 GiB on GPU 1 (critical), a process working on
 # GPU 0 with a stray context on GPU 2 (warning), and a foreign PID on GPU 3 (warning).
 three_problems() {
-    vg_spawn --orphan --setsid --open "$(dev 1)" -- python worker.py
+    vg_spawn --pgrp --orphan --comm pt_data_worker --open "$(dev 1)" -- python worker.py
     O=$VG_PID
     vg_gone "$VG_PARENT_PID"
     vg_spawn --open "$(dev 0)" --open "$(dev 2)" -- python train.py
     P=$VG_PID
-    homogeneous_host "proc gpu=1 pid=$O type=compute mem=3GiB" \
-        "proc gpu=0 pid=$P type=compute mem=30GiB" \
-        "proc gpu=2 pid=$P type=compute mem=400MiB" \
+    homogeneous_host "proc gpu=1 pid=$O type=compute mem=3GiB sm=0" \
+        "proc gpu=0 pid=$P type=compute mem=30GiB sm=90" \
+        "proc gpu=2 pid=$P type=compute mem=400MiB sm=0" \
         "proc gpu=3 pid=$FOREIGN type=compute mem=2GiB"
 }
 
@@ -96,7 +96,7 @@ three_problems() {
     json_ok '.findings == []'
     vgd doctor --pid $$
     [ "$status" -eq 0 ]
-    [[ ${lines[-1]} == "No problems found."* ]]
+    [[ ${lines[-1]} == "No problems found"* ]]
 }
 
 @test "--gpu and --pid together: findings matching both" {
@@ -129,7 +129,7 @@ EOF
 }
 
 @test "exit 3: no driver view and nothing critical, even with warnings from /proc" {
-    vg_spawn --orphan --setsid --open "$(dev 1)"
+    vg_spawn --pgrp --orphan --comm pt_data_worker --open "$(dev 1)"
     O=$VG_PID
     vg_gone "$VG_PARENT_PID"
     unset FAKE_NVML_SCENARIO

@@ -389,14 +389,17 @@ PROCS(nvmlDeviceGetGraphicsRunningProcesses_v3, V3_T, FAKE_GRAPHICS, LAYOUT_V3)
 PROCS(nvmlDeviceGetMPSComputeRunningProcesses_v3, V3_T, FAKE_MPS, LAYOUT_V3)
 
 /* One sample per PID on the GPU, with the sm= of its first line there. Counts them, and
- * fills them too when out is not NULL. */
-static unsigned samples(const struct fake_call *c, nvmlProcessUtilizationSample_t *out)
+ * fills them too when out is not NULL. *sampled: some line on the GPU gave sm=. */
+static unsigned samples(const struct fake_call *c, nvmlProcessUtilizationSample_t *out,
+                        bool *sampled)
 {
     const struct fake_proc *ps = c->sc->procs;
     struct timespec ts;
     unsigned n = 0, i, j;
     clock_gettime(CLOCK_REALTIME, &ts);
+    *sampled = false;
     for (i = 0; i < c->sc->nprocs; i++) {
+        *sampled |= ps[i].gpu == c->g && ps[i].sm_given;
         for (j = 0; j < i && !(ps[j].gpu == c->g && ps[j].pid == ps[i].pid); j++)
             ;
         if (ps[i].gpu != c->g || j < i)
@@ -424,17 +427,18 @@ FAKE_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
     nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetProcessUtilization, dev, 0, &c);
     if (r != NVML_SUCCESS)
         return r;
-    unsigned n = samples(&c, NULL);
+    bool sampled;
+    unsigned n = samples(&c, NULL, &sampled);
     if (!count_io)
         r = NVML_ERROR_INVALID_ARGUMENT;
-    else if (c.m >= 0)
+    else if (c.m >= 0 || (n > 0 && !sampled))
         r = NVML_ERROR_NOT_SUPPORTED;
     else if (n == 0)
         r = NVML_ERROR_NOT_FOUND;
     else if (!out || *count_io < n)
         r = NVML_ERROR_INSUFFICIENT_SIZE;
     else
-        samples(&c, out);
+        samples(&c, out, &sampled);
     if (count_io)
         *count_io = n;
     fake_leave();

@@ -96,6 +96,7 @@ struct fake_proc {
     int gpu, mig;                     /* mig: MIG device index on that GPU, or -1 */
     enum fake_ptype type;
     bool mem_known;
+    bool sm_given;                    /* sm= was on the line: the driver samples this GPU */
     unsigned pid, sm;
     uint64_t mem;
 };

@@ -392,6 +392,7 @@ static int do_proc(struct parser *ps, struct rec *rc)
     rc->p.mig = rc->m;
     rc->p.type = rc->type;
     rc->p.mem_known = rc->known & K_MEM;
+    rc->p.sm_given = rc->seen & K_SM;
     sc->procs[sc->nprocs++] = rc->p;
     return 0;
 }

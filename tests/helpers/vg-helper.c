@@ -42,7 +42,8 @@
  *   --reaper           first of all, the original process forks a child subreaper
  *                      (PR_SET_CHILD_SUBREAPER) that stays until the end, reaping what exits,
  *                      and runs the rest below it; the original exits 0 (systemd --user, tini,
- *                      or a shell that adopts orphans)
+ *                      or a shell that adopts orphans). As pid 1 of a PID namespace the
+ *                      original stays itself: a container's init
  *   --reaper-setsid    with --reaper: the subreaper starts a new session first (a login shell)
  *   --leader           a child starts a new session and stays until the end as its leader (a
  *                      login shell, a tmux pane's shell), running the rest below it; the
@@ -1168,6 +1169,17 @@ static void __attribute__((noreturn)) stay_until_end(void)
  */
 static pid_t fork_stayer(bool new_session, bool subreaper)
 {
+    /* As pid 1 of a PID namespace (unshare --pid --fork vg-helper --reaper ...) the helper is
+     * the namespace's init, a container's tini: it stays itself, since its exit would end
+     * everything below it. */
+    if (subreaper && getpid() == 1 && !new_session) {
+        pid_t rest = fork();
+        if (rest < 0)
+            die_errno("fork");
+        if (rest > 0)
+            stay_until_end();
+        return 1;
+    }
     pid_t pid = fork();
     if (pid < 0)
         die_errno("fork");
