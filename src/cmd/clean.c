@@ -521,7 +521,7 @@ int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
             for (size_t k = 0; (bg->known & VG_GPU_K_UUID) && k < after->gpus.ngpus; k++)
                 if ((after->gpus.gpus[k].known & VG_GPU_K_UUID) &&
                     strcmp(after->gpus.gpus[k].uuid, bg->uuid) == 0)
-                    unsettled |= vg_plan_reset_needed(after, k, c.ropts.unattributed_min);
+                    unsettled |= vg_plan_unexplained(after, k, c.ropts.unattributed_min);
         }
     } else if (vg_clean_resets(&c, &plan, before, before, &resets, &nresets)) {
         vg_cmd_error("clean", "out of memory");

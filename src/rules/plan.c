@@ -74,20 +74,27 @@ bool vg_plan_in_scope(const struct vg_plan *p, size_t gpu)
     return false;
 }
 
-bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t min)
+bool vg_plan_unexplained(const struct vg_snapshot *snap, size_t gpu, uint64_t min)
 {
-    /* Never when a holder could hide: descriptors that could not be read, or a minor number
-     * that leaves the GPU's node unknown. */
-    if (!snap->driver_ok || gpu >= snap->gpus.ngpus || snap->gpus.gpus[gpu].lost ||
-        snap->procs.n_fd_unread || !(snap->gpus.gpus[gpu].known & VG_GPU_K_MINOR))
+    if (!snap->driver_ok || gpu >= snap->gpus.ngpus || snap->gpus.gpus[gpu].lost)
         return false;
     const struct vg_snap_gpu *s = &snap->per_gpu[gpu];
     /* With the v1 memory call the driver's own reservation is part of "used". */
     if (s->unexplained_has_reserved)
         min += 512ull << 20;
+    return s->unexplained_known && s->unexplained_bytes > min;
+}
+
+bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t min)
+{
+    /* Never when a holder could hide: descriptors that could not be read, or a minor number
+     * that leaves the GPU's node unknown. */
+    if (!vg_plan_unexplained(snap, gpu, min) || snap->procs.n_fd_unread ||
+        !(snap->gpus.gpus[gpu].known & VG_GPU_K_MINOR))
+        return false;
     size_t first, count;
     vg_snap_gpu_holdings(snap, gpu, &first, &count);
-    return count == 0 && s->unexplained_known && s->unexplained_bytes > min;
+    return count == 0;
 }
 
 static int vg_cmp_size(const void *a, const void *b)

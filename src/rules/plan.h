@@ -92,8 +92,11 @@ void vg_plan_release(struct vg_plan *p);
 int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
                   const struct vg_plan_opts *o, struct vg_plan *out, struct vg_err *err);
 
-/* Memory on GPU gpu that only a reset can free: more than min (plus the driver's reservation
- * when the v1 memory call counts it as used) held while no process holds the GPU at all. */
+/* Memory on GPU gpu that no listed process accounts for: more than min (plus the driver's
+ * reservation when the v1 memory call counts it as used). */
+bool vg_plan_unexplained(const struct vg_snapshot *snap, size_t gpu, uint64_t min);
+/* Such memory that only a reset can free: held while no process holds the GPU at all, and
+ * nothing could hide one (every descriptor read, the GPU's minor number known). */
 bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t min);
 
 /* Is the scope GPU index list of p holding gpu? */

@@ -43,6 +43,8 @@ struct vg_wholder {
     uint64_t start;
     unsigned seen;
     bool in_proc;
+    bool stale;             /* the driver's entry outlived its process: user and command are
+                             * what the PID names now */
     char *user, *command;
     bool mem_known;
     uint64_t mem;
@@ -434,9 +436,12 @@ static void vg_holder_from(struct vg_step *s, struct vg_wholder *d, const struct
     d->pid = h->pid;
     d->seen = h->seen;
     d->in_proc = p != NULL;
+    d->stale = h->stale;
+    if (h->stale)
+        p = h->stale_proc;
     d->mem_known = h->used_known;
     d->mem = h->used_bytes;
-    if (p && (p->known & VG_PROC_K_STAT)) {
+    if (p && !h->stale && (p->known & VG_PROC_K_STAT)) {
         d->start_known = true;
         d->start = p->start_ticks;
     }
@@ -859,6 +864,14 @@ static void vg_holder_where(struct vg_buf *m, const struct vg_wholder *h, const 
 /* ", alice: python train.py" */
 static void vg_holder_who(struct vg_buf *m, const struct vg_wholder *h)
 {
+    if (h->stale) {
+        vg_buf_adds(m, ", a stale entry: the PID now names another process");
+        if (h->user)
+            vg_buf_printf(m, ", %s", h->user);
+        if (h->command)
+            vg_buf_printf(m, ": %s", h->command);
+        return;
+    }
     if (!h->in_proc) {
         vg_buf_adds(m, ", not in this /proc");
         return;

@@ -4,7 +4,8 @@
 #
 # vgc ARGS...: bats `run --separate-stderr` of "vramguard --nvml FAKE --dev DEVDIR ARGS", stdout
 #   in $output and stderr in $stderr. A leading `as_nobody` word runs it as nobody (setpriv),
-#   which needs a world-readable DEVDIR and scenario: use clean_world first.
+#   which needs a world-readable DEVDIR and scenario: use clean_world first. After
+#   vg_pidns_start it runs in that PID namespace.
 # two_gpus [LINES...]: a scenario of two GPUs, GPU 0 on /dev/nvidia0 and GPU 1 on /dev/nvidia1,
 #   memory "used=auto" (the sum of their proc lines) unless USED0/USED1 say otherwise, then the
 #   given lines.
@@ -30,6 +31,7 @@ vgc() {
     if [[ -z ${DEVDIR:-} ]]; then
         vg_fake_dev >/dev/null || return 1
     fi
+    if [[ -n ${VG_NS:-} ]]; then pre=(nsenter --target "$VG_NS" --pid --mount -- "${pre[@]}"); fi
     run --separate-stderr "${pre[@]}" "$VG" --nvml "${VG_NVML:-$FAKE_FULL}" --dev "$DEVDIR" "$@"
 }
 

@@ -211,7 +211,9 @@ vg_spawn() {
     fi
     pidfile=$dir/pids
     log=$dir/log
-    VG_HELPER_TAG=$_VG_TAG "$HELPER" --pidfile "$pidfile" "$@" </dev/null >"$log" 2>&1 3>&- &
+    local ns=()
+    if [[ -n ${VG_NS:-} ]]; then ns=(nsenter --target "$VG_NS" --pid --mount --); fi
+    VG_HELPER_TAG=$_VG_TAG "${ns[@]}" "$HELPER" --pidfile "$pidfile" "$@" </dev/null >"$log" 2>&1 3>&- &
     bg=$!
     _vg_record launcher "$bg"
     printf '%s\n' "$pidfile" >"$_VG_STATE/last"
@@ -246,7 +248,8 @@ vg_spawn() {
     VG_PIDFILE=$pidfile
     VG_LOG=$log
     while read -r role pid; do
-        _vg_record "$role" "$pid"
+        # A namespace's numbers name other processes here: those die with its init instead.
+        if [[ -z ${VG_NS:-} ]]; then _vg_record "$role" "$pid"; fi
         case $role in
         main) VG_PID=$pid ;;
         orphan) VG_ORPHAN_PID=$pid ;;
@@ -376,6 +379,48 @@ json_ok() {
 json_file() {
     vg_require_jq
     jq -r "${@:3}" "$2" "$1"
+}
+
+# vg_pidns_start: from here on the test runs its processes in a PID namespace with a /proc of
+# its own, where every process (its helpers and vramguard alike) can be read by root, whatever
+# hides processes on this machine (a sandbox's init may deny even root its open files): for what
+# vramguard does only when nothing is hidden (a GPU reset). VG_NS is the host's pid of the
+# namespace's init (a vg-helper --reaper). vg_in_ns CMD... runs a command inside; vg_spawn,
+# vgd and vgc started after this run inside too, so the pids they report are the namespace's
+# (the fake driver's scenario must use those). Everything in it dies with its init, which
+# vg_cleanup kills. Skips without root, unshare or nsenter.
+vg_pidns_start() {
+    local p
+    [[ $(id -u) -eq 0 ]] || skip "needs root for a PID namespace"
+    command -v unshare >/dev/null && command -v nsenter >/dev/null ||
+        skip "unshare and nsenter (util-linux) are needed"
+    _vg_dir || return 1
+    VG_HELPER_TAG=$_VG_TAG unshare --pid --fork --mount-proc "$HELPER" --reaper \
+        --pidfile "$_VG_STATE/nsinit" </dev/null >"$_VG_STATE/nsinit.log" 2>&1 &
+    _vg_record launcher "$!"
+    wait_for "[[ -s $_VG_STATE/nsinit ]]" || return 1
+    VG_NS=
+    for p in $(vg_pids_with_env "VG_HELPER_TAG=$_VG_TAG"); do
+        if awk '/^NSpid:/ { exit !(NF == 3 && $3 == 1) }' "/proc/$p/status" 2>/dev/null; then
+            VG_NS=$p
+        fi
+    done
+    if [[ -z $VG_NS ]]; then
+        echo "vg_pidns_start: no init of the new PID namespace found" >&2
+        return 1
+    fi
+    _vg_record nsinit "$VG_NS"
+}
+
+vg_in_ns() {
+    nsenter --target "$VG_NS" --pid --mount -- "$@"
+}
+
+# vg_ns_gone PID: vg_gone for a pid of the namespace.
+vg_ns_gone() {
+    local line
+    line=$(vg_in_ns cat "/proc/$1/stat" 2>/dev/null) || return 0
+    [[ ${line##*) } == [ZX]* ]]
 }
 
 # vg_unreadable_fds: how many processes have open files this user cannot read (fd/ denied, or

@@ -41,24 +41,27 @@ teardown() {
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
     watch_start --threshold 100MiB
     wait_line holder-present
-    # B holds no device node (so the driver alone reports it, with no race between the two)
-    B=$(vg_spawn -- python eval.py)
+    # B opens GPU 0's node first (a process with a context holds it), then the driver lists it:
+    # it appears through the node holding nothing of its own, then allocates
+    B=$(vg_spawn --open "$(dev 0)" -- python eval.py)
+    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): device node only, root: "
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1GiB sm=60"
-    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): 1 GiB, root: "
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), root: "
     # below the threshold: nothing
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1074MiB sm=60"
     wait_samples 4
-    [ "$(nlines holder-memory)" -eq 0 ]
+    [ "$(nlines holder-memory)" -eq 1 ]
     # past it: once, from the figure last reported
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=3GiB sm=60"
     wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 1 GiB -> 3 GiB (+2 GiB), root: "
-    # the driver forgets it, and the process exits
+    # the driver forgets its context (it still holds the node), then the process exits
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 3 GiB -> 0 B (-3 GiB), root: "
     kill -KILL "$B"
-    wait_line "holder-left PID $B left GPU 0 (GPU-00000000): it held 3 GiB, root: "
+    wait_line "holder-left PID $B left GPU 0 (GPU-00000000): it held device node only, root: "
     wait_samples 4
     [ "$(nlines "holder-appeared PID $B")" -eq 1 ]
-    [ "$(nlines holder-memory)" -eq 1 ]
+    [ "$(nlines holder-memory)" -eq 3 ]
     [ "$(nlines holder-left)" -eq 1 ]
     [ "$(nlines "PID $A")" -eq 1 ]
 }

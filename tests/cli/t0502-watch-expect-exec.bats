@@ -35,8 +35,8 @@ EOF
 
 @test "alerts fire for unexpected holders only, once, and clear when resolved" {
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
-    B=$(vg_spawn -- python intruder.py)
-    C=$(vg_spawn -- python small.py)
+    B=$(vg_spawn --open "$(dev 1)" -- python intruder.py)
+    C=$(vg_spawn --open "$(dev 0)" -- python small.py)
     # GPU 1 may carry A only; GPU 0 nothing. B is unexpected on GPU 1 (warning); C holds less
     # than the threshold on GPU 0 (no alert yet).
     host "proc gpu=1 pid=$A type=compute mem=20GiB" "proc gpu=1 pid=$B type=compute mem=1GiB" \

@@ -56,7 +56,7 @@ vgc() {
     # a critical finding without any expectation: an orphaned worker keeping 9 GiB
     kill -KILL "$A"
     wait_for "vg_gone $A"
-    vg_spawn --orphan --setsid --open "$(dev 0)" -- python worker >/dev/null
+    vg_spawn --pgrp --orphan --comm pt_data_worker --open "$(dev 0)" -- python worker >/dev/null
     O=$VG_ORPHAN_PID
     vg_scenario <<EOF
 gpu index=0 uuid=$U0 name="NVIDIA A100-SXM4-80GB" minor=2 total=80GiB reserved=512MiB used=9GiB util=0

@@ -12,7 +12,7 @@ setup() {
 
 # An orphaned worker of a dead job holding GPU 0's device node (its job's session is gone).
 orphan() {
-    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid "$@" -- python train.py --epochs 90 \
+    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm pt_data_worker "$@" -- python train.py --epochs 90 \
         >/dev/null
     O=$VG_PID
     O_START=$(vg_stat "$O" starttime)
@@ -20,7 +20,7 @@ orphan() {
 
 @test "a dry run names the orphan, why and the memory, and changes nothing" {
     orphan
-    two_gpus "proc gpu=0 pid=$O type=compute mem=3GiB"
+    two_gpus "proc gpu=0 pid=$O type=compute mem=3GiB sm=0"
     vgc clean
     show
     [ "$status" -eq 0 ]
@@ -40,7 +40,7 @@ orphan() {
 
 @test "the plan in JSON: vramguard.clean/1 with the target's identity, reason and memory" {
     orphan
-    two_gpus "proc gpu=0 pid=$O type=compute mem=3GiB"
+    two_gpus "proc gpu=0 pid=$O type=compute mem=3GiB sm=0"
     vgc clean --json
     show
     [ "$status" -eq 0 ]
@@ -80,7 +80,7 @@ orphan() {
 @test "without filters only leftovers are targets: a live job is never 'everything'" {
     vg_spawn --open "$DEVDIR/nvidia1" -- python serve.py >/dev/null
     J=$VG_PID
-    two_gpus "proc gpu=1 pid=$J type=compute mem=20GiB"
+    two_gpus "proc gpu=1 pid=$J type=compute mem=20GiB sm=90"
     vgc clean
     show
     [ "$status" -eq 0 ]
@@ -141,6 +141,8 @@ orphan() {
 }
 
 @test "memory held with no process: the reset command and its preconditions, not run" {
+    # a reset is offered only when no process was hidden: alone in a PID namespace
+    vg_pidns_start
     fake_smi
     USED1=6GiB two_gpus
     vgc clean

@@ -12,7 +12,7 @@ setup() {
 }
 
 orphan() {
-    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid "$@" -- python train.py >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm pt_data_worker "$@" -- python train.py >/dev/null
     O=$VG_PID
     O_START=$(vg_stat "$O" starttime)
 }
@@ -80,7 +80,7 @@ orphan() {
     J=$VG_PID
     J_START=$(vg_stat "$J" starttime)
     orphan
-    two_gpus "proc gpu=0 pid=$J type=compute mem=20GiB"
+    two_gpus "proc gpu=0 pid=$J type=compute mem=20GiB sm=90"
     vgc clean --force
     show
     [ "$status" -eq 0 ]
@@ -91,9 +91,9 @@ orphan() {
 }
 
 @test "several leftovers of one job are stopped together" {
-    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid -- python w1.py >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm pt_data_worker -- python w1.py >/dev/null
     A=$VG_PID
-    vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid --ignore-term -- python w2.py >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid --comm pt_data_worker --ignore-term -- python w2.py >/dev/null
     B=$VG_PID
     two_gpus
     vgc clean --force --grace 1s --json
@@ -106,7 +106,7 @@ orphan() {
 
 @test "the driver still lists a stopped PID: said, exit 1" {
     orphan
-    two_gpus "proc gpu=0 pid=$O type=compute mem=4GiB"
+    two_gpus "proc gpu=0 pid=$O type=compute mem=4GiB sm=0"
     vgc clean --force
     show
     [ "$status" -eq 1 ]

@@ -3,7 +3,9 @@
 # `nvidia-smi --gpu-reset -i UUID` and its preconditions; only `--reset --force`, as root, runs
 # it (a fake nvidia-smi first in PATH records its arguments and "frees" the memory by rewriting
 # the fake driver's scenario), and never while something holds the GPU, without root, or on a
-# GPU whose process list the driver failed to give.
+# GPU whose process list the driver failed to give. A reset needs to have seen every holder, so
+# these tests run in a PID namespace of their own, where every process can be read
+# (vg_pidns_start); the one test outside shows that hidden processes forbid a reset.
 
 load lib
 load clean
@@ -27,14 +29,15 @@ EOF
 
 @test "--reset --force as root: cleans the orphan, then resets the GPU it left memory on" {
     [ "$(id -u)" -eq 0 ] || skip "needs root"
-    vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid -- python train.py >/dev/null
+    vg_pidns_start
+    vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid --comm pt_data_worker -- python train.py >/dev/null
     O=$VG_PID
     USED1=12GiB two_gpus
     freed_scenario
     vgc clean --reset --force
     show
     [ "$status" -eq 0 ]
-    wait_for "vg_gone $O"
+    wait_for "vg_ns_gone $O"
     [ "$(cat "$SMI_LOG")" = "--gpu-reset -i $U1" ]
     [[ $output == *"exited after SIGTERM"* ]]
     [[ $output == *"GPU 1: 12 GiB held."*"nvidia-smi --gpu-reset -i $U1"*"ran it: nvidia-smi exited 0"* ]]
@@ -46,6 +49,7 @@ EOF
 
 @test "--reset --force in JSON: the command, that it ran, its status, the memory after" {
     [ "$(id -u)" -eq 0 ] || skip "needs root"
+    vg_pidns_start
     USED1=6GiB two_gpus
     freed_scenario
     vgc clean --reset --force --json --gpu 1
@@ -61,6 +65,7 @@ EOF
 }
 
 @test "without --force, or without --reset, nvidia-smi is never run" {
+    vg_pidns_start
     USED1=6GiB two_gpus
     vgc clean --reset
     show
@@ -76,6 +81,7 @@ EOF
 }
 
 @test "a GPU somebody still holds is not reset" {
+    vg_pidns_start
     # A protected holder stays; the memory is not 'held with no process'.
     vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid --comm nv-hostengine >/dev/null
     USED1=6GiB two_gpus
@@ -92,15 +98,41 @@ EOF
     command -v setpriv >/dev/null || skip "setpriv is not installed"
     clean_world
     USED1=6GiB two_gpus
+    # as nobody, other users' processes are hidden: no reset is even offered
     vgc as_nobody clean --reset --force
     show
     [ "$status" -eq 1 ]
-    [[ $output == *"not run: a GPU reset needs root"* ]]
+    [[ $output != *"GPU reset:"* ]]
+    [[ $output == *"unattributed"* ]]
     [ ! -e "$SMI_LOG" ]
+    vgc as_nobody doctor
+    [[ $output == *"could not be read: any of them may hold it"* ]]
+    [[ $output == *"vramguard is not root"* ]]
+}
+
+@test "processes hidden from vramguard forbid a reset; seeing them all allows it" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root"
+    USED1=6GiB two_gpus
+    freed_scenario
+    hidden=$(vg_unreadable_fds)
+    if [ "$hidden" -gt 0 ]; then
+        # this machine hides some process even from root: no reset, and said why
+        vgc clean --reset --force --gpu 1 --json
+        show
+        [ "$status" -eq 1 ]
+        [ ! -e "$SMI_LOG" ]
+        json_ok '.gpus[0].reset == null'
+    fi
+    vg_pidns_start
+    vgc clean --reset --force --gpu 1 --json
+    show
+    [ "$status" -eq 0 ]
+    [ "$(cat "$SMI_LOG")" = "--gpu-reset -i $U1" ]
 }
 
 @test "nvidia-smi missing from PATH, or failing: said, exit 1" {
     [ "$(id -u)" -eq 0 ] || skip "needs root"
+    vg_pidns_start
     USED1=6GiB two_gpus
     PATH=/usr/bin:/bin vgc clean --reset --force --gpu 1
     show
@@ -117,6 +149,7 @@ EOF
 @test "a GPU whose process list failed is never offered a reset, nor called unattributed" {
     [ "$(id -u)" -eq 0 ] || skip "needs root"
     vg_require_jq
+    vg_pidns_start
     # 6 GiB used on GPU 1 and no holder anyone can see: but the driver could not list its
     # compute processes, so the memory may well belong to a running job.
     USED1=6GiB two_gpus "error func=nvmlDeviceGetComputeRunningProcesses_v3 gpu=1 code=999"
