@@ -24,7 +24,7 @@ static int vg_size_str(bool known, uint64_t v, char *out, size_t n)
 
 /* Paths shown, and columns each, on the line under a holder of more nodes than are listed. */
 #define VG_TEXT_NODES_SHOWN 3
-#define VG_TEXT_NODE_COLS 40
+#define VG_TEXT_NODE_COLS 120
 
 /* A process holding more distinct NVIDIA nodes than the scan lists (thousands of
  * nvidia-caps nodes, or a stand-in directory full of them) gets one line saying how many,
