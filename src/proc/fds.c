@@ -75,8 +75,11 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
 
 static size_t vg_fd_slot(uint64_t node, size_t cap)
 {
-    node ^= node >> 33; /* splitmix64's finaliser: device numbers and indices are not random */
+    /* MurmurHash3's 64-bit finaliser: device numbers and indices are far from random */
+    node ^= node >> 33;
     node *= 0xff51afd7ed558ccdULL;
+    node ^= node >> 33;
+    node *= 0xc4ceb9fe1a85ec53ULL;
     node ^= node >> 33;
     return (size_t)node & (cap - 1);
 }
