@@ -163,8 +163,12 @@ static struct vg_dev_id id_of(const char *dir, const char *name)
 
 static struct vg_dev_id chr(unsigned major, unsigned minor)
 {
-    return (struct vg_dev_id){.mode = S_IFCHR | 0600, .rdev_major = major, .rdev_minor = minor,
-                              .dev_major = 0, .dev_minor = 5, .ino = 99};
+    return (struct vg_dev_id){.mode = S_IFCHR | 0600,
+                              .rdev_major = major,
+                              .rdev_minor = minor,
+                              .dev_major = 0,
+                              .dev_minor = 5,
+                              .ino = 99};
 }
 
 static struct vg_proc_devset *devset(const struct fx *f, const char *dev_dir)
@@ -261,8 +265,8 @@ static void test_match_identity(void **state)
 {
     struct fx *f = *state;
     put(f->proc, "devices", fx_devices);
-    static const char *const standins[] = {"nvidia0",     "nvidia3",        "nvidiactl",
-                                           "nvidia-uvm",  "nvidia-modeset", "null"};
+    static const char *const standins[] = {"nvidia0",    "nvidia3",        "nvidiactl",
+                                           "nvidia-uvm", "nvidia-modeset", "null"};
     for (size_t i = 0; i < sizeof(standins) / sizeof(standins[0]); i++)
         put(f->dev, standins[i], "");
     char caps[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
@@ -364,9 +368,10 @@ static void test_scan_tree_by_number(void **state)
     fd_link(f, 100, 7, alias);
     fd_link(f, 200, 3, p); /* only a name: no holder */
     /* stat lines: a holder whose stat is missing would read as exited */
-    put(f->proc, "100/stat", "100 (holder) S 1 100 100 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 "
-                             "5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 "
-                             "0 0 0 0 0 0 0 0 0 0\n");
+    put(f->proc, "100/stat",
+        "100 (holder) S 1 100 100 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 "
+        "5000 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 "
+        "0 0 0 0 0 0 0 0 0 0\n");
 
     struct vg_proc_opts opts = {.proc_root = f->proc, .dev_dir = f->dev};
     struct vg_proc_table t;
@@ -470,8 +475,10 @@ static int has_path(const struct vg_proc *p, const char *path)
 static int private_check(const struct fx *f, pid_t pid)
 {
     char devices[PATH_MAX];
-    if (pj(devices, sizeof(devices), f->proc, "devices") < 0 || unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-        mount(devices, "/proc/devices", NULL, MS_BIND, NULL) < 0)
+    /* the type is ignored for these; "none" rather than NULL keeps valgrind quiet */
+    if (pj(devices, sizeof(devices), f->proc, "devices") < 0 || unshare(CLONE_NEWNS) < 0 ||
+        mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount(devices, "/proc/devices", "none", MS_BIND, NULL) < 0)
         return 90;
     int root = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0)
