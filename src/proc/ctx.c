@@ -24,8 +24,6 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
 {
     memset(c, 0, sizeof(*c));
     c->root_fd = root_fd;
-    c->dev_dir = dev_dir && *dev_dir ? dev_dir : "/dev";
-    c->dev_dir_len = vg_proc_dev_dir_len(c->dev_dir);
     /* Only a real procfs gives fd/ a size that is a count; a test tree or a copy does not. */
     struct statfs sfs;
     c->procfs = root_fd >= 0 && fstatfs(root_fd, &sfs) == 0 && sfs.f_type == VG_PROC_SUPER_MAGIC;
@@ -35,14 +33,16 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
     if (!c->dents)
         return -ENOMEM;
     c->dents_cap = VG_PROC_DENTS_CAP;
-    return 0;
+    return vg_proc_devset_new(root_fd, dev_dir, &c->devset);
 }
 
 void vg_proc_ctx_release(struct vg_proc_ctx *c)
 {
     free(c->dents);
     vg_buf_release(&c->file);
-    free(c->minors);
+    vg_proc_fds_reset(c);
+    free(c->slots);
+    vg_proc_devset_free(c->devset);
     for (size_t i = 0; i < c->nunames; i++)
         free(c->unames[i].name);
     free(c->unames);

@@ -1,16 +1,20 @@
 /*
- * Phase one of the scan: which NVIDIA device nodes a process holds open, from the link
- * targets in /proc/PID/fd. This runs for every process on the host, so it does the least
- * possible: open fd/, readlinkat() each descriptor into a stack buffer, compare a prefix. On
- * procfs since Linux 6.2, fstat() of fd/ gives the descriptor count and the links are read as
- * 0, 1, 2... without listing the directory (see vg_fd_probe); otherwise fd/ is listed into the
- * context's buffer. Nothing is allocated unless a target is longer than the stack buffer and
- * could still be an NVIDIA node. docs/performance.md has the measurements.
+ * Phase one of the scan: which NVIDIA device nodes a process holds open, from what each
+ * descriptor in /proc/PID/fd refers to. This runs for every process on the host, so it does
+ * the least possible: open fd/, statx() each descriptor (the same one procfs lookup a readlink
+ * would be) into a stack struct, match it against the scan's device set (devset.c: a few
+ * compares). On procfs since Linux 6.2, fstat() of fd/ gives the descriptor count and the
+ * descriptors are read as 0, 1, 2... without listing the directory (see vg_fd_probe);
+ * otherwise fd/ is listed into the context's buffer. Nothing is allocated for a process that
+ * holds no node. docs/performance.md has the measurements.
  *
- * Targets are matched against DIR/nvidia* (DIR = --dev-dir, default /dev): DIR/nvidiaN with N
- * plain decimal is a GPU with minor N; nvidiactl; nvidia-uvm and nvidia-uvm-tools; anything
- * else under that name (nvidia-modeset, nvidia-caps/..., nvidia01) is some other NVIDIA node.
- * A target ending in " (deleted)" is a node that has since been removed: not a match.
+ * A descriptor is an NVIDIA node by what it refers to (proc.h, vg_proc_devset), never by its
+ * path, so a file that only carries a node's name is not one, and a node reached through any
+ * path, mount namespace or bind mount is. The statx asks AT_STATX_DONT_SYNC: a descriptor on a
+ * hung NFS or FUSE file answers from the cache instead of stalling the scan. Paths are read
+ * (readlink) only for the nodes a process holds, for display, and only for the first
+ * VG_PROC_NODES_MAX distinct ones: the cost per process is one statx per descriptor and a
+ * constant per node, whatever it holds.
  */
 #include "proc/internal.h"
 
@@ -23,117 +27,120 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Minor numbers are 20 bits on Linux. */
-#define VG_MINOR_MAX ((1u << 20) - 1)
+/* Longest link target read for display; a longer one (none is, for a device) is left unknown. */
 #define VG_LINK_HEAP_MAX ((size_t)1 << 20)
 
-static bool vg_lit(const char *s, size_t n, const char *lit)
+static void vg_fd_id(const struct statx *st, struct vg_dev_id *id)
 {
-    return strlen(lit) == n && memcmp(s, lit, n) == 0;
+    *id = (struct vg_dev_id){
+        .mode = st->stx_mode,
+        .rdev_major = st->stx_rdev_major,
+        .rdev_minor = st->stx_rdev_minor,
+        .dev_major = st->stx_dev_major,
+        .dev_minor = st->stx_dev_minor,
+        .ino = st->stx_ino,
+    };
 }
 
-size_t vg_proc_dev_dir_len(const char *dev_dir)
+static int vg_fd_stat(int fdd, const char *name, struct vg_dev_id *id)
 {
-    size_t d = strlen(dev_dir);
-    while (d > 1 && dev_dir[d - 1] == '/')
-        d--;
-    return d == 1 && dev_dir[0] == '/' ? 0 : d;
-}
-
-/* Does target start with DIR "/nvidia"? Sets *rest past that prefix. */
-static bool vg_fd_prefix(const char *target, size_t len, const char *dir, size_t dlen, size_t *rest)
-{
-    if (len < dlen + 7 || memcmp(target, dir, dlen) != 0 ||
-        memcmp(target + dlen, "/nvidia", 7) != 0)
-        return false;
-    *rest = dlen + 7;
-    return true;
-}
-
-static int vg_fd_classify(const char *target, size_t len, const char *dir, size_t dlen,
-                          enum vg_dev_kind *kind, unsigned *minor)
-{
-    static const char deleted[] = " (deleted)";
-    size_t off;
-    *kind = VG_DEV_NONE;
-    *minor = 0;
-    if (!target || !vg_fd_prefix(target, len, dir, dlen, &off))
-        return 0;
-    if (len >= sizeof(deleted) - 1 &&
-        memcmp(target + len - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1) == 0)
-        return 0;
-    const char *r = target + off;
-    size_t n = len - off;
-
-    *kind = VG_DEV_OTHER;
-    if (n > 0 && r[0] >= '0' && r[0] <= '9' && (r[0] != '0' || n == 1)) {
-        unsigned long v = 0;
-        size_t i = 0;
-        while (i < n && r[i] >= '0' && r[i] <= '9' && v <= VG_MINOR_MAX)
-            v = v * 10 + (unsigned long)(r[i++] - '0');
-        if (i == n && v <= VG_MINOR_MAX) {
-            *kind = VG_DEV_GPU;
-            *minor = (unsigned)v;
-        }
-    } else if (vg_lit(r, n, "ctl")) {
-        *kind = VG_DEV_CTL;
-    } else if (vg_lit(r, n, "-uvm") || vg_lit(r, n, "-uvm-tools")) {
-        *kind = VG_DEV_UVM;
-    }
-    return 1;
-}
-
-int vg_proc_parse_fd_target(const char *target, size_t len, const char *dev_dir,
-                            enum vg_dev_kind *kind, unsigned *minor)
-{
-    if (!dev_dir || !*dev_dir)
-        dev_dir = "/dev";
-    return vg_fd_classify(target, len, dev_dir, vg_proc_dev_dir_len(dev_dir), kind, minor);
-}
-
-static int vg_fd_add_minor(struct vg_proc_ctx *c, unsigned m)
-{
-    for (size_t i = 0; i < c->nminors; i++)
-        if (c->minors[i] == m)
-            return 0;
-    if (c->nminors == c->minors_cap) {
-        size_t cap = c->minors_cap ? c->minors_cap * 2 : 16;
-        unsigned *n = realloc(c->minors, cap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        c->minors = n;
-        c->minors_cap = cap;
-    }
-    c->minors[c->nminors++] = m;
+    struct statx st;
+    if (statx(fdd, name, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &st) < 0)
+        return -errno;
+    vg_fd_id(&st, id);
     return 0;
 }
 
-/* A target too long for the stack buffer that still starts like an NVIDIA node: read it whole
- * to classify it honestly. Returns the classification or a negative errno. */
-static int vg_fd_long_target(struct vg_proc_ctx *c, int fdd, const char *name,
-                             enum vg_dev_kind *kind, unsigned *minor)
+static bool vg_fd_same(const struct vg_dev_id *a, const struct vg_dev_id *b)
 {
-    size_t cap = 2 * PATH_MAX;
-    for (;;) {
-        char *big = malloc(cap);
-        if (!big)
-            return -ENOMEM;
-        ssize_t n = readlinkat(fdd, name, big, cap);
-        if (n < 0) {
-            int rc = -errno;
-            free(big);
-            return rc;
-        }
-        if ((size_t)n < cap) {
-            int rc = vg_fd_classify(big, (size_t)n, c->dev_dir, c->dev_dir_len, kind, minor);
-            free(big);
-            return rc;
-        }
-        free(big);
-        if (cap >= VG_LINK_HEAP_MAX)
-            return 0; /* longer than any device path could be */
-        cap *= 2;
+    return a->mode == b->mode && a->rdev_major == b->rdev_major && a->rdev_minor == b->rdev_minor &&
+           a->dev_major == b->dev_major && a->dev_minor == b->dev_minor && a->ino == b->ino;
+}
+
+void vg_proc_fds_reset(struct vg_proc_ctx *c)
+{
+    memset(c->gpu_bits, 0, sizeof(c->gpu_bits));
+    for (size_t i = 0; i < c->npaths; i++)
+        free(c->paths[i]);
+    c->npaths = 0;
+    c->nodes_more = 0;
+    c->slots_n = 0;
+    if (++c->slots_gen == 0) {
+        /* after 2^32 processes: stale slots could look current, so clear them for real */
+        if (c->slots)
+            memset(c->slots, 0, c->slots_cap * sizeof(*c->slots));
+        c->slots_gen = 1;
     }
+}
+
+static size_t vg_fd_slot(uint64_t node, size_t cap)
+{
+    /* MurmurHash3's 64-bit finaliser: device numbers and indices are far from random */
+    node ^= node >> 33;
+    node *= 0xff51afd7ed558ccdULL;
+    node ^= node >> 33;
+    node *= 0xc4ceb9fe1a85ec53ULL;
+    node ^= node >> 33;
+    return (size_t)node & (cap - 1);
+}
+
+/* Whether node is new for the current process; adds it. 1 new, 0 seen before, -ENOMEM. */
+static int vg_fd_node_add(struct vg_proc_ctx *c, uint64_t node)
+{
+    if (2 * (c->slots_n + 1) > c->slots_cap) {
+        size_t cap = c->slots_cap ? c->slots_cap * 2 : 64;
+        struct vg_proc_node_slot *ns = calloc(cap, sizeof(*ns));
+        if (!ns)
+            return -ENOMEM;
+        for (size_t i = 0; i < c->slots_cap; i++) {
+            if (c->slots[i].gen != c->slots_gen)
+                continue;
+            size_t j = vg_fd_slot(c->slots[i].node, cap);
+            while (ns[j].gen == c->slots_gen)
+                j = (j + 1) & (cap - 1);
+            ns[j] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = ns;
+        c->slots_cap = cap;
+    }
+    size_t j = vg_fd_slot(node, c->slots_cap);
+    while (c->slots[j].gen == c->slots_gen) {
+        if (c->slots[j].node == node)
+            return 0;
+        j = (j + 1) & (c->slots_cap - 1);
+    }
+    c->slots[j] = (struct vg_proc_node_slot){.node = node, .gen = c->slots_gen};
+    c->slots_n++;
+    return 1;
+}
+
+/* The path a descriptor names, for display: *out NULL when the descriptor no longer refers to
+ * what was matched (closed and reused meanwhile) or its target is absurdly long. 0 or -ENOMEM. */
+static int vg_fd_path(int fdd, const char *name, const struct vg_dev_id *id, char **out)
+{
+    *out = NULL;
+    char stackbuf[PATH_MAX];
+    char *buf = stackbuf;
+    size_t cap = sizeof(stackbuf);
+    ssize_t n;
+    while ((n = readlinkat(fdd, name, buf, cap)) >= 0 && (size_t)n == cap) {
+        if (buf != stackbuf)
+            free(buf);
+        if (cap >= VG_LINK_HEAP_MAX)
+            return 0;
+        cap *= 2;
+        if (!(buf = malloc(cap)))
+            return -ENOMEM;
+    }
+    int rc = 0;
+    struct vg_dev_id now;
+    if (n >= 0 && vg_fd_stat(fdd, name, &now) == 0 && vg_fd_same(id, &now) &&
+        !(*out = vg_proc_strndup(buf, (size_t)n)))
+        rc = -ENOMEM;
+    if (buf != stackbuf)
+        free(buf);
+    return rc;
 }
 
 struct vg_fd_counts {
@@ -141,34 +148,43 @@ struct vg_fd_counts {
     bool ctl, uvm;
 };
 
-/* Read and classify one link of an fd/ directory. 0 (counted), -ENOENT (closed, or never
- * open), or another negative errno. */
+/* One descriptor that refers to an NVIDIA node: count it, and note the node when it is new. */
+static int vg_fd_held(struct vg_proc_ctx *c, int fdd, const char *name, const struct vg_dev_id *id,
+                      const struct vg_dev_match *m, struct vg_fd_counts *k)
+{
+    k->ndev++;
+    if (m->kind == VG_DEV_GPU)
+        c->gpu_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
+    else if (m->kind == VG_DEV_CTL)
+        k->ctl = true;
+    else if (m->kind == VG_DEV_UVM)
+        k->uvm = true;
+    int rc = vg_fd_node_add(c, m->node);
+    if (rc <= 0)
+        return rc;
+    if (c->npaths == VG_PROC_NODES_MAX) {
+        c->nodes_more++;
+        return 0;
+    }
+    rc = vg_fd_path(fdd, name, id, &c->paths[c->npaths]);
+    if (rc == 0)
+        c->npaths++;
+    return rc;
+}
+
+/* Stat and match one descriptor of an fd/ directory. 0 (counted), -ENOENT (closed, or never
+ * open), -EACCES/-EPERM (denied), -ESRCH (gone), -ENOMEM. Any other failure (only a test tree's
+ * plain symlinks, pointing nowhere sensible, give one) is a descriptor that is no node. */
 static int vg_fd_link(struct vg_proc_ctx *c, int fdd, const char *name, struct vg_fd_counts *k)
 {
-    char link[PATH_MAX];
-    ssize_t n = readlinkat(fdd, name, link, sizeof(link));
-    if (n < 0)
-        return -errno;
-    enum vg_dev_kind kind;
-    unsigned minor;
-    int hit;
-    size_t rest;
-    if ((size_t)n < sizeof(link))
-        hit = vg_fd_classify(link, (size_t)n, c->dev_dir, c->dev_dir_len, &kind, &minor);
-    else if (vg_fd_prefix(link, (size_t)n, c->dev_dir, c->dev_dir_len, &rest))
-        hit = vg_fd_long_target(c, fdd, name, &kind, &minor);
-    else
-        hit = 0;
-    if (hit <= 0)
-        return hit;
-    k->ndev++;
-    if (kind == VG_DEV_CTL)
-        k->ctl = true;
-    else if (kind == VG_DEV_UVM)
-        k->uvm = true;
-    else if (kind == VG_DEV_GPU)
-        return vg_fd_add_minor(c, minor);
-    return 0;
+    struct vg_dev_id id;
+    int rc = vg_fd_stat(fdd, name, &id);
+    if (rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -ESRCH || rc == -ENOMEM)
+        return rc;
+    struct vg_dev_match m;
+    if (rc < 0 || !vg_proc_devset_match(c->devset, &id, &m))
+        return 0;
+    return vg_fd_held(c, fdd, name, &id, &m, k);
 }
 
 /* Decimal text of a descriptor number (no allocation; out has room for any unsigned). */
@@ -196,7 +212,7 @@ static unsigned vg_fd_number(const char *name)
     return v < UINT_MAX ? (unsigned)v : UINT_MAX;
 }
 
-/* Walk one fd/ directory by listing it, classifying each link; minors accumulate in c.
+/* Walk one fd/ directory by listing it, matching each descriptor; nodes accumulate in c.
  * Entries numbered below `from` were already read by vg_fd_probe and are skipped. */
 static int vg_fd_walk(struct vg_proc_ctx *c, int fdd, char *dents, size_t dents_cap, unsigned from,
                       struct vg_fd_counts *k)
@@ -217,9 +233,9 @@ static int vg_fd_walk(struct vg_proc_ctx *c, int fdd, char *dents, size_t dents_
 }
 
 /*
- * Read the links of an fd/ directory that holds `count` descriptors without listing it: try
- * 0, 1, 2... until `count` links were read. Listing fd/ makes the kernel build and tear down
- * a dentry for every entry, which readlinkat then looks up again, so skipping the listing
+ * Read the descriptors of an fd/ directory that holds `count` of them without listing it: try
+ * 0, 1, 2... until `count` were read. Listing fd/ makes the kernel build and tear down a
+ * dentry for every entry, which the statx of each then looks up again, so skipping the listing
  * takes about a fifth off phase one; descriptors are nearly always dense from 0. A table with
  * holes costs a few failed lookups: after a quarter of the count of them (at least 4, at most
  * 16: a shell's 0-2 and 255 give up soon, a large table with a few holes does not), or a count
@@ -294,7 +310,7 @@ static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, pid_t pid, stru
 
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
-    c->nminors = 0;
+    vg_proc_fds_reset(c);
     int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fdd < 0)
         return -errno;
@@ -317,7 +333,7 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     if (rc >= 0 && k.total == 0)
         rc = vg_fd_walk_threads(c, pid_fd, p->pid, &k);
     if (rc < 0) {
-        c->nminors = 0;
+        vg_proc_fds_reset(c);
         return rc;
     }
     p->fd_total = k.total;
@@ -333,10 +349,13 @@ bool vg_proc_is_holder(const struct vg_proc *p)
     return (p->known & VG_PROC_K_FDS) && p->dev_fd_count > 0;
 }
 
-static int vg_cmp_unsigned(const void *a, const void *b)
+static void vg_fd_free_paths(struct vg_proc *p)
 {
-    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-    return x < y ? -1 : x > y;
+    for (size_t i = 0; i < p->ndev_paths; i++)
+        free(p->dev_paths[i]);
+    free(p->dev_paths);
+    p->dev_paths = NULL;
+    p->ndev_paths = 0;
 }
 
 int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
@@ -344,13 +363,27 @@ int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
     free(p->dev_minors);
     p->dev_minors = NULL;
     p->ndev_minors = 0;
-    if (c->nminors == 0 || !(p->known & VG_PROC_K_FDS))
+    vg_fd_free_paths(p);
+    p->dev_nodes_more = 0;
+    if (!(p->known & VG_PROC_K_FDS))
         return 0;
-    qsort(c->minors, c->nminors, sizeof(*c->minors), vg_cmp_unsigned);
-    p->dev_minors = malloc(c->nminors * sizeof(*p->dev_minors));
-    if (!p->dev_minors)
-        return -ENOMEM;
-    memcpy(p->dev_minors, c->minors, c->nminors * sizeof(*p->dev_minors));
-    p->ndev_minors = c->nminors;
+    size_t n = 0;
+    for (size_t w = 0; w < sizeof(c->gpu_bits) / sizeof(c->gpu_bits[0]); w++)
+        n += (size_t)__builtin_popcountll(c->gpu_bits[w]);
+    if (n) {
+        if (!(p->dev_minors = malloc(n * sizeof(*p->dev_minors))))
+            return -ENOMEM;
+        for (unsigned m = 0; m <= VG_DEV_GPU_MINOR_MAX; m++)
+            if (c->gpu_bits[m / 64] & ((uint64_t)1 << (m % 64)))
+                p->dev_minors[p->ndev_minors++] = m;
+    }
+    if (c->npaths) {
+        if (!(p->dev_paths = malloc(c->npaths * sizeof(*p->dev_paths))))
+            return -ENOMEM;
+        memcpy(p->dev_paths, c->paths, c->npaths * sizeof(*p->dev_paths));
+        p->ndev_paths = c->npaths;
+        c->npaths = 0; /* handed over */
+    }
+    p->dev_nodes_more = c->nodes_more;
     return 0;
 }

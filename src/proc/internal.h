@@ -2,9 +2,10 @@
  * Private to src/proc/: the scan context shared by the per-file readers, and the helpers the
  * files of this module call in one another. Nothing here is part of the module's interface.
  *
- * A struct vg_proc_ctx lives for one scan (or one vg_proc_read): it borrows the procfs root fd
- * and dev_dir, and owns reusable buffers (directory entries, file contents, device minors) so
- * that reading a process that holds nothing allocates nothing, plus the uid -> name cache.
+ * A struct vg_proc_ctx lives for one scan (or one vg_proc_read): it borrows the procfs root fd,
+ * owns the device-node set descriptors are matched against (built once, at init) and reusable
+ * buffers (directory entries, file contents, the nodes of the process being read) so that
+ * reading a process that holds nothing allocates nothing, plus the uid -> name cache.
  */
 #ifndef VG_PROC_INTERNAL_H
 #define VG_PROC_INTERNAL_H
@@ -30,10 +31,15 @@ struct vg_proc_uname {
     char *name;
 };
 
+/* One slot of the per-process set of distinct nodes (fds.c): valid when gen is the set's. */
+struct vg_proc_node_slot {
+    uint64_t node;
+    uint32_t gen;
+};
+
 struct vg_proc_ctx {
-    int root_fd;         /* borrowed */
-    const char *dev_dir; /* borrowed, without trailing '/' unless it is "/" */
-    size_t dev_dir_len;
+    int root_fd;                   /* borrowed */
+    struct vg_proc_devset *devset; /* owned: the NVIDIA nodes of this scan */
     /* The root is a real procfs (not a test tree or a copy), whose directory sizes and link
      * counts mean something: fd/'s size is its descriptor count (since Linux 6.2), task/'s
      * link count is 2 + threads. fd_count_ok starts as procfs and is cleared when a process
@@ -45,8 +51,17 @@ struct vg_proc_ctx {
     size_t dents_cap;
     struct vg_buf file; /* contents of the file being parsed */
 
-    unsigned *minors; /* GPU minors seen while walking one fd/ directory */
-    size_t nminors, minors_cap;
+    /* The NVIDIA nodes of the process whose fd/ is being walked, reset per process: GPU minors
+     * as bits, the distinct nodes as an open-addressing set (cleared by bumping gen), the
+     * paths of the first VG_PROC_NODES_MAX of them (owned until vg_proc_fds_commit hands them
+     * to the process) and how many more there were. */
+    uint64_t gpu_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64];
+    struct vg_proc_node_slot *slots;
+    size_t slots_cap, slots_n;
+    uint32_t slots_gen;
+    char *paths[VG_PROC_NODES_MAX];
+    size_t npaths;
+    size_t nodes_more;
 
     struct vg_proc_uname *unames; /* uid -> name cache for this scan */
     size_t nunames, unames_cap;
@@ -56,6 +71,7 @@ struct vg_proc_ctx {
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
 };
 
+/* 0 or -ENOMEM (c must still be released). dev_dir as in vg_proc_opts. */
 int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir);
 void vg_proc_ctx_release(struct vg_proc_ctx *c);
 
@@ -90,19 +106,20 @@ static inline bool vg_proc_err_denied(int rc)
  * Used after a missing file, to tell a process that exited from a procfs that lacks the file. */
 bool vg_proc_gone(int pid_fd);
 
-/* Length of dev_dir without trailing slashes; 0 for "/" (targets are matched as DIR "/nvidia"). */
-size_t vg_proc_dev_dir_len(const char *dev_dir);
-
 /* Read dirfd/name into c->file, at most max bytes. */
 int vg_proc_ctx_read(struct vg_proc_ctx *c, int dirfd, const char *name, size_t max);
 
 /* Phase one: walk pid_fd's fd/ directory, counting descriptors and NVIDIA nodes into p and the
- * GPU minors into c. 0, -ENOENT/-ESRCH (gone), -EACCES/-EPERM, -ENOMEM or another errno. */
+ * GPU minors and node paths into c. 0, -ENOENT/-ESRCH (gone), -EACCES/-EPERM, -ENOMEM or
+ * another errno. */
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
 /* Whether what vg_proc_read_fds found makes p a holder of an NVIDIA node. */
 bool vg_proc_is_holder(const struct vg_proc *p);
-/* Copy the minors collected by the last vg_proc_read_fds into p (sorted, distinct). */
+/* Move what the last vg_proc_read_fds collected in c into p: the GPU minors (ascending), the
+ * node paths and the count of nodes beyond them. 0 or -ENOMEM. */
 int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p);
+/* Forget (and free) what the last vg_proc_read_fds collected in c. */
+void vg_proc_fds_reset(struct vg_proc_ctx *c);
 
 /* Phase two: everything but fds. 0, -ENOENT (the process is gone: skip it) or -ENOMEM. Denied
  * files set c->denied and leave their fields unknown. */

@@ -2,10 +2,15 @@
  * The kernel's view of processes, read from a procfs root (default /proc) through directory fds.
  *
  * Scanning is two-phase because a busy host has thousands of processes and only a handful hold
- * a GPU: phase one reads, for every process, just its fd directory and the link targets in it,
- * to find the NVIDIA device nodes held open; phase two reads the details (stat, status, cmdline,
- * the allow-listed environment variables, cgroup, mapped libraries, threads) only for the
- * processes that hold a device node or that the caller names (the PIDs NVML reported).
+ * a GPU: phase one stats, for every process, each descriptor in its fd directory, to find the
+ * NVIDIA device nodes held open; phase two reads the details (stat, status, cmdline, the
+ * allow-listed environment variables, cgroup, mapped libraries, threads) only for the processes
+ * that hold a device node or that the caller names (the PIDs NVML reported).
+ *
+ * A descriptor is matched by what it refers to, never by its path (see vg_proc_devset below):
+ * a character device of an NVIDIA major by its device number, whatever path or mount namespace
+ * it was opened through; any other node of --dev DIR (the stand-ins of tests and the demo) by
+ * its inode. A file that merely carries a node's name is not a node. Paths are display only.
  *
  * Ownership: struct vg_proc_table owns all its vg_proc entries and everything they point to;
  * release it with vg_proc_table_release(). Strings in vg_proc are NULL when unknown.
@@ -122,12 +127,20 @@ struct vg_proc {
     unsigned libs;          /* VG_LIB_* */
 
     /* fds: NVIDIA device nodes held open */
-    unsigned *dev_minors;   /* distinct minors of /dev/nvidia<N> held, ascending */
+    unsigned *dev_minors;   /* distinct GPU minors held (the N of /dev/nvidiaN), ascending; at
+                             * most VG_DEV_GPU_MINOR_MAX + 1 of them */
     size_t ndev_minors;
-    unsigned dev_fd_count;  /* descriptors pointing at any NVIDIA node */
-    bool has_ctl;           /* /dev/nvidiactl */
-    bool has_uvm;           /* /dev/nvidia-uvm or nvidia-uvm-tools */
+    unsigned dev_fd_count;  /* descriptors referring to any NVIDIA node */
+    bool has_ctl;           /* nvidiactl */
+    bool has_uvm;           /* nvidia-uvm or nvidia-uvm-tools */
     unsigned fd_total;      /* descriptors seen in fd/ */
+    /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
+     * one of its descriptors names (readlink, as the process sees it: another mount namespace
+     * shows its own path; NULL when the descriptor changed while being read). At most
+     * VG_PROC_NODES_MAX are listed; dev_nodes_more counts the distinct nodes beyond them. */
+    char **dev_paths;
+    size_t ndev_paths;
+    size_t dev_nodes_more;
 
     /* threads (task/) */
     unsigned nthreads;
@@ -242,8 +255,11 @@ size_t vg_proc_index_size(const struct vg_proc_index *idx);
  * incremental scan is sound. It watches every DIR/nvidia* node (and the files in nvidia-caps/)
  * with inotify, so it sees opens through any path to the same inode, bind mounts into
  * containers included, but not opens of a different inode of the same device (a node a
- * container runtime created with mknod in the container's own /dev): those are caught by the
- * periodic full scan, and their CUDA contexts by the driver's process list at once.
+ * container runtime created with mknod in the container's own /dev): the scan matches those by
+ * device number, so the periodic full scan finds them, and the driver's process list shows
+ * their CUDA contexts at once. The nodes watched are the ones vg_proc_devset reads from DIR
+ * (its nvidia* entries and the files of its nvidia* directories), so every node that counts by
+ * inode is watched.
  *
  * poll drains the events queued since the last poll and returns a set of VG_PROC_DEVWATCH_*
  * bits: OPENED, a node was opened; CHANGED, nodes were created, removed or renamed, or events
@@ -271,7 +287,8 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
 
 struct vg_proc_opts {
     const char *proc_root;  /* default "/proc" */
-    const char *dev_dir;    /* default "/dev": device nodes are matched as DIR/nvidia* */
+    const char *dev_dir;    /* default "/dev": whose nvidia* nodes count by inode (see
+                             * vg_proc_devset); NVIDIA character devices count anywhere */
     const pid_t *want;      /* PIDs to read in full even without device fds (NVML's) */
     size_t nwant;
     bool all;               /* read every process in full, holders or not */
@@ -314,10 +331,87 @@ int vg_proc_parse_cmdline(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_environ(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_cgroup(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_maps(const char *buf, size_t len, struct vg_proc *p);
-/* One fd link target ("/dev/nvidia3", "pipe:[123]") against dev_dir: returns 1 and sets *kind
- * and *minor for an NVIDIA node, 0 otherwise. */
+
+/*
+ * NVIDIA device nodes. What a descriptor refers to is read with statx() through
+ * /proc/PID/fd/N and classified against a per-scan set, struct vg_proc_devset:
+ *
+ * - a character device of an NVIDIA major counts by its device number, so every path to it
+ *   matches (a container's own mknod, a bind mount, another mount namespace, a node deleted
+ *   since it was opened). The majors come from <procfs>/devices: "nvidia-frontend" or "nvidia"
+ *   (VG_DEV_NVIDIA_MAJOR, 195, when neither is listed): minor 0..253 a GPU, 254 nvidia-modeset,
+ *   255 nvidiactl; "nvidia-uvm" (minor 0 nvidia-uvm, 1 nvidia-uvm-tools); "nvidia-caps",
+ *   "nvidia-caps-imex-channels", "nvidia-nvlink", "nvidia-nvswitch": other NVIDIA nodes.
+ * - any other node of --dev DIR (every non-directory, non-symlink nvidia* entry, and the
+ *   entries of its nvidia* directories such as nvidia-caps/) counts by its inode identity
+ *   (st_dev, st_ino), as its name says: DIR/nvidiaN a GPU, nvidiactl, nvidia-uvm(-tools), the
+ *   rest other nodes. These are the plain-file stand-ins of the tests and the demo, or a real
+ *   node whose major the procfs does not list.
+ *
+ * Nothing else is a node: not a file named like one elsewhere (a private tmpfs over /dev in a
+ * user namespace), not a symlink in DIR (only what it points to, if that is a node).
+ *
+ * Ownership: vg_proc_devset_new() returns a set freed with vg_proc_devset_free(); immutable.
+ */
 enum vg_dev_kind { VG_DEV_NONE, VG_DEV_GPU, VG_DEV_CTL, VG_DEV_UVM, VG_DEV_OTHER };
-int vg_proc_parse_fd_target(const char *target, size_t len, const char *dev_dir,
-                            enum vg_dev_kind *kind, unsigned *minor);
+
+/* GPU minors, as the driver numbers them; 254 is nvidia-modeset, 255 nvidiactl. */
+#define VG_DEV_GPU_MINOR_MAX 253u
+#define VG_DEV_MODESET_MINOR 254u
+#define VG_DEV_CTL_MINOR 255u
+/* The NVIDIA major when /proc/devices does not list it (the number registered for it). */
+#define VG_DEV_NVIDIA_MAJOR 195u
+/* Distinct nodes per process whose paths are kept (vg_proc.dev_paths); the rest are counted. */
+#define VG_PROC_NODES_MAX 64
+
+/* The character-device majors of the NVIDIA driver; 0 when /proc/devices does not list one. */
+#define VG_DEV_OTHER_MAJORS 4
+struct vg_dev_majors {
+    unsigned nvidia; /* "nvidia-frontend", else "nvidia" */
+    unsigned uvm;    /* "nvidia-uvm" */
+    unsigned other[VG_DEV_OTHER_MAJORS]; /* nvidia-caps, -caps-imex-channels, -nvlink, -nvswitch */
+};
+
+/* What statx says a file is. dev is the filesystem's device (major, minor), rdev the device a
+ * character or block node stands for. */
+struct vg_dev_id {
+    uint32_t mode; /* S_IFMT bits (and permissions) */
+    uint32_t rdev_major, rdev_minor;
+    uint32_t dev_major, dev_minor;
+    uint64_t ino;
+};
+
+/* The result of a match: the node's kind, its GPU minor (GPU only; else 0), and a number that
+ * is the same for every descriptor of one node and differs between nodes of one set. */
+struct vg_dev_match {
+    enum vg_dev_kind kind;
+    unsigned minor;
+    uint64_t node;
+};
+
+struct vg_proc_devset;
+
+/* Read the majors from proc_root_fd's "devices" (missing or unreadable: only the default
+ * NVIDIA major) and stat DIR's nodes (dev_dir NULL or "": /dev; a DIR that cannot be read
+ * adds none). 0 or -ENOMEM. */
+int vg_proc_devset_new(int proc_root_fd, const char *dev_dir, struct vg_proc_devset **out);
+void vg_proc_devset_free(struct vg_proc_devset *s);
+/* Whether id is an NVIDIA node of the set; fills *m when it is. */
+bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id *id,
+                          struct vg_dev_match *m);
+/* The majors in use (the default NVIDIA major filled in), and how many DIR nodes count by
+ * inode. */
+const struct vg_dev_majors *vg_proc_devset_majors(const struct vg_proc_devset *s);
+size_t vg_proc_devset_size(const struct vg_proc_devset *s);
+
+/* /proc/devices' text: the majors of its "Character devices:" section that belong to the
+ * NVIDIA driver, 0 for those not listed. Lines it does not understand are skipped. 0, or
+ * -EINVAL when there is no "Character devices:" section. */
+int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m);
+/* The name of an entry of --dev DIR ("nvidia3"; not NUL-terminated necessarily): 1 with *kind
+ * and *minor set for an nvidia* name (nvidiaN with N plain decimal 0..253: GPU N; nvidiactl;
+ * nvidia-uvm, nvidia-uvm-tools; any other nvidia* name: OTHER), 0 and VG_DEV_NONE otherwise. */
+int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind,
+                            unsigned *minor);
 
 #endif

@@ -58,6 +58,19 @@ static void vg_json_proc_fields(struct vg_json *j, const struct vg_proc *p)
     } else {
         vg_json_null(j);
     }
+    /* The nodes it holds, as it named them (display only; at most VG_PROC_NODES_MAX, the rest
+     * counted): null when its descriptors could not be read. */
+    bool fds = p && (p->known & VG_PROC_K_FDS);
+    vg_json_key(j, "device_nodes");
+    if (fds) {
+        vg_json_arr_begin(j);
+        for (size_t i = 0; i < p->ndev_paths; i++)
+            vg_json_str(j, p->dev_paths[i]);
+        vg_json_arr_end(j);
+    } else {
+        vg_json_null(j);
+    }
+    vg_json_ku64_opt(j, "device_nodes_more", fds, fds ? p->dev_nodes_more : 0);
 }
 
 static void vg_json_holder(struct vg_json *j, const struct vg_snapshot *snap,

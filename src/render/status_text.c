@@ -22,6 +22,25 @@ static int vg_size_str(bool known, uint64_t v, char *out, size_t n)
     return vg_fmt_size(v, out, n);
 }
 
+/* Paths shown, and columns each, on the line under a holder of more nodes than are listed. */
+#define VG_TEXT_NODES_SHOWN 3
+#define VG_TEXT_NODE_COLS 120
+
+/* A process holding more distinct NVIDIA nodes than the scan lists (thousands of
+ * nvidia-caps nodes, or a stand-in directory full of them) gets one line saying how many,
+ * with the first few, so nothing is hidden and nothing floods the screen. */
+static void vg_text_many_nodes(struct vg_buf *o, const struct vg_proc *p, const struct vg_style *st)
+{
+    size_t total = p->ndev_paths + p->dev_nodes_more, shown = 0;
+    vg_buf_printf(o, "%s          holds %zu NVIDIA device nodes:", st->dim, total);
+    for (size_t i = 0; i < p->ndev_paths && shown < VG_TEXT_NODES_SHOWN; i++, shown++) {
+        vg_buf_adds(o, shown ? ", " : " ");
+        const char *path = p->dev_paths[i] ? p->dev_paths[i] : "?";
+        vg_text_escape(o, path, strlen(path), VG_TEXT_NODE_COLS, NULL);
+    }
+    vg_buf_printf(o, " and %zu more%s\n", total - shown, st->reset);
+}
+
 static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
                            const struct vg_holding *h, const struct vg_render_opts *ro,
                            const struct vg_style *st)
@@ -90,6 +109,8 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_adds(o, "?");
     }
     vg_buf_addc(o, '\n');
+    if (p && (p->known & VG_PROC_K_FDS) && p->dev_nodes_more)
+        vg_text_many_nodes(o, p, st);
 }
 
 static void vg_text_holders(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi, int mig,

@@ -37,7 +37,7 @@ GPU_KEYS='["compute_capability","compute_mode","errors","holder_count","holders"
 GPU_MEM_KEYS='["free","held_by_holders","reserved","total","unexplained","unexplained_includes_reserved","unexplained_is_upper_bound","used"]'
 MIG_KEYS='["compute_instance","errors","gpu_instance","holders","index","memory","name","uuid"]'
 MIG_MEM_KEYS='["free","reserved","total","used"]'
-HOLDER_KEYS='["bogus_pid","comm","command","container","in_proc","memory","mig_device","nspid","pid","pod_uid","ppid","seen_by","stale","start_ticks","state","types","uid","user"]'
+HOLDER_KEYS='["bogus_pid","comm","command","container","device_nodes","device_nodes_more","in_proc","memory","mig_device","nspid","pid","pod_uid","ppid","seen_by","stale","start_ticks","state","types","uid","user"]'
 ERROR_KEYS='["code","function","message"]'
 SCAN_KEYS='["denied","processes","vanished"]'
 

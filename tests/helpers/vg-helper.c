@@ -9,6 +9,11 @@
  *
  *   --open PATH        open PATH read-only WITHOUT O_CLOEXEC and keep it open (repeatable); the
  *                      point is workers inheriting device fds, as /dev/nvidia* are in real jobs
+ *   --open-path PATH   the same with O_PATH (repeatable): holds a real device node that no
+ *                      driver would answer an open of (mknod c 195 N on a host without GPUs)
+ *   --open-dir DIR     open every non-directory entry of DIR, device nodes with O_PATH, the
+ *                      rest read-only, none with O_CLOEXEC (repeatable; RLIMIT_NOFILE raised to
+ *                      its hard limit): one process holding thousands of nodes
  *   --map PATH         mmap PATH (PROT_READ, MAP_PRIVATE) so it shows in /proc/PID/maps
  *                      (repeatable); an empty file is mapped as one page, which is never touched
  *   --env NAME=VALUE   put NAME=VALUE in the exec-time environment (repeatable): /proc/PID/environ
@@ -105,6 +110,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -125,6 +131,8 @@ static const char usage_text[] =
     "Puts real processes into the states vramguard diagnoses (tests only).\n"
     "\n"
     "  --open PATH        keep PATH open, inheritable (no O_CLOEXEC); repeatable\n"
+    "  --open-path PATH   the same with O_PATH (real device nodes no driver answers)\n"
+    "  --open-dir DIR     open every non-directory entry of DIR (nodes with O_PATH)\n"
     "  --map PATH         mmap PATH read-only so it shows in /proc/PID/maps; repeatable\n"
     "  --env NAME=VALUE   set in the exec-time environment (re-exec); repeatable\n"
     "  --clear-env        exec-time environment holds only the --env variables\n"
@@ -165,6 +173,10 @@ static const char usage_text[] =
 static struct {
     const char *open_paths[MAX_ITEMS];
     size_t n_open;
+    const char *opath_paths[MAX_ITEMS];
+    size_t n_opath;
+    const char *open_dirs[MAX_ITEMS];
+    size_t n_open_dir;
     const char *map_paths[MAX_ITEMS];
     size_t n_map;
     const char *env[MAX_ITEMS];
@@ -289,6 +301,8 @@ enum {
     OPT_COMM,
     OPT_CHILD_COMM,
     OPT_CHILDREN,
+    OPT_OPEN_PATH,
+    OPT_OPEN_DIR,
     OPT_ZOMBIE,
     OPT_ZOMBIE_LEADER,
     OPT_DSTATE,
@@ -316,6 +330,8 @@ static void parse_args(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"open", required_argument, NULL, OPT_OPEN},
+        {"open-path", required_argument, NULL, OPT_OPEN_PATH},
+        {"open-dir", required_argument, NULL, OPT_OPEN_DIR},
         {"map", required_argument, NULL, OPT_MAP},
         {"env", required_argument, NULL, OPT_ENV},
         {"clear-env", no_argument, NULL, OPT_CLEAR_ENV},
@@ -352,6 +368,12 @@ static void parse_args(int argc, char **argv)
         switch (c) {
         case OPT_OPEN:
             add_item(opt.open_paths, &opt.n_open, optarg, "--open");
+            break;
+        case OPT_OPEN_PATH:
+            add_item(opt.opath_paths, &opt.n_opath, optarg, "--open-path");
+            break;
+        case OPT_OPEN_DIR:
+            add_item(opt.open_dirs, &opt.n_open_dir, optarg, "--open-dir");
             break;
         case OPT_MAP:
             add_item(opt.map_paths, &opt.n_map, optarg, "--map");
@@ -780,6 +802,27 @@ static void close_stray_fds(void)
     }
 }
 
+/* Every non-directory entry of one directory, kept open (see --open-dir). */
+static void open_dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        die_errno("cannot list '%s'", path);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            die_errno("cannot stat '%s/%s'", path, e->d_name);
+        if (S_ISDIR(st.st_mode))
+            continue;
+        int flags = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? O_PATH
+                                                               : O_RDONLY | O_NOCTTY | O_NONBLOCK;
+        if (openat(dirfd(d), e->d_name, flags) < 0)
+            die_errno("cannot open '%s/%s'", path, e->d_name);
+    }
+    closedir(d);
+}
+
 static void open_files(void)
 {
     for (size_t i = 0; i < opt.n_open; i++) {
@@ -788,6 +831,18 @@ static void open_files(void)
         if (fd < 0)
             die_errno("cannot open '%s'", opt.open_paths[i]);
     }
+    for (size_t i = 0; i < opt.n_opath; i++)
+        if (open(opt.opath_paths[i], O_PATH) < 0)
+            die_errno("cannot open '%s' (O_PATH)", opt.opath_paths[i]);
+    if (opt.n_open_dir) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    for (size_t i = 0; i < opt.n_open_dir; i++)
+        open_dir_entries(opt.open_dirs[i]);
 }
 
 static void map_files(void)

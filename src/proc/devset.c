@@ -1,0 +1,362 @@
+/*
+ * The NVIDIA device nodes a scan matches descriptors against (see proc.h, vg_proc_devset): the
+ * driver's character-device majors, read once per scan from <procfs>/devices, and the inode
+ * identities of the nodes named in --dev DIR, stat'ed once per scan.
+ *
+ * Why not match by path, as a readlink of /proc/PID/fd/N would: any user can make a path look
+ * like /dev/nvidia0 (a tmpfs over /dev in a private user + mount namespace), and a real node
+ * reached through another path (a container's own mknod, a bind mount) does not look like it.
+ * A device number cannot be forged without CAP_MKNOD in the initial user namespace, and an
+ * inode identity names one file whatever path leads to it.
+ *
+ * The set is built for one scan and read-only after that; matching is a few comparisons for a
+ * character device and a binary search over DIR's nodes (tens; thousands with many MIG
+ * capability nodes) for anything else, behind a one-compare filter on the filesystem, since
+ * nearly every descriptor of a host (pipes, sockets, regular files) lives elsewhere.
+ */
+#include "proc/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/buf.h"
+#include "util/file.h"
+
+#define VG_DEVSET_DENTS ((size_t)32 << 10)
+#define VG_DEVSET_DEVICES_MAX ((size_t)64 << 10)
+/* Distinct filesystems the quick filter holds; DIR's nodes are on one or two. */
+#define VG_DEVSET_FS_MAX 4
+/* Tags of vg_dev_match.node: a device number, or an index into the set's nodes. */
+#define VG_DEVSET_BY_NUMBER ((uint64_t)1 << 63)
+
+struct vg_devset_node {
+    uint64_t dev; /* the filesystem, (major << 32) | minor */
+    uint64_t ino;
+    enum vg_dev_kind kind;
+    unsigned minor;
+};
+
+struct vg_proc_devset {
+    struct vg_dev_majors majors;
+    struct vg_devset_node *nodes; /* sorted by (dev, ino), distinct */
+    size_t n, cap;
+    uint64_t fs[VG_DEVSET_FS_MAX]; /* the distinct devs of nodes */
+    size_t nfs;                    /* VG_DEVSET_FS_MAX + 1: too many, no filter */
+};
+
+static uint64_t vg_devset_fs(uint32_t major, uint32_t minor)
+{
+    return ((uint64_t)major << 32) | minor;
+}
+
+/* ---- /proc/devices ---------------------------------------------------------------------- */
+
+static bool vg_devset_lit(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m)
+{
+    static const char *const others[VG_DEV_OTHER_MAJORS] = {
+        "nvidia-caps", "nvidia-caps-imex-channels", "nvidia-nvlink", "nvidia-nvswitch"};
+    memset(m, 0, sizeof(*m));
+    unsigned plain = 0; /* "nvidia": the major when no frontend is listed */
+    bool chr = false, seen = false;
+    size_t pos = 0;
+    while (pos < len) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - line) : len - pos;
+        pos += n + (nl != NULL);
+        if (n > 0 && line[n - 1] == ':') {
+            /* a section header: "Character devices:", "Block devices:" */
+            chr = vg_devset_lit(line, n, "Character devices:");
+            seen |= chr;
+            continue;
+        }
+        if (!chr)
+            continue;
+        size_t i = 0;
+        while (i < n && line[i] == ' ')
+            i++;
+        unsigned long major = 0;
+        size_t digits = i;
+        while (i < n && line[i] >= '0' && line[i] <= '9' && major <= 4095)
+            major = major * 10 + (unsigned long)(line[i++] - '0');
+        /* majors are 12 bits; 0 is never a registered character device */
+        if (i == digits || i >= n || line[i] != ' ' || major == 0 || major > 4095)
+            continue;
+        const char *name = line + i + 1;
+        size_t nlen = n - i - 1;
+        if (vg_devset_lit(name, nlen, "nvidia-frontend"))
+            m->nvidia = (unsigned)major;
+        else if (vg_devset_lit(name, nlen, "nvidia"))
+            plain = (unsigned)major;
+        else if (vg_devset_lit(name, nlen, "nvidia-uvm"))
+            m->uvm = (unsigned)major;
+        else
+            for (size_t k = 0; k < VG_DEV_OTHER_MAJORS; k++)
+                if (vg_devset_lit(name, nlen, others[k]))
+                    m->other[k] = (unsigned)major;
+    }
+    if (!m->nvidia)
+        m->nvidia = plain;
+    if (!seen) {
+        memset(m, 0, sizeof(*m));
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* ---- DIR's names ------------------------------------------------------------------------ */
+
+int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind, unsigned *minor)
+{
+    *kind = VG_DEV_NONE;
+    *minor = 0;
+    if (!name || len < 6 || memcmp(name, "nvidia", 6) != 0)
+        return 0;
+    const char *r = name + 6;
+    size_t n = len - 6;
+    *kind = VG_DEV_OTHER;
+    if (n > 0 && r[0] >= '0' && r[0] <= '9' && (r[0] != '0' || n == 1)) {
+        unsigned v = 0;
+        size_t i = 0;
+        while (i < n && r[i] >= '0' && r[i] <= '9' && v <= VG_DEV_GPU_MINOR_MAX)
+            v = v * 10 + (unsigned)(r[i++] - '0');
+        if (i == n && v <= VG_DEV_GPU_MINOR_MAX) {
+            *kind = VG_DEV_GPU;
+            *minor = v;
+        }
+    } else if (vg_devset_lit(r, n, "ctl")) {
+        *kind = VG_DEV_CTL;
+    } else if (vg_devset_lit(r, n, "-uvm") || vg_devset_lit(r, n, "-uvm-tools")) {
+        *kind = VG_DEV_UVM;
+    }
+    return 1;
+}
+
+/* ---- the set ---------------------------------------------------------------------------- */
+
+/* A device number of one of the driver's majors: its kind and minor. */
+static bool vg_devset_number(const struct vg_dev_majors *mj, uint32_t major, uint32_t minor,
+                             struct vg_dev_match *m)
+{
+    if (major == mj->nvidia) {
+        m->kind = minor <= VG_DEV_GPU_MINOR_MAX ? VG_DEV_GPU
+                  : minor == VG_DEV_CTL_MINOR   ? VG_DEV_CTL
+                                                : VG_DEV_OTHER; /* modeset, or unknown */
+        m->minor = m->kind == VG_DEV_GPU ? minor : 0;
+    } else if (mj->uvm && major == mj->uvm) {
+        m->kind = VG_DEV_UVM;
+        m->minor = 0;
+    } else {
+        size_t k = 0;
+        while (k < VG_DEV_OTHER_MAJORS && !(mj->other[k] && major == mj->other[k]))
+            k++;
+        if (k == VG_DEV_OTHER_MAJORS)
+            return false;
+        m->kind = VG_DEV_OTHER;
+        m->minor = 0;
+    }
+    m->node = VG_DEVSET_BY_NUMBER | ((uint64_t)major << 32) | minor;
+    return true;
+}
+
+static bool vg_devset_is_driver_major(const struct vg_dev_majors *mj, uint32_t major)
+{
+    struct vg_dev_match m;
+    return vg_devset_number(mj, major, 0, &m);
+}
+
+bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id *id,
+                          struct vg_dev_match *m)
+{
+    if (S_ISCHR(id->mode) && vg_devset_number(&s->majors, id->rdev_major, id->rdev_minor, m))
+        return true;
+    if (s->n == 0)
+        return false;
+    uint64_t dev = vg_devset_fs(id->dev_major, id->dev_minor);
+    if (s->nfs <= VG_DEVSET_FS_MAX) {
+        size_t k = 0;
+        while (k < s->nfs && s->fs[k] != dev)
+            k++;
+        if (k == s->nfs)
+            return false;
+    }
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct vg_devset_node *e = &s->nodes[mid];
+        if (e->dev == dev && e->ino == id->ino) {
+            m->kind = e->kind;
+            m->minor = e->minor;
+            m->node = mid;
+            return true;
+        }
+        if (e->dev < dev || (e->dev == dev && e->ino < id->ino))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+const struct vg_dev_majors *vg_proc_devset_majors(const struct vg_proc_devset *s)
+{
+    return &s->majors;
+}
+
+size_t vg_proc_devset_size(const struct vg_proc_devset *s)
+{
+    return s ? s->n : 0;
+}
+
+static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum vg_dev_kind kind,
+                         unsigned minor)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct vg_devset_node *v = realloc(s->nodes, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->nodes = v;
+        s->cap = cap;
+    }
+    s->nodes[s->n++] = (struct vg_devset_node){
+        .dev = vg_devset_fs(st->stx_dev_major, st->stx_dev_minor),
+        .ino = st->stx_ino,
+        .kind = kind,
+        .minor = minor,
+    };
+    return 0;
+}
+
+/* The nodes of one directory: DIR itself (top: only nvidia* names, classified by name, and one
+ * level into its nvidia* directories) or one of those directories (every entry, OTHER). */
+static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, bool top, char *dents,
+                              size_t cap)
+{
+    struct vg_proc_dirit it;
+    vg_proc_dirit_init(&it, dirfd, dents, cap);
+    const char *name;
+    int rc;
+    while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
+        enum vg_dev_kind kind = VG_DEV_OTHER;
+        unsigned minor = 0;
+        if (top && !vg_proc_parse_node_name(name, strlen(name), &kind, &minor))
+            continue;
+        struct statx st;
+        /* DONT_SYNC: a DIR on a network filesystem answers from its cache, never blocks */
+        if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO,
+                  &st) < 0)
+            continue; /* removed since the listing */
+        if (S_ISLNK(st.stx_mode))
+            continue; /* a name, not a node: what it points to counts on its own, if at all */
+        if (S_ISDIR(st.stx_mode)) {
+            if (!top)
+                continue;
+            int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0)
+                continue;
+            /* the subdirectory's listing needs its own buffer: this one is mid-iteration */
+            char *subdents = malloc(VG_DEVSET_DENTS);
+            rc = subdents ? vg_devset_scan_dir(s, sub, false, subdents, VG_DEVSET_DENTS) : -ENOMEM;
+            free(subdents);
+            close(sub);
+            if (rc == -ENOMEM)
+                return rc;
+            continue;
+        }
+        /* Nodes of the driver's majors match by number anywhere; the set is for the rest. */
+        if (S_ISCHR(st.stx_mode) && vg_devset_is_driver_major(&s->majors, st.stx_rdev_major))
+            continue;
+        if ((rc = vg_devset_add(s, &st, kind, minor)) != 0)
+            return rc;
+    }
+    return rc == -ENOMEM ? rc : 0;
+}
+
+static int vg_devset_cmp(const void *a, const void *b)
+{
+    const struct vg_devset_node *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    /* hard links under several names: the most specific kind first, so it wins */
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return x->minor < y->minor ? -1 : x->minor > y->minor;
+}
+
+static void vg_devset_finish(struct vg_proc_devset *s)
+{
+    if (s->n > 1)
+        qsort(s->nodes, s->n, sizeof(*s->nodes), vg_devset_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (k == 0 || s->nodes[k - 1].dev != s->nodes[i].dev ||
+            s->nodes[k - 1].ino != s->nodes[i].ino)
+            s->nodes[k++] = s->nodes[i];
+    s->n = k;
+    s->nfs = 0;
+    for (size_t i = 0; i < s->n && s->nfs <= VG_DEVSET_FS_MAX; i++)
+        if (s->nfs == 0 || s->fs[s->nfs - 1] != s->nodes[i].dev) {
+            if (s->nfs < VG_DEVSET_FS_MAX)
+                s->fs[s->nfs] = s->nodes[i].dev;
+            s->nfs++;
+        }
+}
+
+/* A procfs without "devices" (a test tree) or without the driver listed in it (no driver
+ * loaded, as on this project's test machines) leaves the registered NVIDIA major alone. */
+static int vg_devset_read_majors(struct vg_proc_devset *s, int proc_root_fd)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_DEVSET_DEVICES_MAX);
+    int rc = proc_root_fd >= 0 ? vg_file_read_at(proc_root_fd, "devices", &b) : -ENOENT;
+    if (rc != 0 || vg_proc_parse_devices(vg_buf_str(&b), b.len, &s->majors) != 0)
+        memset(&s->majors, 0, sizeof(s->majors));
+    vg_buf_release(&b);
+    if (!s->majors.nvidia)
+        s->majors.nvidia = VG_DEV_NVIDIA_MAJOR;
+    return rc == -ENOMEM ? rc : 0;
+}
+
+int vg_proc_devset_new(int proc_root_fd, const char *dev_dir, struct vg_proc_devset **out)
+{
+    *out = NULL;
+    struct vg_proc_devset *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    int rc = vg_devset_read_majors(s, proc_root_fd);
+    const char *dir = dev_dir && *dev_dir ? dev_dir : "/dev";
+    int dfd = rc ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        char *dents = malloc(VG_DEVSET_DENTS);
+        rc = dents ? vg_devset_scan_dir(s, dfd, true, dents, VG_DEVSET_DENTS) : -ENOMEM;
+        free(dents);
+        close(dfd);
+    }
+    if (rc) {
+        vg_proc_devset_free(s);
+        return rc;
+    }
+    vg_devset_finish(s);
+    *out = s;
+    return 0;
+}
+
+void vg_proc_devset_free(struct vg_proc_devset *s)
+{
+    if (!s)
+        return;
+    free(s->nodes);
+    free(s);
+}
