@@ -216,11 +216,7 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
         return rc;
     /* Whether the possible leftovers work decides how sure the verdict is: measure them, and
      * only them, over a short window (no wait at all on a host without any). */
-    pid_t *pids = NULL;
-    size_t n = 0;
-    if (vg_leftovers_unmeasured(*out, &pids, &n) == 0)
-        vg_snap_measure_activity(*out, pids, n, VG_SNAP_ACTIVITY_MS);
-    free(pids);
+    vg_leftovers_measure(*out, VG_SNAP_ACTIVITY_MS);
     return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "proc/proc.h"
 #include "render/json.h"
 #include "render/text.h"
+#include "rules/rules.h"
 #include "util/file.h"
 #include "util/parse.h"
 #include "watch/config.h"
@@ -335,6 +336,12 @@ static int vg_watch_sample(struct vg_watch *w)
         return w->samples == 0 ? VG_EXIT_UNKNOWN : 0;
     }
     w->samples++;
+    /* As serve does: possible leftovers new since the last sample are measured now. */
+    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0) {
+        vg_cmd_error("watch", "out of memory");
+        vg_snap_free(snap);
+        return VG_EXIT_SOFTWARE;
+    }
     struct vg_watch_opts o = {
         .threshold = w->cfg.threshold,
         .idle_after_ms = w->cfg.idle_after_ms,

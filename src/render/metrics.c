@@ -256,14 +256,17 @@ static bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
     return false;
 }
 
-/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules? */
-static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
-                     size_t gpu)
+/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules, at
+ * least as sure as conf? */
+static bool vg_named_conf(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
+                          size_t gpu, enum vg_confidence conf)
 {
     if (!fs)
         return false;
     for (size_t i = 0; i < fs->n; i++) {
         const struct vg_finding *f = &fs->v[i];
+        if (f->confidence < conf)
+            continue;
         bool rule = false;
         for (size_t r = 0; rules[r] && !rule; r++)
             rule = strcmp(f->rule, rules[r]) == 0;
@@ -274,19 +277,27 @@ static bool vg_named(const struct vg_findings *fs, const char *const *rules, uin
     return false;
 }
 
+static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
+                     size_t gpu)
+{
+    return vg_named_conf(fs, rules, pid, gpu, VG_CONF_LOW);
+}
+
 static enum vg_reason vg_mh_reason(const struct vg_mh *h, size_t gpu, const struct vg_findings *fs,
                                    uint64_t context_max)
 {
     static const char *const zombie[] = {"zombie-holder", NULL};
     static const char *const orphan[] = {"orphan-holder", NULL};
-    static const char *const foreign[] = {"foreign-pid", NULL};
+    /* a stale entry's memory belongs, like a foreign PID's, to no process this /proc shows */
+    static const char *const foreign[] = {"foreign-pid", "stale-pid", NULL};
     static const char *const outside[] = {"outside-visible", NULL};
     static const char *const context[] = {"ddp-gpu0", "stray-contexts", "nccl-all-gpus", NULL};
     if (h->bogus)
         return VG_R_UNATTRIBUTED;
     if (vg_named(fs, zombie, h->pid, VG_SNAP_NO_GPU))
         return VG_R_ZOMBIE;
-    if (vg_named(fs, orphan, h->pid, VG_SNAP_NO_GPU))
+    /* only sure leftovers: one that may be the job itself stays its owner's */
+    if (vg_named_conf(fs, orphan, h->pid, VG_SNAP_NO_GPU, VG_CONF_HIGH))
         return VG_R_ORPHAN;
     if (vg_named(fs, foreign, h->pid, VG_SNAP_NO_GPU))
         return VG_R_FOREIGN;

@@ -313,3 +313,14 @@ int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t
     vg_leftovers_release(&ls);
     return rc;
 }
+
+int vg_leftovers_measure(struct vg_snapshot *snap, unsigned window_ms)
+{
+    pid_t *pids = NULL;
+    size_t n = 0;
+    int rc = vg_leftovers_unmeasured(snap, &pids, &n);
+    if (rc == 0 && n)
+        vg_snap_measure_activity(snap, pids, n, window_ms);
+    free(pids);
+    return rc;
+}
