@@ -213,7 +213,7 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
         break;
     case VG_KILL_NOT_LEFTOVER:
         vg_buf_adds(o, "not a leftover: ");
-        vg_esc(o, e->verdict ? e->verdict : "its job still runs", 0);
+        vg_esc(o, e->verdict ? e->verdict : "it detached on purpose", 0);
         break;
     }
 }

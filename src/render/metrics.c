@@ -745,6 +745,23 @@ static int vg_findings_family(struct vg_mw *w, const struct vg_snapshot *snap,
     return 0;
 }
 
+/* What the last collection could not read: a GPU holder among them is unseen, so dashboards
+ * and alerts can tell "nothing held" from "nothing seen". */
+static void vg_unread_family(struct vg_mw *w, const struct vg_snapshot *snap)
+{
+    vg_mw_family(w, "vramguard_unread_processes", "gauge",
+                 "What the last collection could not read: processes with some file denied, "
+                 "processes whose open files could not be read (any may hold a GPU unseen), "
+                 "holders whose environment could not be read.");
+    static const char *const what[] = {"processes", "descriptors", "environments"};
+    uint64_t n[] = {snap->procs.n_denied, snap->procs.n_fd_unread, vg_snap_unread_envs(snap)};
+    for (size_t i = 0; i < 3; i++) {
+        vg_mw_begin(w);
+        vg_mw_label(w, "what", what[i]);
+        vg_mw_u64(w, n[i]);
+    }
+}
+
 int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
                       const struct vg_metrics_gpu_ids *last_good,
                       const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
@@ -771,6 +788,8 @@ int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *
         }
         if (snap)
             rc = vg_findings_family(&w, snap, fs);
+        if (snap && !rc)
+            vg_unread_family(&w, snap);
     }
     for (size_t i = 0; i < ngpus; i++)
         free(mg[i].h);

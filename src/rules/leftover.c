@@ -194,8 +194,10 @@ static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
         l->why_not = "it leads its own process group: it is a job itself (started with nohup, "
                      "with & or in a terminal multiplexer), not what is left of one";
     } else if (!ended) {
-        l->why_not = "the leaders of its process group and session still run: its job has not "
-                     "ended";
+        /* adopted while its job's leaders run (started with `(cmd &)` in a live shell, or by a
+         * desktop session): nothing says its job ended, so it is not even a candidate */
+        l->verdict = VG_LEFT_NONE;
+        return;
     } else if (!(ev & VG_LEV_WORKER) && (ev & VG_LEV_SIGHUP_IGNORED)) {
         l->why_not = "it ignores SIGHUP (nohup): it was detached from its terminal on purpose";
     } else if (!launched && (ev & VG_LEV_DAEMON)) {

@@ -117,7 +117,8 @@ bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pi
  * says why it leaves the others alone. Pure, over the snapshot.
  */
 enum vg_left_verdict {
-    VG_LEFT_NONE,  /* nothing suggests its job ended (a child of a live parent in a live job) */
+    VG_LEFT_NONE,  /* nothing suggests its job ended (a child of a live parent, or adopted
+                    * while its job's leaders run) */
     VG_LEFT_NOT,   /* its lineage looks like an orphan's, but it is not a leftover: why_not */
     VG_LEFT_YES,   /* a leftover, with confidence HIGH or MEDIUM (why_not says why not high) */
 };

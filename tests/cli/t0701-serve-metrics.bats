@@ -101,6 +101,9 @@ GiB=1073741824
     [ "$full" -ge 1 ]
     [ $((full + incremental)) -eq "$(sample vramguard_collections_total)" ]
     [ "$(nseries vramguard_scans_total)" -eq 2 ]
+    # what the collection could not read, as this machine lets root see
+    [ "$(nseries vramguard_unread_processes)" -eq 3 ]
+    [ "$(sample vramguard_unread_processes 'what="descriptors"')" -eq "$(vg_unreadable_fds)" ]
 }
 
 @test "a known host: memory by reason partitions each GPU's used memory" {
