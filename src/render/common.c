@@ -106,9 +106,13 @@ void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
 {
     const struct vg_proc_table *t = &snap->procs;
     size_t envs = vg_snap_unread_envs(snap);
-    if (!t->n_fd_unread && !envs)
+    bool hidepid = t->access & VG_PROC_ACC_HIDEPID;
+    if (!t->n_fd_unread && !envs && !hidepid)
         return;
     vg_buf_printf(out, "%sNot seen:", st->yellow);
+    if (hidepid)
+        vg_buf_adds(out, " other users' processes are not even listed, so any GPU holders among "
+                         "them are missing above;");
     if (t->n_fd_unread)
         vg_buf_printf(out, " the open files of %zu process%s could not be read, so any GPU "
                            "holders among them are missing above;", t->n_fd_unread,
@@ -131,9 +135,11 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
     vg_json_ku64(j, "processes", t->n_denied);
     vg_json_ku64(j, "descriptors", t->n_fd_unread);
     vg_json_ku64(j, "environments", vg_snap_unread_envs(snap));
+    bool hidden = t->access & VG_PROC_ACC_HIDEPID;
+    vg_json_kbool(j, "hidden", hidden);
     vg_json_key(j, "causes");
     vg_json_arr_begin(j);
-    for (unsigned bit = 1; t->n_denied && bit <= VG_PROC_ACC_UNKNOWN; bit <<= 1)
+    for (unsigned bit = 1; (t->n_denied || hidden) && bit <= VG_PROC_ACC_UNKNOWN; bit <<= 1)
         if (t->access & bit)
             vg_json_str(j, vg_render_access_id(bit));
     vg_json_arr_end(j);

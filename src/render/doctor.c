@@ -74,7 +74,7 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
     bool minor_known = !snap->driver_ok || (g->known & VG_GPU_K_MINOR);
     size_t hidden = snap->procs.n_fd_unread;
-    if (count == 0 && (!procs_known || !minor_known || hidden)) {
+    if (count == 0 && (!procs_known || !minor_known || vg_snap_holders_may_hide(snap))) {
         /* Say what was not seen rather than "nobody". */
         vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
         if (!procs_known)
@@ -84,6 +84,9 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
         else if (hidden)
             vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
                              "not be read", hidden);
+        else if (vg_snap_holders_may_hide(snap))
+            vg_buf_adds(o, "no process vramguard can see holds its node, but other users' "
+                           "processes are hidden (hidepid)");
         else
             vg_buf_adds(o, "no process holds its node");
         vg_buf_printf(o, "%s\n", st->reset);

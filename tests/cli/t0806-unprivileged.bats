@@ -126,3 +126,25 @@ no_garbage() {
     ! vg_gone "$R2"
     ! vg_gone "$R1"
 }
+
+@test "the hint names the cause it saw: not root, hidepid, a user namespace" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    as_nobody --json doctor --no-shell
+    json_ok '.unread.causes == ["not-root", "no-ptrace", "no-dac-read"]'
+    # a procfs mounted with hidepid=invisible: other users' processes are not even listed
+    run --separate-stderr unshare --mount --fork sh -c '
+        mkdir -p "$1" && mount -t proc -o hidepid=invisible proc "$1" &&
+        exec setpriv --reuid=65534 --regid=65534 --clear-groups "$2" --proc "$1" --nvml "$3" \
+            --dev "$4" --json doctor --no-shell' sh "$PUB/proc" "$VG" "$FAKE_FULL" "$DEVDIR"
+    echo "hidepid: $output $stderr"
+    no_garbage
+    json_ok '.unread.causes | index("hidepid")'
+    # nothing was denied (nothing else is even listed), yet nothing is called checked
+    json_ok '.unread.hidden == true and (.gpus | all(.fully_checked == false))'
+    # root in a user namespace of its own: the host's processes are out of its reach
+    run --separate-stderr unshare --user --map-root-user \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" doctor --no-shell
+    echo "userns: $output $stderr"
+    no_garbage
+    [[ $output == *"vramguard runs in a user namespace that does not map every user"* ]]
+}
