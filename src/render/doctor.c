@@ -107,11 +107,14 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                           h->seen == VG_SEEN_FD     ? "device node only"
                           : h->seen == VG_SEEN_NVML ? "driver only"
                                                     : "driver and device node");
-            if (h->proc && h->proc->user)
-                vg_buf_printf(o, ", %s", h->proc->user);
-            if (h->proc && (h->proc->cmdline || h->proc->comm)) {
-                const char *c = h->proc->cmdline && h->proc->cmdline[0] ? h->proc->cmdline
-                                                                        : h->proc->comm;
+            /* a stale entry: what the PID names now, said to be someone else */
+            const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
+            if (h->stale)
+                vg_buf_adds(o, ", stale: the PID now names");
+            if (p && p->user)
+                vg_buf_printf(o, ", %s", p->user);
+            if (p && (p->cmdline || p->comm)) {
+                const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
                 vg_buf_adds(o, ": ");
                 vg_text_escape(o, c, strlen(c), 48, NULL);
             }
