@@ -324,16 +324,54 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     return main_pid > 0 ? main_pid : -EINVAL;
 }
 
-/* SIGTERM, a grace period, SIGKILL (the one stop sequence, model/kill.h), then reap our own
- * children. Counts what was stopped and what outlived SIGKILL. */
+/* Our own children that have no pidfd (a kernel before 5.3, or valgrind, which does not know
+ * the call): signalled by PID, which is safe while they are unreaped (a zombie keeps its PID),
+ * and watched with waitpid until the deadline. Returns how many are still running. */
+static size_t vg_demo_wait_children(struct vg_demo *d, const bool *by_pid,
+                                    unsigned long long deadline, struct vg_demo_result *res)
+{
+    size_t left;
+    for (;;) {
+        left = 0;
+        for (size_t i = 0; i < d->nprocs; i++) {
+            struct vg_demo_proc *p = &d->procs[i];
+            if (!by_pid[i] || !p->child)
+                continue;
+            if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+                p->child = false;
+                res->stopped++;
+            } else {
+                left++;
+            }
+        }
+        if (!left || vg_proc_now_ms() >= deadline)
+            return left;
+        vg_sleep_ms(20);
+    }
+}
+
+/*
+ * Stop everything: SIGTERM, a grace period, SIGKILL (the one stop sequence, model/kill.h's,
+ * through pidfds), then reap our own children. Closing the helpers' pipe as well tells every
+ * one of them to go, even a process we hold no pidfd for. Counts what was stopped and what
+ * outlived SIGKILL. Bounded: never a wait on a process that will not die.
+ */
 static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
 {
-    struct vg_kill *ks = calloc(d->nprocs ? d->nprocs : 1, sizeof(*ks));
-    size_t n = 0;
+    size_t np = d->nprocs ? d->nprocs : 1;
+    struct vg_kill *ks = calloc(np, sizeof(*ks));
+    bool *by_pid = calloc(np, sizeof(*by_pid));
+    size_t n = 0, n_by_pid = 0;
     for (size_t i = 0; i < d->nprocs; i++) {
         struct vg_demo_proc *p = &d->procs[i];
-        if (p->pidfd < 0)
+        if (p->pidfd < 0) {
+            if (p->child && by_pid) {
+                kill(p->pid, SIGTERM);
+                by_pid[i] = true;
+                n_by_pid++;
+            }
             continue;
+        }
         if (!ks) { /* out of memory: no grace period, but nothing left behind */
             vg_proc_pidfd_signal(p->pidfd, SIGKILL);
             vg_proc_pidfd_exited(p->pidfd, VG_DEMO_KILL_WAIT_MS);
@@ -358,6 +396,11 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
         }
         n++;
     }
+    /* After the SIGTERMs, so that those who get them count as stopped. */
+    if (d->alive_wr >= 0) {
+        close(d->alive_wr);
+        d->alive_wr = -1;
+    }
     if (ks) {
         vg_kill_finish(ks, n, VG_DEMO_GRACE_MS, VG_DEMO_KILL_WAIT_MS);
         for (size_t i = 0; i < n; i++) {
@@ -369,10 +412,21 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
         }
         free(ks);
     }
-    /* Our children are gone now (or in the kernel's hands: then do not wait for them). */
+    if (n_by_pid) {
+        unsigned long long t = vg_proc_now_ms();
+        if (vg_demo_wait_children(d, by_pid, t + VG_DEMO_GRACE_MS, res)) {
+            for (size_t i = 0; i < d->nprocs; i++)
+                if (by_pid[i] && d->procs[i].child)
+                    kill(d->procs[i].pid, SIGKILL);
+            res->survivors += vg_demo_wait_children(d, by_pid,
+                                                    vg_proc_now_ms() + VG_DEMO_KILL_WAIT_MS, res);
+        }
+    }
+    free(by_pid);
+    /* The rest of our children have exited (or are in the kernel's hands): reap, never wait. */
     for (size_t i = 0; i < d->nprocs; i++) {
         struct vg_demo_proc *p = &d->procs[i];
-        if (p->child && waitpid(p->pid, NULL, res->survivors ? WNOHANG : 0) == p->pid)
+        if (p->child && waitpid(p->pid, NULL, WNOHANG) == p->pid)
             p->child = false;
     }
 }
@@ -778,8 +832,6 @@ static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_m
     struct vg_demo_result res = {0};
     vg_demo_stop(d, &res);
     res.dir_removed = vg_demo_rmdir(d);
-    if (d->alive_wr >= 0)
-        close(d->alive_wr);
     if (to >= 0) {
         snprintf(msg, sizeof(msg), "done %zu %zu %d\n", res.stopped, res.survivors,
                  res.dir_removed ? 1 : 0);
