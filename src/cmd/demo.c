@@ -234,15 +234,15 @@ static void vg_demo_reap(struct vg_demo *d)
 }
 
 /* Start one simulated process and wait (bounded) for its pidfile. Returns its main PID. */
-static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[],
-                           const char *opts, const char *const *env)
+static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[], const char *opts,
+                           const char *const *env)
 {
     char pidfile[PATH_MAX + 64];
     snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", d->dir, tag);
     struct vg_buf ob;
     vg_buf_init(&ob, 0);
-    vg_buf_printf(&ob, "VG_HELPER_OPTS=%s --pidfile %s --lifetime %u --alive-fd %d", opts,
-                  pidfile, d->lifetime_s, VG_DEMO_ALIVE_FD);
+    vg_buf_printf(&ob, "VG_HELPER_OPTS=%s --pidfile %s --lifetime %u --alive-fd %d", opts, pidfile,
+                  d->lifetime_s, VG_DEMO_ALIVE_FD);
     size_t nenv = 0;
     while (env && env[nenv])
         nenv++;
@@ -418,8 +418,8 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
             for (size_t i = 0; i < d->nprocs; i++)
                 if (by_pid[i] && d->procs[i].child)
                     kill(d->procs[i].pid, SIGKILL);
-            res->survivors += vg_demo_wait_children(d, by_pid,
-                                                    vg_proc_now_ms() + VG_DEMO_KILL_WAIT_MS, res);
+            res->survivors +=
+                vg_demo_wait_children(d, by_pid, vg_proc_now_ms() + VG_DEMO_KILL_WAIT_MS, res);
         }
     }
     free(by_pid);
@@ -622,10 +622,11 @@ static int vg_demo_pipe(struct vg_demo *d)
         return -errno;
     if (p[0] == VG_DEMO_ALIVE_FD) {
         int moved = fcntl(p[0], F_DUPFD_CLOEXEC, VG_DEMO_ALIVE_FD + 1);
+        int e = errno;
         close(p[0]);
         if (moved < 0) {
             close(p[1]);
-            return -errno;
+            return -e;
         }
         p[0] = moved;
     }
@@ -739,8 +740,7 @@ static bool vg_demo_peer_ok(int fd)
  * or the deadline; reap the simulated processes as they exit meanwhile. Returns the descriptor
  * to send the result to (-1: nobody). Once kept, *ctl is closed and set to -1.
  */
-static int vg_demo_keeper_wait(struct vg_demo *d, int *ctl, int lsock, int sfd,
-                               uint64_t keep_ms)
+static int vg_demo_keeper_wait(struct vg_demo *d, int *ctl, int lsock, int sfd, uint64_t keep_ms)
 {
     unsigned long long deadline = vg_proc_now_ms() + VG_DEMO_SHOW_MAX_MS;
     bool kept = false;
@@ -989,8 +989,10 @@ static int vg_demo_stop_kept(void)
     struct ucred cr;
     socklen_t crl = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 || cr.uid != geteuid()) {
-        vg_cmd_error("demo", "--stop: the demo's socket is held by another user's process "
-                             "(PID %d); not ours to stop", (int)cr.pid);
+        vg_cmd_error("demo",
+                     "--stop: the demo's socket is held by another user's process "
+                     "(PID %d); not ours to stop",
+                     (int)cr.pid);
         close(fd);
         return VG_EXIT_WARN;
     }
@@ -1055,8 +1057,10 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
             keep = true;
             if (optarg && (vg_parse_duration_ms(optarg, &keep_ms) != 0 || keep_ms < 1000 ||
                            keep_ms > VG_DEMO_KEEP_MAX_MS)) {
-                vg_cmd_error("demo", "--keep takes a duration between 1s and 12h (e.g. 30m), "
-                                     "not '%s'", optarg);
+                vg_cmd_error("demo",
+                             "--keep takes a duration between 1s and 12h (e.g. 30m), "
+                             "not '%s'",
+                             optarg);
                 return VG_EXIT_USAGE;
             }
             if (optarg)
@@ -1167,8 +1171,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         int e = 0;
         if (rc == 0 && sscanf(line, "error %d", &e) == 1 && e > 0)
             rc = -e;
-        vg_cmd_error("demo", "cannot stage the simulation: %s",
-                     strerror(rc ? -rc : EPROTO));
+        vg_cmd_error("demo", "cannot stage the simulation: %s", strerror(rc ? -rc : EPROTO));
         status = VG_EXIT_SOFTWARE;
     } else {
         /* With --json, stdout carries only the doctor document; the label goes to stderr. */

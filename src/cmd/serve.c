@@ -195,8 +195,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         case VG_OPT_MAX_PER_CLIENT:
             if (vg_parse_u64(optarg, &max_per_client) != 0 || max_per_client < 1 ||
                 max_per_client > 10000) {
-                vg_cmd_error("serve",
-                             "--max-per-client takes a number from 1 to 10000, not '%s'",
+                vg_cmd_error("serve", "--max-per-client takes a number from 1 to 10000, not '%s'",
                              optarg);
                 return VG_EXIT_USAGE;
             }

@@ -30,7 +30,7 @@ struct vg_sampler_worker {
     pthread_cond_t answered;  /* the sampler waits here (CLOCK_MONOTONIC) for the answer */
     int refs;
     bool stop;
-    bool finished;            /* the worker has shut NVML down and is about to return */
+    bool finished;                /* the worker has shut NVML down and is about to return */
     uint64_t asked, answered_seq; /* request numbers */
     char *path;
     /* the answer to request answered_seq, until the sampler takes it */

@@ -38,15 +38,15 @@
 
 struct vg_conn_slot {
     bool used;
-    bool shut;              /* already shut down (reaper, or to make room) */
-    bool busy;              /* a request is being answered */
-    unsigned tried;         /* vg_http_victim() looked at it in pass `tried` */
-    int fd;                 /* valid while used: libmicrohttpd closes it only after the
-                             * CLOSED notification, which frees the slot under the lock */
+    bool shut;                /* already shut down (reaper, or to make room) */
+    bool busy;                /* a request is being answered */
+    unsigned tried;           /* vg_http_victim() looked at it in pass `tried` */
+    int fd;                   /* valid while used: libmicrohttpd closes it only after the
+                               * CLOSED notification, which frees the slot under the lock */
     unsigned char client[16]; /* the client's address: IPv4 (and IPv4-mapped) in 4 bytes,
                                * IPv6 as its /64 in 8; the rest zero */
-    struct timespec since;  /* CLOCK_MONOTONIC: start of the current phase (waiting for a
-                             * request, or answering one) */
+    struct timespec since;    /* CLOCK_MONOTONIC: start of the current phase (waiting for a
+                               * request, or answering one) */
 };
 
 struct vg_http {
@@ -55,10 +55,10 @@ struct vg_http {
     pthread_mutex_t lock; /* guards slots and the counters below */
     struct vg_conn_slot *slots;
     size_t nslots;
-    unsigned hard_limit;  /* libmicrohttpd's connection limit */
-    size_t open;          /* used and not shut */
-    unsigned gen;         /* vg_http_victim() passes */
-    size_t *order;        /* nslots scratch indices for vg_http_enforce() */
+    unsigned hard_limit;       /* libmicrohttpd's connection limit */
+    size_t open;               /* used and not shut */
+    unsigned gen;              /* vg_http_victim() passes */
+    size_t *order;             /* nslots scratch indices for vg_http_enforce() */
     uint64_t evicted, refused; /* since the last pressure log */
     struct timespec pressure_logged;
 };
@@ -547,8 +547,7 @@ void vg_http_reap(struct vg_http *h)
                  "connections full: %llu waiting without a request were closed to make room, "
                  "%llu refused from clients with %u requests in progress, since the last such "
                  "report",
-                 (unsigned long long)evicted, (unsigned long long)refused,
-                 h->o.max_per_client);
+                 (unsigned long long)evicted, (unsigned long long)refused, h->o.max_per_client);
         h->o.notice(h->o.log_arg, msg);
     }
 }

@@ -24,9 +24,9 @@ extern char **environ;
 
 struct vg_exec_child {
     pid_t pid;
-    uint64_t deadline;     /* SIGTERM at this time */
-    bool termed;           /* SIGTERM sent; SIGKILL at deadline + grace */
-    bool stopped;          /* by vg_exec_stop_all(), not by its own timeout */
+    uint64_t deadline; /* SIGTERM at this time */
+    bool termed;       /* SIGTERM sent; SIGKILL at deadline + grace */
+    bool stopped;      /* by vg_exec_stop_all(), not by its own timeout */
 };
 
 struct vg_exec {
