@@ -68,7 +68,7 @@ frozen_demo() {
     "$VG" demo "$@" >"$TMPDIR/fifo" 2>"$TMPDIR/err" 3>&- &
     DEMO=$!
     _vg_record demo "$DEMO"
-    wait_for '[[ $(cat /proc/$DEMO/wchan 2>/dev/null) == *pipe_write* ]]' 60
+    wait_for '[[ $(cat /proc/$DEMO/wchan 2>/dev/null) == *pipe_w* ]]' 60 # pipe_write, anon_pipe_write; pipe_wait before 5.5
     DIR=$(ls -d "$TMPDIR"/vramguard-demo-*)
     [ -e "$DIR/tf.pid" ]
     [ -n "$(demo_leftovers "$DIR")" ] # the simulation really runs
