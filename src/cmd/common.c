@@ -237,7 +237,10 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)
         return VG_EXIT_SOFTWARE;
     }
     if ((rc = vg_cmd_write_out(out)) != 0) {
-        vg_cmd_error(cmd, "cannot write the output: %s", strerror(-rc));
+        /* With SIGPIPE ignored (demo, or a caller's environment), a reader that went away is
+         * an EPIPE: nobody reads a message about it either. */
+        if (rc != -EPIPE)
+            vg_cmd_error(cmd, "cannot write the output: %s", strerror(-rc));
         return VG_EXIT_SOFTWARE;
     }
     return status;

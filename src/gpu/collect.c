@@ -2,9 +2,10 @@
  * Driver collection under a deadline (see collect.h).
  *
  * The job struct is shared by the caller and the worker and reference counted: whoever lets go
- * last frees it. On a timeout the caller lets go at once and the worker, if the hung call ever
- * returns, finishes, shuts NVML down and frees the job itself. The thread is detached so an
- * abandoned worker never has to be joined.
+ * last frees it. The worker signals twice: `done` with the answer, `finished` after nvmlShutdown.
+ * On a timeout (of the read, or of the shutdown) the caller lets go at once and the worker, if
+ * the hung call ever returns, finishes, shuts NVML down and frees the job itself. The thread is
+ * detached so an abandoned worker never has to be joined.
  */
 #include "gpu/collect.h"
 
@@ -20,7 +21,8 @@ struct vg_collect_job {
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
     int refs;
-    bool done;
+    bool done;     /* the answer is in rc, err and list */
+    bool finished; /* NVML is shut down too: the worker is about to return */
     char *path;
     int rc;
     struct vg_err err;
@@ -46,14 +48,26 @@ static void *vg_collect_worker(void *arg)
 {
     struct vg_collect_job *job = arg;
     struct vg_nvml *nvml = NULL;
-    int rc = vg_nvml_open(job->path, &nvml, &job->err);
+    struct vg_gpu_list list;
+    vg_gpu_list_init(&list);
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_nvml_open(job->path, &nvml, &err);
     if (rc == 0)
-        rc = vg_nvml_read(nvml, &job->list, &job->err);
-    vg_nvml_free(nvml);
+        rc = vg_nvml_read(nvml, &list, &err);
 
+    /* The answer goes out before nvmlShutdown: a shutdown that hangs must not cost the
+     * figures already read. */
     pthread_mutex_lock(&job->lock);
     job->rc = rc;
+    job->list = list;
+    job->err = err;
     job->done = true;
+    pthread_cond_signal(&job->done_cond);
+    pthread_mutex_unlock(&job->lock);
+
+    vg_nvml_free(nvml);
+    pthread_mutex_lock(&job->lock);
+    job->finished = true;
     pthread_cond_signal(&job->done_cond);
     pthread_mutex_unlock(&job->lock);
     vg_collect_job_unref(job);
@@ -113,6 +127,10 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
     pthread_mutex_lock(&job->lock);
     int wait_rc = 0;
     while (!job->done && wait_rc != ETIMEDOUT)
+        wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
+    /* Then give the shutdown what is left of the same deadline, so that a normal exit does
+     * not cut it short; one that hangs is left behind with the detached thread. */
+    while (job->done && !job->finished && wait_rc != ETIMEDOUT)
         wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
     bool done = job->done;
     if (done) {

@@ -1,9 +1,11 @@
 /*
  * One-shot collection of the driver's view with a deadline. NVML calls can hang inside the
  * kernel driver (a GPU falling off the bus, a wedged driver); a command must not hang with
- * them. The whole open/read/close sequence runs on a worker thread; if it has not finished by
- * the deadline the caller gets -ETIMEDOUT and goes on without the driver's view. The abandoned
- * worker owns everything it touches and frees it if it ever returns.
+ * them. The whole open/read/close sequence runs on a worker thread; if the read has not finished
+ * by the deadline the caller gets -ETIMEDOUT and goes on without the driver's view. The answer is
+ * handed over before nvmlShutdown, which gets what is left of the same deadline: a shutdown that
+ * hangs costs that wait, never the figures. The abandoned worker owns everything it touches and
+ * frees it if it ever returns.
  */
 #ifndef VG_GPU_COLLECT_H
 #define VG_GPU_COLLECT_H
