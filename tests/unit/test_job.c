@@ -138,6 +138,16 @@ static void test_locks_for_real(void **state)
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
     assert_true(fd >= 0);
     assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    /* Read-only: a job inherits it. The file says who took it, through another descriptor. */
+    assert_int_equal(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+    char lpid[600], want[32];
+    snprintf(lpid, sizeof(lpid), "%s/GPU-1111", path);
+    FILE *lf = fopen(lpid, "r");
+    assert_non_null(lf);
+    assert_non_null(fgets(lpid, sizeof(lpid), lf));
+    fclose(lf);
+    snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+    assert_string_equal(lpid, want);
     /* A second open file description cannot have it, even in the same process. */
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd2, &err), -EBUSY);
     assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 1);
@@ -148,7 +158,41 @@ static void test_locks_for_real(void **state)
     close(fd);
     assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    struct vg_lock_who who;
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", getpid(), &who, &err), 0);
+    assert_int_equal(who.run_alive, 1);
+    assert_int_equal(who.nholders, 0);
+
+    /* The lock outlives its taker while a process that inherited the descriptor lives: a
+     * child holds it, we let go, and looking names the child. */
+    int go[2];
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        char c;
+        close(go[1]);
+        _exit(read(go[0], &c, 1) >= 0 ? 0 : 1); /* holds fd until the pipe closes */
+    }
+    close(go[0]);
     close(fd);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd2, &err), -EBUSY);
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 1);
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", getpid(), &who, &err), 0);
+    assert_int_equal(who.run_alive, 0);
+    assert_int_equal(who.nholders, 1);
+    assert_int_equal(who.holders[0].pid, kid);
+    assert_int_equal(who.more, 0);
+    /* A pid that is gone reads as gone too. */
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", INT32_MAX, &who, &err), 0);
+    assert_int_equal(who.run_alive, 0);
+    assert_int_equal(who.nholders, 1);
+    close(go[1]);
+    int kst;
+    assert_int_equal(waitpid(kid, &kst, 0), kid);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    close(fd);
+    assert_int_equal(vg_lock_who(&d, "GPU-9999", 1, &who, &err), -ENOENT);
 
     /* Symlinks and non-regular files are refused; so are bad names. */
     char lpath[600];
