@@ -124,8 +124,9 @@ struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out);
 /* Whether the snapshot holds a view of the GPUs worth the name: the driver answered and, if it
- * listed any GPU, at least one is not lost (every GPU lost, or no handle for any, is a driver
- * view in name only: "could not check", exit 3, rather than "nothing wrong"). */
+ * listed any GPU, at least one is neither lost nor hung (every GPU lost or hung, or no handle
+ * for any, is a driver view in name only: "could not check", exit 3, rather than "nothing
+ * wrong"). */
 bool vg_cmd_driver_view(const struct vg_snapshot *snap);
 /* Write a rendered buffer (rc is the renderer's result); prints the error and returns
  * VG_EXIT_SOFTWARE on failure, else status unchanged. */

@@ -229,7 +229,7 @@ bool vg_cmd_driver_view(const struct vg_snapshot *snap)
     if (!snap->driver_ok)
         return false;
     for (size_t i = 0; i < snap->gpus.ngpus; i++)
-        if (!snap->gpus.gpus[i].lost)
+        if (!snap->gpus.gpus[i].lost && !snap->gpus.gpus[i].hung)
             return true;
     return snap->gpus.ngpus == 0;
 }

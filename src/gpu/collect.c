@@ -5,6 +5,13 @@
  * last frees it. On a timeout the caller lets go at once and the worker, if the hung call ever
  * returns, finishes, shuts NVML down and frees the job itself. The thread is detached so an
  * abandoned worker never has to be joined.
+ *
+ * The worker and the caller share one deadline. The host-wide calls (init, versions, count) run
+ * on the worker; each GPU is then read on a thread of its own that the worker waits for only
+ * until the deadline (vg_nvml_read_gpus), so a GPU whose call hangs is marked hung and the
+ * others keep their figures. Once the worker is past the host-wide calls it makes no driver
+ * call before answering, so the caller then gives it a short grace past the deadline instead
+ * of calling the whole driver hung because the answer was being put together at that moment.
  */
 #include "gpu/collect.h"
 
@@ -16,11 +23,17 @@
 
 #include "gpu/nvml.h"
 
+/* How long past the deadline the caller waits for a worker that is past the host-wide calls:
+ * it only has to wake up and hand the list over. */
+#define VG_COLLECT_GRACE_MS 2000
+
 struct vg_collect_job {
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
     int refs;
     bool done;
+    bool gpus_phase;          /* past the host-wide calls: reading GPUs under the deadline */
+    struct timespec deadline; /* CLOCK_MONOTONIC */
     char *path;
     int rc;
     struct vg_err err;
@@ -48,7 +61,13 @@ static void *vg_collect_worker(void *arg)
     struct vg_nvml *nvml = NULL;
     int rc = vg_nvml_open(job->path, &nvml, &job->err);
     if (rc == 0)
-        rc = vg_nvml_read(nvml, &job->list, &job->err);
+        rc = vg_nvml_read_host(nvml, &job->list, &job->err);
+    if (rc == 0) {
+        pthread_mutex_lock(&job->lock);
+        job->gpus_phase = true;
+        pthread_mutex_unlock(&job->lock);
+        rc = vg_nvml_read_gpus(nvml, &job->list, &job->deadline, &job->err);
+    }
     vg_nvml_free(nvml);
 
     pthread_mutex_lock(&job->lock);
@@ -58,6 +77,16 @@ static void *vg_collect_worker(void *arg)
     pthread_mutex_unlock(&job->lock);
     vg_collect_job_unref(job);
     return NULL;
+}
+
+static void vg_collect_add_ms(struct timespec *t, unsigned ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
 }
 
 static int vg_collect_start(struct vg_collect_job *job, struct vg_err *err)
@@ -93,6 +122,10 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
     pthread_mutex_init(&job->lock, NULL);
     vg_gpu_list_init(&job->list);
     job->refs = 2;
+    clock_gettime(CLOCK_MONOTONIC, &job->deadline);
+    vg_collect_add_ms(&job->deadline, timeout_ms);
+    struct timespec deadline = job->deadline, grace = job->deadline;
+    vg_collect_add_ms(&grace, VG_COLLECT_GRACE_MS);
 
     int rc = vg_collect_start(job, err);
     if (rc) {
@@ -101,19 +134,13 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
         return rc;
     }
 
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-
     pthread_mutex_lock(&job->lock);
     int wait_rc = 0;
     while (!job->done && wait_rc != ETIMEDOUT)
         wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
+    wait_rc = 0;
+    while (!job->done && job->gpus_phase && wait_rc != ETIMEDOUT)
+        wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &grace);
     bool done = job->done;
     if (done) {
         rc = job->rc;

@@ -466,6 +466,8 @@ unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     if (g->lost)
         u |= VG_SNAP_UNCHECKED_LOST;
+    if (g->hung)
+        u |= VG_SNAP_UNCHECKED_HUNG;
     if (!(g->known & VG_GPU_K_MEM))
         u |= VG_SNAP_UNCHECKED_MEMORY;
     if (!(g->known & VG_GPU_K_PROCS))
@@ -484,6 +486,7 @@ const char *vg_snap_unchecked_id(unsigned bit)
     case VG_SNAP_UNCHECKED_PROCESSES: return "processes";
     case VG_SNAP_UNCHECKED_MINOR: return "minor";
     case VG_SNAP_UNCHECKED_DESCRIPTORS: return "descriptors";
+    case VG_SNAP_UNCHECKED_HUNG: return "hung";
     }
     return NULL;
 }

@@ -93,6 +93,8 @@ const char *vg_render_unchecked_text(unsigned bit)
     case VG_SNAP_UNCHECKED_MINOR: return "its minor number is unknown, so its device node's "
                                          "holders cannot be told";
     case VG_SNAP_UNCHECKED_DESCRIPTORS: return "some processes' descriptors could not be read";
+    case VG_SNAP_UNCHECKED_HUNG: return "a driver call for it did not return in time, so its "
+                                        "figures and holders are unknown";
     }
     return "?";
 }

@@ -525,6 +525,14 @@ static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
         vg_gpu_labels(w, &l->gpus[i]);
         vg_mw_u64(w, l->gpus[i].lost ? 1 : 0);
     }
+    vg_mw_family(w, "vramguard_gpu_hung", "gauge",
+                 "1 when a driver call for the GPU did not return within --nvml-timeout (its "
+                 "figures are absent), else 0.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        vg_mw_begin(w);
+        vg_gpu_labels(w, &l->gpus[i]);
+        vg_mw_u64(w, l->gpus[i].hung ? 1 : 0);
+    }
     vg_mw_family(w, "vramguard_gpu_nvml_errors", "gauge",
                  "NVML calls about this GPU that failed in the last collection (the values "
                  "they would have given are absent).");
