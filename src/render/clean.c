@@ -14,6 +14,7 @@
 #include "render/json.h"
 #include "render/text.h"
 #include "util/parse.h"
+#include "util/sat.h"
 
 const char *const vg_clean_reset_preconditions[] = {
     "run it as root",
@@ -60,12 +61,19 @@ static const char *vg_uuid(const struct vg_gpu *g)
     return (g->known & VG_GPU_K_UUID) ? g->uuid : NULL;
 }
 
+/* The plan's entries are sorted by pid (rules/plan.h): a binary search, so that rendering a
+ * plan over thousands of holders stays linear in them. */
 static const struct vg_plan_entry *vg_entry_of(const struct vg_plan *p, pid_t pid)
 {
-    for (size_t i = 0; i < p->n; i++)
-        if (p->v[i].id.pid == pid)
-            return &p->v[i];
-    return NULL;
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->v[mid].id.pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n && p->v[lo].id.pid == pid ? &p->v[lo] : NULL;
 }
 
 /* Memory the driver attributes to signal targets on before-GPU gi, and whether any target
@@ -77,14 +85,16 @@ static uint64_t vg_target_bytes(const struct vg_clean_view *v, size_t gi, size_t
     *ntargets = 0;
     *fd_only = false;
     const struct vg_snapshot *s = v->before;
-    for (size_t i = 0; i < s->nholdings; i++) {
+    size_t first, count;
+    vg_snap_gpu_holdings(s, gi, &first, &count);
+    for (size_t i = first; i < first + count; i++) {
         const struct vg_holding *h = &s->holdings[i];
         const struct vg_plan_entry *e = vg_entry_of(v->plan, h->pid);
-        if (h->gpu != gi || !e || !e->signal)
+        if (!e || !e->signal)
             continue;
         (*ntargets)++;
         if (h->used_known)
-            sum += h->used_bytes;
+            sum = vg_sat_add(sum, h->used_bytes);
         if (h->seen == VG_SEEN_FD)
             *fd_only = true;
     }

@@ -17,6 +17,7 @@
 
 #include "render/render.h"
 #include "util/parse.h"
+#include "util/sat.h"
 #include "util/utf8.h"
 
 void vg_metrics_opts_init(struct vg_metrics_opts *o)
@@ -350,7 +351,7 @@ static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct
             d->nvml |= mg->h[i].nvml;
             d->nvml_unknown |= mg->h[i].nvml_unknown;
             d->any_known |= mg->h[i].any_known;
-            d->bytes += mg->h[i].bytes;
+            d->bytes = vg_sat_add(d->bytes, mg->h[i].bytes);
             d->seen |= mg->h[i].seen;
             if (!d->proc)
                 d->proc = mg->h[i].proc;
@@ -360,11 +361,15 @@ static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct
     }
     mg->n = n;
     mg->reasons_known = (g->known & VG_GPU_K_PROCS) != 0;
-    for (size_t i = 0; i < n; i++)
-        mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)] += mg->h[i].bytes;
+    /* the driver's figures are not trusted to be sane: sums saturate, never wrap */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *r = &mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)];
+        *r = vg_sat_add(*r, mg->h[i].bytes);
+    }
     mg->unattributed_known = mg->reasons_known && sg->unexplained_known;
     if (mg->unattributed_known)
-        mg->reason[VG_R_UNATTRIBUTED] += sg->unexplained_bytes;
+        mg->reason[VG_R_UNATTRIBUTED] =
+            vg_sat_add(mg->reason[VG_R_UNATTRIBUTED], sg->unexplained_bytes);
     if (n)
         qsort(mg->h, n, sizeof(*mg->h), vg_mh_cmp_mem);
     return 0;
@@ -635,7 +640,7 @@ static void vg_process_families(struct vg_mw *w, const struct vg_snapshot *snap,
         bool rest_known = false;
         for (size_t k = sel; k < mg[i].n; k++) {
             rest_known |= mg[i].h[k].any_known;
-            rest += mg[i].h[k].bytes;
+            rest = vg_sat_add(rest, mg[i].h[k].bytes);
         }
         if (rest_known) {
             vg_mw_begin(w);
