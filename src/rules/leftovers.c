@@ -11,6 +11,7 @@
 
 #include "rules/internal.h"
 #include "util/buf.h"
+#include "util/sat.h"
 
 /* Holder facts for one PID over all its holdings. */
 struct vg_pid_hold {
@@ -32,7 +33,7 @@ static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid
         ph->nvml |= (h->seen & VG_SEEN_NVML) != 0;
         ph->fd |= (h->seen & VG_SEEN_FD) != 0;
         if (h->used_known)
-            ph->bytes += h->used_bytes;
+            ph->bytes = vg_sat_add(ph->bytes, h->used_bytes);
     }
 }
 
@@ -183,7 +184,7 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
             if (snap->holdings[h].pid == l->pid && snap->holdings[h].gpu != VG_SNAP_NO_GPU)
                 vg_finding_gpu(out, f, snap->holdings[h].gpu);
         if (l->bytes_known)
-            total = l->bytes > UINT64_MAX - total ? UINT64_MAX : total + l->bytes;
+            total = vg_sat_add(total, l->bytes);
         any_nvml |= l->nvml;
         inherited |= (l->ev & VG_LEV_INHERITED) != 0;
         count++;

@@ -66,18 +66,22 @@ timed() {
 }
 
 @test "two holders of 2^63 bytes: the sums saturate at 2^64-1 in status, clean and serve" {
-    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm pt_data_worker -- python a.py >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia0" --open "$DEVDIR/nvidia1" --orphan --setsid \
+        --comm pt_data_worker -- python a.py >/dev/null
     local a=$VG_PID
     vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm pt_data_worker -- python b.py >/dev/null
     local b=$VG_PID
-    USED0=80GiB two_gpus "proc gpu=0 pid=$a type=compute mem=$BIG sm=0" \
-        "proc gpu=0 pid=$b type=compute mem=$BIG sm=0"
+    USED0=80GiB USED1=80GiB two_gpus "proc gpu=0 pid=$a type=compute mem=$BIG sm=0" \
+        "proc gpu=0 pid=$b type=compute mem=$BIG sm=0" "proc gpu=1 pid=$a type=compute mem=$BIG sm=0"
     vgc status --json
     [ "$status" -eq 0 ]
     json_ok ".gpus[0].memory.held_by_holders == $MAX and .gpus[0].memory.unexplained == 0"
     vgc clean
     show
     [[ $output == *"stopping 2 processes frees the 16 EiB the driver attributes to them"* ]]
+    # a's memory over both GPUs, in the plan
+    vgc clean --json
+    json_ok ".processes[] | select(.pid == \$a) | .memory == $MAX" --argjson a "$a"
     command -v curl >/dev/null || skip "curl is missing (apt-get install curl)"
     serve_start --interval 200ms
     wait_scrape "grep -q '^vramguard_gpu_memory_held_bytes{gpu=\"0\",.*} $MAX\$' <<<\"\$SCRAPE\""
