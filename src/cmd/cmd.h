@@ -71,7 +71,9 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
 /* Usage text shared by every command's --help. */
 extern const char vg_global_help[];
 
-/* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL). */
+/* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL), the message escaped as
+ * text output is (vg_text_escape): control characters and invalid UTF-8 as \n, \xNN, so it
+ * stays one line whatever outside text it carries. */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
  * starts with ':') the way getopt saw it, and point at --help. */

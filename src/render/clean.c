@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/visible.h"
 #include "render/json.h"
 #include "render/text.h"
 #include "util/parse.h"
@@ -32,6 +33,14 @@ const char *const vg_clean_reset_preconditions[] = {
 static void vg_esc(struct vg_buf *o, const char *s, size_t max_cols)
 {
     vg_text_escape(o, s, strlen(s), max_cols, NULL);
+}
+
+/* What a printed reset command names the GPU by: its UUID when it is a well-formed one, else a
+ * placeholder, since nvidia-smi -i reads a comma as a list of GPUs (a command pasted from here
+ * must never reset another GPU). */
+static const char *vg_reset_target(const char *uuid)
+{
+    return vg_visible_uuid_ok(uuid) ? uuid : "<UUID>";
 }
 
 static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
@@ -477,7 +486,7 @@ static void vg_text_resets(struct vg_buf *o, const struct vg_clean_view *v,
         char held[32];
         vg_size(true, r->held, held, sizeof(held));
         vg_buf_printf(o, "  GPU %u: %s held.\n    nvidia-smi --gpu-reset -i ", r->index, held);
-        vg_esc(o, r->uuid ? r->uuid : "<UUID>", 0);
+        vg_esc(o, vg_reset_target(r->uuid), 0);
         vg_buf_addc(o, '\n');
         if (r->attempted && r->exit_status == 0)
             vg_buf_printf(o, "    %sran it%s: nvidia-smi exited 0\n", st->green, st->reset);
@@ -709,7 +718,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_clean_view *v, size_t
         vg_json_ku64(j, "held", r->held);
         struct vg_buf cmd;
         vg_buf_init(&cmd, 0);
-        vg_buf_printf(&cmd, "nvidia-smi --gpu-reset -i %s", r->uuid ? r->uuid : "<UUID>");
+        vg_buf_printf(&cmd, "nvidia-smi --gpu-reset -i %s", vg_reset_target(r->uuid));
         vg_json_kstr(j, "command", vg_buf_str(&cmd));
         vg_buf_release(&cmd);
         vg_json_kbool(j, "attempted", r->attempted);

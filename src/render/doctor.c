@@ -111,8 +111,10 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                           h->seen == VG_SEEN_FD     ? "device node only"
                           : h->seen == VG_SEEN_NVML ? "driver only"
                                                     : "driver and device node");
-            if (h->proc && h->proc->user)
-                vg_buf_printf(o, ", %s", h->proc->user);
+            if (h->proc && h->proc->user) {
+                vg_buf_adds(o, ", ");
+                vg_esc(o, h->proc->user);
+            }
             if (h->proc && (h->proc->cmdline || h->proc->comm)) {
                 const char *c = h->proc->cmdline && h->proc->cmdline[0] ? h->proc->cmdline
                                                                         : h->proc->comm;
