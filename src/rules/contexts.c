@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/visible.h"
 #include "rules/internal.h"
 #include "util/sat.h"
 
@@ -378,9 +379,13 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
             f->bytes = stray;
         }
         const struct vg_gpu *wg = &snap->gpus.gpus[w->gpu];
-        vg_finding_fix(out, f, "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
-                               "starts, or before importing the framework)",
-                       (wg->known & VG_GPU_K_UUID) ? wg->uuid : "<the GPU's UUID>");
+        /* a value to paste: only a well-formed UUID (a comma in it would be several entries) */
+        vg_finding_fix(out, f,
+                       "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
+                       "starts, or before importing the framework)",
+                       (wg->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(wg->uuid)
+                           ? wg->uuid
+                           : "<the GPU's UUID>");
         if (p->libs & VG_LIB_TORCH_CUDA)
             vg_finding_fix(out, f, "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
                                    "torch.load(..., map_location='cuda:N'); avoid bare "

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/visible.h"
 #include "rules/internal.h"
 #include "util/buf.h"
 #include "util/sat.h"
@@ -471,12 +472,16 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                 fd_only++;
             }
         }
-        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. */
+        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. It
+         * also takes a comma-separated list, so a UUID that is not well-formed is not used: a
+         * command pasted from here must never reset another GPU. */
         char idx[16];
         snprintf(idx, sizeof(idx), "%u", g->index);
-        const char *uuid = (g->known & VG_GPU_K_UUID) && g->uuid           ? g->uuid
-                           : (g->known & VG_GPU_K_PCI) && g->pci_bus_id ? g->pci_bus_id
-                                                                          : idx;
+        bool uuid_known = (g->known & VG_GPU_K_UUID) && g->uuid;
+        const char *uuid = uuid_known && vg_visible_uuid_ok(g->uuid) ? g->uuid
+                           : !uuid_known && (g->known & VG_GPU_K_PCI) && g->pci_bus_id
+                               ? g->pci_bus_id
+                               : idx;
         size_t hidden = snap->procs.n_fd_unread;
         bool minor = g->known & VG_GPU_K_MINOR;
         if (count == 0 && hidden == 0 && minor) {

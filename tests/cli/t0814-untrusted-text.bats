@@ -161,7 +161,7 @@ EOF
     [ ! -s "$SMI_LOG" ]
     [[ $output == *"its UUID is not a well-formed UUID: nvidia-smi -i could read it as other GPUs"* ]]
     # the command it prints names no GPU list either
-    [[ $output == *"nvidia-smi --gpu-reset -i <UUID>"* ]]
+    [[ $output == *"nvidia-smi --gpu-reset -i <UUID>"* && $output != *"-i GPU-a,1,b"* ]]
     vgc clean --reset --json --gpu 0
     json_ok '.gpus[0].reset.command == "nvidia-smi --gpu-reset -i <UUID>"'
 }
