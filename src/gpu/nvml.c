@@ -1456,8 +1456,10 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
     }
 
     pthread_mutex_lock(&n->lock);
+    /* Any error but a wake-up ends the wait (ETIMEDOUT, or EINVAL for a bad deadline): what
+     * has not answered then is hung, never waited for forever. */
     int wrc = 0;
-    while (n->pending && wrc != ETIMEDOUT)
+    while (n->pending && wrc == 0)
         wrc = deadline ? pthread_cond_timedwait(&n->answered, &n->lock, deadline)
                        : pthread_cond_wait(&n->answered, &n->lock);
     n->waiting = 0;
