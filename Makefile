@@ -94,6 +94,14 @@ $(CHURN): tests/reliability/vg-churn.c
 
 check: $(CHURN)
 
+# vg-flood: connection floods for the serve tests (tests/cli/t0706-serve-flood.bats).
+FLOOD    := $(BUILD)/tests/vg-flood
+$(FLOOD): tests/reliability/vg-flood.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -o $@ $<
+
+check: $(FLOOD)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -Itests/unit -DVG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DVG_TEST_SRC_DIR='"$(abspath .)"' -o $@ $< $(LIB) -lcmocka $(LDLIBS)

@@ -232,11 +232,7 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
         return rc;
     /* Whether the possible leftovers work decides how sure the verdict is: measure them, and
      * only them, over a short window (no wait at all on a host without any). */
-    pid_t *pids = NULL;
-    size_t n = 0;
-    if (vg_leftovers_unmeasured(*out, &pids, &n) == 0)
-        vg_snap_measure_activity(*out, pids, n, VG_SNAP_ACTIVITY_MS);
-    free(pids);
+    vg_leftovers_measure(*out, VG_SNAP_ACTIVITY_MS);
     return 0;
 }
 
@@ -257,7 +253,10 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)
         return VG_EXIT_SOFTWARE;
     }
     if ((rc = vg_cmd_write_out(out)) != 0) {
-        vg_cmd_error(cmd, "cannot write the output: %s", strerror(-rc));
+        /* With SIGPIPE ignored (demo, or a caller's environment), a reader that went away is
+         * an EPIPE: nobody reads a message about it either. */
+        if (rc != -EPIPE)
+            vg_cmd_error(cmd, "cannot write the output: %s", strerror(-rc));
         return VG_EXIT_SOFTWARE;
     }
     return status;

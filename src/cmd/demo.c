@@ -5,30 +5,53 @@
  * the classic bad states: a CUDA_VISIBLE_DEVICES set too late, DDP ranks leaving contexts on
  * GPU 0, an orphaned DataLoader worker holding a device file, TensorFlow preallocating a GPU,
  * and a PID from another namespace. Then it runs `status` and `doctor` against that host, and
- * removes every process and file it made, on Ctrl-C too.
+ * removes every process and file it made.
  *
- * Signals that would end the demo are blocked while it runs and acted on once everything is
- * cleaned up, so no interruption can leave a simulated process behind. Every helper also has a
- * lifetime of its own as a last line of defence (even `kill -9` of the demo leaves nothing
- * running for long).
+ * Nothing is left behind on any way out, so the simulation has an owner of its own: a keeper
+ * process, forked before anything is staged, which creates the directory, starts the simulated
+ * processes (its children, reaped as they exit), and removes everything when told to, or when
+ * the command that forked it is gone (its end of a socket pair reads end of file: even after
+ * SIGKILL). The command itself only shows the simulation, in its own process:
+ *   - SIGINT, SIGTERM, SIGHUP (a closed terminal) and SIGQUIT are blocked and acted on after
+ *     the keeper has cleaned up; the exit status is then 128 + the signal;
+ *   - SIGPIPE is ignored: a reader that goes away (`demo | head -1`) is an EPIPE, which ends
+ *     the demo quietly (exit 0), and any other write error ends it with a message (exit 70);
+ *   - the keeper has a session of its own, so a closing terminal never reaches it or the
+ *     simulated processes directly.
+ * Each simulated process also holds the read end of a pipe whose write end only the keeper
+ * has (vg-helper --alive-fd), and exits the moment the keeper is gone, whatever killed it; its
+ * own --lifetime is a last line of defence beyond that.
+ *
+ * `--keep[=DUR]` leaves the simulation as it was once shown, until `vramguard demo --stop`
+ * (the keeper listens on an abstract Unix socket named after the user and $TMPDIR, and answers
+ * only its own user or root) or until DUR (default 1h) has passed: then the keeper removes
+ * everything, as at --stop, so the story never turns into another (helpers running out of
+ * lifetime would have left zombies and stale driver entries). What is left after a SIGKILL of
+ * the keeper itself is the directory in $TMPDIR: its processes end with it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "model/kill.h"
+#include "proc/signal.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -36,49 +59,71 @@
 extern char **environ;
 
 static const char vg_demo_help[] =
-    "usage: vramguard demo [--keep] [--helper PATH] [--fake-nvml PATH]\n"
+    "usage: vramguard demo [--keep[=DUR]] [--helper PATH] [--fake-nvml PATH]\n"
+    "       vramguard demo --stop\n"
     "\n"
     "A simulation of a busy 4-GPU host, for machines without a GPU: the project's fake NVML\n"
     "driver plus real processes in the classic bad states, diagnosed with `status` and\n"
-    "`doctor`. Everything it starts is stopped and removed when it ends (also on Ctrl-C).\n"
-    "On a host with NVIDIA GPUs, run `vramguard doctor` instead.\n"
+    "`doctor`. Everything it starts is stopped and removed when it ends: also on Ctrl-C,\n"
+    "SIGTERM, a closed terminal, or a reader that goes away (`demo | head`). On a host with\n"
+    "NVIDIA GPUs, run `vramguard doctor` instead.\n"
     "\n"
     "Options:\n"
     "  --helper PATH        the process helper (default: found beside the binary)\n"
     "  --fake-nvml PATH     the fake libnvidia-ml.so.1 (default: found beside the binary)\n"
-    "  --keep               leave the simulation running until Enter is pressed\n"
+    "  --keep[=DUR]         leave the simulation running as it is, for other commands to try,\n"
+    "                       until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
+    "                       then it is removed whole. One per user and $TMPDIR at a time\n"
+    "  --stop               stop and remove the simulation a --keep left running\n"
     "\n"
     "Both are looked for in $VRAMGUARD_DEMO_DIR, then next to the vramguard binary (the build\n"
     "tree), then in ../libexec/vramguard/ (an installed copy).\n"
+    "\n"
+    "Exit status: 0 done (also when the reader went away); 1 --stop with nothing to stop, or a\n"
+    "kept simulation already running; 128+N after signal N (everything removed first); 70 the\n"
+    "simulation could not be staged, or the output could not be written.\n"
     "\n";
 
-#define VG_DEMO_MAX_PROCS 16
-#define VG_DEMO_LIFETIME "600"
+/* --keep's default and longest lifetime, and the limit on a demo that is not kept (its
+ * command is bounded by the driver timeouts; this only bounds a stopped terminal). */
+#define VG_DEMO_KEEP_DEFAULT_MS (3600u * 1000u)
+#define VG_DEMO_KEEP_MAX_MS (12u * 3600u * 1000u)
+#define VG_DEMO_SHOW_MAX_MS (3600u * 1000u)
+/* The helpers' own lifetime beyond the keeper's deadline: they exit with the keeper anyway. */
+#define VG_DEMO_LIFETIME_MARGIN_S 300u
+/* The descriptor number the helpers get their end of the keeper's pipe on. */
+#define VG_DEMO_ALIVE_FD 3
+/* How long the command waits for the keeper: to stage (each helper is bounded by 10 s), and
+ * to clean up (SIGTERM, 2 s, SIGKILL, 5 s). */
+#define VG_DEMO_STAGE_WAIT_MS 120000
+#define VG_DEMO_STOP_WAIT_MS 30000
+#define VG_DEMO_GRACE_MS 2000u
+#define VG_DEMO_KILL_WAIT_MS 5000u
 
 /* One simulated process we started (or that our helper left behind as an orphan). */
 struct vg_demo_proc {
     pid_t pid;
-    int pidfd;     /* pins the identity: signals go to this process or to nobody */
-    bool child;    /* our own child, to be reaped */
+    int pidfd;  /* pins the identity: signals go to this process or to nobody */
+    bool child; /* our own child, not yet reaped */
 };
 
+/* The keeper's state: everything it made. */
 struct vg_demo {
     char dir[PATH_MAX];
     const char *helper;
     const char *fake;
-    struct vg_demo_proc procs[VG_DEMO_MAX_PROCS];
-    size_t nprocs;
+    struct vg_demo_proc *procs; /* grows: every process is tracked, however many */
+    size_t nprocs, cap;
+    int alive_rd, alive_wr; /* the helpers' pipe: they hold the read end, we the write end */
+    unsigned lifetime_s;    /* the helpers' --lifetime */
+    bool dir_made;
 };
 
-static int vg_pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int vg_pidfd_signal(int fd, int sig)
-{
-    return (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
-}
+/* What the keeper reports when done. */
+struct vg_demo_result {
+    size_t stopped, survivors;
+    bool dir_removed;
+};
 
 static void vg_sleep_ms(long ms)
 {
@@ -87,6 +132,8 @@ static void vg_sleep_ms(long ms)
         ;
 }
 
+/* ---- finding the helper and the fake driver ---------------------------------------------- */
+
 /* Candidates for the helper and the fake driver, in order. */
 static int vg_demo_find(const char *given, const char *env_name, const char *build_rel,
                         const char *inst_rel, char *out, size_t n)
@@ -94,8 +141,7 @@ static int vg_demo_find(const char *given, const char *env_name, const char *bui
     if (given) {
         if (access(given, R_OK) != 0)
             return -errno;
-        snprintf(out, n, "%s", given);
-        return 0;
+        return snprintf(out, n, "%s", given) < (int)n ? 0 : -ENAMETOOLONG;
     }
     const char *dd = getenv("VRAMGUARD_DEMO_DIR");
     if (dd && dd[0] && snprintf(out, n, "%s/%s", dd, env_name) < (int)n && access(out, R_OK) == 0)
@@ -116,10 +162,18 @@ static int vg_demo_find(const char *given, const char *env_name, const char *bui
     return -ENOENT;
 }
 
+/* ---- staging (in the keeper) ------------------------------------------------------------- */
+
+/* d->dir/name; the directory leaves 64 bytes of room (checked when it is made). */
+static void vg_demo_path(const struct vg_demo *d, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", d->dir, name);
+}
+
 static int vg_demo_write(struct vg_demo *d, const char *name, const char *text)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", d->dir, name);
+    vg_demo_path(d, name, path, sizeof(path));
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return -errno;
@@ -139,74 +193,120 @@ static int vg_demo_write(struct vg_demo *d, const char *name, const char *text)
     return close(fd) ? -errno : 0;
 }
 
-/* Record a process; the pidfd is opened at once so a reused PID can never be signalled. */
-static void vg_demo_track(struct vg_demo *d, pid_t pid, bool child)
+/* Record a process; the pidfd is opened at once so a reused PID can never be signalled. A
+ * process that cannot be recorded (out of memory) is killed on the spot rather than lost. */
+static int vg_demo_track(struct vg_demo *d, pid_t pid, bool child)
 {
     for (size_t i = 0; i < d->nprocs; i++)
         if (d->procs[i].pid == pid)
-            return;
-    if (d->nprocs == VG_DEMO_MAX_PROCS)
-        return;
-    d->procs[d->nprocs++] = (struct vg_demo_proc){pid, vg_pidfd_open(pid), child};
+            return 0;
+    int fd = -1;
+    if (vg_proc_pidfd_open(pid, &fd) != 0)
+        fd = -1; /* already gone (then there is nothing to stop; a child is still reaped) */
+    if (d->nprocs == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 16;
+        struct vg_demo_proc *p = realloc(d->procs, cap * sizeof(*p));
+        if (!p) {
+            if (fd >= 0) {
+                vg_proc_pidfd_signal(fd, SIGKILL);
+                close(fd);
+            }
+            if (child)
+                waitpid(pid, NULL, 0);
+            return -ENOMEM;
+        }
+        d->procs = p;
+        d->cap = cap;
+    }
+    d->procs[d->nprocs++] = (struct vg_demo_proc){pid, fd, child};
+    return 0;
+}
+
+/* Reap the children that have exited (the keeper's SIGCHLD): a simulated process that someone
+ * stops (`clean --force` is the point of --keep) must not linger as our zombie. */
+static void vg_demo_reap(struct vg_demo *d)
+{
+    for (size_t i = 0; i < d->nprocs; i++) {
+        struct vg_demo_proc *p = &d->procs[i];
+        if (p->child && waitpid(p->pid, NULL, WNOHANG) == p->pid)
+            p->child = false;
+    }
 }
 
 /* Start one simulated process and wait (bounded) for its pidfile. Returns its main PID. */
-static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[],
-                           const char *opts, const char *const *env)
+static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[], const char *opts,
+                           const char *const *env)
 {
-    char pidfile[PATH_MAX + 32];
+    char pidfile[PATH_MAX + 64];
     snprintf(pidfile, sizeof(pidfile), "%s/%s.pid", d->dir, tag);
     struct vg_buf ob;
     vg_buf_init(&ob, 0);
-    vg_buf_printf(&ob, "VG_HELPER_OPTS=%s --pidfile %s --lifetime " VG_DEMO_LIFETIME, opts,
-                  pidfile);
-    if (ob.err) {
+    vg_buf_printf(&ob, "VG_HELPER_OPTS=%s --pidfile %s --lifetime %u --alive-fd %d", opts, pidfile,
+                  d->lifetime_s, VG_DEMO_ALIVE_FD);
+    size_t nenv = 0;
+    while (env && env[nenv])
+        nenv++;
+    const char **envp = calloc(nenv + 3, sizeof(*envp));
+    if (ob.err || !envp) {
         vg_buf_release(&ob);
-        return ob.err;
+        free(envp);
+        return -ENOMEM;
     }
-    const char *optenv = vg_buf_str(&ob);
-    const char *envp[16];
     size_t ne = 0;
-    envp[ne++] = optenv;
+    envp[ne++] = vg_buf_str(&ob);
     envp[ne++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-    for (size_t i = 0; env && env[i] && ne < 15; i++)
+    for (size_t i = 0; i < nenv; i++)
         envp[ne++] = env[i];
     envp[ne] = NULL;
 
     posix_spawnattr_t attr;
+    posix_spawn_file_actions_t fa;
     posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_init(&fa);
     sigset_t none, all;
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int rc = posix_spawn(&pid, d->helper, NULL, &attr, argv, (char *const *)envp);
+    /* dup2 clears close-on-exec on the copy: the helper keeps its end of the pipe, and
+     * nothing else of ours (vg_demo_pipe made sure the source is not fd 3 itself). */
+    int rc = posix_spawn_file_actions_adddup2(&fa, d->alive_rd, VG_DEMO_ALIVE_FD);
+    pid_t pid = -1;
+    if (rc == 0)
+        rc = posix_spawn(&pid, d->helper, &fa, &attr, argv, (char *const *)envp);
+    posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     vg_buf_release(&ob);
+    free(envp);
     if (rc)
         return -rc;
-    vg_demo_track(d, pid, true);
+    if ((rc = vg_demo_track(d, pid, true)) != 0)
+        return rc;
 
     /* The pidfile appears once the process is fully in its state. */
-    char buf[1024];
+    char buf[4096];
+    size_t len = 0;
+    rc = -ETIMEDOUT;
     for (int waited = 0; waited < 10000; waited += 20) {
-        size_t len;
         rc = vg_file_read_small(AT_FDCWD, pidfile, buf, sizeof(buf), &len);
-        if (rc == 0)
+        if (rc == 0 || rc == -E2BIG)
             break;
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
             /* An --orphan launcher exits 0 once its carrier is ready; anything else failed. */
-            d->procs[d->nprocs - 1].child = false;
+            for (size_t i = 0; i < d->nprocs; i++)
+                if (d->procs[i].pid == pid)
+                    d->procs[i].child = false;
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -ECHILD;
         }
         vg_sleep_ms(20);
     }
+    if (rc == -ENOENT)
+        rc = -ETIMEDOUT;
     if (rc)
-        return -ETIMEDOUT;
+        return rc;
     pid_t main_pid = -1;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
         char *sp = strchr(line, ' ');
@@ -215,7 +315,8 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
             continue;
         *sp = '\0';
         if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
-            vg_demo_track(d, (pid_t)v, (pid_t)v == pid);
+            if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
+                return rc;
             if (strcmp(line, "main") == 0)
                 main_pid = (pid_t)v;
         }
@@ -223,25 +324,110 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     return main_pid > 0 ? main_pid : -EINVAL;
 }
 
-/* SIGTERM, a grace period, SIGKILL, and wait until each is gone; reap our own children. */
-static void vg_demo_stop(struct vg_demo *d)
+/* Our own children that have no pidfd (a kernel before 5.3, or valgrind, which does not know
+ * the call): signalled by PID, which is safe while they are unreaped (a zombie keeps its PID),
+ * and watched with waitpid until the deadline. Returns how many are still running. */
+static size_t vg_demo_wait_children(struct vg_demo *d, const bool *by_pid,
+                                    unsigned long long deadline, struct vg_demo_result *res)
 {
-    for (size_t i = 0; i < d->nprocs; i++)
-        if (d->procs[i].pidfd >= 0)
-            vg_pidfd_signal(d->procs[i].pidfd, SIGTERM);
+    size_t left;
+    for (;;) {
+        left = 0;
+        for (size_t i = 0; i < d->nprocs; i++) {
+            struct vg_demo_proc *p = &d->procs[i];
+            if (!by_pid[i] || !p->child)
+                continue;
+            if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+                p->child = false;
+                res->stopped++;
+            } else {
+                left++;
+            }
+        }
+        if (!left || vg_proc_now_ms() >= deadline)
+            return left;
+        vg_sleep_ms(20);
+    }
+}
+
+/*
+ * Stop everything: SIGTERM, a grace period, SIGKILL (the one stop sequence, model/kill.h's,
+ * through pidfds), then reap our own children. Closing the helpers' pipe as well tells every
+ * one of them to go, even a process we hold no pidfd for. Counts what was stopped and what
+ * outlived SIGKILL. Bounded: never a wait on a process that will not die.
+ */
+static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
+{
+    size_t np = d->nprocs ? d->nprocs : 1;
+    struct vg_kill *ks = calloc(np, sizeof(*ks));
+    bool *by_pid = calloc(np, sizeof(*by_pid));
+    size_t n = 0, n_by_pid = 0;
     for (size_t i = 0; i < d->nprocs; i++) {
         struct vg_demo_proc *p = &d->procs[i];
-        if (p->pidfd >= 0) {
-            struct pollfd pfd = {p->pidfd, POLLIN, 0};
-            if (poll(&pfd, 1, 2000) == 0) {
-                vg_pidfd_signal(p->pidfd, SIGKILL);
-                poll(&pfd, 1, 5000);
+        if (p->pidfd < 0) {
+            if (p->child && by_pid) {
+                kill(p->pid, SIGTERM);
+                by_pid[i] = true;
+                n_by_pid++;
             }
+            continue;
+        }
+        if (!ks) { /* out of memory: no grace period, but nothing left behind */
+            vg_proc_pidfd_signal(p->pidfd, SIGKILL);
+            vg_proc_pidfd_exited(p->pidfd, VG_DEMO_KILL_WAIT_MS);
             close(p->pidfd);
             p->pidfd = -1;
+            res->stopped++;
+            continue;
         }
-        if (p->child)
-            waitpid(p->pid, NULL, 0);
+        struct vg_kill *k = &ks[n];
+        vg_kill_init(k, NULL);
+        k->pidfd = p->pidfd;
+        p->pidfd = -1; /* the kill entry owns it now */
+        k->term_at_ms = vg_proc_now_ms();
+        int rc = vg_proc_pidfd_signal(k->pidfd, SIGTERM);
+        if (rc == 0) {
+            k->sent_term = true;
+            k->outcome = VG_KILL_PENDING;
+        } else {
+            k->outcome = rc == -ESRCH ? VG_KILL_GONE : VG_KILL_FAILED;
+            k->error = rc;
+            vg_kill_release(k);
+        }
+        n++;
+    }
+    /* After the SIGTERMs, so that those who get them count as stopped. */
+    if (d->alive_wr >= 0) {
+        close(d->alive_wr);
+        d->alive_wr = -1;
+    }
+    if (ks) {
+        vg_kill_finish(ks, n, VG_DEMO_GRACE_MS, VG_DEMO_KILL_WAIT_MS);
+        for (size_t i = 0; i < n; i++) {
+            if (ks[i].outcome == VG_KILL_FAILED && ks[i].error != -ESRCH)
+                res->survivors++;
+            else if (ks[i].outcome != VG_KILL_GONE)
+                res->stopped++;
+            vg_kill_release(&ks[i]);
+        }
+        free(ks);
+    }
+    if (n_by_pid) {
+        unsigned long long t = vg_proc_now_ms();
+        if (vg_demo_wait_children(d, by_pid, t + VG_DEMO_GRACE_MS, res)) {
+            for (size_t i = 0; i < d->nprocs; i++)
+                if (by_pid[i] && d->procs[i].child)
+                    kill(d->procs[i].pid, SIGKILL);
+            res->survivors +=
+                vg_demo_wait_children(d, by_pid, vg_proc_now_ms() + VG_DEMO_KILL_WAIT_MS, res);
+        }
+    }
+    free(by_pid);
+    /* The rest of our children have exited (or are in the kernel's hands): reap, never wait. */
+    for (size_t i = 0; i < d->nprocs; i++) {
+        struct vg_demo_proc *p = &d->procs[i];
+        if (p->child && waitpid(p->pid, NULL, WNOHANG) == p->pid)
+            p->child = false;
     }
 }
 
@@ -254,26 +440,28 @@ static const char *const vg_demo_names[] = {
 };
 #define VG_DEMO_NFILES 10 /* the first names: created before any process starts */
 
-static void vg_demo_rmdir(struct vg_demo *d)
+static bool vg_demo_rmdir(struct vg_demo *d)
 {
+    if (!d->dir_made)
+        return true;
     char path[PATH_MAX + 64];
     for (size_t i = 0; i < sizeof(vg_demo_names) / sizeof(vg_demo_names[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", d->dir, vg_demo_names[i]);
+        vg_demo_path(d, vg_demo_names[i], path, sizeof(path));
         unlink(path);
     }
-    snprintf(path, sizeof(path), "%s/dev", d->dir);
+    vg_demo_path(d, "dev", path, sizeof(path));
     rmdir(path);
-    snprintf(path, sizeof(path), "%s/lib", d->dir);
+    vg_demo_path(d, "lib", path, sizeof(path));
     rmdir(path);
-    rmdir(d->dir);
+    return rmdir(d->dir) == 0 || errno == ENOENT;
 }
 
 static int vg_demo_files(struct vg_demo *d)
 {
-    char path[PATH_MAX + 16];
+    char path[PATH_MAX + 64];
     static const char *const dirs[] = {"dev", "lib"};
     for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof(path), "%s/%s", d->dir, dirs[i]);
+        vg_demo_path(d, dirs[i], path, sizeof(path));
         if (mkdir(path, 0755) != 0)
             return -errno;
     }
@@ -336,8 +524,8 @@ static int vg_demo_scenario(struct vg_demo *d, pid_t late, const pid_t rank[3], 
     return rc;
 }
 
-/* Format the helper options for one story, reusing one buffer; "" when out of memory, which
- * the helper then rejects (no pidfile), so the failure is reported, not hidden. */
+/* Format the helper options for one story, reusing one buffer; "--bad-options" when out of
+ * memory, which the helper then rejects (no pidfile), so the failure is reported, not hidden. */
 static const char *vg_demo_fmt(struct vg_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static const char *vg_demo_fmt(struct vg_buf *b, const char *fmt, ...)
@@ -367,8 +555,10 @@ static int vg_demo_run_stories(struct vg_demo *d)
     char *late_argv[] = {"python", "train.py", "--model", "resnet50", NULL};
     const char *late_env[] = {"CUDA_VISIBLE_DEVICES=1", "USER=alice", NULL};
     pid_t late = vg_demo_spawn(d, "late", late_argv, opts, late_env);
-    if (late < 0)
-        goto fail_late;
+    if (late < 0) {
+        rc = late;
+        goto fail;
+    }
 
     /* 2. DDP ranks that touched cuda:0 before set_device(local_rank). */
     pid_t rank[3];
@@ -377,7 +567,7 @@ static int vg_demo_run_stories(struct vg_demo *d)
         snprintf(tag, sizeof(tag), "rank%d", r + 1);
         snprintf(lr, sizeof(lr), "LOCAL_RANK=%d", r + 1);
         snprintf(gr, sizeof(gr), "RANK=%d", r + 1);
-        opts = vg_demo_fmt(&ob, "--open %s/nvidia0 --open %s/nvidia%d --open %s/nvidiactl "
+        opts = vg_demo_fmt(&ob, "--open %s/nvidia0 --open %s/nvidia%u --open %s/nvidiactl "
                                      "--map %s/libcuda.so.1 --map %s/libtorch_cuda.so "
                                      "--map %s/libnccl.so.2 --comm python",
                  dev, dev, vg_demo_minor[r + 1], dev, lib, lib, lib);
@@ -418,38 +608,425 @@ static int vg_demo_run_stories(struct vg_demo *d)
     vg_buf_release(&ob);
     return vg_demo_scenario(d, late, rank, tf, vg_demo_free_pid());
 
-fail_late:
-    rc = late;
 fail:
     vg_buf_release(&ob);
     return rc;
 }
 
-/* --keep: wait for Enter (or end of input), or for one of the blocked signals, which stay
- * pending so the caller acts on them after cleaning up. */
-static void vg_demo_wait_enter(const sigset_t *blocked)
+/* The helpers' pipe, both ends close-on-exec, the read end never on VG_DEMO_ALIVE_FD itself
+ * (a dup2 onto the same number would leave it close-on-exec). */
+static int vg_demo_pipe(struct vg_demo *d)
 {
-    for (;;) {
-        struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
-        int r = poll(&pfd, 1, 200);
-        if (r > 0) {
-            char c;
-            ssize_t n;
-            while ((n = read(STDIN_FILENO, &c, 1)) == 1 && c != '\n')
-                ;
-            return; /* a line, end of input, or an error: all mean stop */
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -errno;
+    if (p[0] == VG_DEMO_ALIVE_FD) {
+        int moved = fcntl(p[0], F_DUPFD_CLOEXEC, VG_DEMO_ALIVE_FD + 1);
+        int e = errno;
+        close(p[0]);
+        if (moved < 0) {
+            close(p[1]);
+            return -e;
         }
-        if (r < 0 && errno != EINTR)
+        p[0] = moved;
+    }
+    d->alive_rd = p[0];
+    d->alive_wr = p[1];
+    return 0;
+}
+
+/* Directory, files, processes, scenario. On failure, what was made is still recorded in d,
+ * for vg_demo_stop() and vg_demo_rmdir(). */
+static int vg_demo_stage(struct vg_demo *d, const char *tmp)
+{
+    int n = snprintf(d->dir, sizeof(d->dir), "%s/vramguard-demo-XXXXXX", tmp);
+    if (n < 0 || (size_t)n >= sizeof(d->dir) - 64)
+        return -ENAMETOOLONG;
+    if (!mkdtemp(d->dir))
+        return -errno;
+    d->dir_made = true;
+    int rc = vg_demo_pipe(d);
+    if (rc == 0)
+        rc = vg_demo_files(d);
+    if (rc == 0)
+        rc = vg_demo_run_stories(d);
+    /* The helpers have their copies; only the write end keeps them alive. */
+    if (d->alive_rd >= 0) {
+        close(d->alive_rd);
+        d->alive_rd = -1;
+    }
+    return rc;
+}
+
+/* ---- the keeper -------------------------------------------------------------------------- */
+
+/* The abstract socket a kept simulation listens on: one per user and scratch directory
+ * ($TMPDIR, hashed: a name holds at most 107 bytes), so `demo --stop` run where `demo --keep`
+ * was finds it, and test suites with a TMPDIR each never meet. */
+static socklen_t vg_demo_sockaddr(struct sockaddr_un *sa)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0])
+        tmp = "/tmp";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = tmp; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "vramguard-demo.%u.%016llx",
+                     (unsigned)geteuid(), (unsigned long long)h);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Write all of s to fd; errors are the reader's problem (it sees end of file). */
+static void vg_demo_send(int fd, const char *s)
+{
+    size_t left = strlen(s);
+    while (left) {
+        ssize_t w = send(fd, s, left, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
             return;
-        sigset_t pending;
-        sigpending(&pending);
-        for (int sig = 1; sig < NSIG; sig++)
-            if (sigismember(blocked, sig) && sigismember(&pending, sig))
-                return;
+        s += w;
+        left -= (size_t)w;
     }
 }
 
-enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP };
+/* Read one line (without its newline) from fd into buf within timeout_ms, a byte at a time so
+ * that nothing after the line is consumed. 0; -ETIMEDOUT; -EPIPE at end of file before a
+ * newline; -E2BIG for a line longer than buf. */
+static int vg_demo_read_line(int fd, char *buf, size_t n, int timeout_ms)
+{
+    size_t len = 0;
+    unsigned long long deadline = vg_proc_now_ms() + (unsigned long long)timeout_ms;
+    for (;;) {
+        unsigned long long now = vg_proc_now_ms();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct pollfd p = {fd, POLLIN, 0};
+        int r = poll(&p, 1, (int)(deadline - now));
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (r <= 0)
+            continue;
+        char ch;
+        ssize_t got = recv(fd, &ch, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -EPIPE;
+        if (ch == '\n') {
+            buf[len] = '\0';
+            return 0;
+        }
+        if (len == n - 1)
+            return -E2BIG;
+        buf[len++] = ch;
+    }
+}
+
+static bool vg_demo_peer_ok(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
+           (cr.uid == geteuid() || cr.uid == 0);
+}
+
+/*
+ * The keeper's life after staging: wait for "stop" or "keep" from the command (its end of
+ * *ctl), the command's end of file (it is gone), SIGTERM/SIGINT, --stop on `lsock` once kept,
+ * or the deadline; reap the simulated processes as they exit meanwhile. Returns the descriptor
+ * to send the result to (-1: nobody). Once kept, *ctl is closed and set to -1.
+ */
+static int vg_demo_keeper_wait(struct vg_demo *d, int *ctl, int lsock, int sfd, uint64_t keep_ms)
+{
+    unsigned long long deadline = vg_proc_now_ms() + VG_DEMO_SHOW_MAX_MS;
+    bool kept = false;
+    for (;;) {
+        unsigned long long now = vg_proc_now_ms();
+        if (now >= deadline)
+            return -1;
+        struct pollfd p[3] = {{sfd, POLLIN, 0}, {*ctl, POLLIN, 0}, {lsock, POLLIN, 0}};
+        unsigned long long wait = deadline - now;
+        int r = poll(p, kept ? 3 : 2, wait > 60000 ? 60000 : (int)wait);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r <= 0)
+            continue;
+        if (p[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+                    return *ctl;
+            }
+            vg_demo_reap(d); /* SIGCHLD; SIGHUP means nothing to a process without a terminal */
+        }
+        if (!kept && p[1].revents) {
+            char line[64];
+            int rc = vg_demo_read_line(*ctl, line, sizeof(line), 1000);
+            if (rc == 0 && strcmp(line, "keep") == 0) {
+                kept = true;
+                deadline = vg_proc_now_ms() + keep_ms;
+                vg_demo_send(*ctl, "kept\n");
+                close(*ctl);
+                *ctl = -1;
+                continue;
+            }
+            return rc == 0 ? *ctl : -1; /* "stop", or the command is gone */
+        }
+        if (kept && (p[2].revents & POLLIN)) {
+            int c = accept4(lsock, NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                continue;
+            char line[64];
+            if (vg_demo_peer_ok(c) && vg_demo_read_line(c, line, sizeof(line), 2000) == 0 &&
+                strcmp(line, "stop") == 0)
+                return c;
+            close(c);
+        }
+    }
+}
+
+/*
+ * The keeper (the forked child): a session of its own, stage, report, wait, clean up, report.
+ * Its messages go to the command through ctl: "ready DIR", or "error ERRNO"; at the end
+ * "done STOPPED SURVIVORS REMOVED". Returns the exit status of the keeper process.
+ */
+static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_ms)
+{
+    setsid();
+    if (chdir("/") != 0) {
+        /* Nothing depends on it: it only keeps a directory from staying busy. */
+    }
+    /* Nothing of the keeper's or its processes' may reach the command's terminal or pipe: a
+     * `demo --keep | cat` would otherwise wait for them to end. Messages go through ctl. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        close(null);
+    }
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    const char *tmp = getenv("TMPDIR");
+    int rc = sfd < 0 ? -errno : vg_demo_stage(d, tmp && tmp[0] ? tmp : "/tmp");
+    char msg[PATH_MAX + 64];
+    if (rc)
+        snprintf(msg, sizeof(msg), "error %d\n", -rc);
+    else
+        snprintf(msg, sizeof(msg), "ready %s\n", d->dir);
+    vg_demo_send(ctl, msg);
+
+    int to = rc ? ctl : vg_demo_keeper_wait(d, &ctl, lsock, sfd, keep_ms);
+    struct vg_demo_result res = {0};
+    vg_demo_stop(d, &res);
+    res.dir_removed = vg_demo_rmdir(d);
+    if (to >= 0) {
+        snprintf(msg, sizeof(msg), "done %zu %zu %d\n", res.stopped, res.survivors,
+                 res.dir_removed ? 1 : 0);
+        vg_demo_send(to, msg);
+        close(to);
+    }
+    if (to != ctl && ctl >= 0)
+        close(ctl);
+    if (lsock >= 0)
+        close(lsock);
+    if (sfd >= 0)
+        close(sfd);
+    free(d->procs);
+    return rc ? VG_EXIT_SOFTWARE : VG_EXIT_OK;
+}
+
+/* ---- the command -------------------------------------------------------------------------- */
+
+/* Ask the keeper at fd to stop and wait (bounded) for its "done" line; a keeper still staging
+ * answers "ready" or "error" first, which is skipped. */
+static int vg_demo_request_stop(int fd, struct vg_demo_result *res, int timeout_ms)
+{
+    vg_demo_send(fd, "stop\n");
+    unsigned long long deadline = vg_proc_now_ms() + (unsigned long long)timeout_ms;
+    for (;;) {
+        char line[PATH_MAX + 64];
+        unsigned long long now = vg_proc_now_ms();
+        int rc = now >= deadline ? -ETIMEDOUT
+                                 : vg_demo_read_line(fd, line, sizeof(line), (int)(deadline - now));
+        if (rc)
+            return rc;
+        unsigned long long st, sv;
+        int removed;
+        if (strncmp(line, "done ", 5) != 0)
+            continue;
+        if (sscanf(line, "done %llu %llu %d", &st, &sv, &removed) != 3)
+            return -EPROTO;
+        res->stopped = (size_t)st;
+        res->survivors = (size_t)sv;
+        res->dir_removed = removed == 1;
+        return 0;
+    }
+}
+
+static void vg_demo_say_result(FILE *f, const struct vg_demo_result *res, const char *dir)
+{
+    fprintf(f, "\nSimulation cleaned up: %zu processes stopped", res->stopped);
+    if (res->survivors)
+        fprintf(f, " (%zu outlived SIGKILL: in the kernel's hands)", res->survivors);
+    if (res->dir_removed)
+        fprintf(f, ", %s removed.\n", dir);
+    else
+        fprintf(f, "; %s could not be removed.\n", dir);
+}
+
+/* The first of the blocked signals that is pending, or 0. */
+static int vg_demo_pending(const sigset_t *blocked)
+{
+    sigset_t pending;
+    sigpending(&pending);
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(blocked, s) && sigismember(&pending, s))
+            return s;
+    return 0;
+}
+
+/* Has the reader of stdout gone away (a pipe with no reader, a hung-up terminal)? */
+static bool vg_demo_out_gone(void)
+{
+    struct pollfd p = {STDOUT_FILENO, 0, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+/* The end of a write: 0, or the errno of a failed one (stdio keeps it in ferror). */
+static int vg_demo_flush(FILE *f)
+{
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f))
+        return 0;
+    return errno ? errno : EIO;
+}
+
+/* What the command shows, in its own process; the keeper has staged the host in dir. Returns
+ * 0, or the errno of a write that failed. */
+static int vg_demo_show(struct vg_global *g, const char *dir, const char *fake, bool keep,
+                        const char *keep_text, const sigset_t *blocked)
+{
+    /* dir is the keeper's, made with 64 bytes to spare (vg_demo_stage), and read back into a
+     * buffer of that size: these always fit. */
+    char scen[PATH_MAX + 96], devdir[PATH_MAX + 96];
+    snprintf(scen, sizeof(scen), "%s/scenario", dir);
+    snprintf(devdir, sizeof(devdir), "%s/dev", dir);
+    setenv("FAKE_NVML_SCENARIO", scen, 1);
+    struct vg_global dg = *g;
+    dg.nvml_path = fake;
+    dg.dev_dir = devdir;
+    char *status_argv[] = {"status", NULL};
+    char *doctor_argv[] = {"doctor", "--no-shell", NULL};
+    int err = 0;
+    if (!g->json) {
+        printf("$ vramguard status\n");
+        if ((err = vg_demo_flush(stdout)) != 0)
+            goto out;
+        vg_cmd_status(&dg, 1, status_argv);
+        if (vg_demo_pending(blocked) || vg_demo_out_gone())
+            goto out;
+        printf("$ vramguard doctor\n");
+        if ((err = vg_demo_flush(stdout)) != 0)
+            goto out;
+    }
+    vg_cmd_doctor(&dg, 2, doctor_argv);
+    if (vg_demo_pending(blocked))
+        goto out;
+    if (vg_demo_out_gone()) {
+        err = EPIPE;
+        goto out;
+    }
+    if (keep) {
+        FILE *f = g->json ? stderr : stdout;
+        fprintf(f,
+                "\nThe simulation keeps running, as it is, until 'vramguard demo --stop' (or "
+                "for %s): try\n"
+                "  FAKE_NVML_SCENARIO=%s vramguard --nvml %s --dev %s doctor\n",
+                keep_text, scen, fake, devdir);
+        err = vg_demo_flush(f);
+    }
+out:
+    unsetenv("FAKE_NVML_SCENARIO");
+    if (!err && vg_demo_out_gone())
+        err = EPIPE;
+    return err;
+}
+
+/* `demo --stop`: the kept simulation of this user, if any. */
+static int vg_demo_stop_kept(void)
+{
+    struct sockaddr_un sa;
+    socklen_t len = vg_demo_sockaddr(&sa);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        vg_cmd_error("demo", "--stop: cannot create a socket: %s", strerror(errno));
+        return VG_EXIT_SOFTWARE;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, len) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == ECONNREFUSED || e == ENOENT) {
+            vg_cmd_error("demo", "--stop: no simulation kept by 'vramguard demo --keep' is "
+                                 "running");
+            return VG_EXIT_WARN;
+        }
+        vg_cmd_error("demo", "--stop: cannot reach the kept simulation: %s", strerror(e));
+        return VG_EXIT_SOFTWARE;
+    }
+    struct ucred cr;
+    socklen_t crl = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 || cr.uid != geteuid()) {
+        vg_cmd_error("demo",
+                     "--stop: the demo's socket is held by another user's process "
+                     "(PID %d); not ours to stop",
+                     (int)cr.pid);
+        close(fd);
+        return VG_EXIT_WARN;
+    }
+    struct vg_demo_result res = {0};
+    int rc = vg_demo_request_stop(fd, &res, VG_DEMO_STOP_WAIT_MS);
+    close(fd);
+    if (rc) {
+        vg_cmd_error("demo", "--stop: the kept simulation did not confirm: %s", strerror(-rc));
+        return VG_EXIT_SOFTWARE;
+    }
+    printf("Simulation cleaned up: %zu processes stopped%s%s.\n", res.stopped,
+           res.survivors ? " (some outlived SIGKILL)" : "",
+           res.dir_removed ? ", its directory removed" : "; its directory could not be removed");
+    return vg_demo_flush(stdout) ? VG_EXIT_SOFTWARE : VG_EXIT_OK;
+}
+
+/* --keep's own socket, bound before anything is staged so a second --keep fails at once. */
+static int vg_demo_keep_socket(int *out)
+{
+    struct sockaddr_un sa;
+    socklen_t len = vg_demo_sockaddr(&sa);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 8) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    *out = fd;
+    return 0;
+}
+
+enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP, VG_OPT_STOP };
 
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
 {
@@ -457,11 +1034,13 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         VG_GLOBAL_LONGOPTS,
         {"helper", required_argument, NULL, VG_OPT_HELPER},
         {"fake-nvml", required_argument, NULL, VG_OPT_FAKE},
-        {"keep", no_argument, NULL, VG_OPT_KEEP},
+        {"keep", optional_argument, NULL, VG_OPT_KEEP},
+        {"stop", no_argument, NULL, VG_OPT_STOP},
         {NULL, 0, NULL, 0},
     };
-    const char *helper_arg = NULL, *fake_arg = NULL;
-    bool keep = false;
+    const char *helper_arg = NULL, *fake_arg = NULL, *keep_text = "1h";
+    bool keep = false, stop = false;
+    uint64_t keep_ms = VG_DEMO_KEEP_DEFAULT_MS;
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
     struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .longopts = longopts,
                              .argc = argc, .argv = argv, .operands = true};
@@ -476,6 +1055,19 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
             break;
         case VG_OPT_KEEP:
             keep = true;
+            if (optarg && (vg_parse_duration_ms(optarg, &keep_ms) != 0 || keep_ms < 1000 ||
+                           keep_ms > VG_DEMO_KEEP_MAX_MS)) {
+                vg_cmd_error("demo",
+                             "--keep takes a duration between 1s and 12h (e.g. 30m), "
+                             "not '%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            if (optarg)
+                keep_text = optarg;
+            break;
+        case VG_OPT_STOP:
+            stop = true;
             break;
         }
     }
@@ -485,9 +1077,14 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         vg_cmd_error("demo", "unexpected argument '%s'", argv[optind]);
         return VG_EXIT_USAGE;
     }
+    if (stop && (keep || helper_arg || fake_arg)) {
+        vg_cmd_error("demo", "--stop takes no other option");
+        return VG_EXIT_USAGE;
+    }
+    if (stop)
+        return vg_demo_stop_kept();
 
-    struct vg_demo d;
-    memset(&d, 0, sizeof(d));
+    struct vg_demo d = {.alive_rd = -1, .alive_wr = -1};
     char helper[PATH_MAX], fake[PATH_MAX];
     if (vg_demo_find(helper_arg, "vg-helper", "tests/vg-helper", "../libexec/vramguard/vg-helper",
                      helper, sizeof(helper))) {
@@ -503,87 +1100,139 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     }
     d.helper = helper;
     d.fake = fake;
+    uint64_t life_ms = keep ? keep_ms : VG_DEMO_SHOW_MAX_MS;
+    uint64_t life_s = life_ms / 1000 + VG_DEMO_SHOW_MAX_MS / 1000 + VG_DEMO_LIFETIME_MARGIN_S;
+    d.lifetime_s = (unsigned)(life_s > 86400 ? 86400 : life_s);
 
-    /* Interruptions wait until the simulation is cleaned up. */
-    sigset_t block, old, pending;
+    /* Interruptions wait until the simulation is cleaned up; a reader that goes away is an
+     * EPIPE, not a death. Blocked before the fork: the keeper starts with them blocked too. */
+    sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGQUIT);
     sigprocmask(SIG_BLOCK, &block, &old);
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, NULL);
 
-    const char *tmp = getenv("TMPDIR");
-    int n = snprintf(d.dir, sizeof(d.dir), "%s/vramguard-demo-XXXXXX",
-                     tmp && tmp[0] ? tmp : "/tmp");
-    int status = VG_EXIT_OK;
-    if (n < 0 || (size_t)n >= sizeof(d.dir) - 64) {
-        vg_cmd_error("demo", "TMPDIR is too long for a scratch directory");
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        return VG_EXIT_USAGE;
+    int status = VG_EXIT_OK, lsock = -1, pair[2] = {-1, -1};
+    int rc = keep ? vg_demo_keep_socket(&lsock) : 0;
+    if (rc == -EADDRINUSE) {
+        vg_cmd_error("demo", "--keep: a kept simulation is already running (stop it with "
+                             "'vramguard demo --stop')");
+        status = VG_EXIT_WARN;
+        goto restore;
+    } else if (rc) {
+        vg_cmd_error("demo", "--keep: cannot listen for --stop: %s", strerror(-rc));
+        status = VG_EXIT_SOFTWARE;
+        goto restore;
     }
-    if (!mkdtemp(d.dir)) {
-        vg_cmd_error("demo", "cannot create a directory under %s: %s", tmp ? tmp : "/tmp",
-                     strerror(errno));
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        return VG_EXIT_UNKNOWN;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        vg_cmd_error("demo", "cannot create a socket pair: %s", strerror(errno));
+        status = VG_EXIT_SOFTWARE;
+        goto restore;
+    }
+    fflush(NULL); /* nothing buffered may be written twice */
+    pid_t keeper = fork();
+    if (keeper < 0) {
+        vg_cmd_error("demo", "cannot start the simulation's keeper: %s", strerror(errno));
+        status = VG_EXIT_SOFTWARE;
+        goto restore;
+    }
+    if (keeper == 0) {
+        close(pair[0]);
+        return vg_demo_keeper(&d, pair[1], lsock, keep_ms);
+    }
+    close(pair[1]);
+    pair[1] = -1;
+    if (lsock >= 0) {
+        close(lsock);
+        lsock = -1;
     }
 
-    /* With --json, stdout carries only the doctor document; the label goes to stderr. */
-    FILE *label = g->json ? stderr : stdout;
-    fprintf(label, "SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
-           "On a machine with NVIDIA GPUs, run 'vramguard doctor' for the real thing.\n\n"
-           "Staged: a job whose CUDA_VISIBLE_DEVICES came too late; three DDP ranks that\n"
-           "touched cuda:0 first; a DataLoader worker orphaned by a crash; TensorFlow\n"
-           "preallocating a GPU; and memory held from another container.\n\n",
-           d.dir);
-    fflush(label);
-
-    int rc = vg_demo_files(&d);
-    if (rc == 0)
-        rc = vg_demo_run_stories(&d);
-    if (rc) {
-        vg_cmd_error("demo", "cannot stage the simulation: %s", strerror(-rc));
+    /* The keeper stages; a signal meanwhile ends the wait (the stop below waits for it). */
+    char line[PATH_MAX + 64];
+    int sig = 0;
+    unsigned long long until = vg_proc_now_ms() + VG_DEMO_STAGE_WAIT_MS;
+    rc = -ETIMEDOUT;
+    while (vg_proc_now_ms() < until && !(sig = vg_demo_pending(&block))) {
+        struct pollfd pf = {pair[0], POLLIN, 0};
+        if (poll(&pf, 1, 100) > 0) {
+            rc = vg_demo_read_line(pair[0], line, sizeof(line), VG_DEMO_STOP_WAIT_MS);
+            break;
+        }
+    }
+    const char *dir = rc == 0 && strncmp(line, "ready ", 6) == 0 ? line + 6 : NULL;
+    if (sig) {
+        /* Interrupted while staging: straight to the clean-up. */
+    } else if (!dir) {
+        int e = 0;
+        if (rc == 0 && sscanf(line, "error %d", &e) == 1 && e > 0)
+            rc = -e;
+        vg_cmd_error("demo", "cannot stage the simulation: %s", strerror(rc ? -rc : EPROTO));
         status = VG_EXIT_SOFTWARE;
     } else {
-        char scen[PATH_MAX + 16], devdir[PATH_MAX + 8];
-        snprintf(scen, sizeof(scen), "%s/scenario", d.dir);
-        snprintf(devdir, sizeof(devdir), "%s/dev", d.dir);
-        setenv("FAKE_NVML_SCENARIO", scen, 1);
-        struct vg_global dg = *g;
-        dg.nvml_path = d.fake;
-        dg.dev_dir = devdir;
-        char *status_argv[] = {"status", NULL};
-        char *doctor_argv[] = {"doctor", "--no-shell", NULL};
-        if (!g->json) {
-            printf("$ vramguard status\n");
-            fflush(stdout);
-            vg_cmd_status(&dg, 1, status_argv);
-            printf("$ vramguard doctor\n");
-            fflush(stdout);
+        /* With --json, stdout carries only the doctor document; the label goes to stderr. */
+        FILE *label = g->json ? stderr : stdout;
+        fprintf(label,
+                "SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
+                "On a machine with NVIDIA GPUs, run 'vramguard doctor' for the real thing.\n\n"
+                "Staged: a job whose CUDA_VISIBLE_DEVICES came too late; three DDP ranks that\n"
+                "touched cuda:0 first; a DataLoader worker orphaned by a crash; TensorFlow\n"
+                "preallocating a GPU; and memory held from another container.\n\n",
+                dir);
+        int err = vg_demo_flush(label);
+        if (!err && !vg_demo_pending(&block))
+            err = vg_demo_show(g, dir, fake, keep, keep_text, &block);
+        sig = vg_demo_pending(&block);
+        if (err && err != EPIPE && !sig) {
+            vg_cmd_error("demo", "cannot write the output: %s", strerror(err));
+            status = VG_EXIT_SOFTWARE;
         }
-        vg_cmd_doctor(&dg, 2, doctor_argv);
-        fflush(stdout);
-        if (keep) {
-            printf("\nThe simulation keeps running: try\n"
-                   "  FAKE_NVML_SCENARIO=%s vramguard --nvml %s --dev %s doctor\n"
-                   "Press Enter to clean up.\n",
-                   scen, d.fake, devdir);
-            fflush(stdout);
-            vg_demo_wait_enter(&block);
+        if (keep && !err && !sig) {
+            vg_demo_send(pair[0], "keep\n");
+            if (vg_demo_read_line(pair[0], line, sizeof(line), VG_DEMO_STOP_WAIT_MS) == 0 &&
+                strcmp(line, "kept") == 0) {
+                close(pair[0]);
+                pair[0] = -1;
+                goto restore; /* it lives on, in its own session; init reaps it */
+            }
+            vg_cmd_error("demo", "--keep: the simulation's keeper did not answer; removing it");
+            status = VG_EXIT_SOFTWARE;
         }
-        unsetenv("FAKE_NVML_SCENARIO");
     }
 
-    vg_demo_stop(&d);
-    vg_demo_rmdir(&d);
-    if (!g->json)
-        printf("\nSimulation cleaned up: %zu processes stopped, %s removed.\n", d.nprocs, d.dir);
+    /* Stop: the keeper removes everything and says what it did. */
+    char dirbuf[PATH_MAX + 64];
+    snprintf(dirbuf, sizeof(dirbuf), "%s", dir ? dir : "the simulation's directory");
+    struct vg_demo_result res = {0};
+    rc = vg_demo_request_stop(pair[0], &res, VG_DEMO_STAGE_WAIT_MS + VG_DEMO_STOP_WAIT_MS);
+    close(pair[0]);
+    pair[0] = -1;
+    waitpid(keeper, NULL, 0);
+    if (rc) {
+        vg_cmd_error("demo", "the simulation's keeper did not confirm the clean-up: %s",
+                     strerror(-rc));
+        status = VG_EXIT_SOFTWARE;
+    } else if (dir && !g->json && !vg_demo_out_gone()) {
+        vg_demo_say_result(stdout, &res, dirbuf);
+        fflush(stdout);
+    } else if (dir && (res.survivors || !res.dir_removed)) {
+        vg_demo_say_result(stderr, &res, dirbuf);
+    }
 
-    sigpending(&pending);
+restore:
+    if (pair[0] >= 0)
+        close(pair[0]);
+    if (pair[1] >= 0)
+        close(pair[1]);
+    if (lsock >= 0)
+        close(lsock);
+    sig = vg_demo_pending(&block);
+    /* SIGPIPE stays ignored: what stdio still holds for a reader that is gone must not kill
+     * the process at exit. */
     sigprocmask(SIG_SETMASK, &old, NULL); /* a pending signal is delivered here */
-    for (int s = 1; s < NSIG; s++)
-        if (sigismember(&block, s) && sigismember(&pending, s))
-            return 128 + s;
-    return status;
+    return sig ? 128 + sig : status;
 }

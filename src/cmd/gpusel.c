@@ -50,10 +50,12 @@ static void vg_gpusel_reset(struct vg_gpusel *s)
     free(s->v);
     free(s->reserved);
     free(s->holder);
+    free(s->who);
     free(s->ranked);
     s->v = NULL;
     s->reserved = NULL;
     s->holder = NULL;
+    s->who = NULL;
     s->ranked = NULL;
     s->n = s->neligible = 0;
     vg_gpu_list_release(&s->gpus);
@@ -91,10 +93,35 @@ void vg_gpusel_name(const struct vg_gpusel *s, size_t i, struct vg_buf *b)
     vg_gpusel_name_dev(s, s->v[i].gpu, s->v[i].mig, b);
 }
 
+/* " (pid 42)", or, when run 42 is gone and its job keeps the reservation, who does. */
 static void vg_gpusel_holder_note(const struct vg_gpusel *s, size_t gpu, struct vg_buf *b)
 {
-    if (s->holder && s->holder[gpu] > 0)
+    if (!s->holder || s->holder[gpu] <= 0)
+        return;
+    const struct vg_lock_who *w = &s->who[gpu];
+    if (w->run_alive != 0) {
         vg_buf_printf(b, " (pid %ld)", (long)s->holder[gpu]);
+        return;
+    }
+    vg_buf_printf(b, " (pid %ld, gone; its job still holds it", (long)s->holder[gpu]);
+    for (size_t k = 0; k < w->nholders; k++)
+        vg_buf_printf(b, "%s %ld (%s)", k ? "," : ":", (long)w->holders[k].pid,
+                      w->holders[k].comm[0] ? w->holders[k].comm : "?");
+    if (w->more)
+        vg_buf_printf(b, " and %zu more", w->more);
+    if (w->nholders == 0 && w->unreadable)
+        vg_buf_adds(b, ", in processes we may not look at");
+    vg_buf_adds(b, ")");
+}
+
+/* Remember who holds a GPU's lock: the run that took it (/proc/locks), and whether it is still
+ * there; a reservation outlives its run while the job it started lives (job/lock.h). */
+static void vg_gpusel_note_holder(struct vg_gpusel *s, size_t gpu, const char *uuid, pid_t holder)
+{
+    s->reserved[gpu] = true;
+    s->holder[gpu] = holder;
+    if (holder > 0 && vg_lock_who(&s->dir, uuid, holder, &s->who[gpu], NULL) != 0)
+        s->who[gpu].run_alive = -1;
 }
 
 /* Look at a GPU's lock without taking it. */
@@ -104,10 +131,8 @@ static void vg_gpusel_probe(struct vg_gpusel *s, size_t i)
     if (!s->dir_open || !g->uuid || !vg_lock_name_ok(g->uuid))
         return;
     pid_t holder = 0;
-    if (vg_lock_probe(&s->dir, g->uuid, &holder, NULL) == 1) {
-        s->reserved[i] = true;
-        s->holder[i] = holder;
-    }
+    if (vg_lock_probe(&s->dir, g->uuid, &holder, NULL) == 1)
+        vg_gpusel_note_holder(s, i, g->uuid, holder);
 }
 
 /* Take the lock on one device: 0, VG_GPUSEL_AGAIN when another run has it, or an exit status
@@ -126,10 +151,9 @@ static int vg_gpusel_take(const struct vg_gpusel_opts *o, struct vg_gpusel *s, s
     int rc = vg_lock_acquire(&s->dir, d->uuid, fd, &err);
     if (rc == -EBUSY) {
         if (mig < 0) {
-            s->reserved[gpu] = true;
             pid_t holder = 0;
-            if (vg_lock_probe(&s->dir, d->uuid, &holder, NULL) == 1)
-                s->holder[gpu] = holder;
+            vg_lock_probe(&s->dir, d->uuid, &holder, NULL);
+            vg_gpusel_note_holder(s, gpu, d->uuid, holder);
         }
         return VG_GPUSEL_AGAIN;
     }
@@ -351,14 +375,17 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
     size_t cap = n > VG_PICK_MAX_GPUS ? n : VG_PICK_MAX_GPUS;
     s->reserved = calloc(n, sizeof(*s->reserved));
     s->holder = calloc(n, sizeof(*s->holder));
+    s->who = calloc(n, sizeof(*s->who));
     s->ranked = calloc(n, sizeof(*s->ranked));
     s->v = calloc(cap, sizeof(*s->v));
     bool *excluded = calloc(n, sizeof(*excluded));
-    if (!s->reserved || !s->holder || !s->ranked || !s->v || !excluded) {
+    if (!s->reserved || !s->holder || !s->who || !s->ranked || !s->v || !excluded) {
         free(excluded);
         vg_cmd_error(o->cmd, "out of memory");
         return VG_EXIT_SOFTWARE;
     }
+    for (size_t i = 0; i < n; i++)
+        s->who[i].run_alive = -1;
     if (o->exclude) {
         struct vg_pick_sel *sel;
         size_t ns;

@@ -50,6 +50,8 @@ struct vg_gpusel {
     bool dir_open;
     bool *reserved;              /* per GPU, as last seen */
     pid_t *holder;               /* per GPU: the reserving run's pid when known */
+    struct vg_lock_who *who;     /* per GPU with a holder: whether that run is alive, and if
+                                  * not, which processes of its job keep the reservation */
     struct vg_pick_cand *ranked; /* every GPU, eligible first (auto only) */
     size_t neligible;
     struct vg_gpusel_gpu *v; /* the chosen ones, in CUDA order */

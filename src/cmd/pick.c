@@ -17,7 +17,8 @@ static const char vg_pick_help[] =
     "                      [--format cvd|index|json] [--wait TIMEOUT]\n"
     "\n"
     "Choose GPUs that are free enough now: enough free memory, utilisation low enough, not\n"
-    "reserved by a running 'vramguard run'. Most free first. Prints a CUDA_VISIBLE_DEVICES\n"
+    "reserved by a 'vramguard run' (or by the job of one that was killed, which keeps its\n"
+    "reservations while it lives). Most free first. Prints a CUDA_VISIBLE_DEVICES\n"
     "value made of UUIDs, e.g.  export CUDA_VISIBLE_DEVICES=$(vramguard pick -n 2)\n"
     "GPUs in MIG mode are never picked, nor a GPU whose UUID is not a well-formed UUID (it\n"
     "could not go into the value). Picking reserves nothing: to choose and reserve in\n"
@@ -60,6 +61,24 @@ static void vg_pick_json_gpu(struct vg_json *j, const struct vg_gpusel *s, size_
         vg_json_i64(j, s->holder[c->gpu]);
     else
         vg_json_null(j);
+    /* A run killed under its job: the job keeps the reservation, and these are its holders. */
+    const struct vg_lock_who *w = &s->who[c->gpu];
+    vg_json_key(j, "reserved_by_alive");
+    if (s->holder[c->gpu] > 0 && w->run_alive >= 0)
+        vg_json_bool(j, w->run_alive == 1);
+    else
+        vg_json_null(j);
+    vg_json_key(j, "reservation_held_by");
+    if (s->holder[c->gpu] > 0 && w->run_alive == 0) {
+        vg_json_arr_begin(j);
+        for (size_t h = 0; h < w->nholders; h++)
+            vg_json_i64(j, w->holders[h].pid);
+        vg_json_arr_end(j);
+    } else {
+        vg_json_null(j);
+    }
+    vg_json_ku64_opt(j, "reservation_held_by_more", s->holder[c->gpu] > 0 && w->run_alive == 0,
+                     w->more);
     vg_json_key(j, "memory");
     vg_json_obj_begin(j);
     vg_json_ku64_opt(j, "total", mem, g->mem_total);

@@ -1,7 +1,8 @@
 /*
  * `vramguard run`: start a job the way that keeps GPU memory from getting stuck. The GPUs are
  * chosen (explicitly, or auto:N with pick's policy) and reserved with one lock each for the
- * job's life; the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
+ * job's life (the job inherits them, so they outlive a run killed under it: job/lock.h,
+ * job/guard.c); the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
  * before it starts; its whole process tree is tracked (job/job.h); when its main process
  * ends, every descendant still alive is stopped and reaped; and a last look through the
  * snapshot (NVML + the fd scan) says whether anything of the job still holds its GPUs. The
@@ -29,12 +30,18 @@ static const char vg_run_help[] =
     "\n"
     "Run CMD on reserved GPUs: CUDA_VISIBLE_DEVICES set to the GPUs' UUIDs and\n"
     "CUDA_DEVICE_ORDER=PCI_BUS_ID before it starts; each GPU locked for the job's life so\n"
-    "concurrent runs never share one (a killed run releases its locks at once); the job's\n"
-    "whole process tree tracked (its own cgroup v2 when one can be created, else as child\n"
-    "subreaper); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 forwarded; the\n"
-    "terminal handed to the job. When its main process ends, every descendant still alive\n"
-    "gets SIGTERM, SIGKILL after the grace period, and is reaped; then vramguard checks that\n"
-    "nothing of the job still holds its GPUs and names any holder left.\n"
+    "concurrent runs never share one; the job's whole process tree tracked (its own cgroup\n"
+    "v2 when one can be created, else as child subreaper); SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+    "SIGUSR1 and SIGUSR2 forwarded; the terminal handed to the job. When its main process\n"
+    "ends, every descendant still alive gets SIGTERM, SIGKILL after the grace period, and is\n"
+    "reaped; then vramguard checks that nothing of the job still holds its GPUs and names any\n"
+    "holder left.\n"
+    "\n"
+    "If vramguard itself is killed (even with SIGKILL), the job gets SIGTERM, and its GPUs\n"
+    "stay reserved while it lives: the job inherits one read-only descriptor of each GPU's\n"
+    "lock file, and the lock lasts while any process keeps one. With a cgroup, a guard\n"
+    "process ('vramguard-guard') also holds the locks, sends SIGKILL to what is left of the\n"
+    "job after the grace period, and lets the GPUs go once the cgroup is empty.\n"
     "\n"
     "Options:\n"
     "  --gpus GPUS          indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
@@ -46,7 +53,7 @@ static const char vg_run_help[] =
     "  --exclude GPUS       auto: never choose these\n"
     "  --wait TIMEOUT       wait up to TIMEOUT for the GPUs to be free instead of failing\n"
     "  --grace DURATION     time leftover processes get between SIGTERM and SIGKILL\n"
-    "                       (default 10s)\n"
+    "                       (default 10s; also the job's, should vramguard die)\n"
     "  --keep-env           keep an existing CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER);\n"
     "                       without --gpus, reserve the GPUs it names; warn when it differs\n"
     "                       from --gpus\n"
@@ -503,6 +510,7 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
     int status = vg_gpusel_acquire(&o, &s);
     char **env = NULL;
     char *owned[1] = {NULL};
+    int *lock_fds = NULL;
     struct vg_buf cvd;
     vg_buf_init(&cvd, 1 << 16);
     if (status != VG_EXIT_OK)
@@ -518,6 +526,17 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
         status = VG_EXIT_SOFTWARE;
         goto out;
     }
+    /* The job inherits the reservations: they last as long as it does, whatever happens to us. */
+    lock_fds = calloc(s.n ? s.n : 1, sizeof(*lock_fds));
+    if (!lock_fds) {
+        vg_cmd_error("run", "out of memory");
+        status = VG_EXIT_SOFTWARE;
+        goto out;
+    }
+    size_t nlock = 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (s.v[i].lock_fd >= 0)
+            lock_fds[nlock++] = s.v[i].lock_fd;
     vg_run_announce(&r, &s, kept, old_cvd);
     if (kept && gpus_given)
         vg_run_compare_kept(&r, &s, old_cvd, old_order);
@@ -527,6 +546,9 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
         .envp = env,
         .track = track,
         .cgroup_base = getenv("VRAMGUARD_CGROUP_PARENT"),
+        .lock_fds = lock_fds,
+        .nlock_fds = nlock,
+        .grace_ms = grace_ms,
         .log = vg_run_log,
         .notify = vg_run_notify,
         .log_ctx = &r,
@@ -541,6 +563,11 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
         if (job.use_cgroup)
             vg_cmd_error("run", "tracking the job (pid %ld) with cgroup %s%s", (long)job.pid,
                          job.cgroup_path, job.cgroup_kill ? "" : " (no cgroup.kill)");
+        if (job.guard_pid > 0)
+            vg_cmd_error("run",
+                         "guard pid %ld: should vramguard die, it stops the job (SIGKILL after "
+                         "the grace period) and keeps its GPUs reserved until the job is gone",
+                         (long)job.guard_pid);
         else
             vg_cmd_error("run", "tracking the job (pid %ld) as child subreaper: no cgroup (%s)",
                          (long)job.pid, job.no_cgroup_why ? job.no_cgroup_why : "?");
@@ -575,6 +602,7 @@ out:
     vg_buf_release(&cvd);
     free(env);
     free(owned[0]);
+    free(lock_fds);
     return status;
 
 usage:

@@ -3,7 +3,8 @@
  * --interval (with the sampler's driver-hang protection), diagnoses it and renders the
  * exposition; libmicrohttpd threads answer GET /metrics with a copy of the latest one and
  * GET /healthz with whether collection is alive. The main thread only waits for SIGTERM or
- * SIGINT and, once a second, ends connections that have spent too long on one request.
+ * SIGINT (SIGHUP is logged and ignored, as by watch without --config) and, four times a second,
+ * ends connections that have spent too long on one request or are over the connection limits.
  *
  * Loopback only unless --allow-remote: the metrics name users, processes and containers.
  */
@@ -52,12 +53,17 @@ static const char vg_serve_help[] =
     "                         pid=\"other\" (default top:10); all; or none\n"
     "  --conn-timeout DUR     longest a connection may idle or spend on one request\n"
     "                         (default 10s; 1s to 10m)\n"
-    "  --max-connections N    connections served at once (default 256); more wait\n"
+    "  --max-connections N    connections kept open at once (default 256); a new one beyond\n"
+    "                         that closes the one waiting longest without a request\n"
+    "  --max-per-client N     connections one client address (an IPv6 /64) may hold\n"
+    "                         (default 32): its new one closes its own longest-waiting one;\n"
+    "                         refused while N of its requests are being answered\n"
     "  --context-max SIZE     largest amount that counts as a bare CUDA context (default 1GiB)\n"
     "  --unattributed-min SIZE  unexplained memory reported as a finding above this\n"
     "                         (default 256MiB)\n"
     "\n"
-    "Runs until SIGTERM or SIGINT, then exits 0. Exit status 64 for bad usage, 70 when it\n"
+    "Runs until SIGTERM or SIGINT, then exits 0; SIGHUP is logged and otherwise ignored (there\n"
+    "is no configuration file to read again). Exit status 64 for bad usage, 70 when it\n"
     "cannot start (address in use, /proc unreadable, out of memory).\n"
     "\n";
 
@@ -68,6 +74,7 @@ enum {
     VG_OPT_PER_PROCESS,
     VG_OPT_CONN_TIMEOUT,
     VG_OPT_MAX_CONN,
+    VG_OPT_MAX_PER_CLIENT,
     VG_OPT_CONTEXT_MAX,
     VG_OPT_UNATTR_MIN,
     VG_OPT_FULL_SCAN,
@@ -127,6 +134,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         {"per-process", required_argument, NULL, VG_OPT_PER_PROCESS},
         {"conn-timeout", required_argument, NULL, VG_OPT_CONN_TIMEOUT},
         {"max-connections", required_argument, NULL, VG_OPT_MAX_CONN},
+        {"max-per-client", required_argument, NULL, VG_OPT_MAX_PER_CLIENT},
         {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
         {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
         {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
@@ -135,6 +143,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     const char *listen_arg = VG_SERVE_LISTEN_DEFAULT;
     bool allow_remote = false;
     uint64_t interval_ms = 5000, conn_timeout_ms = 10000, max_conn = 256;
+    uint64_t max_per_client = VG_HTTP_MAX_PER_CLIENT;
     uint64_t full_scan_ms = VG_SAMPLER_FULL_SCAN_MS;
     struct vg_collector_opts co;
     memset(&co, 0, sizeof(co));
@@ -179,6 +188,14 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
                 vg_cmd_error("serve",
                              "--max-connections takes a number from 1 to 10000, not "
                              "'%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            break;
+        case VG_OPT_MAX_PER_CLIENT:
+            if (vg_parse_u64(optarg, &max_per_client) != 0 || max_per_client < 1 ||
+                max_per_client > 10000) {
+                vg_cmd_error("serve", "--max-per-client takes a number from 1 to 10000, not '%s'",
                              optarg);
                 return VG_EXIT_USAGE;
             }
@@ -252,9 +269,11 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     struct vg_http_opts ho = {
         .listen_fd = fd,
         .max_connections = (unsigned)max_conn,
+        .max_per_client = (unsigned)max_per_client,
         .conn_timeout_s = (unsigned)((conn_timeout_ms + 999) / 1000),
         .collector = coll,
         .log = g->verbose ? vg_serve_log : NULL,
+        .notice = vg_serve_log,
     };
     if (vg_http_start(&ho, &http, &err) != 0) {
         vg_cmd_error("serve", "%s", vg_err_msg(&err));
@@ -264,9 +283,14 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
                  (unsigned long long)interval_ms);
 
     for (;;) {
-        struct timespec tick = {1, 0};
+        struct timespec tick = {0, 250 * 1000000L};
         int sig = sigtimedwait(&stop_set, NULL, &tick);
-        if (sig > 0) {
+        if (sig == SIGHUP) {
+            /* What watch does without --config: a service manager's reload (or a closed
+             * terminal) must not stop the exporter. */
+            vg_cmd_error("serve", "SIGHUP: there is no configuration file to read again; "
+                                  "going on");
+        } else if (sig > 0) {
             vg_cmd_error("serve", "stopping on %s", strsignal(sig));
             break;
         }

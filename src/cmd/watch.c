@@ -8,6 +8,10 @@
  * before the sampler's worker starts, so they all arrive through one signalfd that the loop
  * polls between samples, together with the alert commands' timeouts. A hung driver costs one
  * --nvml-timeout wait; later samples do not wait for it again (see sampler.h).
+ *
+ * Every way out is bounded: alert commands still running at exit are stopped (SIGTERM to their
+ * process group, SIGKILL a second later), a driver worker stuck in nvmlShutdown is left behind
+ * after --nvml-timeout, and the config file is read without ever blocking (regular files only).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +31,7 @@
 #include "proc/proc.h"
 #include "render/json.h"
 #include "render/text.h"
+#include "rules/rules.h"
 #include "util/file.h"
 #include "util/parse.h"
 #include "watch/config.h"
@@ -56,12 +61,14 @@ static const char vg_watch_help[] =
     "  --full-scan DUR      longest time between full /proc scans (default 60s; 0: every\n"
     "                       sample is one); in between, samples read only the known holders,\n"
     "                       the PIDs the driver reports and new processes\n"
-    "  --config FILE        read settings from FILE (key = value; see docs/config.md);\n"
-    "                       flags win over it; SIGHUP reads it again\n"
+    "  --config FILE        read settings from FILE (key = value; see docs/config.md), a\n"
+    "                       regular file; flags win over it; SIGHUP reads it again\n"
     "  --once               take one sample, report it, and exit\n"
     "\n"
-    "SIGTERM and SIGINT stop it (exit 0). Exit status: 0 stopped; 3 /proc could not be read;\n"
-    "64 bad usage or configuration; 70 internal error.\n"
+    "SIGTERM and SIGINT stop it (exit 0), and with it every alert command still running\n"
+    "(SIGTERM to its process group, SIGKILL a second later). SIGHUP reads --config again.\n"
+    "Exit status: 0 stopped; 3 /proc could not be read; 64 bad usage or configuration;\n"
+    "70 internal error.\n"
     "\n";
 
 enum {
@@ -343,6 +350,12 @@ static int vg_watch_sample(struct vg_watch *w)
         return w->samples == 0 ? VG_EXIT_UNKNOWN : 0;
     }
     w->samples++;
+    /* As serve does: possible leftovers new since the last sample are measured now. */
+    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0) {
+        vg_cmd_error("watch", "out of memory");
+        vg_snap_free(snap);
+        return VG_EXIT_SOFTWARE;
+    }
     struct vg_watch_opts o = {
         .threshold = w->cfg.threshold,
         .idle_after_ms = w->cfg.idle_after_ms,
@@ -443,6 +456,28 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
             out_fd = -1; /* no stdout at all: nothing to watch there */
         if (w->exec)
             vg_exec_poll(w->exec, vg_now_ms(), vg_watch_report, NULL);
+    }
+}
+
+/* --once: the alert commands of the one sample may finish (each bounded by its timeout), but a
+ * SIGTERM or SIGINT meanwhile cuts that short; the caller stops what is left. */
+static void vg_watch_drain(struct vg_watch *w, int sfd)
+{
+    while (vg_exec_running(w->exec)) {
+        uint64_t now = vg_now_ms();
+        vg_exec_poll(w->exec, now, vg_watch_report, NULL);
+        if (!vg_exec_running(w->exec))
+            return;
+        uint64_t wait = vg_exec_next_ms(w->exec, now);
+        /* A short slice too: SIGCHLD may have been taken by an earlier read of the signalfd. */
+        struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+        int pr = poll(&pfd, 1, wait > 100 ? 100 : (int)wait);
+        if (pr > 0 && (pfd.revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+                    return;
+        }
     }
 }
 
@@ -589,10 +624,9 @@ int vg_cmd_watch(struct vg_global *g, int argc, char **argv)
     else if (status < 0)
         status = VG_EXIT_OK; /* --help */
     if (w.once && w.exec)
-        vg_exec_wait(w.exec, vg_watch_report, NULL);
-    else if (w.exec)
-        vg_exec_poll(w.exec, vg_now_ms(), vg_watch_report, NULL);
-    /* Alert commands still running are left to finish (each in its own process group). */
+        vg_watch_drain(&w, sfd);
+    /* No alert command outlives the watch: what still runs is stopped (bounded). */
+    vg_exec_stop_all(w.exec, vg_watch_report, NULL);
     vg_sampler_free(w.sampler);
     vg_exec_free(w.exec);
     vg_watch_view_free(w.view);

@@ -2,9 +2,10 @@
  * Driver collection under a deadline (see collect.h).
  *
  * The job struct is shared by the caller and the worker and reference counted: whoever lets go
- * last frees it. On a timeout the caller lets go at once and the worker, if the hung call ever
- * returns, finishes, shuts NVML down and frees the job itself. The thread is detached so an
- * abandoned worker never has to be joined.
+ * last frees it. The worker signals twice: `done` with the answer, `finished` after nvmlShutdown.
+ * On a timeout (of the read, or of the shutdown) the caller lets go at once and the worker, if
+ * the hung call ever returns, finishes, shuts NVML down and frees the job itself. The thread is
+ * detached so an abandoned worker never has to be joined.
  *
  * The worker and the caller share one deadline. The host-wide calls (init, versions, count) run
  * on the worker; each GPU is then read on a thread of its own that the worker waits for only
@@ -31,7 +32,8 @@ struct vg_collect_job {
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
     int refs;
-    bool done;
+    bool done;                /* the answer is in rc, err and list */
+    bool finished;            /* NVML is shut down too: the worker is about to return */
     bool gpus_phase;          /* past the host-wide calls: reading GPUs under the deadline */
     struct timespec deadline; /* CLOCK_MONOTONIC */
     char *path;
@@ -59,20 +61,32 @@ static void *vg_collect_worker(void *arg)
 {
     struct vg_collect_job *job = arg;
     struct vg_nvml *nvml = NULL;
-    int rc = vg_nvml_open(job->path, &nvml, &job->err);
+    struct vg_gpu_list list;
+    vg_gpu_list_init(&list);
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_nvml_open(job->path, &nvml, &err);
     if (rc == 0)
-        rc = vg_nvml_read_host(nvml, &job->list, &job->err);
+        rc = vg_nvml_read_host(nvml, &list, &err);
     if (rc == 0) {
         pthread_mutex_lock(&job->lock);
         job->gpus_phase = true;
         pthread_mutex_unlock(&job->lock);
-        rc = vg_nvml_read_gpus(nvml, &job->list, &job->deadline, &job->err);
+        rc = vg_nvml_read_gpus(nvml, &list, &job->deadline, &err);
     }
-    vg_nvml_free(nvml);
 
+    /* The answer goes out before nvmlShutdown: a shutdown that hangs must not cost the
+     * figures already read. */
     pthread_mutex_lock(&job->lock);
     job->rc = rc;
+    job->list = list;
+    job->err = err;
     job->done = true;
+    pthread_cond_signal(&job->done_cond);
+    pthread_mutex_unlock(&job->lock);
+
+    vg_nvml_free(nvml);
+    pthread_mutex_lock(&job->lock);
+    job->finished = true;
     pthread_cond_signal(&job->done_cond);
     pthread_mutex_unlock(&job->lock);
     vg_collect_job_unref(job);
@@ -138,9 +152,15 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
     int wait_rc = 0;
     while (!job->done && wait_rc != ETIMEDOUT)
         wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
-    wait_rc = 0;
-    while (!job->done && job->gpus_phase && wait_rc != ETIMEDOUT)
-        wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &grace);
+    /* Past the host-wide calls the worker only waits for the GPU readers (until the same
+     * deadline) and hands the list over: a short grace, not a hung driver. */
+    int grace_rc = 0;
+    while (!job->done && job->gpus_phase && grace_rc != ETIMEDOUT)
+        grace_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &grace);
+    /* Then give the shutdown what is left of the same deadline, so that a normal exit does
+     * not cut it short; one that hangs is left behind with the detached thread. */
+    while (job->done && !job->finished && wait_rc != ETIMEDOUT)
+        wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
     bool done = job->done;
     if (done) {
         rc = job->rc;

@@ -58,7 +58,7 @@ int vg_job_exec_status(int err)
 int vg_job_init(struct vg_job *job, struct vg_err *err)
 {
     memset(job, 0, sizeof(*job));
-    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = -1;
+    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = job->guard_fd = -1;
     sigset_t set;
     sigemptyset(&set);
     for (size_t i = 0; i < sizeof(vg_job_sigs) / sizeof(vg_job_sigs[0]); i++)
@@ -185,11 +185,15 @@ static void vg_job_child(struct vg_job *job, const struct vg_job_opts *opts, pid
     } while (r < 0 && errno == EINTR);
     if (r != 1)
         _exit(127); /* the parent gave up on us */
-    /* If run dies (even by SIGKILL), the job is told to stop rather than run on unguarded
-     * with its GPUs no longer reserved. */
+    /* If run dies (even by SIGKILL), the job is told to stop: SIGTERM, so that it can stop its
+     * own workers; the guard (cgroup) sends SIGKILL to what is left after the grace period, and
+     * until the job is gone its descriptors keep its GPUs reserved. */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(127);
+    /* The reservations, on purpose across exec: the one exception to close-on-exec. */
+    for (size_t i = 0; i < opts->nlock_fds; i++)
+        fcntl(opts->lock_fds[i], F_SETFD, 0);
     if (job->chld_saved)
         sigaction(SIGCHLD, &job->old_chld, NULL);
     sigprocmask(SIG_SETMASK, &job->old_mask, NULL);
@@ -285,6 +289,17 @@ int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_e
             vg_job_drop_cgroup(job, vg_err_msg(&cerr));
         vg_err_release(&cerr);
     }
+    if (job->use_cgroup) {
+        /* Before the job runs, so that from its first instruction our death cannot leave it
+         * running. Without a guard the job still holds its reservations itself. */
+        struct vg_err gerr = VG_ERR_INIT;
+        if (vg_job_guard_start(job, opts, &gerr))
+            vg_job_logf(job,
+                        "cannot start the guard (%s): if vramguard dies, what the job leaves "
+                        "is not stopped",
+                        vg_err_msg(&gerr));
+        vg_err_release(&gerr);
+    }
     struct vg_job_proc me;
     if (vg_job_proc_read(job->proc_fd, pid, &me, NULL) == 0)
         vg_job_seen(job, &me);
@@ -335,6 +350,15 @@ static void vg_job_reap(struct vg_job *job)
         pid_t r = waitpid(-1, &st, flags);
         if (r <= 0)
             return;
+        if (r == job->guard_pid && !job->guard_reaped) {
+            /* Only SIGKILL ends it while its lifeline is open. */
+            job->guard_reaped = true;
+            vg_job_logf(job,
+                        "the guard (pid %ld) was killed: if vramguard dies now, what the job "
+                        "leaves is not stopped",
+                        (long)r);
+            continue;
+        }
         if (r != job->pid || job->exited)
             continue;
         if (WIFSTOPPED(st)) {
@@ -416,6 +440,14 @@ static int vg_job_alive(struct vg_job *job, struct vg_job_procs *out, struct vg_
     int rc = vg_job_descendants(job->proc_fd, getpid(), out, err);
     if (rc)
         return rc;
+    /* Our child, not the job's: it goes when we tell it to. */
+    if (job->guard_pid > 0 && !job->guard_reaped) {
+        size_t k = 0;
+        for (size_t i = 0; i < out->n; i++)
+            if (out->v[i].pid != job->guard_pid)
+                out->v[k++] = out->v[i];
+        out->n = k;
+    }
     if (job->use_cgroup) {
         pid_t *pids;
         size_t n;
@@ -570,6 +602,11 @@ void vg_job_release(struct vg_job *job)
 {
     if (job->tty && job->tty_fd >= 0)
         tcsetpgrp(job->tty_fd, job->our_pgrp);
+    if (!vg_job_guard_stop(job))
+        vg_job_logf(job,
+                    "the guard (pid %ld) stays until the job's cgroup is empty: its GPUs stay "
+                    "reserved until then",
+                    (long)job->guard_pid);
     if (job->cgroup_fd >= 0)
         close(job->cgroup_fd);
     int rc = job->cgroup_path ? vg_job_cgroup_remove(job->cgroup_path) : 0;
@@ -585,5 +622,5 @@ void vg_job_release(struct vg_job *job)
     /* The handled signals stay blocked: the process is about to exit, and unblocking would
      * let a late ^C kill it before it reports the job's status. */
     memset(job, 0, sizeof(*job));
-    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = -1;
+    job->sigfd = job->proc_fd = job->cgroup_fd = job->tty_fd = job->guard_fd = -1;
 }

@@ -11,16 +11,26 @@
  *   vg_job_sleep()    an interruptible, bounded sleep while waiting for GPUs;
  *   vg_job_start()    fork; the child waits on a pipe until it is in its cgroup and owns the
  *                     terminal, then execs (PATH search like a shell; exec failures come back
- *                     through a close-on-exec pipe as an errno);
+ *                     through a close-on-exec pipe as an errno) with the reservation
+ *                     descriptors (lock_fds) inherited and SIGTERM as its death signal; a
+ *                     cgroup-tracked job also gets its guard (guard.c), which stops it if we
+ *                     die;
  *   vg_job_wait()     forward signals until the main process exits; its status;
  *   vg_job_cleanup()  SIGTERM (then SIGCONT) every descendant still alive, SIGKILL after the
  *                     grace period, reap them all, report who was there and who survived;
- *   vg_job_release()  remove the cgroup, restore the signal mask and the terminal.
+ *   vg_job_release()  let the guard go (it stays while the cgroup still holds a process),
+ *                     remove the cgroup, restore the terminal.
  * Nothing here prints: what is worth saying goes through the optional log callback, and
  * reports come back as data.
  *
+ * What the job sees of us: its environment and argv as given, the signal mask and SIGCHLD
+ * disposition we started with, and, besides what we inherited ourselves, one read-only
+ * descriptor per reserved GPU (the lock file, lock.h): while any process of the job keeps one,
+ * the GPU stays reserved, even after our death. Closing it gives up that process's share.
+ *
  * Ownership: struct vg_job is embedded by the caller and owns its descriptors, its cgroup
  * directory and the arrays in it; vg_job_release() frees everything (safe after a failed init).
+ * It does not own opts->lock_fds (the caller closes them after vg_job_release()).
  */
 #ifndef VG_JOB_JOB_H
 #define VG_JOB_JOB_H
@@ -67,6 +77,9 @@ struct vg_job_opts {
     enum vg_job_track track;
     const char *cgroup_base; /* parent directory for the job's cgroup (must be on cgroup2);
                               * NULL or "": our own cgroup in the cgroup2 mount */
+    const int *lock_fds;     /* descriptors the job inherits: its GPU reservations */
+    size_t nlock_fds;
+    uint64_t grace_ms;       /* the guard's grace between the job's SIGTERM and SIGKILL */
     vg_job_log_fn log;       /* optional: --verbose notes */
     vg_job_notify_fn notify; /* optional: leftovers being signalled */
     void *log_ctx;           /* for both */
@@ -91,6 +104,9 @@ struct vg_job {
     bool cgroup_kill;    /* cgroup.kill exists (Linux 5.14+) */
     char *no_cgroup_why; /* why not, when not */
     bool subreaper;      /* PR_SET_CHILD_SUBREAPER took */
+    pid_t guard_pid;     /* the guard (guard.c), 0 when none */
+    bool guard_reaped;   /* it exited and we reaped it */
+    int guard_fd;        /* write end of its lifeline: closed (or we die), the guard acts */
 
     bool tty; /* the job got the terminal */
     int tty_fd;
@@ -112,6 +128,8 @@ struct vg_job_cleanup_report {
 
 /* After SIGKILL, how long to wait for the kernel to finish them. */
 #define VG_JOB_KILL_WAIT_MS 5000u
+/* At the end, how long to wait for the guard to go (it goes at once over an empty cgroup). */
+#define VG_JOB_GUARD_WAIT_MS 2000u
 
 /* The signals taken through the signalfd: forwarded to the job, or (before it starts) a
  * reason to give up waiting. */
@@ -166,5 +184,22 @@ int vg_job_cgroup_pids(int fd, pid_t **pids, size_t *n);
 int vg_job_cgroup_kill(int fd);
 /* rmdir, retried while the kernel still counts exiting processes (bounded). */
 int vg_job_cgroup_remove(const char *path);
+/* cgroup.events text: 1 "populated 1", 0 "populated 0", -1 neither. */
+int vg_job_cgroup_populated(const char *events);
+
+/* The guard (guard.c). Start it for a job in its cgroup (job->use_cgroup), holding
+ * opts->lock_fds; job->guard_pid and guard_fd set. */
+int vg_job_guard_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_err *err);
+/* Close its lifeline and wait up to VG_JOB_GUARD_WAIT_MS for it to exit: true when it did (or
+ * there was none), false when it stays (the job's cgroup still holds a process). */
+bool vg_job_guard_stop(struct vg_job *job);
+/* A cgroup.procs text read in pieces, without allocating (the guard's SIGKILL before Linux
+ * 5.14): feed every piece, then "\n"; fn gets each pid, numbers that are no pid skipped. */
+struct vg_job_pids {
+    uint64_t cur;
+    bool digits, bad;
+};
+void vg_job_pids_feed(struct vg_job_pids *s, const char *buf, size_t n,
+                      void (*fn)(pid_t pid, void *ctx), void *ctx);
 
 #endif

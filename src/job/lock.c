@@ -5,6 +5,7 @@
  */
 #include "job/lock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "job/job.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -143,19 +145,19 @@ bool vg_lock_name_ok(const char *name)
     return true;
 }
 
-/* Open an existing or new lock file: read-write when we may (to leave our pid in it for
- * people), read-only otherwise (a shared directory holding another user's file: flock works
- * on any descriptor). */
-static int vg_lock_open(const struct vg_lock_dir *d, const char *name, bool create, bool *writable,
+/* Open an existing or new lock file read-only: the descriptor that carries the lock is handed
+ * to the job (see lock.h), which has no business writing into the lock directory. flock works on
+ * any descriptor, and a file another user created in a shared directory opens read-only too
+ * (creating is then refused by protected_regular, or by the file's mode: retried without). */
+static int vg_lock_open(const struct vg_lock_dir *d, const char *name, bool create,
                         struct vg_err *err)
 {
     if (!vg_lock_name_ok(name))
         return vg_err_set(err, -EINVAL, "'%s' is not a usable lock name", name);
-    const int base = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-    int fd = openat(d->fd, name, base | O_RDWR | (create ? O_CREAT : 0), 0644);
-    *writable = fd >= 0;
-    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS))
-        fd = openat(d->fd, name, base | O_RDONLY);
+    const int base = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+    int fd = openat(d->fd, name, base | (create ? O_CREAT : 0), 0644);
+    if (fd < 0 && create && (errno == EACCES || errno == EPERM || errno == EROFS))
+        fd = openat(d->fd, name, base);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT && !create)
@@ -172,10 +174,27 @@ static int vg_lock_open(const struct vg_lock_dir *d, const char *name, bool crea
     return fd;
 }
 
+/* Leave our pid in the lock file, through a second descriptor that nobody inherits. Only a
+ * courtesy for people reading the file (the lock is what counts), so failures are ignored. */
+static void vg_lock_note_pid(const struct vg_lock_dir *d, const char *name, int lfd)
+{
+    int w = openat(d->fd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (w < 0)
+        return;
+    struct stat a, b;
+    char line[32];
+    int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+    if (fstat(w, &a) == 0 && fstat(lfd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+        n > 0 && (size_t)n < sizeof(line) && ftruncate(w, 0) == 0 &&
+        pwrite(w, line, (size_t)n, 0) < 0) {
+        /* ignored: see above */
+    }
+    close(w);
+}
+
 int vg_lock_acquire(const struct vg_lock_dir *d, const char *name, int *fd, struct vg_err *err)
 {
-    bool writable;
-    int lfd = vg_lock_open(d, name, true, &writable, err);
+    int lfd = vg_lock_open(d, name, true, err);
     if (lfd < 0)
         return lfd;
     while (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
@@ -187,15 +206,7 @@ int vg_lock_acquire(const struct vg_lock_dir *d, const char *name, int *fd, stru
             return -EBUSY;
         return vg_err_set(err, -e, "cannot lock '%s/%s': %s", d->path, name, strerror(e));
     }
-    if (writable) {
-        /* Only a courtesy for people reading the file; the lock itself is what counts. */
-        char line[32];
-        int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
-        if (n > 0 && (size_t)n < sizeof(line) && ftruncate(lfd, 0) == 0 &&
-            pwrite(lfd, line, (size_t)n, 0) < 0) {
-            /* ignored: see above */
-        }
-    }
+    vg_lock_note_pid(d, name, lfd);
     *fd = lfd;
     return 0;
 }
@@ -238,8 +249,7 @@ pid_t vg_lock_parse_proc_locks(const char *text, unsigned major, unsigned minor,
 int vg_lock_probe(const struct vg_lock_dir *d, const char *name, pid_t *holder, struct vg_err *err)
 {
     *holder = 0;
-    bool writable;
-    int fd = vg_lock_open(d, name, false, &writable, err);
+    int fd = vg_lock_open(d, name, false, err);
     if (fd == -ENOENT)
         return 0;
     if (fd < 0)
@@ -274,4 +284,91 @@ int vg_lock_probe(const struct vg_lock_dir *d, const char *name, pid_t *holder, 
 out:
     close(fd);
     return rc;
+}
+
+/* 1 when some descriptor of process pid refers to the lock file, 0 when none does, or a negative
+ * errno when its descriptors cannot be read (-ENOENT: no such process). */
+static int vg_lock_pid_holds(int proc_fd, pid_t pid, const struct statx *lock)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "%ld/fd", (long)pid);
+    int fdd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fdd < 0)
+        return -errno;
+    DIR *dir = fdopendir(fdd);
+    if (!dir) {
+        int e = errno;
+        close(fdd);
+        return -e;
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(dir)) != NULL) {
+        struct statx st;
+        if (de->d_name[0] != '.' &&
+            statx(fdd, de->d_name, AT_STATX_DONT_SYNC, STATX_INO, &st) == 0 &&
+            st.stx_ino == lock->stx_ino && st.stx_dev_major == lock->stx_dev_major &&
+            st.stx_dev_minor == lock->stx_dev_minor)
+            rc = 1;
+    }
+    closedir(dir);
+    return rc;
+}
+
+int vg_lock_who(const struct vg_lock_dir *d, const char *name, pid_t run, struct vg_lock_who *who,
+                struct vg_err *err)
+{
+    memset(who, 0, sizeof(*who));
+    who->run_alive = -1;
+    if (!vg_lock_name_ok(name))
+        return vg_err_set(err, -EINVAL, "'%s' is not a usable lock name", name);
+    struct statx lk;
+    if (statx(d->fd, name, AT_SYMLINK_NOFOLLOW, STATX_INO, &lk) != 0)
+        return vg_err_set(err, -errno, "cannot stat '%s/%s': %s", d->path, name, strerror(errno));
+    /* Our own /proc, never --proc: locks are this host's. */
+    int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (proc_fd < 0)
+        return vg_err_set(err, -errno, "cannot open /proc: %s", strerror(errno));
+    if (run > 0) {
+        int h = vg_lock_pid_holds(proc_fd, run, &lk);
+        who->run_alive = h == 1 ? 1 : h == 0 || h == -ENOENT ? 0 : -1;
+    }
+    if (who->run_alive != 0) {
+        close(proc_fd);
+        return 0;
+    }
+    /* The run is gone and the lock is still held: by what inherited its descriptor. */
+    int dfd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *pd = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!pd) {
+        int e = errno;
+        if (dfd >= 0)
+            close(dfd);
+        close(proc_fd);
+        return vg_err_set(err, -e, "cannot read /proc: %s", strerror(e));
+    }
+    pid_t self = getpid();
+    struct dirent *de;
+    while ((de = readdir(pd)) != NULL) {
+        uint64_t v;
+        if (vg_parse_u64(de->d_name, &v) || v == 0 || v > INT32_MAX || (pid_t)v == self)
+            continue;
+        int h = vg_lock_pid_holds(proc_fd, (pid_t)v, &lk);
+        if (h == -EACCES || h == -EPERM)
+            who->unreadable++;
+        if (h != 1)
+            continue; /* not a holder, gone meanwhile, or unreadable (counted) */
+        if (who->nholders == VG_LOCK_WHO_MAX) {
+            who->more++;
+            continue;
+        }
+        struct vg_job_proc p;
+        size_t k = who->nholders++;
+        who->holders[k].pid = (pid_t)v;
+        if (vg_job_proc_read(proc_fd, (pid_t)v, &p, NULL) == 0)
+            memcpy(who->holders[k].comm, p.comm, sizeof(who->holders[k].comm));
+    }
+    closedir(pd);
+    close(proc_fd);
+    return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * GPU reservation locks: one file per GPU (named by its UUID) in a runtime directory, held with
- * flock(LOCK_EX) for as long as `vramguard run` lives. The kernel drops a flock when the last
- * descriptor of its open file goes away, so a `kill -9` of run frees the GPU at once; every
- * descriptor is O_CLOEXEC so the job itself never inherits (and so never prolongs) a lock.
+ * flock(LOCK_EX). A flock belongs to an open file description and lasts until the last
+ * descriptor of it is closed, in whatever process: `vramguard run` takes the lock and hands the
+ * descriptor to the job (read-only; see job.h), so the reservation lasts as long as run or any
+ * process of the job that kept the descriptor lives, a `kill -9` of run included. Descriptors
+ * are opened O_CLOEXEC; only the job's first process gets them across exec, on purpose.
  *
  * The directory, first match wins:
  *   $VRAMGUARD_RUNTIME_DIR (absolute);
@@ -20,7 +22,8 @@
  *
  * Ownership: vg_lock_dir_choose() gives a heap path in struct vg_lock_dir (vg_lock_dir_release()
  * frees it and closes fd). Lock descriptors returned by vg_lock_acquire() are the caller's to
- * close (closing releases the lock).
+ * close (closing the last descriptor of the file description, wherever it is, releases the
+ * lock). struct vg_lock_who holds no pointers.
  */
 #ifndef VG_JOB_LOCK_H
 #define VG_JOB_LOCK_H
@@ -60,14 +63,37 @@ void vg_lock_dir_release(struct vg_lock_dir *d);
 /* A lock file name: "GPU-"/"MIG-" then 1..120 letters, digits or '-'. */
 bool vg_lock_name_ok(const char *name);
 
-/* Try to take the lock on name without waiting: 0 with *fd set (O_CLOEXEC), -EBUSY when
- * another process holds it, or another negative errno with a message. */
+/* Try to take the lock on name without waiting: 0 with *fd set (read-only, O_CLOEXEC), -EBUSY
+ * when another process holds it, or another negative errno with a message. */
 int vg_lock_acquire(const struct vg_lock_dir *d, const char *name, int *fd, struct vg_err *err);
 
 /* Look without taking: 1 when someone holds the lock on name (*holder its pid from /proc/locks
  * when known, else 0), 0 when free or never created, negative on error. Reads /proc/locks so
  * that looking never makes a concurrent vg_lock_acquire() fail. */
 int vg_lock_probe(const struct vg_lock_dir *d, const char *name, pid_t *holder, struct vg_err *err);
+
+/* Who keeps a held lock: the run that took it, or, once that run is gone, the processes that
+ * inherited its descriptor (the job it started, and that job's guard). */
+#define VG_LOCK_WHO_MAX 8 /* holders named; the rest are counted */
+
+struct vg_lock_who {
+    int run_alive; /* 1: the locking run still holds the file; 0: it is gone, or its pid now
+                    * names a process that does not hold it; -1: cannot tell */
+    struct {
+        pid_t pid;
+        char comm[24];
+    } holders[VG_LOCK_WHO_MAX]; /* with run_alive 0: processes holding the file, pid order */
+    size_t nholders;
+    size_t more;       /* holders beyond those named */
+    size_t unreadable; /* processes whose descriptors could not be read (not root) */
+};
+
+/* Fill who for the lock on name, which /proc/locks says run took (run > 0). Looks through
+ * /proc/RUN/fd, and, when run is gone, through every /proc/PID/fd (statx, AT_STATX_DONT_SYNC:
+ * a descriptor on a hung network file answers from the cache). Negative errno on an error
+ * (the lock file vanished: -ENOENT). */
+int vg_lock_who(const struct vg_lock_dir *d, const char *name, pid_t run, struct vg_lock_who *who,
+                struct vg_err *err);
 
 /* The /proc/locks parser, for tests: the pid holding a FLOCK write lock on (major, minor,
  * inode) in text, 0 when some holder matches only by inode (a filesystem whose st_dev differs

@@ -5,8 +5,9 @@
  * The worker and the sampler share one reference-counted struct: requests are numbered, the
  * worker answers the latest one and records which it answered, so the sampler can tell "still
  * busy with an earlier request" (the driver is hung: do not queue more) from "idle". When the
- * sampler is freed while the worker is stuck in the driver, it lets go of its reference and
- * detaches the thread; the worker frees everything if the call ever returns.
+ * sampler is freed while the worker is stuck in the driver, or its nvmlShutdown does not return
+ * within the driver timeout, it lets go of its reference and detaches the thread; the worker
+ * frees everything if the call ever returns.
  *
  * NVML is opened lazily by the worker and closed again after a read fails, so a driver that is
  * loaded, restarted or upgraded while `watch` runs is picked up at the next sample.
@@ -40,6 +41,7 @@ struct vg_sampler_worker {
     pthread_cond_t answered;  /* the sampler waits here (CLOCK_MONOTONIC) for the answer */
     int refs;
     bool stop;
+    bool finished;                /* the worker has shut NVML down and is about to return */
     uint64_t asked, answered_seq; /* request numbers */
     struct timespec deadline;     /* of request `asked` (CLOCK_MONOTONIC) */
     uint64_t gpus_phase; /* the request whose GPUs are being read: no host-wide call left */
@@ -66,6 +68,21 @@ struct vg_sampler {
     struct vg_snap_cpu_marks cpu; /* the last sample's CPU times: whether processes work */
     struct vg_sampler_stats stats;
 };
+
+static double vg_ts_diff(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
+}
+
+static void vg_ts_add_ms(struct timespec *t, unsigned ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
 
 static void vg_worker_unref(struct vg_sampler_worker *w)
 {
@@ -137,7 +154,13 @@ static void *vg_worker_main(void *arg)
         pthread_cond_broadcast(&w->answered);
     }
     pthread_mutex_unlock(&w->lock);
+    /* nvmlShutdown can hang like any other call: the sampler waits for this only so long
+     * (see vg_sampler_free), then leaves the thread to finish alone. */
     vg_nvml_free(nvml);
+    pthread_mutex_lock(&w->lock);
+    w->finished = true;
+    pthread_cond_broadcast(&w->answered);
+    pthread_mutex_unlock(&w->lock);
     vg_worker_unref(w);
     return NULL;
 }
@@ -237,16 +260,26 @@ void vg_sampler_free(struct vg_sampler *s)
         return;
     if (s->w) {
         struct vg_sampler_worker *w = s->w;
+        /* An idle worker shuts NVML down and exits; one stuck in a driver call, or whose
+         * nvmlShutdown hangs past the driver timeout, is detached and left to finish alone:
+         * its struct is reference counted, and process exit ends it. Joining it could wait
+         * forever, with the command's stop signals already taken. */
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
         pthread_mutex_lock(&w->lock);
         bool stuck = w->answered_seq != w->asked;
         w->stop = true;
         pthread_cond_signal(&w->wake);
+        int wrc = 0;
+        while (!stuck && !w->finished && wrc != ETIMEDOUT)
+            wrc = pthread_cond_timedwait(&w->answered, &w->lock, &deadline);
+        bool finished = w->finished;
         pthread_mutex_unlock(&w->lock);
-        /* An idle worker exits at once; one stuck in the driver is left to finish alone. */
-        if (stuck)
-            pthread_detach(s->thread);
-        else
+        if (finished)
             pthread_join(s->thread, NULL);
+        else
+            pthread_detach(s->thread);
         vg_worker_unref(w);
     }
     vg_proc_cache_free(s->cache);
@@ -259,21 +292,6 @@ void vg_sampler_free(struct vg_sampler *s)
     free(s->proc_root);
     free(s->dev_dir);
     free(s);
-}
-
-static double vg_ts_diff(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
-}
-
-static void vg_ts_add_ms(struct timespec *t, unsigned ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
 }
 
 /*

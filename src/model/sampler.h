@@ -27,7 +27,8 @@
  *   block the signals a command handles (signalfd, sigwait) before creating the sampler.
  *
  * Ownership: vg_sampler_new() returns a sampler freed with vg_sampler_free(), which stops the
- * worker (or abandons it, if it is stuck in the driver: the process exits without waiting).
+ * worker and waits for its nvmlShutdown at most nvml_timeout_ms; a worker stuck in the driver
+ * (a read, or the shutdown itself) is abandoned, and the process exits without waiting for it.
  * Snapshots returned by vg_sampler_sample() are independent of the sampler and freed with
  * vg_snap_free(). A sampler is used from one thread.
  */

@@ -564,7 +564,7 @@ void vg_snap_cpu_marks_release(struct vg_snap_cpu_marks *m)
 
 unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)
 {
-    unsigned u = snap->procs.n_fd_unread ? VG_SNAP_UNCHECKED_DESCRIPTORS : 0;
+    unsigned u = vg_snap_holders_may_hide(snap) ? VG_SNAP_UNCHECKED_DESCRIPTORS : 0;
     if (!snap->driver_ok || gpu >= snap->gpus.ngpus)
         return u | VG_SNAP_UNCHECKED_DRIVER;
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
@@ -593,6 +593,11 @@ const char *vg_snap_unchecked_id(unsigned bit)
     case VG_SNAP_UNCHECKED_HUNG: return "hung";
     }
     return NULL;
+}
+
+bool vg_snap_holders_may_hide(const struct vg_snapshot *snap)
+{
+    return snap->procs.n_fd_unread || (snap->procs.access & VG_PROC_ACC_HIDEPID);
 }
 
 size_t vg_snap_unread_envs(const struct vg_snapshot *snap)

@@ -140,6 +140,11 @@ unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu);
  * "minor", "descriptors", "hung"), for JSON. */
 const char *vg_snap_unchecked_id(unsigned bit);
 
+/* Whether a holder could be hiding from this snapshot: some process's descriptors could not be
+ * read, or the procfs hides other users' processes altogether (hidepid). What forbids calling
+ * a GPU free or offering a reset. */
+bool vg_snap_holders_may_hide(const struct vg_snapshot *snap);
+
 /* Holders whose environment could not be read (zombies, whose environment is gone, not
  * counted): the variables the rules judge by are unknown for them. */
 size_t vg_snap_unread_envs(const struct vg_snapshot *snap);

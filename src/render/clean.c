@@ -232,7 +232,7 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
         break;
     case VG_KILL_NOT_LEFTOVER:
         vg_buf_adds(o, "not a leftover: ");
-        vg_esc(o, e->verdict ? e->verdict : "its job still runs", 0);
+        vg_esc(o, e->verdict ? e->verdict : "it detached on purpose", 0);
         break;
     }
 }
@@ -576,6 +576,8 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
         vg_text_findings_after(out, v, &st);
     }
     vg_text_resets(out, v, &st);
+    /* Who could not be seen could not be planned for. */
+    vg_render_unread_text(out, s, &st);
     return out->err;
 }
 
@@ -816,6 +818,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
         vg_json_arr_end(&j);
     }
 
+    vg_render_unread_json(&j, s);
     vg_json_key(&j, "reset_preconditions");
     vg_json_arr_begin(&j);
     for (size_t i = 0; v->nresets && vg_clean_reset_preconditions[i]; i++)

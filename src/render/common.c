@@ -2,6 +2,7 @@
  * Words shared by the text and JSON renderers, so both name things the same way.
  */
 #include "render/render.h"
+#include "render/json.h"
 #include "render/text.h"
 
 #include <stdio.h>
@@ -111,3 +112,51 @@ const char *vg_render_unchecked_text(unsigned bit)
     }
     return "?";
 }
+
+/* What could not be read at all, with its cause: every verdict above stands only for what was
+ * seen. */
+void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                             const struct vg_style *st)
+{
+    const struct vg_proc_table *t = &snap->procs;
+    size_t envs = vg_snap_unread_envs(snap);
+    bool hidepid = t->access & VG_PROC_ACC_HIDEPID;
+    if (!t->n_fd_unread && !envs && !hidepid)
+        return;
+    vg_buf_printf(out, "%sNot seen:", st->yellow);
+    if (hidepid)
+        vg_buf_adds(out, " other users' processes are not even listed, so any GPU holders among "
+                         "them are missing above;");
+    if (t->n_fd_unread)
+        vg_buf_printf(out, " the open files of %zu process%s could not be read, so any GPU "
+                           "holders among them are missing above;", t->n_fd_unread,
+                      t->n_fd_unread == 1 ? "" : "es");
+    if (envs)
+        vg_buf_printf(out, " the environment of %zu holder%s could not be read, so rules that "
+                           "judge CUDA_VISIBLE_DEVICES and rank variables could not judge %s;",
+                      envs, envs == 1 ? "" : "s", envs == 1 ? "it" : "them");
+    vg_buf_adds(out, " ");
+    vg_render_access_hint(out, t->access);
+    vg_buf_printf(out, ".%s\n", st->reset);
+}
+
+/* What could not be read, and the causes the scan saw. */
+void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
+{
+    const struct vg_proc_table *t = &snap->procs;
+    vg_json_key(j, "unread");
+    vg_json_obj_begin(j);
+    vg_json_ku64(j, "processes", t->n_denied);
+    vg_json_ku64(j, "descriptors", t->n_fd_unread);
+    vg_json_ku64(j, "environments", vg_snap_unread_envs(snap));
+    bool hidden = t->access & VG_PROC_ACC_HIDEPID;
+    vg_json_kbool(j, "hidden", hidden);
+    vg_json_key(j, "causes");
+    vg_json_arr_begin(j);
+    for (unsigned bit = 1; (t->n_denied || hidden) && bit <= VG_PROC_ACC_UNKNOWN; bit <<= 1)
+        if (t->access & bit)
+            vg_json_str(j, vg_render_access_id(bit));
+    vg_json_arr_end(j);
+    vg_json_obj_end(j);
+}
+

@@ -80,7 +80,7 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
     bool minor_known = !snap->driver_ok || (g->known & VG_GPU_K_MINOR);
     size_t hidden = snap->procs.n_fd_unread;
-    if (count == 0 && (!procs_known || !minor_known || hidden)) {
+    if (count == 0 && (!procs_known || !minor_known || vg_snap_holders_may_hide(snap))) {
         /* Say what was not seen rather than "nobody". */
         vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
         if (!procs_known)
@@ -91,6 +91,9 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
         else if (hidden)
             vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
                              "not be read", hidden);
+        else if (vg_snap_holders_may_hide(snap))
+            vg_buf_adds(o, "no process vramguard can see holds its node, but other users' "
+                           "processes are hidden (hidepid)");
         else
             vg_buf_adds(o, "no process holds its node");
         vg_buf_printf(o, "%s\n", st->reset);
@@ -111,13 +114,16 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                           h->seen == VG_SEEN_FD     ? "device node only"
                           : h->seen == VG_SEEN_NVML ? "driver only"
                                                     : "driver and device node");
-            if (h->proc && h->proc->user) {
+            /* a stale entry: what the PID names now, said to be someone else */
+            const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
+            if (h->stale)
+                vg_buf_adds(o, ", stale: the PID now names");
+            if (p && p->user) {
                 vg_buf_adds(o, ", ");
-                vg_esc(o, h->proc->user);
+                vg_esc(o, p->user);
             }
-            if (h->proc && (h->proc->cmdline || h->proc->comm)) {
-                const char *c = h->proc->cmdline && h->proc->cmdline[0] ? h->proc->cmdline
-                                                                        : h->proc->comm;
+            if (p && (p->cmdline || p->comm)) {
+                const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
                 vg_buf_adds(o, ": ");
                 vg_text_escape(o, c, strlen(c), 48, NULL);
             }
@@ -204,29 +210,6 @@ static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, '\n');
 }
 
-/* What could not be read at all, with its cause: every verdict above stands only for what was
- * seen. */
-static void vg_doctor_unread(struct vg_buf *out, const struct vg_snapshot *snap,
-                             const struct vg_style *st)
-{
-    const struct vg_proc_table *t = &snap->procs;
-    size_t envs = vg_snap_unread_envs(snap);
-    if (!t->n_fd_unread && !envs)
-        return;
-    vg_buf_printf(out, "%sNot seen:", st->yellow);
-    if (t->n_fd_unread)
-        vg_buf_printf(out, " the open files of %zu process%s could not be read, so any GPU "
-                           "holders among them are missing above;", t->n_fd_unread,
-                      t->n_fd_unread == 1 ? "" : "es");
-    if (envs)
-        vg_buf_printf(out, " the environment of %zu holder%s could not be read, so rules that "
-                           "judge CUDA_VISIBLE_DEVICES and rank variables could not judge %s;",
-                      envs, envs == 1 ? "" : "s", envs == 1 ? "it" : "them");
-    vg_buf_adds(out, " ");
-    vg_render_access_hint(out, t->access);
-    vg_buf_printf(out, ".%s\n", st->reset);
-}
-
 int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, const struct vg_render_opts *ro,
                           struct vg_buf *out)
@@ -271,7 +254,7 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
                 vg_buf_printf(out, "%s%s", k++ ? "; " : "", vg_render_unchecked_text(bit));
         vg_buf_printf(out, " (vramguard status).%s\n", st.reset);
     }
-    vg_doctor_unread(out, snap, &st);
+    vg_render_unread_text(out, snap, &st);
     if (shown == 0) {
         size_t nrules;
         vg_rules_table(&nrules);
@@ -316,24 +299,6 @@ static void vg_doctor_json_gpus(struct vg_json *j, const struct vg_snapshot *sna
         vg_json_obj_end(j);
     }
     vg_json_arr_end(j);
-}
-
-/* What could not be read, and the causes the scan saw. */
-static void vg_doctor_json_unread(struct vg_json *j, const struct vg_snapshot *snap)
-{
-    const struct vg_proc_table *t = &snap->procs;
-    vg_json_key(j, "unread");
-    vg_json_obj_begin(j);
-    vg_json_ku64(j, "processes", t->n_denied);
-    vg_json_ku64(j, "descriptors", t->n_fd_unread);
-    vg_json_ku64(j, "environments", vg_snap_unread_envs(snap));
-    vg_json_key(j, "causes");
-    vg_json_arr_begin(j);
-    for (unsigned bit = 1; t->n_denied && bit <= VG_PROC_ACC_UNKNOWN; bit <<= 1)
-        if (t->access & bit)
-            vg_json_str(j, vg_render_access_id(bit));
-    vg_json_arr_end(j);
-    vg_json_obj_end(j);
 }
 
 int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
@@ -413,7 +378,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
     }
     vg_json_arr_end(&j);
     vg_doctor_json_gpus(&j, snap, flt);
-    vg_doctor_json_unread(&j, snap);
+    vg_render_unread_json(&j, snap);
     vg_json_key(&j, "summary");
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "critical", counts[VG_SEV_CRITICAL]);

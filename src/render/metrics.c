@@ -257,14 +257,17 @@ static bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
     return false;
 }
 
-/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules? */
-static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
-                     size_t gpu)
+/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules, at
+ * least as sure as conf? */
+static bool vg_named_conf(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
+                          size_t gpu, enum vg_confidence conf)
 {
     if (!fs)
         return false;
     for (size_t i = 0; i < fs->n; i++) {
         const struct vg_finding *f = &fs->v[i];
+        if (f->confidence < conf)
+            continue;
         bool rule = false;
         for (size_t r = 0; rules[r] && !rule; r++)
             rule = strcmp(f->rule, rules[r]) == 0;
@@ -275,19 +278,27 @@ static bool vg_named(const struct vg_findings *fs, const char *const *rules, uin
     return false;
 }
 
+static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
+                     size_t gpu)
+{
+    return vg_named_conf(fs, rules, pid, gpu, VG_CONF_LOW);
+}
+
 static enum vg_reason vg_mh_reason(const struct vg_mh *h, size_t gpu, const struct vg_findings *fs,
                                    uint64_t context_max)
 {
     static const char *const zombie[] = {"zombie-holder", NULL};
     static const char *const orphan[] = {"orphan-holder", NULL};
-    static const char *const foreign[] = {"foreign-pid", NULL};
+    /* a stale entry's memory belongs, like a foreign PID's, to no process this /proc shows */
+    static const char *const foreign[] = {"foreign-pid", "stale-pid", NULL};
     static const char *const outside[] = {"outside-visible", NULL};
     static const char *const context[] = {"ddp-gpu0", "stray-contexts", "nccl-all-gpus", NULL};
     if (h->bogus)
         return VG_R_UNATTRIBUTED;
     if (vg_named(fs, zombie, h->pid, VG_SNAP_NO_GPU))
         return VG_R_ZOMBIE;
-    if (vg_named(fs, orphan, h->pid, VG_SNAP_NO_GPU))
+    /* only sure leftovers: one that may be the job itself stays its owner's */
+    if (vg_named_conf(fs, orphan, h->pid, VG_SNAP_NO_GPU, VG_CONF_HIGH))
         return VG_R_ORPHAN;
     if (vg_named(fs, foreign, h->pid, VG_SNAP_NO_GPU))
         return VG_R_FOREIGN;
@@ -747,6 +758,23 @@ static int vg_findings_family(struct vg_mw *w, const struct vg_snapshot *snap,
     return 0;
 }
 
+/* What the last collection could not read: a GPU holder among them is unseen, so dashboards
+ * and alerts can tell "nothing held" from "nothing seen". */
+static void vg_unread_family(struct vg_mw *w, const struct vg_snapshot *snap)
+{
+    vg_mw_family(w, "vramguard_unread_processes", "gauge",
+                 "What the last collection could not read: processes with some file denied, "
+                 "processes whose open files could not be read (any may hold a GPU unseen), "
+                 "holders whose environment could not be read.");
+    static const char *const what[] = {"processes", "descriptors", "environments"};
+    uint64_t n[] = {snap->procs.n_denied, snap->procs.n_fd_unread, vg_snap_unread_envs(snap)};
+    for (size_t i = 0; i < 3; i++) {
+        vg_mw_begin(w);
+        vg_mw_label(w, "what", what[i]);
+        vg_mw_u64(w, n[i]);
+    }
+}
+
 int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
                       const struct vg_metrics_gpu_ids *last_good,
                       const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
@@ -773,6 +801,8 @@ int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *
         }
         if (snap)
             rc = vg_findings_family(&w, snap, fs);
+        if (snap && !rc)
+            vg_unread_family(&w, snap);
     }
     for (size_t i = 0; i < ngpus; i++)
         free(mg[i].h);

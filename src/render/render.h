@@ -31,6 +31,14 @@ const char *vg_render_seen(unsigned seen);              /* "both", "nvml", "fd" 
 void vg_render_access_hint(struct vg_buf *out, unsigned access);
 /* What a VG_SNAP_UNCHECKED_* bit means, as a phrase ("the driver's process list failed"). */
 const char *vg_render_unchecked_text(unsigned bit);
+/* What the snapshot could not read (processes, descriptor tables, holder environments) and
+ * why, as one "Not seen: ..." line (nothing when everything was read); and as the JSON "unread"
+ * object every document that judges carries. */
+struct vg_style;
+struct vg_json;
+void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                           const struct vg_style *st);
+void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap);
 /* The VG_PROC_ACC_* causes as stable ids ("not-root", "no-ptrace", "no-dac-read", "hidepid",
  * "user-namespace", "unknown"), for JSON; bit is one of them. */
 const char *vg_render_access_id(unsigned bit);

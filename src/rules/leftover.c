@@ -194,8 +194,10 @@ static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
         l->why_not = "it leads its own process group: it is a job itself (started with nohup, "
                      "with & or in a terminal multiplexer), not what is left of one";
     } else if (!ended) {
-        l->why_not = "the leaders of its process group and session still run: its job has not "
-                     "ended";
+        /* adopted while its job's leaders run (started with `(cmd &)` in a live shell, or by a
+         * desktop session): nothing says its job ended, so it is not even a candidate */
+        l->verdict = VG_LEFT_NONE;
+        return;
     } else if (!(ev & VG_LEV_WORKER) && (ev & VG_LEV_SIGHUP_IGNORED)) {
         l->why_not = "it ignores SIGHUP (nohup): it was detached from its terminal on purpose";
     } else if (!launched && (ev & VG_LEV_DAEMON)) {
@@ -311,5 +313,16 @@ int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t
         (*pids)[(*n)++] = l->pid;
     }
     vg_leftovers_release(&ls);
+    return rc;
+}
+
+int vg_leftovers_measure(struct vg_snapshot *snap, unsigned window_ms)
+{
+    pid_t *pids = NULL;
+    size_t n = 0;
+    int rc = vg_leftovers_unmeasured(snap, &pids, &n);
+    if (rc == 0 && n)
+        vg_snap_measure_activity(snap, pids, n, window_ms);
+    free(pids);
     return rc;
 }

@@ -483,8 +483,9 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                                ? g->pci_bus_id
                                : idx;
         size_t hidden = snap->procs.n_fd_unread;
+        bool hiding = vg_snap_holders_may_hide(snap);
         bool minor = g->known & VG_GPU_K_MINOR;
-        if (count == 0 && hidden == 0 && minor) {
+        if (count == 0 && !hiding && minor) {
             vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
             vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
                                    "-i %s (vramguard never runs this for you here)", uuid);
@@ -497,11 +498,15 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                                             "the descriptors of %zu process%s could not be read: "
                                             "any of them may hold it", hidden,
                                     hidden == 1 ? "" : "es");
+            else if (hiding)
+                vg_finding_evidence(out, f, "no process vramguard can see holds this GPU, but "
+                                            "other users' processes are hidden (hidepid): any of "
+                                            "them may hold it");
             if (!minor)
                 vg_finding_evidence(out, f, "its minor number is unknown, so which processes hold "
                                             "its device node cannot be told");
             vg_finding_fix(out, f, "%s, and look again before any reset",
-                           hidden ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
+                           hiding ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
                                     "holder"
                                   : "find the GPU's minor number (nvidia-smi -q | grep Minor)");
         } else {

@@ -90,7 +90,7 @@ bool vg_plan_reset_needed(const struct vg_snapshot *snap, size_t gpu, uint64_t m
 {
     /* Never when a holder could hide: descriptors that could not be read, or a minor number
      * that leaves the GPU's node unknown. */
-    if (!vg_plan_unexplained(snap, gpu, min) || snap->procs.n_fd_unread ||
+    if (!vg_plan_unexplained(snap, gpu, min) || vg_snap_holders_may_hide(snap) ||
         !(snap->gpus.gpus[gpu].known & VG_GPU_K_MINOR))
         return false;
     size_t first, count;

@@ -117,7 +117,8 @@ bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pi
  * says why it leaves the others alone. Pure, over the snapshot.
  */
 enum vg_left_verdict {
-    VG_LEFT_NONE,  /* nothing suggests its job ended (a child of a live parent in a live job) */
+    VG_LEFT_NONE,  /* nothing suggests its job ended (a child of a live parent, or adopted
+                    * while its job's leaders run) */
     VG_LEFT_NOT,   /* its lineage looks like an orphan's, but it is not a leftover: why_not */
     VG_LEFT_YES,   /* a leftover, with confidence HIGH or MEDIUM (why_not says why not high) */
 };
@@ -184,6 +185,11 @@ int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out
  * is worth measuring (vg_snap_measure_activity) before judging. *pids is heap (NULL when none).
  * 0 or -ENOMEM. */
 int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t *n);
+/* Finish a snapshot before judging it: measure over window_ms whether those holders work
+ * (vg_snap_measure_activity; no wait when there are none). The one step of the rules that
+ * reads the system and waits, kept here so every command that judges (doctor, check, clean,
+ * watch, serve) measures the same processes. 0 or -ENOMEM. */
+int vg_leftovers_measure(struct vg_snapshot *snap, unsigned window_ms);
 void vg_leftovers_release(struct vg_leftovers *l);
 const struct vg_leftover *vg_leftovers_find(const struct vg_leftovers *l, pid_t pid);
 

@@ -92,6 +92,13 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
         rc = vg_err_set(err, src, "%s", vg_err_msg(&serr));
         goto out;
     }
+    /* Processes new since the last sample may be leftovers whose activity is still unknown:
+     * measured now (the rest comes from the sampler's previous sample). Only new suspects
+     * make a collection wait. */
+    if (!src && vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0) {
+        rc = vg_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
     if (!src && vg_rules_run(snap, &c->o.rules, &fs, err) != 0) {
         rc = err && err->code ? err->code : -ENOMEM;
         goto out;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int vg_file_open(int dirfd, const char *path)
@@ -14,11 +15,9 @@ static int vg_file_open(int dirfd, const char *path)
     return fd < 0 ? -errno : fd;
 }
 
-int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out)
+/* Read fd to its end into out; closes fd. */
+static int vg_file_read_fd(int fd, struct vg_buf *out)
 {
-    int fd = vg_file_open(dirfd, path);
-    if (fd < 0)
-        return fd;
     vg_buf_reset(out);
     int rc = 0;
     for (;;) {
@@ -56,6 +55,34 @@ int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out)
     }
     close(fd);
     return rc;
+}
+
+int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out)
+{
+    int fd = vg_file_open(dirfd, path);
+    if (fd < 0)
+        return fd;
+    return vg_file_read_fd(fd, out);
+}
+
+int vg_file_read_regular(int dirfd, const char *path, struct vg_buf *out)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type is
+     * checked on the opened descriptor, so a file swapped after a stat() cannot slip in. */
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    return vg_file_read_fd(fd, out);
 }
 
 int vg_file_read_small(int dirfd, const char *path, char *buf, size_t n, size_t *len)

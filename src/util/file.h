@@ -16,6 +16,10 @@
  * than out->max). */
 int vg_file_read_at(int dirfd, const char *path, struct vg_buf *out);
 
+/* Like vg_file_read_at, for files a person names (configuration): never blocks in open() on a
+ * FIFO or a device, and reads only regular files; -EINVAL when path is anything else. */
+int vg_file_read_regular(int dirfd, const char *path, struct vg_buf *out);
+
 /* Read into a caller buffer of n bytes (n >= 1), NUL-terminated; *len gets the byte count.
  * Returns -E2BIG when the file does not fit, which lets hot paths avoid allocation. */
 int vg_file_read_small(int dirfd, const char *path, char *buf, size_t n, size_t *len);

@@ -205,6 +205,7 @@ int vg_check_render_text(const struct vg_snapshot *snap, const struct vg_finding
             }
         }
     }
+    vg_render_unread_text(out, snap, &st);
     return out->err;
 }
 
@@ -214,6 +215,7 @@ static void vg_json_finding(struct vg_json *j, const struct vg_snapshot *snap,
     vg_json_obj_begin(j);
     vg_json_kstr(j, "rule", f->rule);
     vg_json_kstr(j, "severity", vg_severity_str(f->severity));
+    vg_json_kstr(j, "confidence", vg_confidence_str(f->confidence));
     vg_json_kstr(j, "title", f->title);
     vg_json_key(j, "gpus");
     vg_json_arr_begin(j);
@@ -330,6 +332,7 @@ int vg_check_render_json(const struct vg_snapshot *snap, const struct vg_finding
     for (size_t k = 0; k < fs->n; k++)
         vg_json_finding(&j, snap, &fs->v[k]);
     vg_json_arr_end(&j);
+    vg_render_unread_json(&j, snap);
     size_t counts[3];
     vg_counts(fs, counts);
     vg_json_key(&j, "counts");

@@ -258,11 +258,16 @@ int vg_watch_config_load(struct vg_watch_config *c, const char *path, struct vg_
 {
     struct vg_buf b;
     vg_buf_init(&b, VG_WCFG_FILE_MAX);
-    int rc = vg_file_read_at(AT_FDCWD, path, &b);
+    int rc = vg_file_read_regular(AT_FDCWD, path, &b);
     if (rc) {
         vg_buf_release(&b);
         if (rc == -E2BIG)
             return vg_err_set(err, rc, "%s: larger than %zu bytes", path, VG_WCFG_FILE_MAX);
+        if (rc == -EINVAL)
+            return vg_err_set(err, rc,
+                              "%s: not a regular file (a FIFO, device or directory is "
+                              "never read)",
+                              path);
         return vg_err_set(err, rc, "%s: cannot read: %s", path, strerror(-rc));
     }
     /* Parse into a scratch copy, so a bad file changes nothing. */

@@ -70,8 +70,10 @@ void vg_watch_config_release(struct vg_watch_config *c);
 int vg_watch_config_set(struct vg_watch_config *c, const char *key, const char *value,
                         struct vg_err *err);
 
-/* Read a config file into c (initialised; keys it sets are replaced). On any error c is left
- * as it was and err says "PATH:LINE: ..." (or "PATH: ..." when it cannot be read). */
+/* Read a config file into c (initialised; keys it sets are replaced). Only a regular file is
+ * read, and opening never blocks (a FIFO put in its place is an error, not a hang). On any
+ * error c is left as it was and err says "PATH:LINE: ..." (or "PATH: ..." when it cannot be
+ * read). */
 int vg_watch_config_load(struct vg_watch_config *c, const char *path, struct vg_err *err);
 
 /* dst = base with every key over set: the result of a file plus flags. 0 or -ENOMEM. */

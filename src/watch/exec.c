@@ -24,8 +24,9 @@ extern char **environ;
 
 struct vg_exec_child {
     pid_t pid;
-    uint64_t deadline;     /* SIGTERM at this time */
-    bool termed;           /* SIGTERM sent; SIGKILL at deadline + grace */
+    uint64_t deadline; /* SIGTERM at this time */
+    bool termed;       /* SIGTERM sent; SIGKILL at deadline + grace */
+    bool stopped;      /* by vg_exec_stop_all(), not by its own timeout */
 };
 
 struct vg_exec {
@@ -318,6 +319,9 @@ void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, 
         if (r == c->pid || (r < 0 && errno == ECHILD)) {
             if (r < 0) {
                 continue;
+            } else if (c->termed && c->stopped) {
+                vg_exec_say(report, ctx, "alert command (PID %d) stopped: watch is exiting",
+                            (int)c->pid);
             } else if (c->termed) {
                 x->stats.timed_out++;
                 vg_exec_say(report, ctx,
@@ -368,6 +372,9 @@ void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out)
     *out = x->stats;
 }
 
+/* How long, after SIGKILL, vg_exec_stop_all() waits for the kernel to end them. */
+#define VG_EXEC_STOP_KILL_WAIT_MS 2000u
+
 static uint64_t vg_exec_now_ms(void)
 {
     struct timespec ts;
@@ -385,4 +392,31 @@ void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg),
             nanosleep(&ts, NULL);
         }
     }
+}
+
+void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx)
+{
+    if (!x || !x->nkids)
+        return;
+    /* The same sequence as a timeout, due now: vg_exec_poll() sends SIGTERM to each process
+     * group, SIGKILL after the grace period, and reaps. */
+    uint64_t now = vg_exec_now_ms();
+    for (size_t i = 0; i < x->nkids; i++) {
+        struct vg_exec_child *c = &x->kids[i];
+        c->stopped = true;
+        if (!c->termed || c->deadline > now)
+            c->deadline = now;
+    }
+    uint64_t give_up = now + VG_EXEC_KILL_GRACE_MS + VG_EXEC_STOP_KILL_WAIT_MS;
+    for (;;) {
+        now = vg_exec_now_ms();
+        vg_exec_poll(x, now, report, ctx);
+        if (!x->nkids || now >= give_up)
+            break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    for (size_t i = 0; i < x->nkids; i++)
+        vg_exec_say(report, ctx, "alert command (PID %d) outlived SIGKILL; left to init",
+                    (int)x->kids[i].pid);
 }

@@ -14,7 +14,7 @@
  * - At most max_running run at once; an alert beyond that is dropped and counted.
  *
  * Ownership: vg_exec_new()/vg_exec_free(); free does not wait for or kill children (call
- * vg_exec_wait() or vg_exec_kill_all() first). Single-threaded; the caller reaps through
+ * vg_exec_wait() or vg_exec_stop_all() first). Single-threaded; the caller reaps through
  * vg_exec_poll() when SIGCHLD arrives and at vg_exec_next_ms().
  */
 #ifndef VG_WATCH_EXEC_H
@@ -63,6 +63,11 @@ void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out);
 
 /* Wait (polling, bounded by each child's own timeout) until none runs. */
 void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx);
+
+/* Stop every child still running, now: SIGTERM to its process group, SIGKILL after the grace
+ * period (1 s), reaped. Bounded (about 3 s in all) even when one will not die; report says so
+ * for each. For the owner's exit, so no alert command outlives it. */
+void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx);
 
 /* Split a command line into words (exposed for tests). *argv is a NULL-terminated heap array
  * freed with vg_exec_argv_free(). */

@@ -36,7 +36,7 @@ environ_has() {
     [ "$status" -eq 0 ]
     for o in --open --map --env --clear-env --comm --child-comm --children --zombie \
         --zombie-leader --dstate --orphan --setsid --uid --gid --pidfile --ready-fd --lifetime \
-        --ignore-term --exit-on-term; do
+        --alive-fd --ignore-term --exit-on-term; do
         [[ $output == *"  $o "* ]] || { echo "missing $o"; return 1; }
     done
 }
@@ -249,6 +249,23 @@ EMPTY=" ]
     [ "$(cat "$TMP/ready")" = ready ]
     [ ! -e "/proc/$VG_PID/fd/5" ]
     [ ! -e "/proc/${VG_CHILD_PIDS[0]}/fd/5" ]
+}
+
+@test "--alive-fd: every process it created ends when the pipe's writer is gone" {
+    # The writer is a sleep holding the write end; the helper gets the read end as fd 6.
+    mkfifo "$TMP/alive"
+    sleep 600 >"$TMP/alive" 3>&- &
+    local writer=$!
+    _vg_record writer "$writer"
+    exec 6<"$TMP/alive"
+    vg_spawn --alive-fd 6 --children 1 --orphan --setsid
+    exec 6<&-
+    pids=("$VG_PID" "${VG_CHILD_PIDS[@]}")
+    for p in "${pids[@]}"; do [ "$(vg_stat "$p" state)" = S ]; done
+    kill -KILL "$writer"
+    for p in "${pids[@]}"; do
+        wait_for "vg_gone $p" 10
+    done
 }
 
 @test "vg_cleanup leaves nothing behind" {

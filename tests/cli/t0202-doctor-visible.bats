@@ -11,6 +11,12 @@ setup() {
     DEVDIR=$(vg_fake_dev)
 }
 
+# The container test's cgroup goes once its processes are gone, whatever failed.
+teardown() {
+    vg_cleanup
+    if [[ -n ${dir:-} && -d $dir ]]; then rmdir "$dir" 2>/dev/null || true; fi
+}
+
 # A host mixing GPU models, in bus order T4 (7.5), H100 (9.0), A100 (8.0): CUDA's default
 # FASTEST_FIRST numbering is H100, A100, T4, i.e. CUDA's device 0 is nvidia-smi's GPU 1.
 H0=GPU-7e570000-0000-4000-8000-000000000000
@@ -329,4 +335,30 @@ EOF
     show
     [ "$status" -eq 0 ]
     json_ok '.findings == []'
+}
+
+@test "outside-visible in a container: CUDA numbers the GPUs it was given in bus order, not the variable's" {
+    [[ $(id -u) -eq 0 ]] || skip "needs root to make a cgroup"
+    cg=/sys/fs/cgroup/unified
+    [[ -w $cg/cgroup.procs ]] || skip "no writable cgroup2 hierarchy at $cg"
+    cid=$(printf '%064x' $((RANDOM * 32768 + RANDOM)))
+    dir=$cg/docker-$cid.scope
+    mkdir "$dir"
+    # given GPU 3 and GPU 1, in that order; CUDA_VISIBLE_DEVICES=0 is GPU 1 (bus order first)
+    for on in 1 3; do
+        vg_spawn --open "$(dev "$on")" --env "NVIDIA_VISIBLE_DEVICES=$U3,$U1" \
+            --env CUDA_VISIBLE_DEVICES=0 -- python train.py
+        eval "P$on=\$VG_PID"
+        echo "$VG_PID" >"$dir/cgroup.procs"
+    done
+    homogeneous_host "proc gpu=1 pid=$P1 type=compute mem=4GiB" "proc gpu=3 pid=$P3 type=compute mem=4GiB"
+    vgd --json doctor
+    show
+    # move them out before anything can fail, so the cgroup can go
+    for p in "$P1" "$P3"; do echo "$p" >"$cg/cgroup.procs"; done
+    rmdir "$dir"
+    [ "$(rules_fired)" = outside-visible ]
+    finding_is outside-visible '[3]' "[$P3]"
+    json_ok '.findings[0].evidence | any(startswith("it runs in container \($c), which was given GPU 1 and GPU 3") and contains("CUDA_VISIBLE_DEVICES=0 gives cuda:0 = GPU 1"))' \
+        --arg c "${cid:0:12}"
 }

@@ -115,8 +115,12 @@ reserved() {
     [ "$(json '.gpus[] | select(.index == 1) | .reserved_by')" = "$HOLD_PID" ]
     # Looking does not get in the way: the reservation is still held, and others still work.
     [ "$(vg_stat "$HOLD_PID" state)" = S ]
+    [ "$(json '.gpus[] | select(.index == 1) | .reserved_by_alive')" = true ]
+    [ "$(json '.gpus[] | select(.index == 1) | .reservation_held_by')" = null ]
     kill -KILL "$HOLD_PID"
     wait "$HOLD_PID" || true
+    # Its job (sleep) inherited the reservation and dies of the SIGTERM run's death sends it.
+    wait_for "! reserved 1"
     vgp pick
     [ "$output" = "$U1" ]
 }

@@ -30,7 +30,8 @@ FOREIGN=2000000000 # above any pid_max: NVML reports it, no /proc shows it
 #   GPU 1: A works (20 GiB); Z, a defunct leader with a live thread, holds 1 GiB; D has a
 #          thread in D state and holds the device node only, like V, the child that thread
 #          waits for
-#   GPU 2: O, orphaned (parent and session leader gone), holds 3 GiB
+#   GPU 2: O, a multiprocessing worker orphaned (parent and session leader gone), idle,
+#          holds 3 GiB
 #   GPU 3: a PID from another namespace holds 2 GiB; 10 GiB used in all, so 8 GiB unexplained
 known_host() {
     vg_spawn --comm train --open "$(dev 1)" --env CUDA_VISIBLE_DEVICES="$U1" -- python train.py
@@ -41,7 +42,9 @@ known_host() {
     Z=$VG_PID
     vg_spawn --comm stuck --dstate --open "$(dev 1)" -- python stuck.py
     D=$VG_PID V=$VG_VFORK_PID # the child D waits for shares its descriptors
-    vg_spawn --comm worker --orphan --setsid --open "$(dev 2)" -- python worker.py
+    vg_spawn --comm worker --orphan --setsid --open "$(dev 2)" -- python -c \
+        "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)" \
+        --multiprocessing-fork
     O=$VG_PID
     vg_scenario <<EOF
 driver 550.54.15
@@ -54,7 +57,7 @@ gpu index=3 uuid=$U3 name="NVIDIA A100-SXM4-80GB" minor=1 bus=00000000:4E:00.0 t
 proc gpu=0 pid=$B type=compute mem=2GiB
 proc gpu=1 pid=$A type=compute mem=20GiB
 proc gpu=1 pid=$Z type=compute mem=1GiB
-proc gpu=2 pid=$O type=compute mem=3GiB
+proc gpu=2 pid=$O type=compute mem=3GiB sm=0
 proc gpu=3 pid=$FOREIGN type=compute mem=2GiB
 EOF
 }
@@ -98,6 +101,9 @@ GiB=1073741824
     [ "$full" -ge 1 ]
     [ $((full + incremental)) -eq "$(sample vramguard_collections_total)" ]
     [ "$(nseries vramguard_scans_total)" -eq 2 ]
+    # what the collection could not read, as this machine lets root see
+    [ "$(nseries vramguard_unread_processes)" -eq 3 ]
+    [ "$(sample vramguard_unread_processes 'what="descriptors"')" -eq "$(vg_unreadable_fds)" ]
 }
 
 @test "a known host: memory by reason partitions each GPU's used memory" {

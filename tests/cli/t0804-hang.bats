@@ -4,8 +4,9 @@
 # what /proc says (the device-node holder); the default deadline is 10 s. Each major call of the
 # client is hung in turn: a host-wide one (init, versions, count) costs the whole driver view
 # (exit 3); a per-GPU one costs only that GPU, marked hung with the call named (here the host's
-# only GPU: exit 3, check critical; t0812 has a hung GPU among healthy ones). watch keeps
-# sampling through a hang and says when the driver hangs and recovers. See docs/reliability.md.
+# only GPU: exit 3, check critical; t0812 has a hung GPU among healthy ones); nvmlShutdown apart:
+# a hung shutdown costs the wait, never the figures (t0811). watch keeps sampling through a hang
+# and says when the driver hangs and recovers. See docs/reliability.md.
 
 load lib
 load watch

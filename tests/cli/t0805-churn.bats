@@ -33,7 +33,8 @@ EOF2
     local t0 t1 n=0 rc bad=() f line pid seen comm churned holders wrapped signalled vanished
     local orphan
     # A leftover for clean to stop: an orphan holding GPU 1's node.
-    vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm orphan-holder >/dev/null
+    vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm orphan-holder -- python -c \
+        "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)" --multiprocessing-fork >/dev/null
     orphan=$VG_ORPHAN_PID
     t0=$SECONDS
     "$CHURN" --dev "$DEVDIR/nvidia0" --log "$TMP/churn.log" --seconds 15 --rate 1000 &

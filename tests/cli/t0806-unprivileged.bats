@@ -21,7 +21,8 @@ setup() {
     # R1: root, holds GPU 0's node, told to use only GPU 1. R2: a root leftover (orphaned, its
     # session leader gone) on GPU 1. U1: nobody's, holds GPU 2's node, told to use only GPU 0.
     R1=$(vg_spawn --open "$DEVDIR/nvidia0" --env CUDA_VISIBLE_DEVICES=1 --comm root-job)
-    vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm root-leftover >/dev/null
+    vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --comm root-leftover -- python -c \
+        "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)" --multiprocessing-fork >/dev/null
     R2=$VG_ORPHAN_PID
     U1=$(vg_spawn --uid nobody --open "$DEVDIR/nvidia2" --env CUDA_VISIBLE_DEVICES=0 --comm nobody-job)
     vg_scenario "$PUB/scenario" <<EOF2
@@ -31,7 +32,7 @@ gpu index=0 uuid=GPU-0d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB
 gpu index=1 uuid=GPU-1d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 bus=00000000:2A:00.0 total=80GiB reserved=512MiB util=0 cc=9.0 persistence=1 compute_mode=0 mig=0
 gpu index=2 uuid=GPU-2d000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 bus=00000000:3B:00.0 total=80GiB reserved=512MiB util=30 cc=9.0 persistence=1 compute_mode=0 mig=0
 proc gpu=0 pid=$R1 type=compute mem=2GiB
-proc gpu=1 pid=$R2 type=compute mem=1GiB
+proc gpu=1 pid=$R2 type=compute mem=1GiB sm=0
 proc gpu=2 pid=$U1 type=compute mem=3GiB
 EOF2
     chmod 644 "$PUB/scenario"
@@ -77,7 +78,7 @@ no_garbage() {
     as_nobody status
     [ "$status" -eq 0 ]
     no_garbage
-    [[ $output == *"run as root to see everything"* ]]
+    [[ $output == *"vramguard is not root: run it as root to see other users' processes"* ]]
 }
 
 @test "doctor as nobody: no rule fires on an environment it could not read; the readable one still does" {
@@ -93,9 +94,15 @@ no_garbage() {
     json_ok 'all(.findings[]; (.rule == "outside-visible" or .rule == "stray-contexts" or .rule == "ddp-gpu0" or .rule == "preallocation" or .rule == "nccl-all-gpus") and (.pids | index($r)) | not)' --argjson r "$R1"
     json_ok 'all(.findings[]; .rule != "foreign-pid")'
 
+    # what it could not read is said, with the cause it saw, and no GPU is called checked
+    json_ok '.unread.descriptors > 0 and .unread.environments >= 2 and (.unread.causes | index("not-root"))'
+    json_ok '.gpus | all(.fully_checked == false and (.not_checked | index("descriptors")))'
+
     as_nobody doctor --no-shell
     ((status <= 2))
     no_garbage
+    [[ $output == *"Not seen: the open files of "*" processes could not be read, so any GPU holders among them are missing above;"* ]]
+    [[ $output == *"vramguard is not root: run it as root to see other users' processes."* ]]
 }
 
 @test "visible as nobody: the driver's view is enough" {
@@ -118,4 +125,26 @@ no_garbage() {
     json_ok 'all(.processes[]; (.result.signals // []) | length == 0)'
     ! vg_gone "$R2"
     ! vg_gone "$R1"
+}
+
+@test "the hint names the cause it saw: not root, hidepid, a user namespace" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    as_nobody --json doctor --no-shell
+    json_ok '.unread.causes == ["not-root", "no-ptrace", "no-dac-read"]'
+    # a procfs mounted with hidepid=invisible: other users' processes are not even listed
+    run --separate-stderr unshare --mount --fork sh -c '
+        mkdir -p "$1" && mount -t proc -o hidepid=invisible proc "$1" &&
+        exec setpriv --reuid=65534 --regid=65534 --clear-groups "$2" --proc "$1" --nvml "$3" \
+            --dev "$4" --json doctor --no-shell' sh "$PUB/proc" "$VG" "$FAKE_FULL" "$DEVDIR"
+    echo "hidepid: $output $stderr"
+    no_garbage
+    json_ok '.unread.causes | index("hidepid")'
+    # nothing was denied (nothing else is even listed), yet nothing is called checked
+    json_ok '.unread.hidden == true and (.gpus | all(.fully_checked == false))'
+    # root in a user namespace of its own: the host's processes are out of its reach
+    run --separate-stderr unshare --user --map-root-user \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" doctor --no-shell
+    echo "userns: $output $stderr"
+    no_garbage
+    [[ $output == *"vramguard runs in a user namespace that does not map every user"* ]]
 }

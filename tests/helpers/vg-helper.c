@@ -66,6 +66,10 @@
  *                      to FILE (see below)
  *   --ready-fd N       when fully ready, write "ready\n" to descriptor N and close it
  *   --lifetime SEC     exit after SEC seconds whatever happens (default 120, 1..86400)
+ *   --alive-fd N       N is the read end of a pipe (inherited, kept in every process created):
+ *                      once set up, exit as at SIGTERM when it reports end of file, that is when
+ *                      every holder of the write end is gone (vramguard demo's keeper, even one
+ *                      killed with SIGKILL)
  *   --ignore-term      ignore SIGTERM (SIG_IGN, so /proc/PID/status SigIgn shows it); children too
  *   --exit-on-term     exit 0 on SIGTERM (the default; for readability of tests)
  *   --help             this text
@@ -86,7 +90,8 @@
  * (with their comm and death signal), zombies exited, the leader zombie, the D thread in D, and
  * with --orphan the original process gone and the carrier reparented.
  *
- * Descriptors other than 0-2 and --ready-fd that the helper inherits are closed at start, so
+ * Descriptors other than 0-2, --ready-fd and --alive-fd that the helper inherits are closed at
+ * start, so
  * /proc/PID/fd shows only what the options asked for. Every wait is bounded by the deadline;
  * signals are taken synchronously with sigtimedwait(), so there are no handlers and no busy
  * loops (the few state polls sleep 2 ms between reads). Errors go to stderr as
@@ -111,6 +116,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -157,6 +163,7 @@ static const char usage_text[] =
     "  --pidfile FILE     when ready, write \"ROLE PID\" lines atomically (tmp + rename)\n"
     "  --ready-fd N       when ready, write \"ready\\n\" to fd N and close it\n"
     "  --lifetime SEC     exit after SEC seconds whatever happens (default 120)\n"
+    "  --alive-fd N       exit when pipe end N reports end of file (its writer is gone)\n"
     "  --ignore-term      ignore SIGTERM\n"
     "  --exit-on-term     exit 0 on SIGTERM (default)\n"
     "  --help             this text\n"
@@ -202,9 +209,10 @@ static struct {
     const char *gid_arg;
     const char *pidfile;
     int ready_fd;
+    int alive_fd;
     long lifetime;
     bool ignore_term;
-} opt = {.ready_fd = -1, .lifetime = 120};
+} opt = {.ready_fd = -1, .alive_fd = -1, .lifetime = 120};
 
 /* Runtime state of the carrier (the process holding everything). */
 static struct timespec deadline; /* CLOCK_MONOTONIC; shared by every process created */
@@ -320,6 +328,7 @@ enum {
     OPT_GID,
     OPT_PIDFILE,
     OPT_READY_FD,
+    OPT_ALIVE_FD,
     OPT_LIFETIME,
     OPT_IGNORE_TERM,
     OPT_EXIT_ON_TERM,
@@ -355,6 +364,7 @@ static void parse_args(int argc, char **argv)
         {"gid", required_argument, NULL, OPT_GID},
         {"pidfile", required_argument, NULL, OPT_PIDFILE},
         {"ready-fd", required_argument, NULL, OPT_READY_FD},
+        {"alive-fd", required_argument, NULL, OPT_ALIVE_FD},
         {"lifetime", required_argument, NULL, OPT_LIFETIME},
         {"ignore-term", no_argument, NULL, OPT_IGNORE_TERM},
         {"exit-on-term", no_argument, NULL, OPT_EXIT_ON_TERM},
@@ -450,6 +460,9 @@ static void parse_args(int argc, char **argv)
         case OPT_READY_FD:
             opt.ready_fd = (int)parse_number(optarg, 0, 1 << 20, "--ready-fd");
             break;
+        case OPT_ALIVE_FD:
+            opt.alive_fd = (int)parse_number(optarg, 0, 1 << 20, "--alive-fd");
+            break;
         case OPT_LIFETIME:
             opt.lifetime = (long)parse_number(optarg, 1, MAX_LIFETIME, "--lifetime");
             break;
@@ -482,6 +495,8 @@ static void parse_args(int argc, char **argv)
         usage_error("--gid needs --uid");
     if (opt.ready_fd >= 0 && opt.ready_fd <= 2)
         usage_error("--ready-fd: use a descriptor above 2");
+    if (opt.alive_fd >= 0 && (opt.alive_fd <= 2 || opt.alive_fd == opt.ready_fd))
+        usage_error("--alive-fd: use a descriptor above 2, not --ready-fd's");
 }
 
 /* ---- environment ------------------------------------------------------------------------- */
@@ -716,8 +731,31 @@ static void log_signal(int sig)
 
 static void __attribute__((noreturn)) idle_until_end(void)
 {
+    /* With --alive-fd the signals come through a signalfd, polled with the pipe. */
+    int sfd = opt.alive_fd >= 0 ? signalfd(-1, &wait_set, SFD_CLOEXEC) : -1;
+    if (opt.alive_fd >= 0 && sfd < 0)
+        die_errno("signalfd");
     for (;;) {
-        int sig = wait_signal(&wait_set);
+        int sig;
+        if (sfd >= 0) {
+            struct pollfd p[2] = {{sfd, POLLIN, 0}, {opt.alive_fd, POLLIN, 0}};
+            int r = poll(p, 2, ms_left());
+            if (r < 0 && errno != EINTR)
+                die_errno("poll");
+            if (p[1].revents)
+                _exit(0); /* end of file (or an error): the owner is gone */
+            if (r <= 0 || !(p[0].revents & POLLIN)) {
+                if (ms_left() == 0)
+                    _exit(0);
+                continue;
+            }
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
+                continue;
+            sig = (int)si.ssi_signo;
+        } else {
+            sig = wait_signal(&wait_set);
+        }
         log_signal(sig);
         if (sig == 0 || sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
             _exit(0);
@@ -784,7 +822,7 @@ static void close_stray_fds(void)
             long fd = strtol(de->d_name, &end, 10);
             if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end)
                 continue;
-            if (fd <= 2 || fd == opt.ready_fd || fd == dirfd(d))
+            if (fd <= 2 || fd == opt.ready_fd || fd == opt.alive_fd || fd == dirfd(d))
                 continue;
             if (n == sizeof fds / sizeof fds[0]) {
                 more = true;

@@ -1,8 +1,9 @@
 /*
  * Unit tests for the job layer (src/job/): where the lock directory is, lock names, locks
- * taken and looked at for real in a temporary directory, the /proc/locks, mountinfo, cgroup
- * and stat parsers, the process tree over a hand-made procfs, and one real job started,
- * waited for and cleaned up after in subreaper mode.
+ * taken and looked at for real in a temporary directory (and kept by a process that inherited
+ * the descriptor after the taker let go), the /proc/locks, mountinfo, cgroup, cgroup.events,
+ * cgroup.procs and stat parsers, the process tree over a hand-made procfs, and one real job
+ * started, waited for and cleaned up after in subreaper mode, its reservation inherited.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -138,6 +139,16 @@ static void test_locks_for_real(void **state)
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
     assert_true(fd >= 0);
     assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    /* Read-only: a job inherits it. The file says who took it, through another descriptor. */
+    assert_int_equal(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+    char lpid[600], want[32];
+    snprintf(lpid, sizeof(lpid), "%s/GPU-1111", path);
+    FILE *lf = fopen(lpid, "r");
+    assert_non_null(lf);
+    assert_non_null(fgets(lpid, sizeof(lpid), lf));
+    fclose(lf);
+    snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+    assert_string_equal(lpid, want);
     /* A second open file description cannot have it, even in the same process. */
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd2, &err), -EBUSY);
     assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 1);
@@ -148,7 +159,41 @@ static void test_locks_for_real(void **state)
     close(fd);
     assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
     assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    struct vg_lock_who who;
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", getpid(), &who, &err), 0);
+    assert_int_equal(who.run_alive, 1);
+    assert_int_equal(who.nholders, 0);
+
+    /* The lock outlives its taker while a process that inherited the descriptor lives: a
+     * child holds it, we let go, and looking names the child. */
+    int go[2];
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        char c;
+        close(go[1]);
+        _exit(read(go[0], &c, 1) >= 0 ? 0 : 1); /* holds fd until the pipe closes */
+    }
+    close(go[0]);
     close(fd);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd2, &err), -EBUSY);
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 1);
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", getpid(), &who, &err), 0);
+    assert_int_equal(who.run_alive, 0);
+    assert_int_equal(who.nholders, 1);
+    assert_int_equal(who.holders[0].pid, kid);
+    assert_int_equal(who.more, 0);
+    /* A pid that is gone reads as gone too. */
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", INT32_MAX, &who, &err), 0);
+    assert_int_equal(who.run_alive, 0);
+    assert_int_equal(who.nholders, 1);
+    close(go[1]);
+    int kst;
+    assert_int_equal(waitpid(kid, &kst, 0), kid);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &fd, &err), 0);
+    close(fd);
+    assert_int_equal(vg_lock_who(&d, "GPU-9999", 1, &who, &err), -ENOENT);
 
     /* Symlinks and non-regular files are refused; so are bad names. */
     char lpath[600];
@@ -225,6 +270,44 @@ static void test_cgroup_parsers(void **state)
     assert_string_equal(path, "/");
     free(path);
     assert_int_equal(vg_job_cgroup_self("4:memory:/x\n", &path), -ENOENT);
+
+    assert_int_equal(vg_job_cgroup_populated("populated 1\nfrozen 0\n"), 1);
+    assert_int_equal(vg_job_cgroup_populated("populated 0\nfrozen 0\n"), 0);
+    assert_int_equal(vg_job_cgroup_populated("frozen 0\npopulated 1"), 1);
+    assert_int_equal(vg_job_cgroup_populated("unpopulated 1\npopulated 2\npopulated 10\n"), -1);
+    assert_int_equal(vg_job_cgroup_populated(""), -1);
+}
+
+struct pids_seen {
+    pid_t v[16];
+    size_t n;
+};
+
+static void pids_note(pid_t pid, void *ctx)
+{
+    struct pids_seen *p = ctx;
+    assert_true(p->n < 16);
+    p->v[p->n++] = pid;
+}
+
+/* cgroup.procs read in pieces that cut numbers in two, with junk and numbers no pid can be. */
+static void test_pids_pieces(void **state)
+{
+    (void)state;
+    const char *text = "12\n3456\n0\n99999999999999999999999\n7x\n2147483647\n2147483648\n8";
+    for (size_t cut = 0; cut <= strlen(text); cut++) {
+        struct vg_job_pids s = {0};
+        struct pids_seen seen = {0};
+        vg_job_pids_feed(&s, text, cut, pids_note, &seen);
+        vg_job_pids_feed(&s, text + cut, strlen(text) - cut, pids_note, &seen);
+        vg_job_pids_feed(&s, "\n", 1, pids_note, &seen);
+        assert_int_equal(seen.n, 5);
+        assert_int_equal(seen.v[0], 12);
+        assert_int_equal(seen.v[1], 3456);
+        assert_int_equal(seen.v[2], 7); /* "7x": the digits before the junk */
+        assert_int_equal(seen.v[3], 2147483647);
+        assert_int_equal(seen.v[4], 8);
+    }
 }
 
 static void put(const char *dir, const char *rel, const char *text)
@@ -324,16 +407,30 @@ static void test_real_job(void **state)
     struct vg_err err = VG_ERR_INIT;
     assert_int_equal(vg_job_init(&job, &err), 0);
     char *base = tmpdir();
-    char script[600];
+    /* A reservation for it to inherit. */
+    char locks[600];
+    snprintf(locks, sizeof(locks), "%s/locks", base);
+    struct vg_lock_env env = {.override = locks, .uid = geteuid()};
+    struct vg_lock_dir d;
+    int lfd;
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_int_equal(vg_lock_dir_open(&d, true, &err), 0);
+    assert_int_equal(vg_lock_acquire(&d, "GPU-1111", &lfd, &err), 0);
+    char script[1200];
     /* The main process waits (bounded) until the orphan-to-be ignores SIGTERM. */
     snprintf(script, sizeof(script),
+             "readlink /proc/$$/fd/%d > '%s/inherited'; "
              "(trap '' TERM; : > '%s/ready'; exec sleep 60) & "
              "i=0; while [ ! -e '%s/ready' ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; "
              "exit 7",
-             base, base);
+             lfd, base, base, base);
     char *argv[] = {"sh", "-c", script, NULL};
     extern char **environ;
-    struct vg_job_opts o = {.argv = argv, .envp = environ, .track = VG_JOB_TRACK_SUBREAPER};
+    struct vg_job_opts o = {.argv = argv,
+                            .envp = environ,
+                            .track = VG_JOB_TRACK_SUBREAPER,
+                            .lock_fds = &lfd,
+                            .nlock_fds = 1};
     assert_int_equal(vg_job_start(&job, &o, &err), 0);
     assert_int_equal(job.exec_errno, 0);
     assert_false(job.use_cgroup);
@@ -346,7 +443,24 @@ static void test_real_job(void **state)
     assert_true(vg_job_was_member(&job, rep.killed.v[0].pid));
     assert_int_equal(kill(rep.killed.v[0].pid, 0), -1); /* reaped, not a zombie */
     vg_job_cleanup_report_release(&rep);
+    assert_int_equal(job.guard_pid, 0); /* no cgroup, no guard */
     vg_job_release(&job);
+    /* The job had the reservation; now only we hold it, and closing it frees the GPU. */
+    char seen[700], want[700];
+    snprintf(seen, sizeof(seen), "%s/inherited", base);
+    FILE *f = fopen(seen, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(seen, sizeof(seen), f));
+    fclose(f);
+    snprintf(want, sizeof(want), "%s/GPU-1111\n", locks);
+    assert_string_equal(seen, want);
+    struct vg_lock_who who;
+    assert_int_equal(vg_lock_who(&d, "GPU-1111", getpid(), &who, &err), 0);
+    assert_int_equal(who.run_alive, 1);
+    close(lfd);
+    pid_t holder;
+    assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
+    vg_lock_dir_release(&d);
 
     /* Not found: 127, and nothing left running. */
     assert_int_equal(vg_job_init(&job, &err), 0);
@@ -370,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_proc_locks_parser), cmocka_unit_test(test_locks_for_real),
         cmocka_unit_test(test_cgroup_parsers),    cmocka_unit_test(test_tree_over_fake_proc),
         cmocka_unit_test(test_statuses),          cmocka_unit_test(test_real_job),
+        cmocka_unit_test(test_pids_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

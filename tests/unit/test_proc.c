@@ -144,6 +144,8 @@ static void test_stat_basic(void **state)
     assert_int_equal(p.sid, 1100);
     assert_int_equal(p.flags, 4194560);
     assert_int_equal(p.start_ticks, 60291);
+    assert_int_equal(p.tty_nr, 34816); /* pts/0: a job started from a terminal */
+    assert_int_equal(p.cpu_ticks, 4);  /* utime 3 + stime 1 */
     assert_true(p.known & VG_PROC_K_STAT);
     /* parsing again replaces comm without leaking */
     n = fmt_stat_full(buf, sizeof(buf), 1234, "other", 'R', 7, 0, 0, 9);
@@ -279,6 +281,22 @@ static void test_status(void **state)
         assert_int_equal(vg_proc_parse_status(bad[i], strlen(bad[i]), &q), -EINVAL);
         assert_int_equal(q.known, 0);
         assert_null(q.nspid);
+    }
+    /* SigIgn: the signals ignored, SIGHUP as bit 0 (nohup); absent leaves it unknown */
+    const char *ign = "Uid:\t0\t0\t0\t0\nSigIgn:\t0000000000001001\n";
+    assert_int_equal(vg_proc_parse_status(ign, strlen(ign), &p), 0);
+    assert_true(p.known & VG_PROC_K_SIGIGN);
+    assert_int_equal(p.sig_ignored, 0x1001);
+    vg_proc_release(&p);
+    assert_int_equal(vg_proc_parse_status(old, strlen(old), &p), 0);
+    assert_false(p.known & VG_PROC_K_SIGIGN);
+    vg_proc_release(&p);
+    const char *badign[] = {"Uid:\t0\t0\t0\t0\nSigIgn:\tzz\n", "Uid:\t0\t0\t0\t0\nSigIgn:\t\n",
+                            "Uid:\t0\t0\t0\t0\nSigIgn:\t00000000000000001\n"};
+    for (size_t i = 0; i < sizeof(badign) / sizeof(badign[0]); i++) {
+        struct vg_proc q = {0};
+        assert_int_equal(vg_proc_parse_status(badign[i], strlen(badign[i]), &q), -EINVAL);
+        assert_int_equal(q.known, 0);
     }
     /* "Uid:" must start a line; a field named XUid: is not it */
     const char *x = "XUid:\t5\nUid:\t7\t7\t7\t7\n";

@@ -513,7 +513,7 @@ static void test_left_near_misses(void **state)
     struct vg_leftovers ls;
     assert_int_equal(verdict(&h, &ls, 1101)->verdict, VG_LEFT_NONE);
     assert_int_equal(vg_leftovers_find(&ls, 1110)->verdict, VG_LEFT_NONE);
-    assert_int_equal(vg_leftovers_find(&ls, 1120)->verdict, VG_LEFT_NOT);
+    assert_int_equal(vg_leftovers_find(&ls, 1120)->verdict, VG_LEFT_NONE);
     assert_int_equal(vg_leftovers_find(&ls, 1130)->verdict, VG_LEFT_NONE);
     vg_leftovers_release(&ls);
     host_release(&h);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -183,6 +184,37 @@ static void test_file_read(void **state)
     rmdir(dir);
 }
 
+/* Configuration reads: regular files only, and a FIFO is refused at once, not waited on. */
+static void test_file_read_regular(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-test-util-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    int fd = openat(dfd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "a = 1\n", 6), 6);
+    close(fd);
+    assert_int_equal(mkfifoat(dfd, "fifo", 0600), 0);
+    assert_int_equal(mkdirat(dfd, "sub", 0700), 0);
+
+    struct vg_buf b;
+    vg_buf_init(&b, 1024);
+    assert_int_equal(vg_file_read_regular(dfd, "f", &b), 0);
+    assert_string_equal(vg_buf_str(&b), "a = 1\n");
+    assert_int_equal(vg_file_read_regular(dfd, "fifo", &b), -EINVAL); /* no writer: no hang */
+    assert_int_equal(vg_file_read_regular(dfd, "sub", &b), -EINVAL);
+    assert_int_equal(vg_file_read_regular(AT_FDCWD, "/dev/null", &b), -EINVAL);
+    assert_int_equal(vg_file_read_regular(dfd, "missing", &b), -ENOENT);
+    vg_buf_release(&b);
+    unlinkat(dfd, "f", 0);
+    unlinkat(dfd, "fifo", 0);
+    unlinkat(dfd, "sub", AT_REMOVEDIR);
+    close(dfd);
+    rmdir(dir);
+}
+
 /* The one validator text, JSON and metrics output share. */
 static void test_utf8(void **state)
 {
@@ -217,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_fmt_size),      cmocka_unit_test(test_file_read),
+        cmocka_unit_test(test_file_read_regular),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
