@@ -97,10 +97,11 @@ struct vg_nvml_apis {
 /* One GPU index's reader, across reads (guarded by vg_nvml.lock). */
 struct vg_nvml_slot {
     bool busy;             /* a thread is reading this GPU (perhaps stuck in the driver) */
-    uint64_t read;         /* the read it works for */
+    uint64_t read;         /* the read its answer is for (a later read takes a busy one over) */
     struct timespec since; /* CLOCK_MONOTONIC: when it started */
     const char *at;        /* the NVML function it is in or last called (a vg_nvml_syms name) */
     bool done;             /* its answer for the waiting read is below, not yet taken */
+    bool counted;          /* that read waits for it (in vg_nvml.pending) */
     int rc;                /* 0 or -ENOMEM */
     struct vg_gpu gpu;
     struct vg_nvml_apis apis;
@@ -1303,12 +1304,12 @@ static int vg_nvml_read_gpu(struct vg_nvml *n, unsigned index, struct vg_gpu *g,
 struct vg_nvml_job {
     struct vg_nvml *n;
     unsigned index;
-    uint64_t read;
 };
 
-/* A GPU reader: reads one GPU and hands the answer over if its read is still waiting for it;
- * an answer that comes after the deadline is dropped (that read already called the GPU hung)
- * and only frees the slot for the next read. */
+/* A GPU reader: reads one GPU and hands the answer over to the read its slot now belongs to, if
+ * that read is still waiting: its own, or a later one that found it still busy and took it
+ * over (a late answer is a fresh one). An answer no read waits for is dropped (the read it was
+ * for already called the GPU hung) and only frees the slot. */
 static void *vg_nvml_reader_main(void *arg)
 {
     struct vg_nvml_job job = *(struct vg_nvml_job *)arg;
@@ -1321,13 +1322,14 @@ static void *vg_nvml_reader_main(void *arg)
 
     pthread_mutex_lock(&n->lock);
     struct vg_nvml_slot *s = &n->slots[job.index];
-    bool taken = n->waiting == job.read;
+    bool taken = n->waiting != 0 && s->read == n->waiting;
     if (taken) {
         s->gpu = g;
         s->apis = apis;
         s->rc = rc;
         s->done = true;
-        n->pending--;
+        if (s->counted)
+            n->pending--;
         pthread_cond_broadcast(&n->answered);
     }
     s->busy = false;
@@ -1342,13 +1344,14 @@ static void *vg_nvml_reader_main(void *arg)
     return NULL;
 }
 
-/* Start the reader of GPU index for read; called with n->lock held. 0 or a pthread error. */
-static int vg_nvml_spawn(struct vg_nvml *n, unsigned index, uint64_t read)
+/* Start the reader of GPU index (its slot says for which read); called with n->lock held. 0 or
+ * a pthread error. */
+static int vg_nvml_spawn(struct vg_nvml *n, unsigned index)
 {
     struct vg_nvml_job *job = malloc(sizeof *job);
     if (!job)
         return ENOMEM;
-    *job = (struct vg_nvml_job){.n = n, .index = index, .read = read};
+    *job = (struct vg_nvml_job){.n = n, .index = index};
     pthread_attr_t attr;
     int rc = pthread_attr_init(&attr);
     if (rc == 0) {
@@ -1407,14 +1410,15 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
     if (count > VG_NVML_MAX_GPUS)
         return vg_err_set(err, -EINVAL, "cannot read %zu GPUs: at most %u", count,
                           VG_NVML_MAX_GPUS);
-    /* Per GPU: 0 not started (its reader is still busy from an earlier read), 1 started for
-     * this read, 3 no thread could be started (read here), 2 read here. */
+    /* Per GPU: 1 its reader works for this read (started now, or still busy since an earlier
+     * read and taken over), 3 no thread could be started (read here), 2 read here. */
     unsigned char *started = calloc(count, 1);
     if (!started)
         return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
     const nvml_handle_by_index_fn *hslot = n->f.handle[0] ? &n->f.handle[0] : &n->f.handle[1];
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    double budget = deadline ? vg_nvml_elapsed(&now, deadline) : 0;
     int rc = 0;
     size_t inline_reads = 0;
 
@@ -1424,8 +1428,19 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
     n->pending = 0;
     for (size_t i = 0; i < count; i++) {
         struct vg_nvml_slot *s = &n->slots[i];
-        if (s->busy)
-            continue; /* still stuck in the driver: never queue another call behind it */
+        if (s->busy) {
+            /* Still in the driver since an earlier read: no second call is queued behind it,
+             * but its answer, if it comes before this read ends, is this read's. It is waited
+             * for only while it has been busy for less than this read's whole budget (an
+             * earlier read that gave up at once, its deadline spent on host-wide calls): one
+             * stuck longer is reported hung at once, so that it costs later samples nothing. */
+            s->read = read;
+            s->done = false;
+            started[i] = 1;
+            s->counted = !deadline || vg_nvml_elapsed(&s->since, &now) < budget;
+            n->pending += s->counted;
+            continue;
+        }
         vg_gpu_release(&s->ident);
         memset(&s->ident, 0, sizeof s->ident);
         s->busy = true;
@@ -1433,7 +1448,8 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
         s->since = now;
         s->at = vg_nvml_name_of(n, hslot);
         s->done = false;
-        if (vg_nvml_spawn(n, (unsigned)i, read) == 0) {
+        s->counted = true;
+        if (vg_nvml_spawn(n, (unsigned)i) == 0) {
             started[i] = 1;
             n->pending++;
         } else {

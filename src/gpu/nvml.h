@@ -15,8 +15,10 @@
  *
  * Hangs: each GPU is read on a thread of its own (vg_nvml_read_gpus), so a call that never
  * returns costs only its GPU's figures: past the caller's deadline that GPU is marked hung and
- * its thread left to finish alone; later reads on the same struct vg_nvml skip the GPU while
- * its call is still stuck, and read it again once it returns. The host-wide calls (init, the
+ * its thread left to finish alone. Later reads on the same struct vg_nvml queue no call behind
+ * it: they take its answer if it comes while they run (waiting for it only while it has been
+ * busy for less than their own budget, else calling it hung at once), and read the GPU afresh
+ * once it has returned. The host-wide calls (init, the
  * versions, the count) run on the caller's thread: a hang there is the caller's to bound
  * (gpu/collect.h, model/sampler.h). vg_nvml_free() never waits for a stuck thread: the
  * library is shut down and closed by whoever lets go last.
@@ -55,8 +57,9 @@ int vg_nvml_read_host(struct vg_nvml *nvml, struct vg_gpu_list *list, struct vg_
 
 /* Every GPU of list (from vg_nvml_read_host), each on a thread of its own, waiting until
  * deadline (CLOCK_MONOTONIC; NULL: as long as they take). A GPU not read by then, or whose
- * reader is still stuck from an earlier read, is marked hung (vg_gpu.hung, with an error
- * naming the call). Makes no NVML call itself after the deadline. 0 or -ENOMEM. */
+ * reader has been stuck since an earlier read for longer than this read's budget, is marked
+ * hung (vg_gpu.hung, with an error naming the call). Makes no NVML call itself after the
+ * deadline. 0 or -ENOMEM. */
 int vg_nvml_read_gpus(struct vg_nvml *nvml, struct vg_gpu_list *list,
                       const struct timespec *deadline, struct vg_err *err);
 

@@ -841,6 +841,29 @@ static void test_hang_one_gpu(void **state)
     free(sc);
 }
 
+/* A read that finds a GPU's reader still busy for less than its own budget (an earlier read
+ * that gave up soon) waits for it and takes its late answer: the GPU is whole, and no second
+ * call was made. The hang (1 s) is longer than the first deadline (200 ms) and much shorter than
+ * the second (10 s). */
+static void test_hang_late_answer_taken(void **state)
+{
+    char *sc = vg_t_with(four_gpus,
+                         "hang func=nvmlDeviceGetMemoryInfo_v2 gpu=3 seconds=1 times=1\n");
+    struct vg_t t;
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_t_reread(&t, 200);
+    assert_true(t.list.gpus[3].hung);
+    vg_t_assert_intact(&t.list.gpus[0]);
+    vg_t_reread(&t, 10000);
+    vg_t_assert_intact(&t.list.gpus[3]);
+    assert_false(t.list.gpus[3].hung);
+    /* 4 + 3: GPU 3's memory was asked for once, its late answer taken */
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetMemoryInfo_v2"), 7);
+    vg_t_done(&t);
+    free(sc);
+}
+
 /* The client is freed while a GPU's call is stuck: nothing waits, and the library stays
  * loaded until the call returns (the stuck thread lets go last). */
 static void test_hang_free_while_stuck(void **state)
@@ -986,6 +1009,7 @@ int main(void)
         cmocka_unit_test(test_mig_devices),
         cmocka_unit_test(test_mig_error),
         cmocka_unit_test(test_hang_one_gpu),
+        cmocka_unit_test(test_hang_late_answer_taken),
         cmocka_unit_test(test_count_capped),
         cmocka_unit_test(test_procs_sorted_saturating),
         cmocka_unit_test(test_missing_library),
