@@ -28,7 +28,7 @@ static const char vg_check_help[] =
     "  --config FILE        take expect, threshold and nvml_timeout from a watch config file\n"
     "\n"
     "Exit status: 0 ok (nothing, or info only); 1 warnings; 2 critical (a critical finding or\n"
-    "alert, or a GPU lost); 3 could not check (no driver view, /proc unreadable, or an\n"
+    "alert, or a GPU lost or hung); 3 could not check (no driver view, /proc unreadable, or an\n"
     "expectation names no GPU here) and nothing critical was found; 64 bad usage.\n"
     "\n";
 
@@ -107,7 +107,7 @@ static enum vg_check_state vg_check_state(const struct vg_snapshot *snap,
     for (size_t i = 0; i < as->n; i++)
         if ((int)as->v[i].severity > worst)
             worst = (int)as->v[i].severity;
-    if (worst == VG_SEV_CRITICAL || vg_check_lost(snap))
+    if (worst == VG_SEV_CRITICAL || vg_check_lost(snap) || vg_check_hung(snap))
         return VG_CHECK_CRITICAL;
     if (!vg_cmd_driver_view(snap) || as->problem)
         return VG_CHECK_UNKNOWN;

@@ -24,6 +24,7 @@
 #include "gpu/collect.h"
 #include "model/kill.h"
 #include "model/snapshot.h"
+#include "model/visible.h"
 #include "proc/signal.h"
 #include "render/clean.h"
 #include "rules/plan.h"
@@ -372,6 +373,13 @@ static void vg_clean_do_resets(struct vg_clean *c, struct vg_clean_reset *rs, si
         struct vg_clean_reset *r = &rs[i];
         if (getuid() != 0 || geteuid() != 0) {
             r->refused = "a GPU reset needs root";
+            continue;
+        }
+        /* nvidia-smi -i takes a comma-separated list: a driver's UUID with a comma in it would
+         * reset other GPUs than this one. */
+        if (!vg_visible_uuid_ok(r->uuid)) {
+            r->refused = "its UUID is not a well-formed UUID: nvidia-smi -i could read it as "
+                         "other GPUs";
             continue;
         }
         if (!smi && !(smi = vg_clean_find_smi())) {

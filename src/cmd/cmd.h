@@ -71,7 +71,9 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
 /* Usage text shared by every command's --help. */
 extern const char vg_global_help[];
 
-/* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL). */
+/* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL), the message escaped as
+ * text output is (vg_text_escape): control characters and invalid UTF-8 as \n, \xNN, so it
+ * stays one line whatever outside text it carries. */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
  * starts with ':') the way getopt saw it, and point at --help. */
@@ -124,8 +126,9 @@ struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out);
 /* Whether the snapshot holds a view of the GPUs worth the name: the driver answered and, if it
- * listed any GPU, at least one is not lost (every GPU lost, or no handle for any, is a driver
- * view in name only: "could not check", exit 3, rather than "nothing wrong"). */
+ * listed any GPU, at least one is neither lost nor hung (every GPU lost or hung, or no handle
+ * for any, is a driver view in name only: "could not check", exit 3, rather than "nothing
+ * wrong"). */
 bool vg_cmd_driver_view(const struct vg_snapshot *snap);
 /* Write a rendered buffer (rc is the renderer's result); prints the error and returns
  * VG_EXIT_SOFTWARE on failure, else status unchanged. */

@@ -13,6 +13,8 @@
 #include "cmd/cmd.h"
 #include "rules/rules.h"
 #include "model/snapshot.h"
+#include "render/text.h"
+#include "util/buf.h"
 #include "util/parse.h"
 
 const char vg_global_help[] =
@@ -29,14 +31,28 @@ const char vg_global_help[] =
 
 void vg_cmd_error(const char *cmd, const char *fmt, ...)
 {
+    /* Messages carry outside text (command lines, a driver's names, UUIDs and error texts, file
+     * names, values given on the command line): escaped like every text output, so each stays
+     * one line and no byte a process or a driver chose reaches the terminal as a control
+     * sequence. */
+    struct vg_buf raw, esc;
+    vg_buf_init(&raw, 0);
+    vg_buf_init(&esc, 0);
     va_list ap;
     va_start(ap, fmt);
+    vg_buf_vprintf(&raw, fmt, ap);
+    va_end(ap);
+    if (!raw.err)
+        vg_text_escape(&esc, raw.data ? raw.data : "", raw.len, 0, NULL);
     fputs("vramguard: ", stderr);
     if (cmd)
         fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
+    fputs(raw.err || esc.err ? "(the message could not be put together: out of memory)"
+                             : vg_buf_str(&esc),
+          stderr);
     fputc('\n', stderr);
-    va_end(ap);
+    vg_buf_release(&raw);
+    vg_buf_release(&esc);
 }
 
 void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
@@ -225,7 +241,7 @@ bool vg_cmd_driver_view(const struct vg_snapshot *snap)
     if (!snap->driver_ok)
         return false;
     for (size_t i = 0; i < snap->gpus.ngpus; i++)
-        if (!snap->gpus.gpus[i].lost)
+        if (!snap->gpus.gpus[i].lost && !snap->gpus.gpus[i].hung)
             return true;
     return snap->gpus.ngpus == 0;
 }

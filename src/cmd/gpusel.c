@@ -282,6 +282,21 @@ static int vg_gpusel_list(const struct vg_gpusel_opts *o, struct vg_gpusel *s, s
     for (size_t k = 0; k < n; k++) {
         size_t gpu = sel[k].gpu;
         int mig = sel[k].mig;
+        /* The UUID goes into the job's CUDA_VISIBLE_DEVICES as it is: one that is not a
+         * well-formed UUID (a comma in it is several entries) is refused, not waited for. */
+        const struct vg_gpu *d = vg_gpusel_dev(s, gpu, mig);
+        if (d->uuid && !vg_visible_uuid_ok(d->uuid)) {
+            struct vg_buf name;
+            vg_buf_init(&name, 4096);
+            vg_gpusel_name_dev(s, gpu, mig, &name);
+            vg_cmd_error(o->cmd,
+                         "%s: the driver's UUID is not a well-formed UUID, so it cannot go into "
+                         "CUDA_VISIBLE_DEVICES",
+                         vg_buf_str(&name));
+            vg_buf_release(&name);
+            rc = VG_EXIT_WARN;
+            break;
+        }
         if (mig < 0) {
             struct vg_pick_cand cand = {.gpu = gpu};
             cand.reason = vg_pick_judge(&s->gpus, gpu, &c, &cand.need_bytes);

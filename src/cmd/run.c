@@ -21,6 +21,7 @@
 #include "model/snapshot.h"
 #include "model/visible.h"
 #include "util/parse.h"
+#include "util/sat.h"
 
 extern char **environ;
 
@@ -275,7 +276,7 @@ static bool vg_run_unsettled(const struct vg_snapshot *snap, const struct vg_gpu
         }
         const struct vg_gpu *after = &snap->gpus.gpus[gi];
         if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
-            after->mem_used > before->mem_used + VG_RUN_GROWTH_BYTES)
+            after->mem_used > vg_sat_add(before->mem_used, VG_RUN_GROWTH_BYTES))
             return true;
     }
     return false;
@@ -350,7 +351,7 @@ static void vg_run_report_holders(const struct vg_run *r, const struct vg_snapsh
         const struct vg_gpu *after = &snap->gpus.gpus[gi];
         char grew[32];
         if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
-            after->mem_used > before->mem_used + VG_RUN_GROWTH_BYTES &&
+            after->mem_used > vg_sat_add(before->mem_used, VG_RUN_GROWTH_BYTES) &&
             vg_fmt_size(after->mem_used - before->mem_used, grew, sizeof(grew)) == 0)
             vg_cmd_error("run",
                          "warning: %s has %s more memory in use than before the job, "

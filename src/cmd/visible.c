@@ -10,6 +10,7 @@
 #include "model/snapshot.h"
 #include "model/visible.h"
 #include "render/render.h"
+#include "render/text.h"
 
 static const char vg_visible_help[] =
     "usage: vramguard visible [VALUE] [--order ORDER] [--unset]\n"
@@ -110,6 +111,27 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
     if (!snap->driver_ok) {
         vg_cmd_error("visible", "cannot resolve without the driver's list of GPUs: %s",
                      snap->driver_error ? snap->driver_error : "unknown reason");
+        vg_snap_free(snap);
+        return VG_EXIT_UNKNOWN;
+    }
+    /* A GPU whose calls hang is listed with what was read before the hang: its UUID or compute
+     * capability (CUDA's order) may be missing, so the answer may be incomplete; with every GPU
+     * hung there is nothing to resolve against. */
+    size_t nhung = 0;
+    for (size_t i = 0; i < snap->gpus.ngpus; i++) {
+        const struct vg_gpu *hg = &snap->gpus.gpus[i];
+        if (!hg->hung)
+            continue;
+        nhung++;
+        struct vg_buf m;
+        vg_buf_init(&m, 0);
+        if (hg->nerrors)
+            vg_text_escape(&m, hg->errors[0].msg, strlen(hg->errors[0].msg), 0, NULL);
+        vg_cmd_error("visible", "%s: %s", nhung == snap->gpus.ngpus ? "cannot resolve" : "warning",
+                     m.err || !m.len ? "a driver call hangs" : vg_buf_str(&m));
+        vg_buf_release(&m);
+    }
+    if (nhung && nhung == snap->gpus.ngpus) {
         vg_snap_free(snap);
         return VG_EXIT_UNKNOWN;
     }

@@ -53,7 +53,7 @@ static const char vg_watch_help[] =
     "                       held by anyone else, or on a GPU expected empty, is an alert\n"
     "  --threshold SIZE     memory changes and alerts above this (default 10MiB)\n"
     "  --exec CMD           run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
-    "                       variables, the JSON event on stdin\n"
+    "                       variables (escaped: \\n, \\xNN), the JSON event on stdin\n"
     "  --shell              run --exec's CMD with /bin/sh -c\n"
     "  --exec-timeout DUR   stop an alert command after DUR (default 10s)\n"
     "  --format FMT         text (default) or json: one vramguard.event/1 object per line\n"
@@ -215,12 +215,20 @@ static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t star
     return alive;
 }
 
+/* NAME=VALUE for an alert command, the value escaped as text output is (vg_text_escape): a
+ * command line, user name or message is anyone's text, and a script that echoes or logs it must
+ * get one line without terminal escapes (the JSON event on stdin keeps every byte). */
 static void vg_env_add(char ***env, size_t *n, const char *name, const char *value)
 {
     if (!value)
         return;
-    char *s = NULL;
-    if (asprintf(&s, "%s=%s", name, value) < 0)
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_buf_printf(&b, "%s=", name);
+    vg_text_escape(&b, value, strlen(value), 0, NULL);
+    char *s = b.err ? NULL : vg_buf_steal(&b);
+    vg_buf_release(&b);
+    if (!s)
         return;
     char **v = realloc(*env, (*n + 1) * sizeof(*v));
     if (!v) {

@@ -6,6 +6,13 @@
  * On a timeout (of the read, or of the shutdown) the caller lets go at once and the worker, if
  * the hung call ever returns, finishes, shuts NVML down and frees the job itself. The thread is
  * detached so an abandoned worker never has to be joined.
+ *
+ * The worker and the caller share one deadline. The host-wide calls (init, versions, count) run
+ * on the worker; each GPU is then read on a thread of its own that the worker waits for only
+ * until the deadline (vg_nvml_read_gpus), so a GPU whose call hangs is marked hung and the
+ * others keep their figures. Once the worker is past the host-wide calls it makes no driver
+ * call before answering, so the caller then gives it a short grace past the deadline instead
+ * of calling the whole driver hung because the answer was being put together at that moment.
  */
 #include "gpu/collect.h"
 
@@ -17,12 +24,18 @@
 
 #include "gpu/nvml.h"
 
+/* How long past the deadline the caller waits for a worker that is past the host-wide calls:
+ * it only has to wake up and hand the list over. */
+#define VG_COLLECT_GRACE_MS 2000
+
 struct vg_collect_job {
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
     int refs;
-    bool done;     /* the answer is in rc, err and list */
-    bool finished; /* NVML is shut down too: the worker is about to return */
+    bool done;                /* the answer is in rc, err and list */
+    bool finished;            /* NVML is shut down too: the worker is about to return */
+    bool gpus_phase;          /* past the host-wide calls: reading GPUs under the deadline */
+    struct timespec deadline; /* CLOCK_MONOTONIC */
     char *path;
     int rc;
     struct vg_err err;
@@ -53,7 +66,13 @@ static void *vg_collect_worker(void *arg)
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_nvml_open(job->path, &nvml, &err);
     if (rc == 0)
-        rc = vg_nvml_read(nvml, &list, &err);
+        rc = vg_nvml_read_host(nvml, &list, &err);
+    if (rc == 0) {
+        pthread_mutex_lock(&job->lock);
+        job->gpus_phase = true;
+        pthread_mutex_unlock(&job->lock);
+        rc = vg_nvml_read_gpus(nvml, &list, &job->deadline, &err);
+    }
 
     /* The answer goes out before nvmlShutdown: a shutdown that hangs must not cost the
      * figures already read. */
@@ -72,6 +91,16 @@ static void *vg_collect_worker(void *arg)
     pthread_mutex_unlock(&job->lock);
     vg_collect_job_unref(job);
     return NULL;
+}
+
+static void vg_collect_add_ms(struct timespec *t, unsigned ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
 }
 
 static int vg_collect_start(struct vg_collect_job *job, struct vg_err *err)
@@ -107,6 +136,10 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
     pthread_mutex_init(&job->lock, NULL);
     vg_gpu_list_init(&job->list);
     job->refs = 2;
+    clock_gettime(CLOCK_MONOTONIC, &job->deadline);
+    vg_collect_add_ms(&job->deadline, timeout_ms);
+    struct timespec deadline = job->deadline, grace = job->deadline;
+    vg_collect_add_ms(&grace, VG_COLLECT_GRACE_MS);
 
     int rc = vg_collect_start(job, err);
     if (rc) {
@@ -115,19 +148,15 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
         return rc;
     }
 
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-
     pthread_mutex_lock(&job->lock);
     int wait_rc = 0;
     while (!job->done && wait_rc != ETIMEDOUT)
         wait_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &deadline);
+    /* Past the host-wide calls the worker only waits for the GPU readers (until the same
+     * deadline) and hands the list over: a short grace, not a hung driver. */
+    int grace_rc = 0;
+    while (!job->done && job->gpus_phase && grace_rc != ETIMEDOUT)
+        grace_rc = pthread_cond_timedwait(&job->done_cond, &job->lock, &grace);
     /* Then give the shutdown what is left of the same deadline, so that a normal exit does
      * not cut it short; one that hangs is left behind with the detached thread. */
     while (job->done && !job->finished && wait_rc != ETIMEDOUT)

@@ -25,8 +25,7 @@ static void vg_gpu_errors_free(struct vg_gpu_error *errors, size_t n)
     free(errors);
 }
 
-/* Frees what g points to (recursively through its MIG devices), not g itself. */
-static void vg_gpu_release(struct vg_gpu *g)
+void vg_gpu_release(struct vg_gpu *g)
 {
     free(g->name);
     free(g->uuid);
@@ -36,6 +35,7 @@ static void vg_gpu_release(struct vg_gpu *g)
         vg_gpu_release(&g->mig[i]);
     free(g->mig);
     vg_gpu_errors_free(g->errors, g->nerrors);
+    memset(g, 0, sizeof *g);
 }
 
 void vg_gpu_list_release(struct vg_gpu_list *list)
@@ -60,4 +60,17 @@ const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsign
             return g;
     }
     return NULL;
+}
+
+static int vg_gpu_cmp_proc(const void *key, const void *elem)
+{
+    uint32_t x = *(const uint32_t *)key, y = ((const struct vg_gpu_proc *)elem)->pid;
+    return x < y ? -1 : x > y;
+}
+
+const struct vg_gpu_proc *vg_gpu_find_proc(const struct vg_gpu *g, uint32_t pid)
+{
+    if (!g->nprocs)
+        return NULL;
+    return bsearch(&pid, g->procs, g->nprocs, sizeof *g->procs, vg_gpu_cmp_proc);
 }

@@ -81,8 +81,11 @@ struct vg_gpu {
     unsigned mig_current, mig_pending;
     unsigned gpu_instance, compute_instance; /* MIG devices only */
     bool lost;               /* the device answered GPU_IS_LOST (or could not be opened) */
+    bool hung;               /* a call for this GPU did not return in time: only the identity
+                              * read before it (name, UUID, minor, PCI) is known, the rest is
+                              * unknown, and an error names the call */
 
-    struct vg_gpu_proc *procs;
+    struct vg_gpu_proc *procs; /* sorted by pid, one entry per pid */
     size_t nprocs;
 
     struct vg_gpu *mig;      /* MIG devices of this GPU (none when MIG is off) */
@@ -111,6 +114,11 @@ struct vg_gpu_list {
 
 void vg_gpu_list_init(struct vg_gpu_list *list);
 void vg_gpu_list_release(struct vg_gpu_list *list);
+/* Free what one GPU points to (its MIG devices included), not g itself; g is left zeroed. */
+void vg_gpu_release(struct vg_gpu *g);
+
+/* The entry for pid in g's process list (sorted), or NULL. */
+const struct vg_gpu_proc *vg_gpu_find_proc(const struct vg_gpu *g, uint32_t pid);
 
 /* Find the GPU (not MIG device) whose minor number is known and equals minor; NULL if none. */
 const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsigned minor);

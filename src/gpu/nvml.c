@@ -16,6 +16,14 @@
  *  - One bad GPU must not hide the others: every NVML failure is recorded as a vg_gpu_error
  *    on the GPU it concerns (or on the list) and reading goes on; only a failed device count or
  *    running out of memory fails vg_nvml_read().
+ *  - One hung GPU must not hide the others either: each GPU is read on a thread of its own and
+ *    the caller waits for them only until its deadline. A GPU whose thread has not answered by
+ *    then is marked hung (its figures unknown, the call it is stuck in named); the thread is
+ *    left to finish alone and the next read does not queue another behind it. struct vg_nvml is
+ *    reference counted by its owner and every such thread, so the library is shut down and
+ *    closed only once no call is in it (NVML must not be unloaded under a running call).
+ *  - The driver's numbers are not trusted to be sane: the device count, the MIG device count
+ *    and the process lists are capped at what they can mean, and sums saturate.
  *
  * No globals: the library handle and the function table live in struct vg_nvml.
  */
@@ -23,11 +31,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/nvml_abi.h"
+#include "util/sat.h"
 
 #define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -40,6 +51,9 @@ enum { VG_PV3, VG_PV2, VG_PV1, VG_PV_N };
 #define VG_NVML_PROC_MAX ((size_t)1 << 20)
 /* Largest buffer offered to a string getter that keeps answering INSUFFICIENT_SIZE. */
 #define VG_NVML_STRING_MAX 4096u
+/* MIG devices read per GPU: GPUs have at most 7 today; a larger count from the driver is
+ * recorded as an error and only this many are read. */
+#define VG_NVML_MAX_MIG 64u
 
 /* One slot per symbol; arrays hold a versioned family, newest first. */
 struct vg_nvml_fns {
@@ -72,7 +86,37 @@ struct vg_nvml_fns {
     void *process_detail_list; /* presence only: the 535 window */
 };
 
+/* What one GPU's read learnt about the driver's API generations; merged into the list in GPU
+ * order after the reads, so the first GPU that answered decides, as when they ran in turn. */
+struct vg_nvml_apis {
+    const char *proc_api;
+    const char *mem_api;
+    bool stride_535;
+};
+
+/* One GPU index's reader, across reads (guarded by vg_nvml.lock). */
+struct vg_nvml_slot {
+    bool busy;             /* a thread is reading this GPU (perhaps stuck in the driver) */
+    uint64_t read;         /* the read its answer is for (a later read takes a busy one over) */
+    struct timespec since; /* CLOCK_MONOTONIC: when it started */
+    const char *at;        /* the NVML function it is in or last called (a vg_nvml_syms name) */
+    bool done;             /* its answer for the waiting read is below, not yet taken */
+    bool counted;          /* that read waits for it (in vg_nvml.pending) */
+    int rc;                /* 0 or -ENOMEM */
+    struct vg_gpu gpu;
+    struct vg_nvml_apis apis;
+    struct vg_gpu ident; /* the identity read so far (name, UUID, minor, PCI), published as it
+                          * is read, so a GPU that hangs later still says which it is */
+};
+
 struct vg_nvml {
+    pthread_mutex_t lock;       /* guards refs, reads, waiting, pending and slots */
+    pthread_cond_t answered;    /* CLOCK_MONOTONIC: a GPU reader answered */
+    int refs;                   /* the owner, and every GPU reader thread still running */
+    uint64_t reads;             /* GPU reads started */
+    uint64_t waiting;           /* the read whose caller waits for answers; 0: none */
+    size_t pending;             /* answers that read still waits for */
+    struct vg_nvml_slot *slots; /* VG_NVML_MAX_GPUS */
     void *dl;
     char *path;
     int initialised;
@@ -317,15 +361,37 @@ static int vg_nvml_init(struct vg_nvml *n, struct vg_err *err)
     return code;
 }
 
+/* A struct vg_nvml with its lock and slots, nothing loaded; NULL on out of memory. */
+static struct vg_nvml *vg_nvml_new(const char *path)
+{
+    struct vg_nvml *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    n->slots = calloc(VG_NVML_MAX_GPUS, sizeof *n->slots);
+    n->path = strdup(path);
+    if (!n->slots || !n->path) {
+        free(n->slots);
+        free(n->path);
+        free(n);
+        return NULL;
+    }
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&n->answered, &cattr);
+    pthread_condattr_destroy(&cattr);
+    pthread_mutex_init(&n->lock, NULL);
+    n->refs = 1;
+    return n;
+}
+
 int vg_nvml_open(const char *path, struct vg_nvml **out, struct vg_err *err)
 {
     *out = NULL;
     path = vg_nvml_pick_path(path);
-    struct vg_nvml *n = calloc(1, sizeof *n);
-    if (!n || !(n->path = strdup(path))) {
-        free(n);
+    struct vg_nvml *n = vg_nvml_new(path);
+    if (!n)
         return vg_err_set(err, -ENOMEM, "out of memory loading NVML");
-    }
     dlerror();
     n->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!n->dl) {
@@ -346,16 +412,34 @@ int vg_nvml_open(const char *path, struct vg_nvml **out, struct vg_err *err)
     return 0;
 }
 
+/* The last one out (the owner, or a GPU reader that was stuck in the driver) shuts NVML down
+ * and closes the library. */
+static void vg_nvml_destroy(struct vg_nvml *n)
+{
+    if (n->initialised && n->f.shutdown)
+        n->f.shutdown();
+    if (n->dl)
+        dlclose(n->dl);
+    for (size_t i = 0; i < VG_NVML_MAX_GPUS; i++) {
+        vg_gpu_release(&n->slots[i].gpu);
+        vg_gpu_release(&n->slots[i].ident);
+    }
+    pthread_cond_destroy(&n->answered);
+    pthread_mutex_destroy(&n->lock);
+    free(n->slots);
+    free(n->path);
+    free(n);
+}
+
 void vg_nvml_free(struct vg_nvml *nvml)
 {
     if (!nvml)
         return;
-    if (nvml->initialised && nvml->f.shutdown)
-        nvml->f.shutdown();
-    if (nvml->dl)
-        dlclose(nvml->dl);
-    free(nvml->path);
-    free(nvml);
+    pthread_mutex_lock(&nvml->lock);
+    int refs = --nvml->refs;
+    pthread_mutex_unlock(&nvml->lock);
+    if (refs == 0)
+        vg_nvml_destroy(nvml);
 }
 
 /* ---- recording errors ------------------------------------------------------------------- */
@@ -406,14 +490,26 @@ static int vg_nvml_list_fail(const struct vg_nvml *n, struct vg_gpu_list *list, 
     return vg_nvml_add_error(&list->errors, &list->nerrors, func, st, msg);
 }
 
-/* What one device read needs: the client, the list, the device and its label. */
+/* What one device read needs: the client, the device and its label, where to note the API
+ * generations that answered, and the slot of the GPU reader it runs in. */
 struct vg_nvml_dev {
     struct vg_nvml *nvml;
-    struct vg_gpu_list *list;
+    struct vg_nvml_apis *apis;
     struct vg_gpu *g;
     nvmlDevice_t dev;
     long parent; /* the parent GPU's index for a MIG device, else -1 */
+    size_t slot; /* index into nvml->slots */
 };
+
+/* Note the call d's reader is about to make, so that if it never returns the GPU can say
+ * where it hangs. */
+static void vg_nvml_at(const struct vg_nvml_dev *d, const void *fn_slot)
+{
+    const char *name = vg_nvml_name_of(d->nvml, fn_slot);
+    pthread_mutex_lock(&d->nvml->lock);
+    d->nvml->slots[d->slot].at = name;
+    pthread_mutex_unlock(&d->nvml->lock);
+}
 
 /* Record a failed call on d's device ("GPU 2: func: text"); returns 0 or -ENOMEM. */
 static int vg_nvml_fail(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st, int optional)
@@ -436,6 +532,31 @@ static int vg_nvml_fail(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st
         msg = NULL;
     free(text);
     return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, st, msg);
+}
+
+/* "GPU 2" or "GPU 2/MIG 0", for messages. */
+static int vg_nvml_label(const struct vg_nvml_dev *d, char *out, size_t n)
+{
+    int r = d->parent >= 0 ? snprintf(out, n, "GPU %ld/MIG %u", d->parent, d->g->index)
+                           : snprintf(out, n, "GPU %u", d->g->index);
+    return r < 0 || (size_t)r >= n ? -1 : 0;
+}
+
+/* Record that a count the driver gave through slot (got) is beyond what it can mean (max):
+ * the call succeeded (status 0), its number did not. 0 or -ENOMEM. */
+static int vg_nvml_implausible(struct vg_nvml_dev *d, const void *slot, const char *what,
+                               unsigned got, unsigned max)
+{
+    const char *func = vg_nvml_name_of(d->nvml, slot);
+    char label[48];
+    char *msg = NULL;
+    if (vg_nvml_label(d, label, sizeof label) < 0 ||
+        asprintf(&msg,
+                 "%s: %s: the driver reports %u %s, more than a GPU can have (at most %u): "
+                 "only the first %u are read",
+                 label, func, got, what, max, max) < 0)
+        msg = NULL;
+    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, NVML_SUCCESS, msg);
 }
 
 /*
@@ -490,6 +611,7 @@ static int vg_nvml_dev_string(struct vg_nvml_dev *d, nvml_dev_string_fn const *s
     nvmlReturn_t st;
     if (!*slot)
         return 0;
+    vg_nvml_at(d, slot);
     int r = vg_nvml_get_string(*slot, NULL, d->dev, size, out, &st);
     if (r < 0)
         return r;
@@ -517,7 +639,10 @@ static int vg_nvml_read_minor(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    int r = f->minor ? vg_nvml_got(d, &f->minor, f->minor(d->dev, &v), 0, VG_GPU_K_MINOR) : 0;
+    if (!f->minor)
+        return 0;
+    vg_nvml_at(d, &f->minor);
+    int r = vg_nvml_got(d, &f->minor, f->minor(d->dev, &v), 0, VG_GPU_K_MINOR);
     if (r <= 0)
         return r;
     d->g->minor = v;
@@ -553,6 +678,7 @@ static int vg_nvml_read_pci(struct vg_nvml_dev *d)
         return 0;
     nvmlPciInfo_t pci;
     memset(&pci, 0, sizeof pci);
+    vg_nvml_at(d, &f->pci[v]);
     nvmlReturn_t st = f->pci[v](d->dev, &pci);
     if (st != NVML_SUCCESS)
         return vg_nvml_fail(d, &f->pci[v], st, 0);
@@ -585,8 +711,8 @@ static void vg_nvml_set_mem(struct vg_nvml_dev *d, uint64_t total, uint64_t used
     d->g->mem_used = used;
     d->g->mem_free = free_;
     d->g->known |= VG_GPU_K_MEM;
-    if (!d->list->mem_api)
-        d->list->mem_api = api;
+    if (!d->apis->mem_api)
+        d->apis->mem_api = api;
 }
 
 static int vg_nvml_read_memory(struct vg_nvml_dev *d)
@@ -597,6 +723,7 @@ static int vg_nvml_read_memory(struct vg_nvml_dev *d)
         nvmlMemory_v2_t m;
         memset(&m, 0, sizeof m);
         m.version = nvmlMemory_v2;
+        vg_nvml_at(d, &f->mem_v2);
         st = f->mem_v2(d->dev, &m);
         if (st == NVML_SUCCESS) {
             vg_nvml_set_mem(d, m.total, m.used, m.free, "v2");
@@ -611,6 +738,7 @@ static int vg_nvml_read_memory(struct vg_nvml_dev *d)
         return 0;
     nvmlMemory_t m;
     memset(&m, 0, sizeof m);
+    vg_nvml_at(d, &f->mem_v1);
     st = f->mem_v1(d->dev, &m);
     if (st != NVML_SUCCESS)
         return vg_nvml_fail(d, &f->mem_v1, st, 0);
@@ -624,7 +752,10 @@ static int vg_nvml_read_util(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     nvmlUtilization_t u = {0, 0};
-    int r = f->util ? vg_nvml_got(d, &f->util, f->util(d->dev, &u), 1, VG_GPU_K_UTIL) : 0;
+    if (!f->util)
+        return 0;
+    vg_nvml_at(d, &f->util);
+    int r = vg_nvml_got(d, &f->util, f->util(d->dev, &u), 1, VG_GPU_K_UTIL);
     if (r <= 0)
         return r;
     d->g->util_gpu = u.gpu;
@@ -636,7 +767,10 @@ static int vg_nvml_read_cc(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     int major = 0, minor = 0;
-    int r = f->cc ? vg_nvml_got(d, &f->cc, f->cc(d->dev, &major, &minor), 1, VG_GPU_K_CC) : 0;
+    if (!f->cc)
+        return 0;
+    vg_nvml_at(d, &f->cc);
+    int r = vg_nvml_got(d, &f->cc, f->cc(d->dev, &major, &minor), 1, VG_GPU_K_CC);
     if (r <= 0)
         return r;
     d->g->cc_major = major;
@@ -648,9 +782,10 @@ static int vg_nvml_read_persistence(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    int r = f->persistence
-                ? vg_nvml_got(d, &f->persistence, f->persistence(d->dev, &v), 1, VG_GPU_K_PERSIST)
-                : 0;
+    if (!f->persistence)
+        return 0;
+    vg_nvml_at(d, &f->persistence);
+    int r = vg_nvml_got(d, &f->persistence, f->persistence(d->dev, &v), 1, VG_GPU_K_PERSIST);
     if (r <= 0)
         return r;
     d->g->persistence = v == NVML_FEATURE_ENABLED;
@@ -661,9 +796,10 @@ static int vg_nvml_read_compute_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned v = 0;
-    int r = f->compute_mode ? vg_nvml_got(d, &f->compute_mode, f->compute_mode(d->dev, &v), 1,
-                                          VG_GPU_K_COMPUTE_MODE)
-                            : 0;
+    if (!f->compute_mode)
+        return 0;
+    vg_nvml_at(d, &f->compute_mode);
+    int r = vg_nvml_got(d, &f->compute_mode, f->compute_mode(d->dev, &v), 1, VG_GPU_K_COMPUTE_MODE);
     if (r <= 0)
         return r;
     d->g->compute_mode = v;
@@ -674,9 +810,10 @@ static int vg_nvml_read_mig_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
     unsigned cur = 0, pending = 0;
-    int r = f->mig_mode ? vg_nvml_got(d, &f->mig_mode, f->mig_mode(d->dev, &cur, &pending), 1,
-                                      VG_GPU_K_MIG_MODE)
-                        : 0;
+    if (!f->mig_mode)
+        return 0;
+    vg_nvml_at(d, &f->mig_mode);
+    int r = vg_nvml_got(d, &f->mig_mode, f->mig_mode(d->dev, &cur, &pending), 1, VG_GPU_K_MIG_MODE);
     if (r <= 0)
         return r;
     d->g->mig_current = cur;
@@ -691,10 +828,13 @@ static int vg_nvml_read_instance(struct vg_nvml_dev *d)
     unsigned gi = 0, ci = 0;
     if (!f->gpu_instance || !f->compute_instance)
         return 0;
+    vg_nvml_at(d, &f->gpu_instance);
     int r = vg_nvml_got(d, &f->gpu_instance, f->gpu_instance(d->dev, &gi), 1, 0);
-    if (r > 0)
+    if (r > 0) {
+        vg_nvml_at(d, &f->compute_instance);
         r = vg_nvml_got(d, &f->compute_instance, f->compute_instance(d->dev, &ci), 1,
                         VG_GPU_K_INSTANCE);
+    }
     if (r <= 0)
         return r;
     d->g->gpu_instance = gi;
@@ -780,26 +920,18 @@ static void vg_nvml_decode(const unsigned char *e, int version, unsigned type,
     }
 }
 
-static struct vg_gpu_proc *vg_nvml_find_proc(struct vg_gpu_proc *procs, size_t n, uint32_t pid)
-{
-    for (size_t i = 0; i < n; i++)
-        if (procs[i].pid == pid)
-            return &procs[i];
-    return NULL;
-}
-
 /*
  * Fold p into the entry q for the same pid. Within one list a pid appears more than once only
- * for separate contexts (e.g. on two MIG instances), so memory adds up (unknown if any part is).
- * Across lists compute, graphics and MPS report the same context, so a known value is taken
- * and the larger of two known ones kept.
+ * for separate contexts (e.g. on two MIG instances), so memory adds up (unknown if any part is;
+ * saturating, since the driver's figures are not trusted). Across lists compute, graphics and
+ * MPS report the same context, so a known value is taken and the larger of two known ones kept.
  */
 static void vg_nvml_fold(struct vg_gpu_proc *q, const struct vg_gpu_proc *p, int same_list)
 {
     q->types |= p->types;
     if (same_list) {
         q->used_known = q->used_known && p->used_known;
-        q->used_bytes = q->used_known ? q->used_bytes + p->used_bytes : 0;
+        q->used_bytes = q->used_known ? vg_sat_add(q->used_bytes, p->used_bytes) : 0;
         if (q->instance_known && (!p->instance_known || p->gpu_instance != q->gpu_instance ||
                                   p->compute_instance != q->compute_instance))
             q->instance_known = false;
@@ -816,38 +948,54 @@ static void vg_nvml_fold(struct vg_gpu_proc *q, const struct vg_gpu_proc *p, int
     }
 }
 
-/* Merge p into procs[0..*n) (capacity at least *n + 1). */
-static void vg_nvml_merge(struct vg_gpu_proc *procs, size_t *n, const struct vg_gpu_proc *p,
-                          int same_list)
+static int vg_nvml_cmp_proc(const void *a, const void *b)
 {
-    struct vg_gpu_proc *q = vg_nvml_find_proc(procs, *n, p->pid);
-    if (q)
-        vg_nvml_fold(q, p, same_list);
-    else
-        procs[(*n)++] = *p;
+    uint32_t x = ((const struct vg_gpu_proc *)a)->pid, y = ((const struct vg_gpu_proc *)b)->pid;
+    return x < y ? -1 : x > y;
 }
 
-/* Decode a filled buffer and merge it into the device's process list. */
+/*
+ * Decode a filled buffer and merge it into the device's process list, which stays sorted by
+ * pid with one entry per pid: the list is sorted and folded (same list), then merged with
+ * what the other lists gave. O(n log n), whatever the driver reports: a list of a million
+ * entries must not cost a million squared.
+ */
 static int vg_nvml_add_procs(struct vg_gpu *g, const unsigned char *buf, unsigned count,
                              int version, size_t stride, unsigned type)
 {
     struct vg_gpu_proc *mine = calloc(count ? count : 1, sizeof *mine);
-    struct vg_gpu_proc *all = realloc(g->procs, (g->nprocs + count + 1) * sizeof *all);
-    if (all)
-        g->procs = all;
+    struct vg_gpu_proc *all = calloc(g->nprocs + count + 1, sizeof *all);
     if (!mine || !all) {
         free(mine);
+        free(all);
         return -ENOMEM;
     }
+    for (unsigned i = 0; i < count; i++)
+        vg_nvml_decode(buf + (size_t)i * stride, version, type, &mine[i]);
+    if (count > 1)
+        qsort(mine, count, sizeof *mine, vg_nvml_cmp_proc);
     size_t nmine = 0;
     for (unsigned i = 0; i < count; i++) {
-        struct vg_gpu_proc p;
-        vg_nvml_decode(buf + (size_t)i * stride, version, type, &p);
-        vg_nvml_merge(mine, &nmine, &p, 1);
+        if (nmine && mine[nmine - 1].pid == mine[i].pid)
+            vg_nvml_fold(&mine[nmine - 1], &mine[i], 1);
+        else
+            mine[nmine++] = mine[i];
     }
-    for (size_t i = 0; i < nmine; i++)
-        vg_nvml_merge(g->procs, &g->nprocs, &mine[i], 0);
+    size_t a = 0, b = 0, n = 0;
+    while (a < g->nprocs || b < nmine) {
+        if (b == nmine || (a < g->nprocs && g->procs[a].pid < mine[b].pid)) {
+            all[n++] = g->procs[a++];
+        } else if (a == g->nprocs || mine[b].pid < g->procs[a].pid) {
+            all[n++] = mine[b++];
+        } else {
+            all[n] = g->procs[a++];
+            vg_nvml_fold(&all[n++], &mine[b++], 0);
+        }
+    }
     free(mine);
+    free(g->procs);
+    g->procs = all;
+    g->nprocs = n;
     return 0;
 }
 
@@ -857,10 +1005,10 @@ static const unsigned vg_nvml_ptype_bit[VG_PT_N] = {VG_PTYPE_COMPUTE, VG_PTYPE_G
 
 static void vg_nvml_note_proc_api(struct vg_nvml_dev *d, int version)
 {
-    if (!d->list->proc_api)
-        d->list->proc_api = vg_nvml_proc_api[version];
+    if (!d->apis->proc_api)
+        d->apis->proc_api = vg_nvml_proc_api[version];
     if (version == VG_PV3 && d->nvml->r535)
-        d->list->proc_stride_535 = true;
+        d->apis->stride_535 = true;
 }
 
 /* One list (compute, graphics or MPS), newest version first. *complete: the list was read, or
@@ -879,6 +1027,7 @@ static int vg_nvml_read_proc_list(struct vg_nvml_dev *d, int type, bool *complet
         size_t stride = vg_nvml_stride(d->nvml, v);
         unsigned char *buf = NULL;
         unsigned count = 0;
+        vg_nvml_at(d, &slots[v]);
         int r = vg_nvml_call_procs(slots[v], d->dev, stride, &buf, &count, &st);
         if (r < 0)
             return r;
@@ -935,6 +1084,7 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
     nvmlProcessUtilizationSample_t *buf = NULL;
     size_t cap = 0;
     unsigned count = 0;
+    vg_nvml_at(d, &f->proc_util);
     nvmlReturn_t st = f->proc_util(d->dev, NULL, &count, 0);
     for (int tries = 0; st == NVML_ERROR_INSUFFICIENT_SIZE && tries < VG_NVML_PROC_TRIES;
          tries++) {
@@ -952,6 +1102,7 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
         memset(buf, 0, want * sizeof(*buf));
         cap = want;
         count = (unsigned)cap;
+        vg_nvml_at(d, &f->proc_util);
         st = f->proc_util(d->dev, buf, &count, 0);
     }
     if (st == NVML_ERROR_NOT_FOUND) {
@@ -967,7 +1118,10 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
         g->procs[i].sm_util = 0;
     }
     for (size_t i = 0; i < count && i < cap; i++) {
-        struct vg_gpu_proc *p = vg_nvml_find_proc(g->procs, g->nprocs, buf[i].pid);
+        struct vg_gpu_proc key = {.pid = buf[i].pid};
+        struct vg_gpu_proc *p =
+            g->nprocs ? bsearch(&key, g->procs, g->nprocs, sizeof *g->procs, vg_nvml_cmp_proc)
+                      : NULL;
         unsigned u = buf[i].smUtil > 100 ? 100 : buf[i].smUtil;
         if (p && u > p->sm_util)
             p->sm_util = u;
@@ -1022,10 +1176,11 @@ static int vg_nvml_read_mig_device(struct vg_nvml_dev *pd, unsigned index, nvmlD
         return r;
     struct vg_nvml_dev d = {
         .nvml = pd->nvml,
-        .list = pd->list,
+        .apis = pd->apis,
         .g = mg,
         .dev = h,
         .parent = (long)pd->g->index,
+        .slot = pd->slot,
     };
     return vg_nvml_run_readers(&d, vg_nvml_mig_readers, VG_ARRAY_LEN(vg_nvml_mig_readers));
 }
@@ -1040,15 +1195,23 @@ static int vg_nvml_read_migs(struct vg_nvml_dev *d)
     if (!(g->known & VG_GPU_K_MIG_MODE) || g->mig_current != NVML_DEVICE_MIG_ENABLE ||
         !f->max_mig || !f->mig_handle)
         return 0;
+    vg_nvml_at(d, &f->max_mig);
     nvmlReturn_t st = f->max_mig(d->dev, &max);
     if (st != NVML_SUCCESS)
         return vg_nvml_fail(d, &f->max_mig, st, 1);
     if (max == 0)
         return 0;
+    if (max > VG_NVML_MAX_MIG) {
+        int r = vg_nvml_implausible(d, &f->max_mig, "MIG devices", max, VG_NVML_MAX_MIG);
+        if (r < 0)
+            return r;
+        max = VG_NVML_MAX_MIG;
+    }
     if (!(g->mig = calloc(max, sizeof *g->mig)))
         return -ENOMEM;
     for (unsigned i = 0; i < max; i++) {
         nvmlDevice_t h = NULL;
+        vg_nvml_at(d, &f->mig_handle);
         st = f->mig_handle(d->dev, i, &h);
         int r = 0;
         if (st == NVML_SUCCESS)
@@ -1061,32 +1224,288 @@ static int vg_nvml_read_migs(struct vg_nvml_dev *d)
     return 0;
 }
 
-static const vg_nvml_reader vg_nvml_gpu_readers[] = {
-    vg_nvml_read_name,         vg_nvml_read_uuid,     vg_nvml_read_minor, vg_nvml_read_pci,
-    vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,    vg_nvml_read_persistence,
-    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_proc_util,
-    vg_nvml_read_migs,
+/* A GPU's identity comes first and is published as it is read (vg_nvml_publish), so that a GPU
+ * whose later calls hang still says which it is and which device node is its. */
+static const vg_nvml_reader vg_nvml_ident_readers[] = {
+    vg_nvml_read_name,
+    vg_nvml_read_uuid,
+    vg_nvml_read_minor,
+    vg_nvml_read_pci,
 };
 
-/* Read GPU index into g. A handle that cannot be had leaves the GPU lost with only its index. */
-static int vg_nvml_read_gpu(struct vg_nvml *n, struct vg_gpu_list *list, unsigned index,
-                            struct vg_gpu *g)
+static const vg_nvml_reader vg_nvml_gpu_readers[] = {
+    vg_nvml_read_memory,      vg_nvml_read_util,         vg_nvml_read_cc,
+    vg_nvml_read_persistence, vg_nvml_read_compute_mode, vg_nvml_read_mig_mode,
+    vg_nvml_read_procs,       vg_nvml_read_proc_util,    vg_nvml_read_migs,
+};
+
+/* Copy the identity fields of src (name, UUID, minor, PCI) into dst, which holds none. On
+ * out of memory a field is left out (its known bit clear). */
+static void vg_nvml_copy_ident(struct vg_gpu *dst, const struct vg_gpu *src)
+{
+    if ((src->known & VG_GPU_K_NAME) && (dst->name = strdup(src->name)))
+        dst->known |= VG_GPU_K_NAME;
+    if ((src->known & VG_GPU_K_UUID) && (dst->uuid = strdup(src->uuid)))
+        dst->known |= VG_GPU_K_UUID;
+    if (src->known & VG_GPU_K_MINOR) {
+        dst->minor = src->minor;
+        dst->known |= VG_GPU_K_MINOR;
+    }
+    if ((src->known & VG_GPU_K_PCI) && (dst->pci_bus_id = strdup(src->pci_bus_id))) {
+        dst->pci_domain = src->pci_domain;
+        dst->pci_bus = src->pci_bus;
+        dst->pci_device = src->pci_device;
+        dst->known |= VG_GPU_K_PCI;
+    }
+}
+
+static void vg_nvml_publish(const struct vg_nvml_dev *d)
+{
+    struct vg_nvml_slot *s = &d->nvml->slots[d->slot];
+    pthread_mutex_lock(&d->nvml->lock);
+    vg_gpu_release(&s->ident);
+    memset(&s->ident, 0, sizeof s->ident);
+    vg_nvml_copy_ident(&s->ident, d->g);
+    pthread_mutex_unlock(&d->nvml->lock);
+}
+
+/* Read GPU index into g (zeroed). A handle that cannot be had leaves the GPU lost with only its
+ * index. Returns 0 or -ENOMEM. */
+static int vg_nvml_read_gpu(struct vg_nvml *n, unsigned index, struct vg_gpu *g,
+                            struct vg_nvml_apis *apis)
 {
     const struct vg_nvml_fns *f = &n->f;
-    struct vg_nvml_dev d = {.nvml = n, .list = list, .g = g, .dev = NULL, .parent = -1};
+    struct vg_nvml_dev d = {
+        .nvml = n, .apis = apis, .g = g, .dev = NULL, .parent = -1, .slot = index};
     const nvml_handle_by_index_fn *slot = f->handle[0] ? &f->handle[0] : &f->handle[1];
     g->index = index;
     if (!*slot) {
         g->lost = true;
         return 0;
     }
+    vg_nvml_at(&d, slot);
     nvmlReturn_t st = (*slot)(index, &d.dev);
     if (st != NVML_SUCCESS) {
         int r = vg_nvml_fail(&d, slot, st, 0);
         g->lost = true;
         return r;
     }
+    for (size_t i = 0; i < VG_ARRAY_LEN(vg_nvml_ident_readers); i++) {
+        int r = vg_nvml_ident_readers[i](&d);
+        if (r < 0)
+            return r;
+        vg_nvml_publish(&d);
+    }
     return vg_nvml_run_readers(&d, vg_nvml_gpu_readers, VG_ARRAY_LEN(vg_nvml_gpu_readers));
+}
+
+/* ---- one thread per GPU ----------------------------------------------------------------- */
+
+struct vg_nvml_job {
+    struct vg_nvml *n;
+    unsigned index;
+};
+
+/* A GPU reader: reads one GPU and hands the answer over to the read its slot now belongs to, if
+ * that read is still waiting: its own, or a later one that found it still busy and took it
+ * over (a late answer is a fresh one). An answer no read waits for is dropped (the read it was
+ * for already called the GPU hung) and only frees the slot. */
+static void *vg_nvml_reader_main(void *arg)
+{
+    struct vg_nvml_job job = *(struct vg_nvml_job *)arg;
+    free(arg);
+    struct vg_nvml *n = job.n;
+    struct vg_gpu g;
+    memset(&g, 0, sizeof g);
+    struct vg_nvml_apis apis = {0};
+    int rc = vg_nvml_read_gpu(n, job.index, &g, &apis);
+
+    pthread_mutex_lock(&n->lock);
+    struct vg_nvml_slot *s = &n->slots[job.index];
+    bool taken = n->waiting != 0 && s->read == n->waiting;
+    if (taken) {
+        s->gpu = g;
+        s->apis = apis;
+        s->rc = rc;
+        s->done = true;
+        if (s->counted)
+            n->pending--;
+        pthread_cond_broadcast(&n->answered);
+    }
+    s->busy = false;
+    /* Let go in the same breath as the answer: a reader that answered in time is never the one
+     * that shuts NVML down (its owner is), so that stays where the owner can bound it. */
+    int refs = --n->refs;
+    pthread_mutex_unlock(&n->lock);
+    if (!taken)
+        vg_gpu_release(&g);
+    if (refs == 0)
+        vg_nvml_destroy(n);
+    return NULL;
+}
+
+/* Start the reader of GPU index (its slot says for which read); called with n->lock held. 0 or
+ * a pthread error. */
+static int vg_nvml_spawn(struct vg_nvml *n, unsigned index)
+{
+    struct vg_nvml_job *job = malloc(sizeof *job);
+    if (!job)
+        return ENOMEM;
+    *job = (struct vg_nvml_job){.n = n, .index = index};
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t tid;
+        n->refs++;
+        rc = pthread_create(&tid, &attr, vg_nvml_reader_main, job);
+        if (rc)
+            n->refs--;
+        pthread_attr_destroy(&attr);
+    }
+    if (rc)
+        free(job);
+    return rc;
+}
+
+static double vg_nvml_elapsed(const struct timespec *from, const struct timespec *to)
+{
+    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
+}
+
+/* g (zeroed, index set) is a GPU whose reader has not answered: mark it hung, with the
+ * identity it published and an error naming the call it is in. Called with the lock held.
+ * 0 or -ENOMEM. */
+static int vg_nvml_mark_hung(const struct vg_nvml_slot *s, struct vg_gpu *g,
+                             const struct timespec *now)
+{
+    vg_nvml_copy_ident(g, &s->ident);
+    g->hung = true;
+    double secs = vg_nvml_elapsed(&s->since, now);
+    char *msg = NULL;
+    if (asprintf(&msg,
+                 "GPU %u: %s has not returned after %.1f s (a driver call is hung): the "
+                 "GPU's figures are unknown",
+                 g->index, s->at, secs) < 0)
+        msg = NULL;
+    return vg_nvml_add_error(&g->errors, &g->nerrors, s->at, NVML_ERROR_TIMEOUT, msg);
+}
+
+/* Merge one GPU's API notes into the list: the first GPU that answered decides. */
+static void vg_nvml_merge_apis(struct vg_gpu_list *list, const struct vg_nvml_apis *a)
+{
+    if (!list->proc_api)
+        list->proc_api = a->proc_api;
+    if (!list->mem_api)
+        list->mem_api = a->mem_api;
+    list->proc_stride_535 |= a->stride_535;
+}
+
+int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct timespec *deadline,
+                      struct vg_err *err)
+{
+    size_t count = list->ngpus;
+    if (count == 0)
+        return 0;
+    if (count > VG_NVML_MAX_GPUS)
+        return vg_err_set(err, -EINVAL, "cannot read %zu GPUs: at most %u", count,
+                          VG_NVML_MAX_GPUS);
+    /* Per GPU: 1 its reader works for this read (started now, or still busy since an earlier
+     * read and taken over), 3 no thread could be started (read here), 2 read here. */
+    unsigned char *started = calloc(count, 1);
+    if (!started)
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+    const nvml_handle_by_index_fn *hslot = n->f.handle[0] ? &n->f.handle[0] : &n->f.handle[1];
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double budget = deadline ? vg_nvml_elapsed(&now, deadline) : 0;
+    int rc = 0;
+    size_t inline_reads = 0;
+
+    pthread_mutex_lock(&n->lock);
+    uint64_t read = ++n->reads;
+    n->waiting = read;
+    n->pending = 0;
+    for (size_t i = 0; i < count; i++) {
+        struct vg_nvml_slot *s = &n->slots[i];
+        if (s->busy) {
+            /* Still in the driver since an earlier read: no second call is queued behind it,
+             * but its answer, if it comes before this read ends, is this read's. It is waited
+             * for only while it has been busy for less than this read's whole budget (an
+             * earlier read that gave up at once, its deadline spent on host-wide calls): one
+             * stuck longer is reported hung at once, so that it costs later samples nothing. */
+            s->read = read;
+            s->done = false;
+            started[i] = 1;
+            s->counted = !deadline || vg_nvml_elapsed(&s->since, &now) < budget;
+            n->pending += s->counted;
+            continue;
+        }
+        vg_gpu_release(&s->ident);
+        memset(&s->ident, 0, sizeof s->ident);
+        s->busy = true;
+        s->read = read;
+        s->since = now;
+        s->at = vg_nvml_name_of(n, hslot);
+        s->done = false;
+        s->counted = true;
+        if (vg_nvml_spawn(n, (unsigned)i) == 0) {
+            started[i] = 1;
+            n->pending++;
+        } else {
+            s->busy = false;
+            started[i] = 3;
+            inline_reads++;
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+
+    /* No thread to be had (a process at its thread limit): read those GPUs here, in turn. The
+     * caller's own deadline still bounds the whole read; only the isolation is lost. */
+    for (size_t i = 0; inline_reads && i < count && rc == 0; i++) {
+        if (started[i] != 3)
+            continue;
+        struct vg_nvml_apis apis = {0};
+        rc = vg_nvml_read_gpu(n, (unsigned)i, &list->gpus[i], &apis);
+        vg_nvml_merge_apis(list, &apis);
+        started[i] = 2;
+    }
+
+    pthread_mutex_lock(&n->lock);
+    /* Any error but a wake-up ends the wait (ETIMEDOUT, or EINVAL for a bad deadline): what
+     * has not answered then is hung, never waited for forever. */
+    int wrc = 0;
+    while (n->pending && wrc == 0)
+        wrc = deadline ? pthread_cond_timedwait(&n->answered, &n->lock, deadline)
+                       : pthread_cond_wait(&n->answered, &n->lock);
+    n->waiting = 0;
+    n->pending = 0;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    for (size_t i = 0; i < count; i++) {
+        struct vg_nvml_slot *s = &n->slots[i];
+        struct vg_gpu *g = &list->gpus[i];
+        if (started[i] == 2)
+            continue;
+        if (started[i] && s->done) {
+            vg_gpu_release(g);
+            *g = s->gpu;
+            memset(&s->gpu, 0, sizeof s->gpu);
+            s->done = false;
+            vg_nvml_merge_apis(list, &s->apis);
+            if (s->rc < 0 && rc == 0)
+                rc = s->rc;
+            continue;
+        }
+        g->index = (unsigned)i;
+        int r = vg_nvml_mark_hung(s, g, &now);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    pthread_mutex_unlock(&n->lock);
+    free(started);
+    if (rc < 0)
+        return vg_err_set(err, rc, "out of memory reading GPUs");
+    return 0;
 }
 
 /* ---- the whole host --------------------------------------------------------------------- */
@@ -1124,6 +1543,9 @@ static int vg_nvml_read_versions(struct vg_nvml *n, struct vg_gpu_list *list)
     return 0;
 }
 
+/* The device count, capped at VG_NVML_MAX_GPUS: a larger one is recorded as an error on the
+ * list and only the first GPUs are read, so a driver that reports 4294967295 GPUs costs 256
+ * handle lookups, not an allocation that fails (or a quadratic read of a hundred thousand). */
 static int vg_nvml_count(struct vg_nvml *n, struct vg_gpu_list *list, unsigned *count,
                          struct vg_err *err)
 {
@@ -1133,8 +1555,21 @@ static int vg_nvml_count(struct vg_nvml *n, struct vg_gpu_list *list, unsigned *
         return vg_err_set(err, -ENOSYS, "cannot count GPUs: '%s' has no nvmlDeviceGetCount",
                           n->path);
     nvmlReturn_t st = (*slot)(count);
-    if (st == NVML_SUCCESS)
+    if (st == NVML_SUCCESS && *count <= VG_NVML_MAX_GPUS)
         return 0;
+    if (st == NVML_SUCCESS) {
+        const char *func = vg_nvml_name_of(n, slot);
+        char *msg = NULL;
+        if (asprintf(&msg,
+                     "%s: the driver reports %u GPUs, more than NVML can address (at most "
+                     "%u, one per minor number of /dev/nvidia*): only the first %u are read",
+                     func, *count, VG_NVML_MAX_GPUS, VG_NVML_MAX_GPUS) < 0)
+            msg = NULL;
+        *count = VG_NVML_MAX_GPUS;
+        if (vg_nvml_add_error(&list->errors, &list->nerrors, func, NVML_SUCCESS, msg) < 0)
+            return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+        return 0;
+    }
     if (vg_nvml_list_fail(n, list, slot, st, 0) < 0)
         return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
     char *text = vg_nvml_status_text(n, st);
@@ -1144,33 +1579,29 @@ static int vg_nvml_count(struct vg_nvml *n, struct vg_gpu_list *list, unsigned *
     return code;
 }
 
-static int vg_nvml_read_all(struct vg_nvml *n, struct vg_gpu_list *list, struct vg_err *err)
+int vg_nvml_read_host(struct vg_nvml *nvml, struct vg_gpu_list *list, struct vg_err *err)
 {
+    list->loaded = true;
+    if (!(list->library = strdup(nvml->path)))
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
     unsigned count = 0;
-    int r = vg_nvml_read_versions(n, list);
-    if (r < 0)
-        return r;
-    r = vg_nvml_count(n, list, &count, err);
+    int r = vg_nvml_read_versions(nvml, list);
+    if (r == 0)
+        r = vg_nvml_count(nvml, list, &count, err);
+    else
+        vg_err_set(err, r, "out of memory reading GPUs");
     if (r < 0 || count == 0)
         return r;
     if (!(list->gpus = calloc(count, sizeof *list->gpus)))
-        return -ENOMEM;
-    for (unsigned i = 0; i < count; i++) {
-        list->ngpus = i + 1;
-        r = vg_nvml_read_gpu(n, list, i, &list->gpus[i]);
-        if (r < 0)
-            return r;
-    }
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+    list->ngpus = count;
+    for (unsigned i = 0; i < count; i++)
+        list->gpus[i].index = i;
     return 0;
 }
 
 int vg_nvml_read(struct vg_nvml *nvml, struct vg_gpu_list *list, struct vg_err *err)
 {
-    list->loaded = true;
-    if (!(list->library = strdup(nvml->path)))
-        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
-    int r = vg_nvml_read_all(nvml, list, err);
-    if (r == -ENOMEM)
-        return vg_err_set(err, r, "out of memory reading GPUs");
-    return r;
+    int r = vg_nvml_read_host(nvml, list, err);
+    return r ? r : vg_nvml_read_gpus(nvml, list, NULL, err);
 }

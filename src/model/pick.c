@@ -19,9 +19,11 @@ const char *vg_pick_reason_str(enum vg_pick_reason r)
     case VG_PICK_OK:
         return "free enough";
     case VG_PICK_LOST:
-        return "lost by the driver";
+        return "lost by the driver, or its calls hang";
     case VG_PICK_NO_UUID:
         return "UUID unknown";
+    case VG_PICK_BAD_UUID:
+        return "its UUID is not well-formed";
     case VG_PICK_MIG:
         return "in MIG mode (name a MIG device with --gpus MIG-...)";
     case VG_PICK_EXCLUDED:
@@ -62,10 +64,12 @@ enum vg_pick_reason vg_pick_judge(const struct vg_gpu_list *list, size_t i,
 {
     const struct vg_gpu *g = &list->gpus[i];
     *need_bytes = 0;
-    if (g->lost)
+    if (g->lost || g->hung)
         return VG_PICK_LOST;
     if (!(g->known & VG_GPU_K_UUID) || !g->uuid)
         return VG_PICK_NO_UUID;
+    if (!vg_visible_uuid_ok(g->uuid))
+        return VG_PICK_BAD_UUID;
     if (((g->known & VG_GPU_K_MIG_MODE) && g->mig_current) || g->nmig > 0)
         return VG_PICK_MIG;
     if (c->excluded && c->excluded[i])

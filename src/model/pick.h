@@ -4,13 +4,13 @@
  * --min-free, --max-util, --gpus, --exclude). Pure: reads only its arguments, so `pick` and
  * `run --gpus auto:N` share one policy and the unit tests pin it down.
  *
- * The policy: a GPU is eligible when it is a whole GPU that answered (not lost, UUID known, not
- * in MIG mode), is not excluded, not reserved by a running `vramguard run`, has at least the
- * requested free memory (bytes, or a fraction of its total) and at most the requested
- * utilisation. Eligible GPUs come most free memory first; ties go to the lower utilisation,
- * then to the lower index. Unknown is not zero: a GPU whose memory is unknown is never eligible
- * while a memory floor applies; unknown utilisation disqualifies only when the caller asked
- * for a ceiling explicitly.
+ * The policy: a GPU is eligible when it is a whole GPU that answered (not lost or hung, its UUID
+ * known and well-formed, not in MIG mode), is not excluded, not reserved by a running
+ * `vramguard run`, has at least the requested free memory (bytes, or a fraction of its total)
+ * and at most the requested utilisation. Eligible GPUs come most free memory first; ties go to
+ * the lower utilisation, then to the lower index. Unknown is not zero: a GPU whose memory is
+ * unknown is never eligible while a memory floor applies; unknown utilisation disqualifies only
+ * when the caller asked for a ceiling explicitly.
  *
  * Ownership: vg_pick_rank() writes into a caller array; vg_pick_sel arrays from
  * vg_pick_resolve_list() are the caller's to free().
@@ -48,6 +48,8 @@ enum vg_pick_reason {
     VG_PICK_OK,
     VG_PICK_LOST,         /* the driver lost it, or did not answer for it */
     VG_PICK_NO_UUID,      /* UUID unknown: it cannot be named in CUDA_VISIBLE_DEVICES */
+    VG_PICK_BAD_UUID,     /* the driver's UUID is not well-formed (vg_visible_uuid_ok): naming
+                           * it there would be several entries, or none */
     VG_PICK_MIG,          /* in MIG mode: name a MIG device explicitly */
     VG_PICK_EXCLUDED,     /* --exclude */
     VG_PICK_RESERVED,     /* locked by a running `vramguard run` */

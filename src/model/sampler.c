@@ -11,6 +11,12 @@
  *
  * NVML is opened lazily by the worker and closed again after a read fails, so a driver that is
  * loaded, restarted or upgraded while `watch` runs is picked up at the next sample.
+ *
+ * Each request carries its deadline: the worker reads each GPU on a thread of its own until
+ * then (vg_nvml_read_gpus), so one GPU whose call hangs is marked hung and costs only its own
+ * figures, and the NVML session remembers it so later samples do not queue behind it. Once the
+ * worker is past the host-wide calls it makes no driver call before answering, so the sampler
+ * gives it a short grace past the deadline rather than call the whole driver hung.
  */
 #include "model/sampler.h"
 
@@ -25,6 +31,10 @@
 #include "proc/proc.h"
 #include "util/clock.h"
 
+/* How long past the deadline the sampler waits for a worker that is reading GPUs (no host-wide
+ * call left): it only has to wake up and hand the list over. */
+#define VG_SAMPLER_GRACE_MS 2000u
+
 struct vg_sampler_worker {
     pthread_mutex_t lock;
     pthread_cond_t wake;      /* the worker waits here for a request or stop */
@@ -33,6 +43,8 @@ struct vg_sampler_worker {
     bool stop;
     bool finished;                /* the worker has shut NVML down and is about to return */
     uint64_t asked, answered_seq; /* request numbers */
+    struct timespec deadline;     /* of request `asked` (CLOCK_MONOTONIC) */
+    uint64_t gpus_phase; /* the request whose GPUs are being read: no host-wide call left */
     char *path;
     /* the answer to request answered_seq, until the sampler takes it */
     int rc;
@@ -91,13 +103,20 @@ static void vg_worker_unref(struct vg_sampler_worker *w)
 /* One read. NVML stays open between reads and is closed after a failure, to be opened afresh
  * next time (a restarted driver answers UNINITIALIZED to the old session). */
 static int vg_worker_read(struct vg_sampler_worker *w, struct vg_nvml **nvml,
-                          struct vg_gpu_list *list, struct vg_err *err)
+                          struct vg_gpu_list *list, uint64_t seq, const struct timespec *deadline,
+                          struct vg_err *err)
 {
     int rc = 0;
     if (!*nvml)
         rc = vg_nvml_open(w->path, nvml, err);
     if (rc == 0)
-        rc = vg_nvml_read(*nvml, list, err);
+        rc = vg_nvml_read_host(*nvml, list, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&w->lock);
+        w->gpus_phase = seq;
+        pthread_mutex_unlock(&w->lock);
+        rc = vg_nvml_read_gpus(*nvml, list, deadline, err);
+    }
     if (rc != 0) {
         vg_gpu_list_release(list);
         vg_nvml_free(*nvml);
@@ -117,12 +136,13 @@ static void *vg_worker_main(void *arg)
         if (w->stop)
             break;
         uint64_t seq = w->asked;
+        struct timespec deadline = w->deadline;
         pthread_mutex_unlock(&w->lock);
 
         struct vg_gpu_list list;
         vg_gpu_list_init(&list);
         struct vg_err err = VG_ERR_INIT;
-        int rc = vg_worker_read(w, &nvml, &list, &err);
+        int rc = vg_worker_read(w, &nvml, &list, seq, &deadline, &err);
 
         pthread_mutex_lock(&w->lock);
         vg_gpu_list_release(&w->list);
@@ -287,14 +307,20 @@ static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, cha
     pthread_mutex_lock(&w->lock);
     bool busy = w->answered_seq != w->asked;
     if (!busy) {
+        struct timespec deadline = now, grace;
+        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
+        grace = deadline;
+        vg_ts_add_ms(&grace, VG_SAMPLER_GRACE_MS);
         w->asked++;
+        w->deadline = deadline;
         s->hung_since = now;
         pthread_cond_signal(&w->wake);
-        struct timespec deadline = now;
-        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
         int wrc = 0;
         while (w->answered_seq != w->asked && wrc != ETIMEDOUT)
             wrc = pthread_cond_timedwait(&w->answered, &w->lock, &deadline);
+        wrc = 0;
+        while (w->answered_seq != w->asked && w->gpus_phase == w->asked && wrc != ETIMEDOUT)
+            wrc = pthread_cond_timedwait(&w->answered, &w->lock, &grace);
         busy = w->answered_seq != w->asked;
     }
     int rc;

@@ -1,6 +1,10 @@
 /*
  * Building the snapshot (see snapshot.h): driver first, under a deadline, so that the PIDs it
  * reports can be read from /proc in the same pass as the device-node holders; then the join.
+ *
+ * Nothing here is quadratic in the number of GPUs, holdings or processes, whatever the driver
+ * or /proc report: lookups go through sorted indexes (by minor number, by (GPU, PID)) and
+ * binary search, and sums saturate.
  */
 #include "model/snapshot.h"
 
@@ -13,6 +17,7 @@
 
 #include "gpu/collect.h"
 #include "util/clock.h"
+#include "util/sat.h"
 
 struct vg_snapshot *vg_snap_new(void)
 {
@@ -80,66 +85,153 @@ static int vg_hold_add_nvml(struct vg_hold_vec *hv, size_t gi, int mig, const st
     return 0;
 }
 
+static int vg_cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* NVML's lists. On a MIG-enabled GPU the MIG devices' own lists are authoritative (they carry
- * per-instance memory); the parent's list only adds PIDs no MIG device reported. */
+ * per-instance memory); the parent's list only adds PIDs no MIG device reported (looked up in
+ * the MIG devices' PIDs, sorted). */
 static int vg_snap_join_nvml(struct vg_hold_vec *hv, const struct vg_gpu_list *gpus)
 {
-    for (size_t gi = 0; gi < gpus->ngpus; gi++) {
+    pid_t *mig_pids = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t gi = 0; gi < gpus->ngpus && !rc; gi++) {
         const struct vg_gpu *g = &gpus->gpus[gi];
-        size_t first = hv->n;
-        for (size_t m = 0; m < g->nmig; m++) {
+        size_t nmig_pids = 0;
+        for (size_t m = 0; m < g->nmig && !rc; m++) {
             const struct vg_gpu *mg = &g->mig[m];
-            for (size_t k = 0; k < mg->nprocs; k++) {
-                struct vg_gpu_proc *p = &mg->procs[k];
-                int rc = vg_hold_add_nvml(hv, gi, (int)m, g, p);
-                if (rc)
-                    return rc;
+            for (size_t k = 0; k < mg->nprocs && !rc; k++) {
+                if (nmig_pids == cap) {
+                    size_t ncap = cap ? cap * 2 : 64;
+                    pid_t *v = realloc(mig_pids, ncap * sizeof(*v));
+                    if (!v) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    mig_pids = v;
+                    cap = ncap;
+                }
+                mig_pids[nmig_pids++] = (pid_t)mg->procs[k].pid;
+                rc = vg_hold_add_nvml(hv, gi, (int)m, g, &mg->procs[k]);
             }
         }
-        size_t after_mig = hv->n;
-        for (size_t k = 0; k < g->nprocs; k++) {
+        if (nmig_pids > 1)
+            qsort(mig_pids, nmig_pids, sizeof(*mig_pids), vg_cmp_pid);
+        for (size_t k = 0; k < g->nprocs && !rc; k++) {
             const struct vg_gpu_proc *p = &g->procs[k];
-            bool in_mig = false;
-            for (size_t i = first; i < after_mig && !in_mig; i++)
-                in_mig = hv->v[i].pid == (pid_t)p->pid;
-            if (in_mig)
+            pid_t pid = (pid_t)p->pid;
+            if (nmig_pids && bsearch(&pid, mig_pids, nmig_pids, sizeof(pid), vg_cmp_pid))
                 continue;
-            int rc = vg_hold_add_nvml(hv, gi, -1, g, p);
-            if (rc)
-                return rc;
+            rc = vg_hold_add_nvml(hv, gi, -1, g, p);
         }
     }
-    return 0;
+    free(mig_pids);
+    return rc;
 }
 
-static size_t vg_snap_gpu_by_minor(const struct vg_gpu_list *gpus, unsigned minor)
+/* GPUs by minor number, for the device-node join: (minor, GPU) pairs sorted by minor, the
+ * first GPU listed winning when a driver gives two the same minor (as vg_gpu_list_by_minor). */
+struct vg_minor_ix {
+    unsigned minor;
+    size_t gpu;
+};
+
+static int vg_cmp_minor_ix(const void *a, const void *b)
 {
-    const struct vg_gpu *g = vg_gpu_list_by_minor(gpus, minor);
-    return g ? (size_t)(g - gpus->gpus) : VG_SNAP_NO_GPU;
+    const struct vg_minor_ix *x = a, *y = b;
+    if (x->minor != y->minor)
+        return x->minor < y->minor ? -1 : 1;
+    return x->gpu < y->gpu ? -1 : x->gpu > y->gpu;
 }
 
-/* Device-node holders: mark what NVML already listed, add the rest as fd-only. */
+static size_t vg_minor_ix_find(const struct vg_minor_ix *ix, size_t n, unsigned minor)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix[mid].minor < minor)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ix[lo].minor == minor ? ix[lo].gpu : VG_SNAP_NO_GPU;
+}
+
+/* The NVML holdings by (GPU, PID): positions into the holdings vector. */
+struct vg_hold_ix {
+    size_t gpu;
+    pid_t pid;
+    size_t pos;
+};
+
+static int vg_cmp_hold_ix(const void *a, const void *b)
+{
+    const struct vg_hold_ix *x = a, *y = b;
+    if (x->gpu != y->gpu)
+        return x->gpu < y->gpu ? -1 : 1;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Device-node holders: mark what NVML already listed, add the rest as fd-only. Each lookup is a
+ * binary search: a host where many processes hold nodes and the driver lists many PIDs costs
+ * (holdings + descriptors) x log, never their product. */
 static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gpus,
                             const struct vg_proc_table *procs)
 {
-    for (size_t i = 0; i < procs->n; i++) {
+    size_t nnvml = hv->n, nminor = 0;
+    struct vg_minor_ix *mix = gpus->ngpus ? calloc(gpus->ngpus, sizeof(*mix)) : NULL;
+    struct vg_hold_ix *hix = nnvml ? calloc(nnvml, sizeof(*hix)) : NULL;
+    if ((gpus->ngpus && !mix) || (nnvml && !hix)) {
+        free(mix);
+        free(hix);
+        return -ENOMEM;
+    }
+    for (size_t gi = 0; gi < gpus->ngpus; gi++)
+        if (gpus->gpus[gi].known & VG_GPU_K_MINOR)
+            mix[nminor++] = (struct vg_minor_ix){gpus->gpus[gi].minor, gi};
+    if (nminor > 1)
+        qsort(mix, nminor, sizeof(*mix), vg_cmp_minor_ix);
+    for (size_t j = 0; j < nnvml; j++)
+        hix[j] = (struct vg_hold_ix){hv->v[j].gpu, hv->v[j].pid, j};
+    if (nnvml > 1)
+        qsort(hix, nnvml, sizeof(*hix), vg_cmp_hold_ix);
+
+    int rc = 0;
+    for (size_t i = 0; i < procs->n && !rc; i++) {
         const struct vg_proc *p = &procs->procs[i];
-        for (size_t k = 0; k < p->ndev_minors; k++) {
+        for (size_t k = 0; k < p->ndev_minors && !rc; k++) {
             unsigned minor = p->dev_minors[k];
-            size_t gi = vg_snap_gpu_by_minor(gpus, minor);
+            size_t gi = vg_minor_ix_find(mix, nminor, minor);
             bool marked = false;
-            for (size_t j = 0; j < hv->n; j++) {
-                struct vg_holding *h = &hv->v[j];
-                if (h->pid == p->pid && h->gpu == gi && gi != VG_SNAP_NO_GPU) {
-                    h->seen |= VG_SEEN_FD;
+            if (gi != VG_SNAP_NO_GPU) {
+                /* the first index entry for (gi, pid), then every one after it */
+                size_t lo = 0, hi = nnvml;
+                struct vg_hold_ix key = {gi, p->pid, 0};
+                while (lo < hi) {
+                    size_t mid = lo + (hi - lo) / 2;
+                    if (vg_cmp_hold_ix(&hix[mid], &key) < 0)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                for (; lo < nnvml && hix[lo].gpu == gi && hix[lo].pid == p->pid; lo++) {
+                    hv->v[hix[lo].pos].seen |= VG_SEEN_FD;
                     marked = true;
                 }
             }
             if (marked)
                 continue;
             struct vg_holding *h = vg_hold_push(hv);
-            if (!h)
-                return -ENOMEM;
+            if (!h) {
+                rc = -ENOMEM;
+                break;
+            }
             h->gpu = gi;
             h->minor = minor;
             h->minor_known = true;
@@ -147,7 +239,9 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
             h->seen = VG_SEEN_FD;
         }
     }
-    return 0;
+    free(mix);
+    free(hix);
+    return rc;
 }
 
 /*
@@ -201,8 +295,7 @@ static void vg_snap_sum(struct vg_snapshot *snap)
         s->nholders++;
         /* the driver's figures are not trusted to be sane: saturate, never wrap */
         if (h->used_known)
-            s->held_bytes = h->used_bytes > UINT64_MAX - s->held_bytes ? UINT64_MAX
-                                                                       : s->held_bytes + h->used_bytes;
+            s->held_bytes = vg_sat_add(s->held_bytes, h->used_bytes);
         else if (h->seen & VG_SEEN_NVML)
             s->nholders_unknown++;
     }
@@ -366,15 +459,26 @@ fail:
     return rc;
 }
 
+/* The first holding whose GPU is at least gpu (holdings are sorted by GPU). */
+static size_t vg_snap_lower(const struct vg_snapshot *snap, size_t gpu)
+{
+    size_t lo = 0, hi = snap->nholdings;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (snap->holdings[mid].gpu < gpu)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first,
                           size_t *count)
 {
-    size_t i = 0;
-    while (i < snap->nholdings && snap->holdings[i].gpu < gpu)
-        i++;
-    size_t j = i;
-    while (j < snap->nholdings && snap->holdings[j].gpu == gpu)
-        j++;
+    /* called once per GPU by every renderer: two binary searches, not a walk from the start */
+    size_t i = vg_snap_lower(snap, gpu);
+    size_t j = gpu == VG_SNAP_NO_GPU ? snap->nholdings : vg_snap_lower(snap, gpu + 1);
     *first = i;
     *count = j - i;
 }
@@ -466,6 +570,8 @@ unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     if (g->lost)
         u |= VG_SNAP_UNCHECKED_LOST;
+    if (g->hung)
+        u |= VG_SNAP_UNCHECKED_HUNG;
     if (!(g->known & VG_GPU_K_MEM))
         u |= VG_SNAP_UNCHECKED_MEMORY;
     if (!(g->known & VG_GPU_K_PROCS))
@@ -484,6 +590,7 @@ const char *vg_snap_unchecked_id(unsigned bit)
     case VG_SNAP_UNCHECKED_PROCESSES: return "processes";
     case VG_SNAP_UNCHECKED_MINOR: return "minor";
     case VG_SNAP_UNCHECKED_DESCRIPTORS: return "descriptors";
+    case VG_SNAP_UNCHECKED_HUNG: return "hung";
     }
     return NULL;
 }
@@ -495,17 +602,25 @@ bool vg_snap_holders_may_hide(const struct vg_snapshot *snap)
 
 size_t vg_snap_unread_envs(const struct vg_snapshot *snap)
 {
+    /* holdings are sorted by GPU, not process: each process counts once, so mark the entries
+     * of the process table (by index) rather than look back over the holdings */
+    if (!snap->procs.n)
+        return 0;
+    unsigned char *seen = calloc(snap->procs.n, 1);
     size_t n = 0;
-    /* holdings are sorted by GPU, not pid: count each process at its first holding */
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_proc *p = snap->holdings[i].proc;
         if (!p || (p->known & VG_PROC_K_ENV) ||
             ((p->known & VG_PROC_K_STAT) && (p->state == 'Z' || p->state == 'X')))
             continue;
-        bool first = true;
-        for (size_t k = 0; k < i && first; k++)
-            first = snap->holdings[k].proc != p;
-        n += first;
+        size_t k = (size_t)(p - snap->procs.procs);
+        if (seen && k < snap->procs.n) {
+            n += !seen[k];
+            seen[k] = 1;
+        } else if (!seen) {
+            n++; /* out of memory: an upper bound rather than a wrong "none" */
+        }
     }
+    free(seen);
     return n;
 }

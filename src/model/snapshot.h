@@ -131,11 +131,13 @@ enum {
                                               * device node cannot be told */
     VG_SNAP_UNCHECKED_DESCRIPTORS = 1u << 5, /* some processes' descriptors could not be read:
                                               * any of them may hold it */
+    VG_SNAP_UNCHECKED_HUNG = 1u << 6,        /* a driver call for it did not return in time:
+                                              * its figures and process lists are unknown */
 };
-#define VG_SNAP_UNCHECKED_ALL 0x3fu
+#define VG_SNAP_UNCHECKED_ALL 0x7fu
 unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu);
 /* A stable id for one VG_SNAP_UNCHECKED_* bit ("driver", "lost", "memory", "processes",
- * "minor", "descriptors"), for JSON. */
+ * "minor", "descriptors", "hung"), for JSON. */
 const char *vg_snap_unchecked_id(unsigned bit);
 
 /* Whether a holder could be hiding from this snapshot: some process's descriptors could not be

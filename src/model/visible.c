@@ -18,6 +18,54 @@
 #include "util/buf.h"
 #include "util/parse.h"
 
+/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" at s: 36 bytes consumed, or 0. */
+static size_t vg_vis_uuid_body(const char *s)
+{
+    static const unsigned char groups[] = {8, 4, 4, 4, 12};
+    size_t i = 0;
+    for (size_t g = 0; g < sizeof(groups); g++) {
+        if (g && s[i++] != '-')
+            return 0;
+        for (unsigned k = 0; k < groups[g]; k++, i++) {
+            char c = s[i];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+                return 0;
+        }
+    }
+    return i;
+}
+
+/* Decimal digits at s: how many (at most 10), 0 when none. */
+static size_t vg_vis_digits(const char *s)
+{
+    size_t n = 0;
+    while (n < 11 && s[n] >= '0' && s[n] <= '9')
+        n++;
+    return n <= 10 ? n : 0;
+}
+
+bool vg_visible_uuid_ok(const char *uuid)
+{
+    if (!uuid)
+        return false;
+    if (strncmp(uuid, "GPU-", 4) == 0 || strncmp(uuid, "MIG-", 4) == 0) {
+        size_t n = vg_vis_uuid_body(uuid + 4);
+        if (n && uuid[4 + n] == '\0')
+            return true;
+    }
+    if (strncmp(uuid, "MIG-GPU-", 8) != 0)
+        return false;
+    const char *p = uuid + 8;
+    size_t n = vg_vis_uuid_body(p);
+    if (!n || p[n] != '/')
+        return false;
+    p += n + 1;
+    if (!(n = vg_vis_digits(p)) || p[n] != '/')
+        return false;
+    p += n + 1;
+    return (n = vg_vis_digits(p)) != 0 && p[n] == '\0';
+}
+
 const char *vg_vis_problem_str(enum vg_vis_problem p)
 {
     switch (p) {
@@ -252,7 +300,9 @@ static int vg_vis_correct(struct vg_visible *v, const struct vg_gpu_list *gpus)
             continue;
         const struct vg_gpu *g = &gpus->gpus[e->gpu];
         const struct vg_gpu *d = e->mig >= 0 ? &g->mig[e->mig] : g;
-        if (!(d->known & VG_GPU_K_UUID) || !d->uuid)
+        /* a value to paste: a device named only by a UUID that is unknown or not well-formed
+         * (a comma would make several entries of it) is left out */
+        if (!(d->known & VG_GPU_K_UUID) || !vg_visible_uuid_ok(d->uuid))
             continue;
         seen[nseen++] = (struct vg_vis_device){e->gpu, e->mig};
         mig_used |= e->mig >= 0;

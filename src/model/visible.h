@@ -80,4 +80,12 @@ void vg_visible_release(struct vg_visible *v);
 /* "bad index", "unknown UUID", ... for messages. */
 const char *vg_vis_problem_str(enum vg_vis_problem p);
 
+/* Whether uuid is a well-formed NVML UUID, the only kind that may become (part of) a
+ * CUDA_VISIBLE_DEVICES value: "GPU-" or "MIG-" then 8-4-4-4-12 hex digits, or the older MIG form
+ * "MIG-GPU-" + those + "/GI/CI" (decimal). A driver's string is not trusted to be one: a comma
+ * would split it into several entries, a blank or a control character would be cut or reach a
+ * terminal. A suggested value (corrected) leaves out devices whose UUID is not well-formed, as
+ * those whose UUID is unknown. */
+bool vg_visible_uuid_ok(const char *uuid);
+
 #endif

@@ -11,9 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/visible.h"
 #include "render/json.h"
 #include "render/text.h"
 #include "util/parse.h"
+#include "util/sat.h"
 
 const char *const vg_clean_reset_preconditions[] = {
     "run it as root",
@@ -31,6 +33,14 @@ const char *const vg_clean_reset_preconditions[] = {
 static void vg_esc(struct vg_buf *o, const char *s, size_t max_cols)
 {
     vg_text_escape(o, s, strlen(s), max_cols, NULL);
+}
+
+/* What a printed reset command names the GPU by: its UUID when it is a well-formed one, else a
+ * placeholder, since nvidia-smi -i reads a comma as a list of GPUs (a command pasted from here
+ * must never reset another GPU). */
+static const char *vg_reset_target(const char *uuid)
+{
+    return vg_visible_uuid_ok(uuid) ? uuid : "<UUID>";
 }
 
 static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
@@ -60,12 +70,19 @@ static const char *vg_uuid(const struct vg_gpu *g)
     return (g->known & VG_GPU_K_UUID) ? g->uuid : NULL;
 }
 
+/* The plan's entries are sorted by pid (rules/plan.h): a binary search, so that rendering a
+ * plan over thousands of holders stays linear in them. */
 static const struct vg_plan_entry *vg_entry_of(const struct vg_plan *p, pid_t pid)
 {
-    for (size_t i = 0; i < p->n; i++)
-        if (p->v[i].id.pid == pid)
-            return &p->v[i];
-    return NULL;
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->v[mid].id.pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n && p->v[lo].id.pid == pid ? &p->v[lo] : NULL;
 }
 
 /* Memory the driver attributes to signal targets on before-GPU gi, and whether any target
@@ -77,14 +94,16 @@ static uint64_t vg_target_bytes(const struct vg_clean_view *v, size_t gi, size_t
     *ntargets = 0;
     *fd_only = false;
     const struct vg_snapshot *s = v->before;
-    for (size_t i = 0; i < s->nholdings; i++) {
+    size_t first, count;
+    vg_snap_gpu_holdings(s, gi, &first, &count);
+    for (size_t i = first; i < first + count; i++) {
         const struct vg_holding *h = &s->holdings[i];
         const struct vg_plan_entry *e = vg_entry_of(v->plan, h->pid);
-        if (h->gpu != gi || !e || !e->signal)
+        if (!e || !e->signal)
             continue;
         (*ntargets)++;
         if (h->used_known)
-            sum += h->used_bytes;
+            sum = vg_sat_add(sum, h->used_bytes);
         if (h->seen == VG_SEEN_FD)
             *fd_only = true;
     }
@@ -467,7 +486,7 @@ static void vg_text_resets(struct vg_buf *o, const struct vg_clean_view *v,
         char held[32];
         vg_size(true, r->held, held, sizeof(held));
         vg_buf_printf(o, "  GPU %u: %s held.\n    nvidia-smi --gpu-reset -i ", r->index, held);
-        vg_esc(o, r->uuid ? r->uuid : "<UUID>", 0);
+        vg_esc(o, vg_reset_target(r->uuid), 0);
         vg_buf_addc(o, '\n');
         if (r->attempted && r->exit_status == 0)
             vg_buf_printf(o, "    %sran it%s: nvidia-smi exited 0\n", st->green, st->reset);
@@ -701,7 +720,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_clean_view *v, size_t
         vg_json_ku64(j, "held", r->held);
         struct vg_buf cmd;
         vg_buf_init(&cmd, 0);
-        vg_buf_printf(&cmd, "nvidia-smi --gpu-reset -i %s", r->uuid ? r->uuid : "<UUID>");
+        vg_buf_printf(&cmd, "nvidia-smi --gpu-reset -i %s", vg_reset_target(r->uuid));
         vg_json_kstr(j, "command", vg_buf_str(&cmd));
         vg_buf_release(&cmd);
         vg_json_kbool(j, "attempted", r->attempted);

@@ -45,10 +45,22 @@ void vg_render_short_uuid(const char *uuid, char *out, size_t n)
     size_t keep = dash ? (size_t)(dash - uuid) + 1 + 8 : 12;
     if (keep > strlen(uuid))
         keep = strlen(uuid);
-    if (keep >= n)
-        keep = n - 1;
-    memcpy(out, uuid, keep);
-    out[keep] = '\0';
+    /* The driver's text, escaped like any other (callers print the result as it is): fewer
+     * columns, and a visible "…", until the escaped form fits out. */
+    for (size_t cols = n > 4 ? n - 4 : 1;; cols--) {
+        struct vg_buf b;
+        vg_buf_init(&b, n);
+        int rc = vg_text_escape(&b, uuid, keep, cols, NULL);
+        bool fits = rc == 0 && b.len < n;
+        if (fits)
+            memcpy(out, vg_buf_str(&b), b.len + 1);
+        vg_buf_release(&b);
+        if (fits)
+            return;
+        if (cols <= 1)
+            break;
+    }
+    snprintf(out, n, "?");
 }
 
 void vg_render_access_hint(struct vg_buf *out, unsigned access)
@@ -95,6 +107,8 @@ const char *vg_render_unchecked_text(unsigned bit)
     case VG_SNAP_UNCHECKED_MINOR: return "its minor number is unknown, so its device node's "
                                          "holders cannot be told";
     case VG_SNAP_UNCHECKED_DESCRIPTORS: return "some processes' descriptors could not be read";
+    case VG_SNAP_UNCHECKED_HUNG: return "a driver call for it did not return in time, so its "
+                                        "figures and holders are unknown";
     }
     return "?";
 }

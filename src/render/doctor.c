@@ -67,6 +67,12 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     if (g->lost)
         vg_buf_printf(o, "  %sthe GPU answered \"GPU is lost\": it may have fallen off the bus "
                          "(check dmesg for Xid 79)%s\n", st->red, st->reset);
+    if (g->hung)
+        vg_buf_printf(o,
+                      "  %sa driver call for this GPU did not return in time: its figures "
+                      "are unknown; a GPU whose calls hang is usually wedged (check dmesg for "
+                      "Xid errors; nvidia-smi may hang on it too)%s\n",
+                      st->red, st->reset);
 
     /* Who: one line per holder, at most a handful, then a count. */
     size_t first, count;
@@ -78,7 +84,8 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
         /* Say what was not seen rather than "nobody". */
         vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
         if (!procs_known)
-            vg_buf_adds(o, "the driver's process list failed; ");
+            vg_buf_adds(o, g->hung ? "the driver did not answer for it; "
+                                   : "the driver's process list failed; ");
         if (!minor_known)
             vg_buf_adds(o, "its minor number is unknown, so who holds its node cannot be told");
         else if (hidden)
@@ -111,8 +118,10 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
             const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
             if (h->stale)
                 vg_buf_adds(o, ", stale: the PID now names");
-            if (p && p->user)
-                vg_buf_printf(o, ", %s", p->user);
+            if (p && p->user) {
+                vg_buf_adds(o, ", ");
+                vg_esc(o, p->user);
+            }
             if (p && (p->cmdline || p->comm)) {
                 const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
                 vg_buf_adds(o, ": ");
@@ -232,6 +241,9 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
      * summary stays the last line. */
     for (size_t gi = 0; snap->driver_ok && gi < snap->gpus.ngpus; gi++) {
         unsigned u = vg_snap_gpu_unchecked(snap, gi) & ~VG_SNAP_UNCHECKED_DESCRIPTORS;
+        /* a hung GPU's figures and lists are unknown because of the hang: say that once */
+        if (u & VG_SNAP_UNCHECKED_HUNG)
+            u &= ~(VG_SNAP_UNCHECKED_MEMORY | VG_SNAP_UNCHECKED_PROCESSES);
         if (!u)
             continue;
         vg_buf_printf(out, "%sGPU %u: not fully checked: ", st.yellow,

@@ -17,6 +17,7 @@
 
 #include "render/render.h"
 #include "util/parse.h"
+#include "util/sat.h"
 #include "util/utf8.h"
 
 void vg_metrics_opts_init(struct vg_metrics_opts *o)
@@ -361,7 +362,7 @@ static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct
             d->nvml |= mg->h[i].nvml;
             d->nvml_unknown |= mg->h[i].nvml_unknown;
             d->any_known |= mg->h[i].any_known;
-            d->bytes += mg->h[i].bytes;
+            d->bytes = vg_sat_add(d->bytes, mg->h[i].bytes);
             d->seen |= mg->h[i].seen;
             if (!d->proc)
                 d->proc = mg->h[i].proc;
@@ -371,11 +372,15 @@ static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct
     }
     mg->n = n;
     mg->reasons_known = (g->known & VG_GPU_K_PROCS) != 0;
-    for (size_t i = 0; i < n; i++)
-        mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)] += mg->h[i].bytes;
+    /* the driver's figures are not trusted to be sane: sums saturate, never wrap */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *r = &mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)];
+        *r = vg_sat_add(*r, mg->h[i].bytes);
+    }
     mg->unattributed_known = mg->reasons_known && sg->unexplained_known;
     if (mg->unattributed_known)
-        mg->reason[VG_R_UNATTRIBUTED] += sg->unexplained_bytes;
+        mg->reason[VG_R_UNATTRIBUTED] =
+            vg_sat_add(mg->reason[VG_R_UNATTRIBUTED], sg->unexplained_bytes);
     if (n)
         qsort(mg->h, n, sizeof(*mg->h), vg_mh_cmp_mem);
     return 0;
@@ -536,6 +541,14 @@ static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
         vg_gpu_labels(w, &l->gpus[i]);
         vg_mw_u64(w, l->gpus[i].lost ? 1 : 0);
     }
+    vg_mw_family(w, "vramguard_gpu_hung", "gauge",
+                 "1 when a driver call for the GPU did not return within --nvml-timeout (its "
+                 "figures are absent), else 0.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        vg_mw_begin(w);
+        vg_gpu_labels(w, &l->gpus[i]);
+        vg_mw_u64(w, l->gpus[i].hung ? 1 : 0);
+    }
     vg_mw_family(w, "vramguard_gpu_nvml_errors", "gauge",
                  "NVML calls about this GPU that failed in the last collection (the values "
                  "they would have given are absent).");
@@ -638,7 +651,7 @@ static void vg_process_families(struct vg_mw *w, const struct vg_snapshot *snap,
         bool rest_known = false;
         for (size_t k = sel; k < mg[i].n; k++) {
             rest_known |= mg[i].h[k].any_known;
-            rest += mg[i].h[k].bytes;
+            rest = vg_sat_add(rest, mg[i].h[k].bytes);
         }
         if (rest_known) {
             vg_mw_begin(w);

@@ -45,8 +45,9 @@ const char *vg_render_access_id(unsigned bit);
 const char *vg_render_compute_mode(unsigned mode);      /* "default", "exclusive_process", ... */
 /* "C", "G", "M", "C+G"...; "-" when none. */
 const char *vg_render_types_short(unsigned types);
-/* "GPU-8a1b2c3d": the UUID's first 8 hex digits after the prefix; borrowed from a static
- * pattern is impossible, so it writes into out (n >= 16). */
+/* "GPU-8a1b2c3d": the UUID's first 8 hex digits after the prefix, escaped as text (a driver's
+ * "GPU-\033[2J..." shows as "GPU-\x1b[2J…"), cut with a visible "…" to fit; written into out
+ * (n >= 16), ready to print as it is. */
 void vg_render_short_uuid(const char *uuid, char *out, size_t n);
 
 

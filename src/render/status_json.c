@@ -172,6 +172,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_snapshot *snap, size_
     vg_json_ku64_opt(j, "minor", g->known & VG_GPU_K_MINOR, g->minor);
     vg_json_kstr(j, "pci_bus_id", (g->known & VG_GPU_K_PCI) ? g->pci_bus_id : NULL);
     vg_json_kbool(j, "lost", g->lost);
+    vg_json_kbool(j, "hung", g->hung);
     vg_json_memory(j, g, s);
     vg_json_key(j, "utilization");
     vg_json_obj_begin(j);

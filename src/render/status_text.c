@@ -175,6 +175,8 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
     vg_buf_printf(o, "  minor %s", minor);
     if (g->lost)
         vg_buf_printf(o, "  %sLOST%s", st->red, st->reset);
+    if (g->hung)
+        vg_buf_printf(o, "  %sHUNG%s", st->red, st->reset);
     vg_buf_addc(o, '\n');
 
     vg_text_memory(o, g);
@@ -211,14 +213,16 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
     }
     /* Without the driver's process list, an empty holder list only covers device nodes. */
     bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
+    const char *why = g->hung ? "the driver did not answer for this GPU in time"
+                              : "the driver's process list failed";
     if (s->nholders == 0 && procs_known)
         vg_buf_printf(o, "  %sno process holds this GPU%s\n", st->dim, st->reset);
     else if (s->nholders == 0)
-        vg_buf_printf(o, "  %sno process holds its device node; the driver's process list "
-                         "failed%s\n", st->yellow, st->reset);
+        vg_buf_printf(o, "  %sno process holds its device node; %s%s\n", st->yellow, why,
+                      st->reset);
     else if (!procs_known)
-        vg_buf_printf(o, "  %sthe driver's process list failed: holders with a context may be "
-                         "missing%s\n", st->yellow, st->reset);
+        vg_buf_printf(o, "  %s%s: holders with a context may be missing%s\n", st->yellow, why,
+                      st->reset);
     vg_buf_addc(o, '\n');
 }
 

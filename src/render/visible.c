@@ -144,12 +144,13 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
         vg_buf_adds(out, "  export CUDA_DEVICE_ORDER=PCI_BUS_ID to make them agree, or use "
                          "UUIDs.\n");
     }
-    /* Only when the driver gave every UUID: a value with a placeholder in it, copied into a
-     * shell, would make CUDA stop at that entry. */
+    /* Only when the driver gave every UUID, well-formed: a value with a placeholder in it,
+     * copied into a shell, would make CUDA stop at that entry, and a UUID with a comma or a
+     * control character in it would be several entries, or reach the terminal. */
     bool all_uuids = v->ndevices > 0;
     for (size_t i = 0; i < v->ndevices && all_uuids; i++) {
         const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
-        all_uuids = (d->known & VG_GPU_K_UUID) && d->uuid;
+        all_uuids = (d->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(d->uuid);
     }
     if (v->set && !v->corrected && all_uuids) {
         vg_buf_adds(out, "\nBy UUID (the same whatever the order): CUDA_VISIBLE_DEVICES=");

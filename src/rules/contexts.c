@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/visible.h"
 #include "rules/internal.h"
+#include "util/sat.h"
 
 /* Iterate over one process's NVML holdings on known GPUs:
  *   for (size_t k = 0; vg_next_of(snap, pid, &k); k++) ... snap->holdings[k] ...
@@ -124,7 +126,7 @@ void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
                                 (unsigned)hb->pid, rv < VG_ENV_COUNT ? vg_env_name(rv) : "rank",
                                 rv < VG_ENV_COUNT ? hb->proc->env[rv] : "?", size, osize, olabel);
             vg_finding_pid(out, f, hb->pid);
-            total += hb->used_bytes;
+            total = vg_sat_add(total, hb->used_bytes);
         }
         vg_rule_size(true, total, size, sizeof(size));
         vg_finding_title(out, f, "%zu ranks of one job (%s) each hold a stray context on %s, "
@@ -276,7 +278,7 @@ void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             vg_rule_size(g->known & VG_GPU_K_MEM, g->mem_total, tot, sizeof(tot));
             vg_finding_gpu(out, f, o->gpu);
             vg_finding_evidence(out, f, "%s of %s on %s", size, tot, glabel);
-            total += o->used_known ? o->used_bytes : 0;
+            total = vg_sat_add(total, o->used_known ? o->used_bytes : 0);
         }
         if (f) {
             f->bytes_known = true;
@@ -350,7 +352,7 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
             vg_rule_size(true, o->used_bytes, size, sizeof(size));
             vg_finding_gpu(out, f, o->gpu);
             vg_finding_evidence(out, f, "%s on %s: context-sized", size, glabel);
-            stray += o->used_bytes;
+            stray = vg_sat_add(stray, o->used_bytes);
         }
         vg_rule_size(w->used_known, w->used_bytes, size, sizeof(size));
         vg_finding_evidence(out, f, "%s on %s: where it works", size, wlabel);
@@ -377,9 +379,13 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
             f->bytes = stray;
         }
         const struct vg_gpu *wg = &snap->gpus.gpus[w->gpu];
-        vg_finding_fix(out, f, "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
-                               "starts, or before importing the framework)",
-                       (wg->known & VG_GPU_K_UUID) ? wg->uuid : "<the GPU's UUID>");
+        /* a value to paste: only a well-formed UUID (a comma in it would be several entries) */
+        vg_finding_fix(out, f,
+                       "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
+                       "starts, or before importing the framework)",
+                       (wg->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(wg->uuid)
+                           ? wg->uuid
+                           : "<the GPU's UUID>");
         if (p->libs & VG_LIB_TORCH_CUDA)
             vg_finding_fix(out, f, "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
                                    "torch.load(..., map_location='cuda:N'); avoid bare "

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rules/internal.h"
+#include "util/sat.h"
 
 void vg_rule_stale_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
@@ -181,7 +182,7 @@ void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *
             worked = w == 1;
             if (w == 0 && o->used_known && o->used_bytes > max) {
                 any = true;
-                idle += o->used_bytes;
+                idle = vg_sat_add(idle, o->used_bytes);
             }
         }
         if (worked || !any)

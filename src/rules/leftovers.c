@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/visible.h"
 #include "rules/internal.h"
 #include "util/buf.h"
+#include "util/sat.h"
 
 /* Holder facts for one PID over all its holdings. */
 struct vg_pid_hold {
@@ -32,7 +34,7 @@ static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid
         ph->nvml |= (h->seen & VG_SEEN_NVML) != 0;
         ph->fd |= (h->seen & VG_SEEN_FD) != 0;
         if (h->used_known)
-            ph->bytes += h->used_bytes;
+            ph->bytes = vg_sat_add(ph->bytes, h->used_bytes);
     }
 }
 
@@ -183,7 +185,7 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
             if (snap->holdings[h].pid == l->pid && snap->holdings[h].gpu != VG_SNAP_NO_GPU)
                 vg_finding_gpu(out, f, snap->holdings[h].gpu);
         if (l->bytes_known)
-            total = l->bytes > UINT64_MAX - total ? UINT64_MAX : total + l->bytes;
+            total = vg_sat_add(total, l->bytes);
         any_nvml |= l->nvml;
         inherited |= (l->ev & VG_LEV_INHERITED) != 0;
         count++;
@@ -470,12 +472,16 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                 fd_only++;
             }
         }
-        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. */
+        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. It
+         * also takes a comma-separated list, so a UUID that is not well-formed is not used: a
+         * command pasted from here must never reset another GPU. */
         char idx[16];
         snprintf(idx, sizeof(idx), "%u", g->index);
-        const char *uuid = (g->known & VG_GPU_K_UUID) && g->uuid           ? g->uuid
-                           : (g->known & VG_GPU_K_PCI) && g->pci_bus_id ? g->pci_bus_id
-                                                                          : idx;
+        bool uuid_known = (g->known & VG_GPU_K_UUID) && g->uuid;
+        const char *uuid = uuid_known && vg_visible_uuid_ok(g->uuid) ? g->uuid
+                           : !uuid_known && (g->known & VG_GPU_K_PCI) && g->pci_bus_id
+                               ? g->pci_bus_id
+                               : idx;
         size_t hidden = snap->procs.n_fd_unread;
         bool hiding = vg_snap_holders_may_hide(snap);
         bool minor = g->known & VG_GPU_K_MINOR;

@@ -3,6 +3,7 @@
  * then apply the safety rules of model/kill.h to each. Nothing here reads the system.
  */
 #include "rules/plan.h"
+#include "util/sat.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -193,7 +194,7 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
             e->id.nvml = true;
         if (h->used_known) {
             e->mem_known = true;
-            e->mem_bytes += h->used_bytes;
+            e->mem_bytes = vg_sat_add(e->mem_bytes, h->used_bytes);
         }
         if (h->gpu != VG_SNAP_NO_GPU && vg_add_unique(&e->gpus, &e->ngpus, h->gpu))
             return -ENOMEM;

@@ -68,6 +68,14 @@ size_t vg_check_lost(const struct vg_snapshot *snap)
     return n;
 }
 
+size_t vg_check_hung(const struct vg_snapshot *snap)
+{
+    size_t n = 0;
+    for (size_t i = 0; snap->driver_ok && i < snap->gpus.ngpus; i++)
+        n += snap->gpus.gpus[i].hung;
+    return n;
+}
+
 static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
                        const struct vg_findings *fs, const struct vg_alerts *as,
                        enum vg_check_state state)
@@ -85,6 +93,15 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_printf(o, "%s%zu GPU%s lost (", sep, lost, lost == 1 ? "" : "s");
         for (size_t i = 0, k = 0; i < snap->gpus.ngpus; i++)
             if (snap->gpus.gpus[i].lost)
+                vg_buf_printf(o, "%s%u", k++ ? "," : "", snap->gpus.gpus[i].index);
+        vg_buf_adds(o, ")");
+        sep = "; ";
+    }
+    size_t hung = vg_check_hung(snap);
+    if (hung) {
+        vg_buf_printf(o, "%s%zu GPU%s hung (", sep, hung, hung == 1 ? "" : "s");
+        for (size_t i = 0, k = 0; i < snap->gpus.ngpus; i++)
+            if (snap->gpus.gpus[i].hung)
                 vg_buf_printf(o, "%s%u", k++ ? "," : "", snap->gpus.gpus[i].index);
         vg_buf_adds(o, ")");
         sep = "; ";
@@ -123,7 +140,7 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
         }
         if (as->n + serious > shown)
             vg_buf_printf(o, "; and %zu more", as->n + serious - shown);
-    } else if (snap->driver_ok && !as->problem && !lost) {
+    } else if (snap->driver_ok && !as->problem && !lost && !hung) {
         vg_buf_printf(o, "%zu GPU%s, %zu holder%s, no problems found", snap->gpus.ngpus,
                       snap->gpus.ngpus == 1 ? "" : "s", snap->nholdings,
                       snap->nholdings == 1 ? "" : "s");
@@ -149,6 +166,18 @@ int vg_check_render_text(const struct vg_snapshot *snap, const struct vg_finding
         vg_buf_printf(out, "%sCRITICAL%s gpu-lost: GPU %u (%s) answers \"GPU is lost\": it has "
                            "fallen off the bus or its driver state is broken; see 'dmesg' (Xid), "
                            "then a GPU reset or a reboot\n",
+                      st.red, st.reset, g->index, uuid);
+    }
+    for (size_t i = 0; i < snap->gpus.ngpus && snap->driver_ok; i++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[i];
+        if (!g->hung)
+            continue;
+        char uuid[32];
+        vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+        vg_buf_printf(out,
+                      "%sCRITICAL%s gpu-hung: GPU %u (%s): a driver call for it did not "
+                      "return within the driver timeout, so its memory and holders are "
+                      "unknown; see 'dmesg' (Xid), then a GPU reset or a reboot\n",
                       st.red, st.reset, g->index, uuid);
     }
     for (int sev = VG_SEV_CRITICAL; sev >= VG_SEV_INFO; sev--) {
@@ -285,6 +314,12 @@ int vg_check_render_json(const struct vg_snapshot *snap, const struct vg_finding
     vg_json_arr_begin(&j);
     for (size_t k = 0; k < snap->gpus.ngpus && snap->driver_ok; k++)
         if (snap->gpus.gpus[k].lost)
+            vg_json_u64(&j, snap->gpus.gpus[k].index);
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "hung_gpus");
+    vg_json_arr_begin(&j);
+    for (size_t k = 0; k < snap->gpus.ngpus && snap->driver_ok; k++)
+        if (snap->gpus.gpus[k].hung)
             vg_json_u64(&j, snap->gpus.gpus[k].index);
     vg_json_arr_end(&j);
     vg_json_key(&j, "alerts");

@@ -20,6 +20,8 @@ enum vg_check_state { VG_CHECK_OK, VG_CHECK_WARNING, VG_CHECK_CRITICAL, VG_CHECK
 const char *vg_check_state_name(enum vg_check_state s); /* "OK", "WARNING", ... */
 /* GPUs the driver answered GPU_IS_LOST for (or gave no handle): critical for `check`. */
 size_t vg_check_lost(const struct vg_snapshot *snap);
+/* GPUs a driver call for which did not return in time (vg_gpu.hung): critical too. */
+size_t vg_check_hung(const struct vg_snapshot *snap);
 
 int vg_check_render_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
                          const struct vg_alerts *as, enum vg_check_state state, bool color,

@@ -25,6 +25,7 @@ struct vg_wgpu {
     unsigned minor;
     bool listed;            /* in the driver's latest answer */
     bool lost;
+    bool hung;              /* a driver call for it did not return in time */
     bool mem_known;
     uint64_t used, total;
 };
@@ -97,6 +98,7 @@ static const char *const vg_event_names[] = {
     [VG_EV_GPU_APPEARED] = "gpu-appeared",
     [VG_EV_GPU_LOST] = "gpu-lost",
     [VG_EV_GPU_BACK] = "gpu-back",
+    [VG_EV_GPU_HUNG] = "gpu-hung",
     [VG_EV_HOLDER_PRESENT] = "holder-present",
     [VG_EV_HOLDER_APPEARED] = "holder-appeared",
     [VG_EV_HOLDER_LEFT] = "holder-left",
@@ -378,6 +380,7 @@ static void vg_build_gpus(struct vg_step *s)
         d->minor = g->minor;
         d->listed = true;
         d->lost = g->lost;
+        d->hung = g->hung;
         d->mem_known = (g->known & VG_GPU_K_MEM) != 0;
         d->used = g->mem_used;
         d->total = g->mem_total;
@@ -415,10 +418,8 @@ static int vg_holder_idle(const struct vg_snapshot *snap, const struct vg_holdin
         return -1;
     const struct vg_gpu *g = &snap->gpus.gpus[h->gpu];
     if (g->known & VG_GPU_K_PROC_UTIL) {
-        for (size_t i = 0; i < g->nprocs; i++)
-            if ((pid_t)g->procs[i].pid == h->pid && g->procs[i].util_known)
-                return g->procs[i].sm_util == 0;
-        return -1;
+        const struct vg_gpu_proc *p = vg_gpu_find_proc(g, (uint32_t)h->pid);
+        return p && p->util_known ? p->sm_util == 0 : -1;
     }
     if (g->known & VG_GPU_K_UTIL)
         return g->util_gpu == 0;
@@ -504,10 +505,34 @@ static void vg_copy_holder(struct vg_step *s, struct vg_wholder *d, const struct
     d->snap_gpu = VG_SNAP_NO_GPU;
 }
 
+/* Whether any GPU of this view hangs (vg_gpu.hung): its driver side is frozen alone. */
+static bool vg_view_any_hung(const struct vg_watch_view *v)
+{
+    for (size_t i = 0; i < v->ngpus; i++)
+        if (v->gpus[i].listed && v->gpus[i].hung)
+            return true;
+    return false;
+}
+
+/* Whether the GPU numbered index (or with this minor, when known) hangs in view v. */
+static bool vg_view_gpu_hung(const struct vg_watch_view *v, bool minor_known, unsigned minor,
+                             bool index_known, unsigned index)
+{
+    for (size_t i = 0; i < v->ngpus; i++) {
+        const struct vg_wgpu *g = &v->gpus[i];
+        if (!g->listed || !g->hung)
+            continue;
+        if (minor_known ? g->minor_known && g->minor == minor : index_known && g->index == index)
+            return true;
+    }
+    return false;
+}
+
 static void vg_build_holders(struct vg_step *s)
 {
     struct vg_watch_view *v = s->v;
     const struct vg_watch_view *prev = s->prev;
+    bool any_hung = prev && vg_view_any_hung(v);
     for (size_t i = 0; i < s->snap->nholdings && !s->err; i++) {
         const struct vg_holding *h = &s->snap->holdings[i];
         if (h->bogus_pid)
@@ -520,10 +545,12 @@ static void vg_build_holders(struct vg_step *s)
             vg_holder_adopt_start(s, d, prev);
         const struct vg_wholder *p =
             prev ? vg_find(prev->holders, prev->nholders, sizeof(*p), d->key) : NULL;
+        /* The driver's side cannot be seen: the whole view is frozen, or this GPU hangs. */
+        bool blind = v->frozen || (h->gpu != VG_SNAP_NO_GPU && s->snap->gpus.gpus[h->gpu].hung);
         if (p) {
             d->reported_known = p->reported_known;
             d->reported = p->reported;
-            if (v->frozen) {
+            if (blind) {
                 /* the driver's side as last seen, so nothing seems to change */
                 d->seen |= p->seen;
                 if (!d->mem_known) {
@@ -532,7 +559,7 @@ static void vg_build_holders(struct vg_step *s)
                 }
             }
         }
-        if (v->frozen) {
+        if (blind) {
             d->idle = p && p->idle;
             d->idle_since = p ? p->idle_since : 0;
             continue;
@@ -545,13 +572,17 @@ static void vg_build_holders(struct vg_step *s)
     if (s->err)
         return;
     vg_sort(v->holders, v->nholders, sizeof(*v->holders));
-    if (!v->frozen)
+    if (!v->frozen && !any_hung)
         return;
-    /* Holders only the driver showed cannot be seen now: carry those whose process lives. */
+    /* Holders only the driver showed cannot be seen now (everywhere, or on a GPU that hangs):
+     * carry those whose process lives. */
     size_t n = v->nholders;
     for (size_t i = 0; i < prev->nholders && !s->err; i++) {
         const struct vg_wholder *p = &prev->holders[i];
         if (vg_find(v->holders, n, sizeof(*p), p->key))
+            continue;
+        if (!v->frozen &&
+            !vg_view_gpu_hung(v, p->minor_known, p->minor, p->gpu_known, p->gpu_index))
             continue;
         /* One this /proc never showed (another PID namespace) cannot be checked: kept. */
         if (p->in_proc && s->o->alive &&
@@ -696,12 +727,26 @@ static void vg_build_alerts(struct vg_step *s, struct vg_err *err)
 }
 
 /* Frozen: carry the previous findings, alerts and problem as they were. */
-static void vg_carry_verdicts(struct vg_step *s)
+static bool vg_finding_on_hung(const struct vg_watch_view *v, const struct vg_wfinding *f)
+{
+    for (size_t k = 0; k < f->ngpus; k++)
+        if (vg_view_gpu_hung(v, false, 0, true, f->gpus[k]))
+            return true;
+    return false;
+}
+
+/* hung_only: carry only the findings and alerts about a GPU that hangs now which the rules did
+ * not find again (they cannot see it), and keep this step's problem. */
+static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
 {
     struct vg_watch_view *v = s->v;
     const struct vg_watch_view *prev = s->prev;
+    size_t nf = v->nfindings, na = v->nalerts;
     for (size_t i = 0; i < prev->nfindings && !s->err; i++) {
         const struct vg_wfinding *f = &prev->findings[i];
+        if (hung_only && (vg_find(v->findings, nf, sizeof(*f), f->key) ||
+                          !vg_finding_on_hung(v, f)))
+            continue;
         struct vg_wfinding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
         if (!d)
             break;
@@ -720,6 +765,9 @@ static void vg_carry_verdicts(struct vg_step *s)
     }
     for (size_t i = 0; i < prev->nalerts && !s->err; i++) {
         const struct vg_walert *a = &prev->alerts[i];
+        if (hung_only && (vg_find(v->alerts, na, sizeof(*a), a->key) ||
+                          !vg_view_gpu_hung(v, false, 0, true, a->gpu_index)))
+            continue;
         struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
         if (!d)
             break;
@@ -731,7 +779,14 @@ static void vg_carry_verdicts(struct vg_step *s)
         d->a.expect = vg_sdup(s, a->a.expect);
         d->a.message = vg_sdup(s, a->a.message);
     }
-    v->problem = vg_sdup(s, prev->problem);
+    if (!hung_only) {
+        v->problem = vg_sdup(s, prev->problem);
+        return;
+    }
+    if (!s->err)
+        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
+    if (!s->err)
+        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
 }
 
 /* ---- the diff ----------------------------------------------------------------------------- */
@@ -787,12 +842,13 @@ static void vg_gpu_words(struct vg_buf *m, const struct vg_wgpu *g)
 static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct vg_wgpu *g,
                          const char *why)
 {
-    enum vg_severity sev = t == VG_EV_GPU_LOST ? VG_SEV_CRITICAL : VG_SEV_INFO;
+    enum vg_severity sev =
+        t == VG_EV_GPU_LOST || t == VG_EV_GPU_HUNG ? VG_SEV_CRITICAL : VG_SEV_INFO;
     struct vg_event *ev = vg_ev_new(s, t, sev);
     if (!ev)
         return;
     vg_ev_gpu(s, ev, true, g->index, g->uuid);
-    ev->mem_known = g->mem_known && t != VG_EV_GPU_LOST;
+    ev->mem_known = g->mem_known && t != VG_EV_GPU_LOST && t != VG_EV_GPU_HUNG;
     ev->mem = g->used;
     struct vg_buf m;
     vg_buf_init(&m, 0);
@@ -824,6 +880,9 @@ static void vg_diff_gpus(struct vg_step *s)
     const struct vg_watch_view *v = s->v;
     static const char lost[] = "is lost: the driver answers \"GPU is lost\" (fallen off the bus)";
     static const char gone[] = "is no longer listed by the driver";
+    static const char hung[] = "hangs: a driver call for it did not return in time; its "
+                               "holders, findings and alerts are held as they were until it "
+                               "answers";
     for (size_t i = 0; i < v->ngpus; i++) {
         const struct vg_wgpu *g = &v->gpus[i];
         const struct vg_wgpu *p = vg_prev_gpu(s->prev, g->key);
@@ -831,6 +890,8 @@ static void vg_diff_gpus(struct vg_step *s)
             bool present = !s->prev || !s->prev->ever_ok;
             if (g->lost)
                 vg_gpu_event(s, VG_EV_GPU_LOST, g, lost);
+            else if (g->hung)
+                vg_gpu_event(s, VG_EV_GPU_HUNG, g, hung);
             else
                 vg_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, NULL);
         } else if (g->listed && !p->listed) {
@@ -839,6 +900,8 @@ static void vg_diff_gpus(struct vg_step *s)
             vg_gpu_event(s, VG_EV_GPU_LOST, g, gone);
         } else if (g->listed && p->listed && g->lost != p->lost) {
             vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, g->lost ? lost : NULL);
+        } else if (g->listed && p->listed && g->hung != p->hung) {
+            vg_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, g->hung ? hung : NULL);
         }
     }
 }
@@ -1075,11 +1138,13 @@ int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap,
     if (!s.err)
         vg_build_holders(&s);
     if (!s.err && v->frozen)
-        vg_carry_verdicts(&s);
+        vg_carry_verdicts(&s, false);
     if (!s.err && !v->frozen)
         vg_build_findings(&s, err);
     if (!s.err && !v->frozen)
         vg_build_alerts(&s, err);
+    if (!s.err && !v->frozen && prev && vg_view_any_hung(v))
+        vg_carry_verdicts(&s, true);
     if (!s.err)
         vg_diff_driver(&s);
     if (!s.err)

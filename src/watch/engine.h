@@ -18,7 +18,9 @@
  * *frozen*: GPUs, findings and alerts are carried over unchanged (nothing is said to close
  * that merely cannot be seen), holders seen through device nodes are still followed (by minor
  * number, against the last GPUs known), and a carried holder whose process has exited leaves.
- * Everything is compared afresh when the driver answers again.
+ * Everything is compared afresh when the driver answers again. One GPU whose driver calls hang
+ * (vg_gpu.hung) is frozen the same way on its own: `gpu-hung`, then its holders, findings and
+ * alerts held as last seen until it answers (`gpu-back`), while the other GPUs go on as usual.
  *
  * idle-holder: the engine keeps, per holder, since when it has held memory with zero
  * utilisation (per-process SM utilisation from the driver; when the driver has none, the
@@ -49,6 +51,7 @@ enum vg_event_type {
     VG_EV_GPU_APPEARED,
     VG_EV_GPU_LOST,
     VG_EV_GPU_BACK,
+    VG_EV_GPU_HUNG,
     VG_EV_HOLDER_PRESENT,
     VG_EV_HOLDER_APPEARED,
     VG_EV_HOLDER_LEFT,

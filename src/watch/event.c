@@ -30,6 +30,7 @@ static bool vg_event_shows_severity(const struct vg_event *ev)
     case VG_EV_DRIVER_HUNG:
     case VG_EV_DRIVER_ERROR:
     case VG_EV_GPU_LOST:
+    case VG_EV_GPU_HUNG:
         return true;
     default:
         return false;

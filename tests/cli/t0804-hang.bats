@@ -1,18 +1,20 @@
 #!/usr/bin/env bats
 # t0804-hang: a driver call that never returns (the fake's `hang func=X seconds=60`) makes
-# status, doctor, visible and check end within --nvml-timeout with a clear error and exit 3,
-# still showing what /proc says (the device-node holder); the default deadline is 10 s. Each
-# major call of the client is hung in turn (nvmlShutdown apart: a hung shutdown costs the wait,
-# never the figures; see t0811). watch keeps sampling through a hang and says when
-# the driver hangs and recovers. See docs/reliability.md.
+# status, doctor, visible and check end within --nvml-timeout with a clear error, still showing
+# what /proc says (the device-node holder); the default deadline is 10 s. Each major call of the
+# client is hung in turn: a host-wide one (init, versions, count) costs the whole driver view
+# (exit 3); a per-GPU one costs only that GPU, marked hung with the call named (here the host's
+# only GPU: exit 3, check critical; t0812 has a hung GPU among healthy ones); nvmlShutdown apart:
+# a hung shutdown costs the wait, never the figures (t0811). watch keeps sampling through a hang
+# and says when the driver hangs and recovers. See docs/reliability.md.
 
 load lib
 load watch
 
 bats_require_minimum_version 1.5.0
 
-HUNG_CALLS=(nvmlInit_v2 nvmlSystemGetDriverVersion nvmlDeviceGetCount_v2
-    nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetUUID nvmlDeviceGetMemoryInfo_v2
+HOST_CALLS=(nvmlInit_v2 nvmlSystemGetDriverVersion nvmlDeviceGetCount_v2)
+GPU_CALLS=(nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetUUID nvmlDeviceGetMemoryInfo_v2
     nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetProcessUtilization)
 
 setup() {
@@ -45,9 +47,9 @@ timed() {
     ELAPSED_MS=$(((t1 - t0) / 1000))
 }
 
-@test "each hung call: status, doctor, visible and check give up after --nvml-timeout, exit 3" {
+@test "each hung host-wide call: status, doctor, visible and check give up after --nvml-timeout, exit 3" {
     local f fails=() n=0
-    for f in "${HUNG_CALLS[@]}"; do
+    for f in "${HOST_CALLS[@]}"; do
         scenario_hang "$f"
         timed --nvml-timeout 300ms status --json
         n=$((n + 1))
@@ -77,7 +79,51 @@ timed() {
             fails+=("$f: check said: ${lines[0]:-} / $stderr")
         n=$((n + 3))
     done
-    echo "# $n runs against ${#HUNG_CALLS[@]} hung calls" >&3
+    echo "# $n runs against ${#HOST_CALLS[@]} hung host-wide calls" >&3
+    if ((${#fails[@]})); then
+        printf '%s\n' "${fails[@]}"
+        return 1
+    fi
+}
+
+@test "each hung per-GPU call: only that GPU is lost, marked hung with the call named" {
+    local f fails=() n=0
+    for f in "${GPU_CALLS[@]}"; do
+        scenario_hang "$f"
+        # The host's only GPU hangs: no GPU answers, so status and doctor cannot check (3),
+        # and check calls it critical; the holder is still shown, under the GPU when its
+        # minor number was read before the hang, else under its device node.
+        timed --nvml-timeout 300ms status --json
+        n=$((n + 1))
+        ((status == 3)) || fails+=("$f: status exit $status")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: status took $ELAPSED_MS ms")
+        jq -e --argjson p "$HOLDER" --arg f "$f" '.driver.available
+            and .gpus[0].hung and .gpus[0].memory.used == null
+            and (.gpus[0].errors[0].function == $f)
+            and (.gpus[0].errors[0].message | test("has not returned after"))
+            and any(.unmatched_holders[].holder, .gpus[0].holders[]; .pid == $p)' \
+            <<<"$output" >/dev/null || fails+=("$f: status document: $output")
+
+        timed --nvml-timeout 300ms doctor --json --no-shell
+        ((status == 3)) || fails+=("$f: doctor exit $status")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: doctor took $ELAPSED_MS ms")
+        jq -e '.driver.available and (.gpus[0].not_checked | index("hung"))' \
+            <<<"$output" >/dev/null || fails+=("$f: doctor document: $output")
+
+        timed --nvml-timeout 300ms visible 0
+        ((status == 3)) || fails+=("$f: visible exit $status")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: visible took $ELAPSED_MS ms")
+        [[ -z $output && $stderr == "vramguard: visible: cannot resolve: GPU 0: $f has not returned"* ]] ||
+            fails+=("$f: visible said: $output / $stderr")
+
+        timed --nvml-timeout 300ms check
+        ((status == 2)) || fails+=("$f: check exit $status")
+        ((ELAPSED_MS < 5000)) || fails+=("$f: check took $ELAPSED_MS ms")
+        [[ ${lines[0]} == "VRAMGUARD CRITICAL - 1 GPU hung (0)"* && $output == *"gpu-hung: GPU 0"* ]] ||
+            fails+=("$f: check said: $output / $stderr")
+        n=$((n + 3))
+    done
+    echo "# $n runs against ${#GPU_CALLS[@]} hung per-GPU calls" >&3
     if ((${#fails[@]})); then
         printf '%s\n' "${fails[@]}"
         return 1

@@ -118,7 +118,7 @@ static nvmlReturn_t count(const struct fake_call *c, unsigned *n)
 {
     if (!n)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *n = c->sc->ngpus;
+    *n = c->sc->count_set ? c->sc->count : c->sc->ngpus;
     return NVML_SUCCESS;
 }
 

@@ -117,6 +117,8 @@ struct fake_scenario {
     unsigned known;                   /* FK_DRIVER, FK_NVML, FK_CUDA */
     char driver[80], nvml[80];
     int cuda;
+    bool count_set;                   /* `count N`: nvmlDeviceGetCount* answers count */
+    unsigned count;
     unsigned ngpus, nprocs, nrules;
     struct fake_gpu gpus[FAKE_MAX_GPUS];
     struct fake_proc procs[FAKE_MAX_PROCS];

@@ -415,6 +415,24 @@ static int do_rule(struct parser *ps, struct rec *rc, enum fake_rule_kind kind)
     return 0;
 }
 
+/* count N: what nvmlDeviceGetCount* answers instead of the number of gpu lines, any 32-bit
+ * value (a lying driver); na: the number of gpu lines. */
+static int do_count(struct parser *ps, const struct line *ln)
+{
+    struct fake_scenario *sc = ps->sc;
+    uint64_t u;
+    if (!ln->arg || ln->n)
+        return fail(ps, "count takes one value");
+    sc->count_set = false;
+    if (!strcmp(ln->arg, "na"))
+        return 0;
+    if (!parse_u64(ln->arg, 0, 4294967295u, &u))
+        return fail(ps, "count must be na or a number from 0 to 4294967295, not '%s'", ln->arg);
+    sc->count = (unsigned)u;
+    sc->count_set = true;
+    return 0;
+}
+
 /* driver, nvml, cuda: one bare argument. */
 static int do_system(struct parser *ps, const struct line *ln)
 {
@@ -464,6 +482,8 @@ static int do_line(struct parser *ps, const char *s, size_t n)
         return 0;
     if (!strcmp(ln.word, "driver") || !strcmp(ln.word, "nvml") || !strcmp(ln.word, "cuda"))
         return do_system(ps, &ln);
+    if (!strcmp(ln.word, "count"))
+        return do_count(ps, &ln);
     while (d < sizeof dirs / sizeof dirs[0] && strcmp(ln.word, dirs[d].word))
         d++;
     if (d == sizeof dirs / sizeof dirs[0])
@@ -504,6 +524,7 @@ int fake_scenario_parse(const char *text, unsigned long len, struct fake_scenari
     struct parser ps = {.sc = sc, .msg = msg, .msglen = msglen};
     size_t i = 0;
     sc->known = 0;
+    sc->count_set = false;
     sc->ngpus = sc->nprocs = sc->nrules = 0;
     *line = 0;
     if (memchr(text, '\0', len))

@@ -67,11 +67,17 @@ static inline struct vg_gpu *fx_mig(struct vg_gpu *parent, const char *uuid, uin
     return m;
 }
 
-/* used == UINT64_MAX means "not available". */
+/* used == UINT64_MAX means "not available". Inserted in pid order, as the NVML client keeps
+ * a process list (gpu.h). */
 static inline void fx_gproc(struct vg_gpu *g, uint32_t pid, uint64_t used, unsigned types)
 {
     g->procs = fx_grow(g->procs, g->nprocs + 1, sizeof(*g->procs));
-    struct vg_gpu_proc *p = &g->procs[g->nprocs++];
+    size_t at = g->nprocs;
+    while (at > 0 && g->procs[at - 1].pid > pid)
+        at--;
+    memmove(&g->procs[at + 1], &g->procs[at], (g->nprocs - at) * sizeof(*g->procs));
+    g->nprocs++;
+    struct vg_gpu_proc *p = &g->procs[at];
     memset(p, 0, sizeof(*p));
     p->pid = pid;
     p->types = types;

@@ -272,6 +272,40 @@ static void test_mig_merged(void **state)
     vg_snap_free(s);
 }
 
+/* A lying driver's figures: sums saturate at 2^64-1, they never wrap to a small number. One
+ * process on two MIG devices with 2^63 each, and a second one with 2^63: the holder's series,
+ * the memory by reason and the pid="other" sum are all 18446744073709551615. */
+static void test_sums_saturate(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    struct vg_proc_table t;
+    vg_gpu_list_init(&l);
+    vg_proc_table_init(&t);
+    struct vg_gpu *g = fx_gpu(&l, "GPU-cccccccc", "A100", 0, 80 * GiB, 6 * GiB, 0);
+    fx_mig(g, "MIG-11111111", 10 * GiB);
+    fx_mig(g, "MIG-22222222", 10 * GiB);
+    fx_gproc(&g->mig[0], 500, 1ull << 63, VG_PTYPE_COMPUTE);
+    fx_gproc(&g->mig[1], 500, 1ull << 63, VG_PTYPE_COMPUTE);
+    fx_gproc(&g->mig[1], 600, 1ull << 63, VG_PTYPE_COMPUTE);
+    fx_gproc(&g->mig[1], 700, 1ull << 63, VG_PTYPE_COMPUTE);
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+    assert_int_equal(s->per_gpu[0].held_bytes, UINT64_MAX);
+    struct vg_metrics_opts o;
+    vg_metrics_opts_init(&o);
+    o.per_process = VG_METRICS_PP_TOP;
+    o.top_n = 1;
+    struct vg_metrics_collect st = ok_collect();
+    char *text = render(s, NULL, NULL, &st, &o);
+    assert_non_null(strstr(text, "pid=\"500\",seen_by=\"nvml\"} 18446744073709551615\n"));
+    assert_non_null(strstr(text, "pid=\"other\"} 18446744073709551615\n"));
+    assert_true(has(text, "vramguard_gpu_memory_held_bytes",
+                    "gpu=\"0\",uuid=\"GPU-cccccccc\",name=\"A100\",reason=\"expected\"",
+                    "18446744073709551615"));
+    free(text);
+    vg_snap_free(s);
+}
+
 static void test_failed_collection(void **state)
 {
     (void)state;
@@ -370,9 +404,10 @@ static void test_parse_pp(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpu_and_collect), cmocka_unit_test(test_holders),
-        cmocka_unit_test(test_mig_merged),      cmocka_unit_test(test_failed_collection),
-        cmocka_unit_test(test_escape),          cmocka_unit_test(test_parse_pp),
+        cmocka_unit_test(test_gpu_and_collect),   cmocka_unit_test(test_holders),
+        cmocka_unit_test(test_mig_merged),        cmocka_unit_test(test_sums_saturate),
+        cmocka_unit_test(test_failed_collection), cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_parse_pp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -761,6 +762,182 @@ static void test_mig_error(void **state)
     free(sc);
 }
 
+/* Read list's GPUs with a deadline ms from now. */
+static int vg_t_read_gpus_within(struct vg_t *t, unsigned ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    return vg_nvml_read_gpus(t->nvml, &t->list, &dl, &t->err);
+}
+
+/* One read of the whole host with a deadline, into a fresh list. */
+static void vg_t_reread(struct vg_t *t, unsigned ms)
+{
+    vg_gpu_list_release(&t->list);
+    vg_gpu_list_init(&t->list);
+    assert_int_equal(vg_nvml_read_host(t->nvml, &t->list, &t->err), 0);
+    assert_int_equal(vg_t_read_gpus_within(t, ms), 0);
+}
+
+/*
+ * A call that hangs on one GPU costs that GPU alone: past the deadline it is marked hung with
+ * the identity it had given and an error naming the call, the three others are whole. While
+ * the call is stuck, later reads skip the GPU (no call queued behind it: the fake logs each
+ * call); once it returns, the GPU is read again. The hang (3 s) is far past the deadline
+ * (300 ms), and the recovery is polled with a bound: nothing here depends on timing.
+ */
+static void test_hang_one_gpu(void **state)
+{
+    char *sc =
+        vg_t_with(four_gpus, "hang func=nvmlDeviceGetMemoryInfo_v2 gpu=1 seconds=3 times=1\n");
+    struct vg_t t;
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_t_reread(&t, 300);
+    assert_int_equal(t.list.ngpus, 4);
+    const struct vg_gpu *g = &t.list.gpus[1];
+    assert_true(g->hung);
+    assert_false(g->lost);
+    assert_int_equal(g->index, 1);
+    assert_int_equal(g->known, VG_GPU_K_NAME | VG_GPU_K_UUID | VG_GPU_K_MINOR | VG_GPU_K_PCI);
+    assert_string_equal(g->uuid, "GPU-11111111-1111-1111-1111-111111111111");
+    assert_int_equal(g->minor, 0);
+    assert_int_equal(g->nprocs, 0);
+    assert_int_equal(g->nerrors, 1);
+    assert_string_equal(g->errors[0].func, "nvmlDeviceGetMemoryInfo_v2");
+    assert_int_equal(g->errors[0].status, 10); /* NVML_ERROR_TIMEOUT */
+    assert_non_null(strstr(g->errors[0].msg, "GPU 1: nvmlDeviceGetMemoryInfo_v2 has not returned"));
+    vg_t_assert_intact(&t.list.gpus[0]);
+    vg_t_assert_intact(&t.list.gpus[2]);
+    vg_t_assert_intact(&t.list.gpus[3]);
+    assert_string_equal(t.list.mem_api, "v2");
+    int calls = vg_t_calls(&t, "nvmlDeviceGetMemoryInfo_v2");
+    assert_int_equal(calls, 4);
+
+    /* Still stuck: GPU 1 is hung again at once, and its memory is not asked for again. */
+    vg_t_reread(&t, 300);
+    assert_true(t.list.gpus[1].hung);
+    assert_string_equal(t.list.gpus[1].errors[0].func, "nvmlDeviceGetMemoryInfo_v2");
+    vg_t_assert_intact(&t.list.gpus[0]);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetMemoryInfo_v2"), calls + 3);
+
+    /* The call returns (the fake sleeps 3 s): GPU 1 is read whole again. */
+    bool back = false;
+    for (int i = 0; i < 300 && !back; i++) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        vg_t_reread(&t, 5000);
+        back = !t.list.gpus[1].hung;
+    }
+    assert_true(back);
+    vg_t_assert_intact(&t.list.gpus[1]);
+    vg_t_done(&t);
+    free(sc);
+}
+
+/* A read that finds a GPU's reader still busy for less than its own budget (an earlier read
+ * that gave up soon) waits for it and takes its late answer: the GPU is whole, and no second
+ * call was made. The hang (1 s) is longer than the first deadline (200 ms) and much shorter than
+ * the second (10 s). */
+static void test_hang_late_answer_taken(void **state)
+{
+    char *sc = vg_t_with(four_gpus,
+                         "hang func=nvmlDeviceGetMemoryInfo_v2 gpu=3 seconds=1 times=1\n");
+    struct vg_t t;
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_t_reread(&t, 200);
+    assert_true(t.list.gpus[3].hung);
+    vg_t_assert_intact(&t.list.gpus[0]);
+    vg_t_reread(&t, 10000);
+    vg_t_assert_intact(&t.list.gpus[3]);
+    assert_false(t.list.gpus[3].hung);
+    /* 4 + 3: GPU 3's memory was asked for once, its late answer taken */
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetMemoryInfo_v2"), 7);
+    vg_t_done(&t);
+    free(sc);
+}
+
+/* The client is freed while a GPU's call is stuck: nothing waits, and the library stays
+ * loaded until the call returns (the stuck thread lets go last). */
+static void test_hang_free_while_stuck(void **state)
+{
+    char *sc = vg_t_with(four_gpus, "hang func=nvmlDeviceGetUUID gpu=2 seconds=2 times=1\n");
+    struct vg_t t;
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_t_reread(&t, 200);
+    const struct vg_gpu *g = &t.list.gpus[2];
+    assert_true(g->hung);
+    assert_int_equal(g->known, VG_GPU_K_NAME); /* read before the hang */
+    assert_string_equal(g->errors[0].func, "nvmlDeviceGetUUID");
+    vg_t_assert_intact(&t.list.gpus[3]);
+    vg_t_done(&t); /* returns at once */
+    free(sc);
+}
+
+/* A lying device count is capped: 4294967295 GPUs read as 256, with an error on the list;
+ * the GPUs past the real ones are lost, the real one is whole. */
+static void test_count_capped(void **state)
+{
+    char *sc = vg_t_with(four_gpus, "count 4294967295\n");
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.list.ngpus, VG_NVML_MAX_GPUS);
+    assert_int_equal(t.list.nerrors, 1);
+    assert_string_equal(t.list.errors[0].func, "nvmlDeviceGetCount_v2");
+    assert_string_equal(t.list.errors[0].msg,
+                        "nvmlDeviceGetCount_v2: the driver reports 4294967295 GPUs, more than "
+                        "NVML can address (at most 256, one per minor number of /dev/nvidia*): "
+                        "only the first 256 are read");
+    for (size_t i = 0; i < 4; i++)
+        vg_t_assert_intact(&t.list.gpus[i]);
+    for (size_t i = 4; i < t.list.ngpus; i++) {
+        assert_int_equal(t.list.gpus[i].index, i);
+        assert_true(t.list.gpus[i].lost);
+    }
+    vg_t_done(&t);
+    free(sc);
+
+    /* At the cap exactly: no error. */
+    sc = vg_t_with(four_gpus, "count 256\n");
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.list.ngpus, 256);
+    assert_int_equal(t.list.nerrors, 0);
+    vg_t_done(&t);
+    free(sc);
+}
+
+/* Process lists come back sorted by pid, one entry per pid, whatever order and repeats the
+ * driver gives; memory of one pid's contexts in one list adds up, saturating. */
+static void test_procs_sorted_saturating(void **state)
+{
+    char *sc = vg_t_with(four_gpus, "proc gpu=2 pid=900 type=compute mem=9223372036854775808\n"
+                                    "proc gpu=2 pid=5 type=compute mem=1MiB\n"
+                                    "proc gpu=2 pid=900 type=compute mem=9223372036854775808\n"
+                                    "proc gpu=2 pid=70 type=compute mem=2MiB\n"
+                                    "proc gpu=2 pid=5 type=graphics mem=3MiB\n");
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    const struct vg_gpu *g = &t.list.gpus[2];
+    assert_int_equal(g->nprocs, 4);
+    for (size_t i = 1; i < g->nprocs; i++)
+        assert_true(g->procs[i - 1].pid < g->procs[i].pid);
+    vg_t_assert_proc(g, 900, VG_PTYPE_COMPUTE, UINT64_MAX);
+    vg_t_assert_proc(g, 5, VG_PTYPE_COMPUTE | VG_PTYPE_GRAPHICS, 3 * MiB);
+    vg_t_assert_proc(g, 2000, VG_PTYPE_GRAPHICS, 64 * MiB);
+    assert_ptr_equal(vg_gpu_find_proc(g, 70), vg_t_proc(g, 70));
+    assert_null(vg_gpu_find_proc(g, 71));
+    vg_t_done(&t);
+    free(sc);
+}
+
 static void test_missing_library(void **state)
 {
     struct vg_t t;
@@ -831,9 +1008,15 @@ int main(void)
         cmocka_unit_test(test_grow_beyond_headroom),
         cmocka_unit_test(test_mig_devices),
         cmocka_unit_test(test_mig_error),
+        cmocka_unit_test(test_hang_one_gpu),
+        cmocka_unit_test(test_hang_late_answer_taken),
+        cmocka_unit_test(test_count_capped),
+        cmocka_unit_test(test_procs_sorted_saturating),
         cmocka_unit_test(test_missing_library),
         cmocka_unit_test(test_not_nvml),
         cmocka_unit_test(test_env_library),
+        /* last: its stuck call returns after the test, and would log into the next one's log */
+        cmocka_unit_test(test_hang_free_while_stuck),
     };
     return cmocka_run_group_tests(tests, vg_t_group_setup, vg_t_group_teardown);
 }

@@ -13,6 +13,7 @@
 
 #include "fixture.h"
 #include "model/pick.h"
+#include "model/visible.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
@@ -32,10 +33,10 @@ static struct vg_pick_criteria defaults(void)
 static void four(struct vg_gpu_list *l)
 {
     vg_gpu_list_init(l);
-    fx_gpu(l, "GPU-00000000-aaaa", "A100", 0, 80 * GiB, 30 * GiB, 512 * MiB);
-    fx_gpu(l, "GPU-11111111-bbbb", "A100", 1, 80 * GiB, 0, 512 * MiB);
-    fx_gpu(l, "GPU-22222222-cccc", "H100", 2, 80 * GiB, 0, 512 * MiB);
-    fx_gpu(l, "GPU-33333333-dddd", "H100", 3, 80 * GiB, 1 * GiB, 512 * MiB);
+    fx_gpu(l, "GPU-00000000-aaaa-4000-8000-000000000000", "A100", 0, 80 * GiB, 30 * GiB, 512 * MiB);
+    fx_gpu(l, "GPU-11111111-bbbb-4000-8000-000000000000", "A100", 1, 80 * GiB, 0, 512 * MiB);
+    fx_gpu(l, "GPU-22222222-cccc-4000-8000-000000000000", "H100", 2, 80 * GiB, 0, 512 * MiB);
+    fx_gpu(l, "GPU-33333333-dddd-4000-8000-000000000000", "H100", 3, 80 * GiB, 1 * GiB, 512 * MiB);
     l->gpus[2].util_gpu = 99;
     l->gpus[1].util_gpu = 20;
     l->gpus[3].util_gpu = 0;
@@ -157,6 +158,54 @@ static void test_never_picked(void **state)
     vg_gpu_list_release(&l);
 }
 
+/* A UUID that is not a well-formed one never becomes part of a CUDA_VISIBLE_DEVICES value: a
+ * comma would make several entries of it, a control character would reach a terminal. */
+static void test_bad_uuid(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "GPU-a,1,b",
+        "GPU-00000000-0000-4000-8000-00000000000",   /* one digit short */
+        "GPU-00000000-0000-4000-8000-0000000000000", /* one too many */
+        "GPU-0000000g-0000-4000-8000-000000000000",
+        "GPU-00000000-0000-4000-8000-000000000000,1",
+        "GPU-00000000-0000-4000-8000-00000000000 ",
+        "GPU-\033[2J000-0000-4000-8000-000000000000",
+        "gpu-00000000-0000-4000-8000-000000000000",
+        "MIG-GPU-00000000-0000-4000-8000-000000000000/1",
+        "MIG-GPU-00000000-0000-4000-8000-000000000000/1/",
+        "MIG-GPU-00000000-0000-4000-8000-000000000000/1/2/3",
+        "",
+    };
+    static const char *const good[] = {
+        "GPU-00000000-0000-4000-8000-000000000000",
+        "GPU-6F1C2A3E-ABCD-4000-8000-0123456789ab",
+        "MIG-11111111-0000-4000-8000-000000000000",
+        "MIG-GPU-00000000-0000-4000-8000-000000000000/7/0",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (vg_visible_uuid_ok(bad[i]))
+            fail_msg("'%s' accepted", bad[i]);
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (!vg_visible_uuid_ok(good[i]))
+            fail_msg("'%s' refused", good[i]);
+    assert_false(vg_visible_uuid_ok(NULL));
+
+    struct vg_gpu_list l;
+    four(&l);
+    struct vg_pick_criteria c = defaults();
+    uint64_t need;
+    free(l.gpus[2].uuid);
+    l.gpus[2].uuid = fx_strdup("GPU-a,1,b");
+    assert_int_equal(vg_pick_judge(&l, 2, &c, &need), VG_PICK_BAD_UUID);
+    struct vg_pick_cand out[4];
+    size_t ok = vg_pick_rank(&l, &c, out);
+    for (size_t i = 0; i < ok; i++)
+        assert_int_not_equal(out[i].gpu, 2);
+    assert_string_equal(vg_pick_reason_str(VG_PICK_BAD_UUID), "its UUID is not well-formed");
+    vg_gpu_list_release(&l);
+}
+
 static void test_floor(void **state)
 {
     (void)state;
@@ -272,7 +321,7 @@ static void test_resolve_list(void **state)
     (void)state;
     struct vg_gpu_list l;
     four(&l);
-    fx_mig(&l.gpus[2], "MIG-2222-0000", 10 * GiB);
+    fx_mig(&l.gpus[2], "MIG-22220000-0000-4000-8000-000000000000", 10 * GiB);
     struct vg_err err = VG_ERR_INIT;
     struct vg_pick_sel *sel;
     size_t n;
@@ -325,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_unknown_is_not_zero),
         cmocka_unit_test(test_never_picked),
+        cmocka_unit_test(test_bad_uuid),
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_parse_count),
         cmocka_unit_test(test_parse_util),

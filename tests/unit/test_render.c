@@ -82,6 +82,24 @@ static void test_text_escape(void **state)
     vg_buf_release(&b);
 }
 
+/* The short UUID is the driver's text: escaped, and cut with a visible ellipsis to fit. */
+static void test_short_uuid(void **state)
+{
+    (void)state;
+    char out[32];
+    vg_render_short_uuid("GPU-8a1b2c3d-1111-2222-3333-444444444444", out, sizeof(out));
+    assert_string_equal(out, "GPU-8a1b2c3d");
+    vg_render_short_uuid(NULL, out, sizeof(out));
+    assert_string_equal(out, "n/a");
+    vg_render_short_uuid("GPU-\x1b]0;x\x07\n12", out, sizeof(out));
+    assert_string_equal(out, "GPU-\\x1b]0;x\\x07\\n1");
+    /* all control bytes: 4 columns each, cut to fit 16 bytes with the ellipsis */
+    char small[16];
+    vg_render_short_uuid("GPU-\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b", small, sizeof(small));
+    assert_string_equal(small, "GPU-\\x1b\xE2\x80\xA6");
+    assert_null(strchr(small, '\x1b'));
+}
+
 static struct vg_snapshot *sample(void)
 {
     struct vg_gpu_list l;
@@ -153,7 +171,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_escape), cmocka_unit_test(test_json_writer),
         cmocka_unit_test(test_text_escape), cmocka_unit_test(test_status_json),
-        cmocka_unit_test(test_status_text),
+        cmocka_unit_test(test_status_text), cmocka_unit_test(test_short_uuid),
     };
     return cmocka_run_group_tests_name("render", tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -170,13 +172,116 @@ static void test_no_driver(void **state)
     vg_snap_free(s);
 }
 
+/* Two holders of 2^63 bytes on one GPU: held_by_holders saturates, it does not wrap to 0. */
+static void test_sums_saturate(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_gpu *g = fx_gpu(&l, "GPU-aaaaaaaa-0000", "A", 0, 80 * GiB, 80 * GiB, 0);
+    fx_gproc(g, 4000001, 1ull << 63, VG_PTYPE_COMPUTE);
+    fx_gproc(g, 4000002, 1ull << 63, VG_PTYPE_COMPUTE);
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+    assert_int_equal(s->per_gpu[0].held_bytes, UINT64_MAX);
+    assert_true(s->per_gpu[0].unexplained_known);
+    assert_int_equal(s->per_gpu[0].unexplained_bytes, 0);
+    vg_snap_free(s);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * The join at a scale a lying driver or a hostile user can reach: 256 GPUs (the most the client
+ * reads) with 1000 driver-listed PIDs each, and 100,000 processes holding device nodes (half of
+ * them the driver's). A join that compared every descriptor with every holding would make
+ * 2.5e10 comparisons (minutes); the indexed one takes well under a second. The bound below is
+ * 30 times what the sanitizer build needs on a loaded 2-core machine, so it tests the shape,
+ * not the speed.
+ */
+static void test_join_at_scale(void **state)
+{
+    (void)state;
+    enum { NGPU = 256, PER_GPU = 1000, NPROC = 100000 };
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    l.gpus = calloc(NGPU, sizeof(*l.gpus));
+    assert_non_null(l.gpus);
+    l.ngpus = NGPU;
+    for (unsigned gi = 0; gi < NGPU; gi++) {
+        struct vg_gpu *g = &l.gpus[gi];
+        g->index = gi;
+        g->minor = NGPU - 1 - gi; /* never the index */
+        g->mem_total = 80 * GiB;
+        g->mem_used = 40 * GiB;
+        g->known = VG_GPU_K_MINOR | VG_GPU_K_MEM | VG_GPU_K_PROCS;
+        g->procs = calloc(PER_GPU, sizeof(*g->procs));
+        assert_non_null(g->procs);
+        g->nprocs = PER_GPU;
+        for (unsigned k = 0; k < PER_GPU; k++) {
+            /* PIDs 1..NPROC/2 are the driver's (and in /proc), spread over the GPUs in order */
+            g->procs[k].pid = 1 + (gi * PER_GPU + k) % (NPROC / 2);
+            g->procs[k].types = VG_PTYPE_COMPUTE;
+            g->procs[k].used_known = true;
+            g->procs[k].used_bytes = 1ull << 62; /* sums saturate on the way */
+        }
+        for (unsigned k = 1; k < PER_GPU; k++) /* sorted by pid, as the client keeps it */
+            assert_true(g->procs[k - 1].pid < g->procs[k].pid);
+    }
+    t.procs = calloc(NPROC, sizeof(*t.procs));
+    assert_non_null(t.procs);
+    for (unsigned i = 0; i < NPROC; i++) {
+        struct vg_proc *p = &t.procs[t.n++];
+        p->pid = (pid_t)(i + 1);
+        p->known = VG_PROC_K_STAT | VG_PROC_K_FDS;
+        p->state = 'S';
+        p->dev_minors = calloc(1, sizeof(*p->dev_minors));
+        assert_non_null(p->dev_minors);
+        /* the driver's processes hold their GPU's node; the others one node each */
+        unsigned gi = i < NPROC / 2 ? (i / PER_GPU) % NGPU : i % NGPU;
+        p->dev_minors[0] = NGPU - 1 - gi;
+        p->ndev_minors = 1;
+        p->dev_fd_count = 1;
+    }
+    t.n_scanned = t.n;
+    double t0 = now_s();
+    struct vg_snapshot *s = fx_assemble(&l, &t);
+    size_t total = 0;
+    for (size_t gi = 0; gi < NGPU; gi++) {
+        size_t first, count;
+        vg_snap_gpu_holdings(s, gi, &first, &count);
+        total += count;
+        assert_int_equal(s->per_gpu[gi].held_bytes, UINT64_MAX);
+    }
+    size_t unread = vg_snap_unread_envs(s);
+    double took = now_s() - t0;
+    fprintf(stderr, "# join: %zu holdings of %d GPUs and %d processes in %.3f s\n", s->nholdings,
+            NGPU, NPROC, took);
+    assert_int_equal(total, s->nholdings);
+    assert_int_equal(unread, NPROC); /* no environment was read for any of them */
+    assert_true(took < 30.0);
+    /* every driver entry whose process holds its GPU's node is seen by both */
+    size_t both = 0;
+    for (size_t i = 0; i < s->nholdings; i++)
+        both += s->holdings[i].seen == (VG_SEEN_NVML | VG_SEEN_FD);
+    assert_true(both >= NPROC / 2);
+    vg_snap_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_join_minor_not_index),
-        cmocka_unit_test(test_mig_attribution),
-        cmocka_unit_test(test_bogus_and_unknown),
-        cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_join_minor_not_index), cmocka_unit_test(test_mig_attribution),
+        cmocka_unit_test(test_bogus_and_unknown),    cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_sums_saturate),        cmocka_unit_test(test_join_at_scale),
     };
     return cmocka_run_group_tests_name("snapshot", tests, NULL, NULL);
 }

@@ -40,8 +40,8 @@ static void build(enum host h, struct vg_gpu_list *l)
     case MIGHOST:
         fx_gpu(l, "GPU-m0000000-0000", "A100", 0, 80 * GiB, 0, 0);
         fx_gpu(l, "GPU-n0000000-0000", "A100", 1, 80 * GiB, 0, 0);
-        fx_mig(&l->gpus[0], "MIG-11110000-0000", 10 * GiB);
-        fx_mig(&l->gpus[0], "MIG-22220000-0000", 10 * GiB);
+        fx_mig(&l->gpus[0], "MIG-11110000-0000-4000-8000-000000000000", 10 * GiB);
+        fx_mig(&l->gpus[0], "MIG-22220000-0000-4000-8000-000000000000", 10 * GiB);
         l->gpus[0].cc_major = l->gpus[1].cc_major = 8;
         break;
     }
@@ -117,14 +117,16 @@ static const struct row rows[] = {
     {HOMO, NULL, NULL, "0,1,2,3", -1, VG_VIS_OK, NULL},
     /* MIG: one MIG device per process */
     {MIGHOST, "MIG-2222", NULL, "0/1", -1, VG_VIS_OK, NULL},
-    {MIGHOST, "MIG-1111,MIG-2222", NULL, "0/0", -1, VG_VIS_EXTRA_MIG, "MIG-11110000-0000"},
+    {MIGHOST, "MIG-1111,MIG-2222", NULL, "0/0", -1, VG_VIS_EXTRA_MIG,
+     "MIG-11110000-0000-4000-8000-000000000000"},
     {MIGHOST, "0", "PCI_BUS_ID", "0/0", -1, VG_VIS_OK, NULL},
     {MIGHOST, "GPU-m0", NULL, "0/0", -1, VG_VIS_OK, NULL},
     {MIGHOST, "MIG-", NULL, "", 0, VG_VIS_UNKNOWN_UUID, ""},
     {MIGHOST, "MIG-1111,GPU-n0", NULL, "0/0,1", -1, VG_VIS_OK, NULL},
     /* found by fuzz_visible: a mixed-form index naming the MIG GPU is its first MIG device,
      * so the suggestion must not name that device twice */
-    {MIGHOST, "MIG-11,000", "PCI_BUS_ID", "0/0", 1, VG_VIS_MIXED, "MIG-11110000-0000"},
+    {MIGHOST, "MIG-11,000", "PCI_BUS_ID", "0/0", 1, VG_VIS_MIXED,
+     "MIG-11110000-0000-4000-8000-000000000000"},
 };
 
 static void devices_str(const struct vg_visible *v, char *out, size_t n)
@@ -180,6 +182,23 @@ static void test_table(void **state)
     }
 }
 
+/* A suggested value leaves out a device whose UUID is not well-formed, as one whose UUID is
+ * unknown: "GPU-a,1,b" pasted into CUDA_VISIBLE_DEVICES would be three entries. */
+static void test_corrected_skips_bad_uuid(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    build(HOMO, &l);
+    free(l.gpus[2].uuid);
+    l.gpus[2].uuid = fx_strdup("GPU-a,1,b");
+    struct vg_visible v;
+    assert_int_equal(vg_visible_resolve("0,9,2", NULL, &l, &v, NULL), 0);
+    assert_int_equal(v.cut, 1);
+    assert_string_equal(v.corrected, UA);
+    vg_visible_release(&v);
+    vg_gpu_list_release(&l);
+}
+
 static void test_order_flags(void **state)
 {
     (void)state;
@@ -232,6 +251,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_corrected_skips_bad_uuid),
         cmocka_unit_test(test_order_flags),
         cmocka_unit_test(test_long_value),
     };
