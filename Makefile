@@ -110,7 +110,7 @@ unit: $(UNIT_BIN)
 
 # Everything the tests need, then one prove call over unit binaries and bats files.
 check: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
-	VG_BUILD=$(abspath $(BUILD)) tests/run
+	VG_BUILD=$(abspath $(BUILD)) tests/run $(PROVE_ARGS)
 
 # Benchmarks (docs/performance.md): vramguard against fuser, lsof and a C floor on a synthetic
 # host of real processes. Never part of `check` or CI. BENCH_ARGS passes options to bench/run

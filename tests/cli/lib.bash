@@ -37,6 +37,14 @@ _vg_dir() {
     mkdir -p "$_VG_STATE"
 }
 
+# Each test gets its directory, state and tag when this file loads, so that a test may use
+# $_VG_TAG and record pids even when its first call to vg_tmpdir ran in a subshell ($(...)),
+# where _vg_dir's variables do not reach the test. bats also loads this file once outside any
+# test (no BATS_TEST_TMPDIR then): nothing to create.
+if [[ -n ${BATS_TEST_TMPDIR:-} ]]; then
+    _vg_dir
+fi
+
 # vg_tmpdir: prints this test's temporary directory (created; removed by bats or vg_cleanup).
 vg_tmpdir() {
     _vg_dir || return 1
@@ -179,6 +187,7 @@ vg_holds() {
 # Appends "ROLE PID STARTTIME" to the state file, so vg_cleanup never kills a recycled pid.
 _vg_record() {
     local start
+    _vg_dir || return 1
     start=$(vg_stat "$2" starttime 2>/dev/null) || start=-
     printf '%s %s %s\n' "$1" "$2" "$start" >>"$_VG_STATE/pids"
 }
