@@ -95,15 +95,17 @@ FM_UUID2=GPU-22222222-fa17-0000-0000-000000000000
 FM_MIG10=MIG-11111111-fa17-0000-0000-000000000010
 
 # fm_setup: the device directory, the three holders (FM_A, FM_B, FM_C) and the base scenario
-# text (FM_BASE). FM_DIR is where the cases go.
+# text (FM_BASE). FM_DIR is where the cases go. The holders live past the helper's default
+# 120 s: a matrix takes minutes on a loaded machine or an ASan build, and a holder that exits
+# midway fails every later case (teardown kills them anyway).
 fm_setup() {
     FM_DIR=$(vg_tmpdir)/fm
     mkdir -p "$FM_DIR"
     DEVDIR=$(vg_fake_dev "" 4)
     vg_require_jq
-    FM_A=$(vg_spawn --open "$DEVDIR/nvidia0" --open "$DEVDIR/nvidiactl" --env CUDA_VISIBLE_DEVICES=2 --comm fm-holder-a) || return 1
-    FM_B=$(vg_spawn --open "$DEVDIR/nvidia1" --open "$DEVDIR/nvidiactl" --comm fm-holder-b) || return 1
-    FM_C=$(vg_spawn --open "$DEVDIR/nvidia2" --open "$DEVDIR/nvidiactl" --comm fm-holder-c) || return 1
+    FM_A=$(vg_spawn --lifetime 900 --open "$DEVDIR/nvidia0" --open "$DEVDIR/nvidiactl" --env CUDA_VISIBLE_DEVICES=2 --comm fm-holder-a) || return 1
+    FM_B=$(vg_spawn --lifetime 900 --open "$DEVDIR/nvidia1" --open "$DEVDIR/nvidiactl" --comm fm-holder-b) || return 1
+    FM_C=$(vg_spawn --lifetime 900 --open "$DEVDIR/nvidia2" --open "$DEVDIR/nvidiactl" --comm fm-holder-c) || return 1
     FM_BASE="driver 550.54.15
 nvml 12.550.54.15
 cuda 12040
