@@ -21,9 +21,9 @@
 
 #include "cmd/cmd.h"
 #include "render/metrics.h"
-#include "serve/collector.h"
-#include "serve/http.h"
-#include "serve/route.h"
+#include "model/collector.h"
+#include "cmd/serve_http.h"
+#include "cmd/serve_route.h"
 #include "util/parse.h"
 
 static const char vg_serve_help[] =
@@ -84,6 +84,15 @@ static void vg_serve_log(void *arg, const char *msg)
 {
     (void)arg;
     vg_cmd_error("serve", "%s", msg);
+}
+
+/* The collector's renderer: the Prometheus exposition with the command line's options (arg). */
+static int vg_serve_render(void *arg, const struct vg_snapshot *snap,
+                           const struct vg_findings *fs,
+                           const struct vg_collector_gpu_ids *last_good,
+                           const struct vg_collector_stats *st, struct vg_buf *out)
+{
+    return vg_metrics_render(snap, fs, last_good, st, (const struct vg_metrics_opts *)arg, out);
 }
 
 static int vg_serve_duration(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
@@ -148,8 +157,11 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     struct vg_collector_opts co;
     memset(&co, 0, sizeof(co));
     vg_rule_opts_init(&co.rules);
-    vg_metrics_opts_init(&co.metrics);
-    co.metrics.version = VG_VERSION;
+    struct vg_metrics_opts mo;
+    vg_metrics_opts_init(&mo);
+    mo.version = VG_VERSION;
+    co.render = vg_serve_render;
+    co.render_arg = &mo;
     struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help,
                              .longopts = longopts, .argc = argc, .argv = argv};
     int c;
@@ -175,7 +187,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_PER_PROCESS:
-            if (vg_metrics_parse_pp(optarg, &co.metrics) != 0) {
+            if (vg_metrics_parse_pp(optarg, &mo) != 0) {
                 vg_cmd_error("serve",
                              "--per-process takes top:N (N from 1 to 100000), all or "
                              "none, not '%s'",
@@ -203,7 +215,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         case VG_OPT_CONTEXT_MAX:
             if (vg_serve_size("--context-max", optarg, &co.rules.context_max))
                 return VG_EXIT_USAGE;
-            co.metrics.context_max = co.rules.context_max;
+            mo.context_max = co.rules.context_max;
             break;
         case VG_OPT_UNATTR_MIN:
             if (vg_serve_size("--unattributed-min", optarg, &co.rules.unattributed_min))

@@ -49,61 +49,6 @@ int vg_metrics_parse_pp(const char *s, struct vg_metrics_opts *o)
     return 0;
 }
 
-void vg_metrics_gpu_ids_init(struct vg_metrics_gpu_ids *ids)
-{
-    ids->v = NULL;
-    ids->n = 0;
-}
-
-static void vg_metrics_ids_free(struct vg_metrics_gpu_id *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].uuid);
-        free(v[i].name);
-        free(v[i].pci_bus_id);
-    }
-    free(v);
-}
-
-void vg_metrics_gpu_ids_release(struct vg_metrics_gpu_ids *ids)
-{
-    vg_metrics_ids_free(ids->v, ids->n);
-    vg_metrics_gpu_ids_init(ids);
-}
-
-static int vg_metrics_dup(const char *s, bool known, char **out)
-{
-    *out = NULL;
-    if (!known || !s)
-        return 0;
-    *out = strdup(s);
-    return *out ? 0 : -ENOMEM;
-}
-
-int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snapshot *snap)
-{
-    size_t n = snap->gpus.ngpus;
-    struct vg_metrics_gpu_id *v = n ? calloc(n, sizeof(*v)) : NULL;
-    if (n && !v)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        const struct vg_gpu *g = &snap->gpus.gpus[i];
-        v[i].index = g->index;
-        v[i].minor_known = (g->known & VG_GPU_K_MINOR) != 0;
-        v[i].minor = g->minor;
-        if (vg_metrics_dup(g->uuid, g->known & VG_GPU_K_UUID, &v[i].uuid) ||
-            vg_metrics_dup(g->name, g->known & VG_GPU_K_NAME, &v[i].name) ||
-            vg_metrics_dup(g->pci_bus_id, g->known & VG_GPU_K_PCI, &v[i].pci_bus_id)) {
-            vg_metrics_ids_free(v, n);
-            return -ENOMEM;
-        }
-    }
-    vg_metrics_gpu_ids_release(ids);
-    ids->v = v;
-    ids->n = n;
-    return 0;
-}
-
 int vg_metrics_escape(struct vg_buf *out, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -395,7 +340,7 @@ static void vg_gpu_labels(struct vg_mw *w, const struct vg_gpu *g)
     vg_mw_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
 }
 
-static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect *st,
+static void vg_collect_families(struct vg_mw *w, const struct vg_collector_stats *st,
                                 const struct vg_metrics_opts *o)
 {
     vg_mw_family(w, "vramguard_build_info", "gauge",
@@ -454,7 +399,7 @@ static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect
 }
 
 static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,
-                               const struct vg_metrics_gpu_ids *last_good)
+                               const struct vg_collector_gpu_ids *last_good)
 {
     vg_mw_family(w, "vramguard_gpu_info", "gauge",
                  "Always 1 for each GPU; its identity. After a failed collection, the GPUs of "
@@ -472,7 +417,7 @@ static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,
         return;
     }
     for (size_t i = 0; last_good && i < last_good->n; i++) {
-        const struct vg_metrics_gpu_id *id = &last_good->v[i];
+        const struct vg_collector_gpu_id *id = &last_good->v[i];
         vg_mw_begin(w);
         vg_mw_label_u(w, "gpu", id->index);
         vg_mw_label(w, "uuid", id->uuid);
@@ -776,8 +721,8 @@ static void vg_unread_family(struct vg_mw *w, const struct vg_snapshot *snap)
 }
 
 int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                      const struct vg_metrics_gpu_ids *last_good,
-                      const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
+                      const struct vg_collector_gpu_ids *last_good,
+                      const struct vg_collector_stats *st, const struct vg_metrics_opts *o,
                       struct vg_buf *out)
 {
     struct vg_mw w = {.out = out};
