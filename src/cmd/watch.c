@@ -34,7 +34,7 @@
 #include "rules/rules.h"
 #include "util/file.h"
 #include "util/parse.h"
-#include "watch/config.h"
+#include "cmd/watch_config.h"
 #include "watch/engine.h"
 #include "watch/exec.h"
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "render/render.h"
+#include "rules/health.h"
 #include "util/parse.h"
 
 struct vg_wgpu {
@@ -658,8 +659,43 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     vg_buf_release(&key);
 }
 
-/* Rules, with the idle history for idle-holder. */
-static void vg_build_findings(struct vg_step *s, struct vg_err *err)
+/* The rules' findings into the view. */
+static void vg_build_findings(struct vg_step *s, const struct vg_findings *fs)
+{
+    struct vg_watch_view *v = s->v;
+    for (size_t i = 0; i < fs->n && !s->err; i++)
+        vg_add_finding(s, &fs->v[i]);
+    if (!s->err)
+        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
+}
+
+/* The expectations' alerts into the view (their strings move there). */
+static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
+{
+    struct vg_watch_view *v = s->v;
+    v->problem = as->problem;
+    as->problem = NULL;
+    for (size_t i = 0; i < as->n && !s->err; i++) {
+        struct vg_alert *a = &as->v[i];
+        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
+        if (!d)
+            break;
+        const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
+        d->gpu_index = g->index;
+        d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
+                         a->mig + 1, a->has_pid ? (int)a->pid : 0,
+                         (unsigned long long)(a->start_known ? a->start_ticks : 0));
+        d->a = *a;
+        memset(a, 0, sizeof(*a)); /* strings moved */
+    }
+    if (!s->err)
+        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+}
+
+/* Findings and alerts, through the same judgement as `check` (rules/health.h), with the idle
+ * history for idle-holder. */
+static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
 {
     struct vg_watch_view *v = s->v;
     struct vg_rule_opts ro;
@@ -686,44 +722,17 @@ static void vg_build_findings(struct vg_step *s, struct vg_err *err)
     ro.nidle = nidle;
     struct vg_findings fs;
     vg_findings_init(&fs);
-    if (vg_rules_run(s->snap, &ro, &fs, err) < 0)
-        s->err = -ENOMEM;
-    for (size_t i = 0; i < fs.n && !s->err; i++)
-        vg_add_finding(s, &fs.v[i]);
-    vg_findings_release(&fs);
-    free(idle);
-    if (!s->err)
-        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
-}
-
-static void vg_build_alerts(struct vg_step *s, struct vg_err *err)
-{
-    struct vg_watch_view *v = s->v;
-    if (!s->o->expect || s->o->expect->n == 0)
-        return;
     struct vg_alerts as;
     vg_alerts_init(&as);
-    if (vg_expect_check(s->o->expect, s->snap, s->o->threshold, &as, err) < 0)
+    if (vg_health_judge(s->snap, &ro, s->o->expect, s->o->threshold, &fs, &as, err) < 0)
         s->err = -ENOMEM;
-    v->problem = as.problem;
-    as.problem = NULL;
-    for (size_t i = 0; i < as.n && !s->err; i++) {
-        struct vg_alert *a = &as.v[i];
-        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
-        if (!d)
-            break;
-        const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
-        d->gpu_index = g->index;
-        d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
-                         a->mig + 1, a->has_pid ? (int)a->pid : 0,
-                         (unsigned long long)(a->start_known ? a->start_ticks : 0));
-        d->a = *a;
-        memset(a, 0, sizeof(*a)); /* strings moved */
-    }
-    vg_alerts_release(&as);
     if (!s->err)
-        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+        vg_build_findings(s, &fs);
+    if (!s->err)
+        vg_build_alerts(s, &as);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    free(idle);
 }
 
 /* Frozen: carry the previous findings, alerts and problem as they were. */
@@ -1140,9 +1149,7 @@ int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap,
     if (!s.err && v->frozen)
         vg_carry_verdicts(&s, false);
     if (!s.err && !v->frozen)
-        vg_build_findings(&s, err);
-    if (!s.err && !v->frozen)
-        vg_build_alerts(&s, err);
+        vg_build_verdicts(&s, err);
     if (!s.err && !v->frozen && prev && vg_view_any_hung(v))
         vg_carry_verdicts(&s, true);
     if (!s.err)

@@ -41,7 +41,7 @@
 #include "rules/rules.h"
 #include "util/buf.h"
 #include "util/err.h"
-#include "watch/expect.h"
+#include "rules/expect.h"
 
 enum vg_event_type {
     VG_EV_DRIVER_HUNG,

@@ -1,6 +1,7 @@
 /*
- * Unit tests for the watch engine and its parts (src/watch/): the config file parser (strict,
- * FILE:LINE errors, precedence), expectations, the alert command's word splitting, and the
+ * Unit tests for the watch engine and its parts (src/watch/, src/cmd/watch_config.c,
+ * src/rules/expect.c): the config file parser (strict, FILE:LINE errors, precedence),
+ * expectations, the alert command's word splitting, and the
  * event diffing on hand-made snapshots: present events first, silence without change, memory
  * against the last reported figure, PID reuse, alerts once, idle-holder from the idle history,
  * GPUs lost and back, and the frozen view while the driver is hung.
@@ -18,10 +19,10 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "watch/config.h"
+#include "cmd/watch_config.h"
 #include "watch/engine.h"
 #include "watch/exec.h"
-#include "watch/expect.h"
+#include "rules/expect.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
