@@ -14,7 +14,6 @@
  * after --nvml-timeout, and the config file is read without ever blocking (regular files only).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +31,6 @@
 #include "render/json.h"
 #include "render/text.h"
 #include "rules/rules.h"
-#include "util/file.h"
 #include "util/parse.h"
 #include "cmd/watch_config.h"
 #include "watch/engine.h"
@@ -198,21 +196,8 @@ static void vg_watch_reload(struct vg_watch *w)
 static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t start_ticks)
 {
     const struct vg_watch *w = ctx;
-    const char *root = w->g->proc_root && *w->g->proc_root ? w->g->proc_root : "/proc";
-    char path[4096 + 32], buf[1024];
-    int n = snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
-    if (n < 0 || (size_t)n >= sizeof(path) || pid <= 0)
-        return false;
-    size_t len = 0;
-    int rc = vg_file_read_small(AT_FDCWD, path, buf, sizeof(buf), &len);
-    if (rc == -ENOENT || rc == -ESRCH || (rc == 0 && len == 0))
-        return false;
-    if (rc != 0 || !start_known)
-        return true; /* cannot tell: keep it rather than invent a departure */
-    struct vg_proc p = {0};
-    bool alive = vg_proc_parse_stat(buf, len, &p) != 0 || p.start_ticks == start_ticks;
-    vg_proc_release(&p);
-    return alive;
+    /* cannot tell (< 0): keep it rather than invent a departure */
+    return vg_proc_alive(w->g->proc_root, pid, start_known, start_ticks) != 0;
 }
 
 /* NAME=VALUE for an alert command, the value escaped as text output is (vg_text_escape): a
