@@ -1,6 +1,7 @@
 /*
- * Unit tests for the watch engine and its parts (src/watch/, src/cmd/watch_config.c,
- * src/rules/expect.c): the config file parser (strict, FILE:LINE errors, precedence),
+ * Unit tests for the watch engine and its parts (src/model/engine.c, src/render/event.c,
+ * src/cmd/watch_config.c, src/rules/expect.c, src/watch/exec.c): the config file parser
+ * (strict, FILE:LINE errors, precedence),
  * expectations, the alert command's word splitting, and the
  * event diffing on hand-made snapshots: present events first, silence without change, memory
  * against the last reported figure, PID reuse, alerts once, idle-holder from the idle history,
@@ -20,7 +21,8 @@
 
 #include "fixture.h"
 #include "cmd/watch_config.h"
-#include "watch/engine.h"
+#include "model/engine.h"
+#include "render/event.h"
 #include "watch/exec.h"
 #include "rules/expect.h"
 
@@ -393,6 +395,18 @@ static size_t count(const struct run *r, enum vg_event_type t)
     return n;
 }
 
+/* An event's message as watch prints it (render/event.c); valid until the next call. */
+static const char *msg(const struct vg_event *e)
+{
+    static char text[1024];
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    bool has = vg_render_event_message(e, &b);
+    snprintf(text, sizeof(text), "%s", has && !b.err ? vg_buf_str(&b) : "(none)");
+    vg_buf_release(&b);
+    return text;
+}
+
 static const struct vg_event *find_ev(const struct run *r, enum vg_event_type t, pid_t pid)
 {
     for (size_t i = 0; i < r->ev.n; i++)
@@ -407,7 +421,7 @@ static void dump(const struct run *r)
     if (!getenv("VG_TEST_VERBOSE"))
         return;
     for (size_t i = 0; i < r->ev.n; i++)
-        fprintf(stderr, "  %s: %s\n", vg_event_name(r->ev.v[i].type), r->ev.v[i].message);
+        fprintf(stderr, "  %s: %s\n", vg_event_name(r->ev.v[i].type), msg(&r->ev.v[i]));
 }
 
 /* A holder 100 on GPU 1 (fd + NVML) with mem1, a holder 200 on GPU 0 by device node only. */
@@ -434,10 +448,10 @@ static void test_engine_present_then_silence(void **state)
     assert_int_equal(count(&r, VG_EV_DRIVER_HUNG) + count(&r, VG_EV_DRIVER_ERROR), 0);
     const struct vg_event *e = find_ev(&r, VG_EV_HOLDER_PRESENT, 100);
     assert_non_null(e);
-    assert_string_equal(e->message, "PID 100 on GPU 1 (GPU-11111111): 2 GiB, alice: python train.py");
+    assert_string_equal(msg(e), "PID 100 on GPU 1 (GPU-11111111): 2 GiB, alice: python train.py");
     assert_true(e->gpu_known && e->gpu == 1 && e->mem_known && e->mem == 2 * GiB);
     e = find_ev(&r, VG_EV_HOLDER_PRESENT, 200);
-    assert_string_equal(e->message,
+    assert_string_equal(msg(e),
                         "PID 200 on GPU 0 (GPU-00000000): device node only, alice: python worker");
     assert_false(e->mem_known);
     /* the same world again: nothing */
@@ -464,7 +478,7 @@ static void test_engine_memory_and_reuse(void **state)
     assert_non_null(e);
     assert_true(e->prev_known && e->prev == 2 * GiB);
     assert_true(e->mem_known && e->mem == 2 * GiB + 12 * MiB);
-    assert_string_equal(e->message, "PID 100 on GPU 1 (GPU-11111111): 2 GiB -> 2.0 GiB (+12 MiB), "
+    assert_string_equal(msg(e), "PID 100 on GPU 1 (GPU-11111111): 2 GiB -> 2.0 GiB (+12 MiB), "
                                     "alice: python train.py");
     step(&r, basic(2 * GiB + 12 * MiB, 50), false);
     assert_int_equal(r.ev.n, 0);
@@ -497,7 +511,7 @@ static void test_engine_alerts(void **state)
     assert_int_equal(e->severity, VG_SEV_WARNING);
     assert_string_equal(e->alert, VG_ALERT_UNEXPECTED_HOLDER);
     assert_string_equal(e->expect, "1=bob");
-    assert_string_equal(e->message, "GPU 1 (GPU-11111111) may carry only bob (expect 1=bob): "
+    assert_string_equal(msg(e), "GPU 1 (GPU-11111111) may carry only bob (expect 1=bob): "
                                     "PID 100 holds 2 GiB, alice: python train.py");
     /* the same: no new alert even though memory changed a little */
     step(&r, basic(2 * GiB + MiB, 50), false);
@@ -651,7 +665,7 @@ static void test_engine_frozen_while_hung(void **state)
     assert_int_equal(count(&r, VG_EV_DRIVER_HUNG), 1);
     const struct vg_event *e = find_ev(&r, VG_EV_HOLDER_APPEARED, 500);
     assert_non_null(e);
-    assert_string_equal(e->message,
+    assert_string_equal(msg(e),
                         "PID 500 on GPU 0 (GPU-00000000): device node only, alice: python new.py");
     /* nothing else: no GPU, finding or alert closes; 100 keeps its memory; 4000000 is kept */
     assert_int_equal(r.ev.n, 2);
@@ -700,11 +714,11 @@ static void test_event_render(void **state)
     struct timespec when = {.tv_sec = 1700000000};
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    assert_int_equal(vg_event_text(e, &when, NULL, &b), 0);
+    assert_int_equal(vg_render_event_text(e, &when, NULL, &b), 0);
     assert_string_equal(vg_buf_str(&b), "2023-11-14T22:13:20Z holder-present PID 100 on GPU 1 "
                                         "(GPU-11111111): 2 GiB, alice: python train.py\n");
     vg_buf_reset(&b);
-    assert_int_equal(vg_event_json(e, &when, 7, &b), 0);
+    assert_int_equal(vg_render_event_json(e, &when, 7, &b), 0);
     assert_string_equal(vg_buf_str(&b),
                         "{\"schema\":\"vramguard.event/1\",\"time\":\"2023-11-14T22:13:20Z\","
                         "\"sample\":7,\"event\":\"holder-present\",\"severity\":\"info\","
