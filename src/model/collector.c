@@ -140,8 +140,6 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     bool hung = false;
     struct vg_err serr = VG_ERR_INIT;
     int src = vg_sampler_sample(c->sampler, &snap, &hung, &serr);
-    struct vg_findings fs;
-    vg_findings_init(&fs);
     int rc = 0;
     /* Out of memory always fails; an unreadable /proc fails only the first collection (a
      * wrong --proc), later it is a failed collection like a failing driver. */
@@ -149,17 +147,8 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
         rc = vg_err_set(err, src, "%s", vg_err_msg(&serr));
         goto out;
     }
-    /* Processes new since the last sample may be leftovers whose activity is still unknown:
-     * measured now (the rest comes from the sampler's previous sample). Only new suspects
-     * make a collection wait. */
-    if (!src && vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0) {
-        rc = vg_err_set(err, -ENOMEM, "out of memory");
+    if ((rc = c->o.diagnose(c->o.arg, src ? NULL : snap, err)) != 0)
         goto out;
-    }
-    if (!src && vg_rules_run(snap, &c->o.rules, &fs, err) != 0) {
-        rc = err && err->code ? err->code : -ENOMEM;
-        goto out;
-    }
     bool success = !src && snap->driver_ok && !hung;
     if (success && vg_collector_gpu_ids_set(&c->last_good, snap) != 0) {
         rc = vg_err_set(err, -ENOMEM, "out of memory");
@@ -188,7 +177,7 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
 
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    rc = c->o.render(c->o.render_arg, src ? NULL : snap, &fs, &c->last_good, &st, &b);
+    rc = c->o.render(c->o.arg, src ? NULL : snap, &c->last_good, &st, &b);
     if (rc) {
         vg_buf_release(&b);
         rc = vg_err_set(err, rc, "cannot render the metrics: %s", strerror(-rc));
@@ -205,7 +194,6 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     vg_log_change(c, success, hung, src ? vg_err_msg(&serr) : snap->driver_error);
 out:
     vg_err_release(&serr);
-    vg_findings_release(&fs);
     vg_snap_free(snap);
     return rc;
 }
@@ -218,9 +206,6 @@ int vg_collector_new(const struct vg_collector_opts *o, struct vg_collector **ou
     if (!c)
         return vg_err_set(err, -ENOMEM, "out of memory");
     c->o = *o;
-    c->o.rules.check_shell = false;
-    c->o.rules.idle = NULL;
-    c->o.rules.nidle = 0;
     if (c->o.interval_ms == 0)
         c->o.interval_ms = 5000;
     vg_collector_gpu_ids_init(&c->last_good);

@@ -1,8 +1,9 @@
 /*
  * The collector of `vramguard serve`: samples the host on its own schedule (every interval, on
- * a thread of its own), runs the diagnosis rules, has the caller's renderer write the exposition
- * (Prometheus text, render/metrics.h) and keeps the latest one in a mutex-protected buffer. Scrapes only copy that buffer, so any number of
- * scrapers costs no extra collection, and a slow scraper cannot delay one.
+ * a thread of its own), has the caller diagnose each sample and write the exposition (the rules
+ * and render/metrics.h, from cmd/serve.c: this layer names neither) and keeps the latest one in
+ * a mutex-protected buffer. Scrapes only copy that buffer, so any number of scrapers costs no
+ * extra collection, and a slow scraper cannot delay one.
  *
  * The driver-hang protection is the sampler's (model/sampler.h): a sample waits for NVML at
  * most nvml_timeout_ms and then goes on without the driver's view, which shows as
@@ -20,7 +21,6 @@
 #include <stdint.h>
 
 #include "model/sampler.h"
-#include "rules/rules.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -62,11 +62,13 @@ void vg_collector_gpu_ids_release(struct vg_collector_gpu_ids *ids);
  * unchanged). */
 int vg_collector_gpu_ids_set(struct vg_collector_gpu_ids *ids, const struct vg_snapshot *snap);
 
-/* Render the latest collection into out (the exposition): snap is NULL when not even /proc
- * could be read, fs the findings over it, last_good and st as above. 0, or the buffer's error.
- * The caller (cmd/serve.c) supplies the format, so this layer names none. */
+/* Diagnose a collection's sample before it is timed (snap NULL when not even /proc could be
+ * read: forget the last diagnosis), keeping what render needs in arg. 0, or a negative errno
+ * with err set, which fails the collection. */
+typedef int (*vg_collector_diagnose_fn)(void *arg, struct vg_snapshot *snap, struct vg_err *err);
+/* Render the collection into out (the exposition): snap as for diagnose, last_good and st as
+ * above. 0, or the buffer's error. */
 typedef int (*vg_collector_render_fn)(void *arg, const struct vg_snapshot *snap,
-                                      const struct vg_findings *fs,
                                       const struct vg_collector_gpu_ids *last_good,
                                       const struct vg_collector_stats *st, struct vg_buf *out);
 
@@ -74,9 +76,9 @@ typedef void (*vg_serve_log_fn)(void *arg, const char *msg);
 
 struct vg_collector_opts {
     struct vg_sampler_opts sampler;
-    struct vg_rule_opts rules; /* idle and shell checks are not used */
+    vg_collector_diagnose_fn diagnose;
     vg_collector_render_fn render;
-    void *render_arg;
+    void *arg; /* of diagnose and render, called from one thread at a time */
     uint64_t interval_ms; /* between the starts of two collections */
     vg_serve_log_fn log;
     void *log_arg;
