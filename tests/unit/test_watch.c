@@ -23,6 +23,7 @@
 #include "cmd/watch_config.h"
 #include "model/engine.h"
 #include "render/event.h"
+#include "rules/health.h"
 #include "watch/exec.h"
 #include "rules/expect.h"
 
@@ -704,6 +705,47 @@ static void test_engine_frozen_while_hung(void **state)
     vg_expect_set_release(&set);
 }
 
+/* check's verdict (rules/health.c): the same judgement as watch, state from its outcome. */
+static void test_health_verdict(void **state)
+{
+    (void)state;
+    struct vg_expect_set set;
+    vg_expect_set_init(&set);
+    assert_int_equal(vg_expect_parse(&set, "1=bob", NULL), 0);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    /* alice's holder on GPU 1, expected to carry only bob's: an alert, a warning */
+    struct vg_snapshot *snap = basic(2 * GiB, 50);
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_alerts as;
+    vg_alerts_init(&as);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
+    assert_int_equal(as.n, 1);
+    assert_int_equal(vg_health_lost(snap) + vg_health_hung(snap), 0);
+    assert_true(vg_health_driver_view(snap));
+    enum vg_health_state st = vg_health_state(snap, &fs, &as);
+    assert_true(st == VG_HEALTH_WARNING || st == VG_HEALTH_CRITICAL);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    /* no driver view: the expectation cannot be checked, the state is not OK */
+    struct world w;
+    world_init(&w);
+    snap = world_snap_nodriver(&w);
+    vg_findings_init(&fs);
+    vg_alerts_init(&as);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
+    assert_non_null(as.problem);
+    assert_false(vg_health_driver_view(snap));
+    assert_int_equal(vg_health_state(snap, &fs, &as), VG_HEALTH_UNKNOWN);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    vg_expect_set_release(&set);
+}
+
 static void test_event_render(void **state)
 {
     (void)state;
@@ -747,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_engine_gpu_lost_back),
         cmocka_unit_test(test_engine_frozen_while_hung),
         cmocka_unit_test(test_event_render),
+        cmocka_unit_test(test_health_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
