@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "model/snapshot.h"
-#include "rules/rules.h"
-#include "render/check.h"
 #include "cmd/watch_config.h"
+#include "model/snapshot.h"
+#include "render/check.h"
 #include "rules/expect.h"
 #include "rules/health.h"
+#include "rules/rules.h"
 
 static const char vg_check_help[] =
     "usage: vramguard check [--expect GPU=WHO ...] [--threshold SIZE] [--config FILE] [options]\n"

@@ -2,16 +2,17 @@
  * `check` output: a Nagios-style report of one sample's findings and expectation alerts. The
  * text starts with the one summary line monitoring systems show ("VRAMGUARD CRITICAL - ...",
  * with performance data after '|'), then one line per alert and finding, worst first. JSON is
- * a vramguard.check/1 document (docs/json.md). Renderers only; the state comes from rules/health.h.
+ * a vramguard.check/1 document (docs/json.md). Renderers only: the state is computed by
+ * rules/health.h.
  */
 #ifndef VG_RENDER_CHECK_H
 #define VG_RENDER_CHECK_H
 
 #include "model/snapshot.h"
-#include "rules/rules.h"
-#include "util/buf.h"
 #include "rules/expect.h"
 #include "rules/health.h"
+#include "rules/rules.h"
+#include "util/buf.h"
 
 #define VG_JSON_SCHEMA_CHECK "vramguard.check/1"
 
