@@ -60,7 +60,7 @@ $(LIB): $(OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/src/serve/http.o: ALLCFLAGS += $(MHD_CFLAGS)
+$(BUILD)/src/cmd/serve_http.o: ALLCFLAGS += $(MHD_CFLAGS)
 
 $(BIN): $(BUILD)/src/main.o $(LIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(MHD_LIBS) $(LDLIBS)

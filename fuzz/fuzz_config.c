@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "watch/config.h"
+#include "cmd/watch_config.h"
 
 static void check_loaded(const struct vg_watch_config *c)
 {

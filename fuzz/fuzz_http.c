@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "serve/route.h"
+#include "cmd/serve_route.h"
 
 /* The next NUL-terminated piece of s (within end), or "" when there is none. */
 static const char *piece(const char **s, const char *end)

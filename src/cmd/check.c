@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "cmd/watch_config.h"
 #include "model/snapshot.h"
+#include "render/check.h"
+#include "rules/expect.h"
+#include "rules/health.h"
 #include "rules/rules.h"
-#include "watch/check.h"
-#include "watch/config.h"
-#include "watch/expect.h"
 
 static const char vg_check_help[] =
     "usage: vramguard check [--expect GPU=WHO ...] [--threshold SIZE] [--config FILE] [options]\n"
@@ -99,21 +100,6 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
     return status;
 }
 
-static enum vg_check_state vg_check_state(const struct vg_snapshot *snap,
-                                          const struct vg_findings *fs,
-                                          const struct vg_alerts *as)
-{
-    int worst = vg_findings_max_severity(fs);
-    for (size_t i = 0; i < as->n; i++)
-        if ((int)as->v[i].severity > worst)
-            worst = (int)as->v[i].severity;
-    if (worst == VG_SEV_CRITICAL || vg_check_lost(snap) || vg_check_hung(snap))
-        return VG_CHECK_CRITICAL;
-    if (!vg_cmd_driver_view(snap) || as->problem)
-        return VG_CHECK_UNKNOWN;
-    return worst == VG_SEV_WARNING ? VG_CHECK_WARNING : VG_CHECK_OK;
-}
-
 int vg_cmd_check(struct vg_global *g, int argc, char **argv)
 {
     struct vg_watch_config cfg;
@@ -141,16 +127,15 @@ int vg_cmd_check(struct vg_global *g, int argc, char **argv)
     struct vg_alerts as;
     vg_alerts_init(&as);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_rules_run(snap, &ro, &fs, &err) != 0 ||
-        vg_expect_check(&cfg.expect, snap, cfg.threshold, &as, &err) != 0) {
+    if (vg_health_judge(snap, &ro, &cfg.expect, cfg.threshold, &fs, &as, &err) != 0) {
         vg_cmd_error("check", "%s", vg_err_msg(&err));
         status = VG_EXIT_SOFTWARE;
     } else {
-        enum vg_check_state state = vg_check_state(snap, &fs, &as);
+        enum vg_health_state state = vg_health_state(snap, &fs, &as);
         struct vg_buf out;
         vg_buf_init(&out, 0);
-        int rc = g->json ? vg_check_render_json(snap, &fs, &as, state, &out)
-                         : vg_check_render_text(snap, &fs, &as, state, vg_cmd_use_color(g), &out);
+        int rc = g->json ? vg_render_check_json(snap, &fs, &as, state, &out)
+                         : vg_render_check_text(snap, &fs, &as, state, vg_cmd_use_color(g), &out);
         status = vg_cmd_emit("check", rc, &out, (int)state);
         vg_buf_release(&out);
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "rules/health.h"
 #include "rules/rules.h"
 #include "model/snapshot.h"
 #include "render/text.h"
@@ -238,12 +239,7 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
 
 bool vg_cmd_driver_view(const struct vg_snapshot *snap)
 {
-    if (!snap->driver_ok)
-        return false;
-    for (size_t i = 0; i < snap->gpus.ngpus; i++)
-        if (!snap->gpus.gpus[i].lost && !snap->gpus.gpus[i].hung)
-            return true;
-    return snap->gpus.ngpus == 0;
+    return vg_health_driver_view(snap);
 }
 
 int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)

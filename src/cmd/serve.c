@@ -20,10 +20,11 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "cmd/serve_http.h"
+#include "cmd/serve_route.h"
+#include "model/collector.h"
 #include "render/metrics.h"
-#include "serve/collector.h"
-#include "serve/http.h"
-#include "serve/route.h"
+#include "rules/rules.h"
 #include "util/parse.h"
 
 static const char vg_serve_help[] =
@@ -84,6 +85,40 @@ static void vg_serve_log(void *arg, const char *msg)
 {
     (void)arg;
     vg_cmd_error("serve", "%s", msg);
+}
+
+/* What the collector's callbacks share: the options, and the findings of the collection. */
+struct vg_serve_diag {
+    struct vg_rule_opts rules; /* idle and shell checks are not used */
+    struct vg_metrics_opts metrics;
+    struct vg_findings fs;
+};
+
+/* The collector's diagnosis: the rules over the sample (none when there is no sample). */
+static int vg_serve_diagnose(void *arg, struct vg_snapshot *snap, struct vg_err *err)
+{
+    struct vg_serve_diag *d = arg;
+    vg_findings_release(&d->fs);
+    vg_findings_init(&d->fs);
+    if (!snap)
+        return 0;
+    /* Processes new since the last sample may be leftovers whose activity is still unknown:
+     * measured now (the rest comes from the sampler's previous sample). Only new suspects
+     * make a collection wait. */
+    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    if (vg_rules_run(snap, &d->rules, &d->fs, err) != 0)
+        return err && err->code ? err->code : -ENOMEM;
+    return 0;
+}
+
+/* The collector's renderer: the Prometheus exposition with the command line's options. */
+static int vg_serve_render(void *arg, const struct vg_snapshot *snap,
+                           const struct vg_collector_gpu_ids *last_good,
+                           const struct vg_collector_stats *st, struct vg_buf *out)
+{
+    const struct vg_serve_diag *d = arg;
+    return vg_metrics_render(snap, &d->fs, last_good, st, &d->metrics, out);
 }
 
 static int vg_serve_duration(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
@@ -147,9 +182,15 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     uint64_t full_scan_ms = VG_SAMPLER_FULL_SCAN_MS;
     struct vg_collector_opts co;
     memset(&co, 0, sizeof(co));
-    vg_rule_opts_init(&co.rules);
-    vg_metrics_opts_init(&co.metrics);
-    co.metrics.version = VG_VERSION;
+    struct vg_serve_diag diag;
+    vg_rule_opts_init(&diag.rules);
+    diag.rules.check_shell = false;
+    vg_metrics_opts_init(&diag.metrics);
+    diag.metrics.version = VG_VERSION;
+    vg_findings_init(&diag.fs);
+    co.diagnose = vg_serve_diagnose;
+    co.render = vg_serve_render;
+    co.arg = &diag;
     struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help,
                              .longopts = longopts, .argc = argc, .argv = argv};
     int c;
@@ -175,7 +216,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_PER_PROCESS:
-            if (vg_metrics_parse_pp(optarg, &co.metrics) != 0) {
+            if (vg_metrics_parse_pp(optarg, &diag.metrics) != 0) {
                 vg_cmd_error("serve",
                              "--per-process takes top:N (N from 1 to 100000), all or "
                              "none, not '%s'",
@@ -201,12 +242,12 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
             }
             break;
         case VG_OPT_CONTEXT_MAX:
-            if (vg_serve_size("--context-max", optarg, &co.rules.context_max))
+            if (vg_serve_size("--context-max", optarg, &diag.rules.context_max))
                 return VG_EXIT_USAGE;
-            co.metrics.context_max = co.rules.context_max;
+            diag.metrics.context_max = diag.rules.context_max;
             break;
         case VG_OPT_UNATTR_MIN:
-            if (vg_serve_size("--unattributed-min", optarg, &co.rules.unattributed_min))
+            if (vg_serve_size("--unattributed-min", optarg, &diag.rules.unattributed_min))
                 return VG_EXIT_USAGE;
             break;
         }
@@ -300,6 +341,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
 out:
     vg_http_stop(http);
     vg_collector_free(coll);
+    vg_findings_release(&diag.fs);
     vg_err_release(&err);
     return status;
 }

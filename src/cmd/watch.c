@@ -1,7 +1,7 @@
 /*
  * `vramguard watch`: the long-running monitor. Samples every interval through the sampler
  * (NVML kept open on a worker with a deadline, stable process details cached), turns each
- * sample into events with the watch engine (src/watch/engine.h), prints them as lines or JSON
+ * sample into events with the watch engine (src/model/engine.h), prints them as lines or JSON
  * objects, and runs the alert command for each alert without waiting for it.
  *
  * One thread does everything but the driver calls: signals (TERM, INT, HUP, CHLD) are blocked
@@ -14,7 +14,6 @@
  * after --nvml-timeout, and the config file is read without ever blocking (regular files only).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,13 +28,13 @@
 #include "cmd/cmd.h"
 #include "model/sampler.h"
 #include "proc/proc.h"
+#include "render/event.h"
 #include "render/json.h"
 #include "render/text.h"
 #include "rules/rules.h"
-#include "util/file.h"
 #include "util/parse.h"
-#include "watch/config.h"
-#include "watch/engine.h"
+#include "cmd/watch_config.h"
+#include "model/engine.h"
 #include "watch/exec.h"
 
 static const char vg_watch_help[] =
@@ -198,21 +197,8 @@ static void vg_watch_reload(struct vg_watch *w)
 static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t start_ticks)
 {
     const struct vg_watch *w = ctx;
-    const char *root = w->g->proc_root && *w->g->proc_root ? w->g->proc_root : "/proc";
-    char path[4096 + 32], buf[1024];
-    int n = snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
-    if (n < 0 || (size_t)n >= sizeof(path) || pid <= 0)
-        return false;
-    size_t len = 0;
-    int rc = vg_file_read_small(AT_FDCWD, path, buf, sizeof(buf), &len);
-    if (rc == -ENOENT || rc == -ESRCH || (rc == 0 && len == 0))
-        return false;
-    if (rc != 0 || !start_known)
-        return true; /* cannot tell: keep it rather than invent a departure */
-    struct vg_proc p = {0};
-    bool alive = vg_proc_parse_stat(buf, len, &p) != 0 || p.start_ticks == start_ticks;
-    vg_proc_release(&p);
-    return alive;
+    /* cannot tell (< 0): keep it rather than invent a departure */
+    return vg_proc_alive(w->g->proc_root, pid, start_known, start_ticks) != 0;
 }
 
 /* NAME=VALUE for an alert command, the value escaped as text output is (vg_text_escape): a
@@ -274,7 +260,11 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
     vg_env_add(&env, &n, "VRAMGUARD_COMMAND", ev->command);
     vg_env_addu(&env, &n, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
     vg_env_add(&env, &n, "VRAMGUARD_EXPECT", ev->expect);
-    vg_env_add(&env, &n, "VRAMGUARD_MESSAGE", ev->message);
+    struct vg_buf msg;
+    vg_buf_init(&msg, 0);
+    if (vg_render_event_message(ev, &msg) && !msg.err)
+        vg_env_add(&env, &n, "VRAMGUARD_MESSAGE", vg_buf_str(&msg));
+    vg_buf_release(&msg);
 
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_exec_run(w->exec, (const char *const *)env, n, json, jlen, vg_now_ms(), &err);
@@ -306,12 +296,12 @@ static int vg_watch_emit(struct vg_watch *w, const struct vg_events *evs,
         bool alert = ev->type == VG_EV_ALERT && w->exec_on && w->exec;
         if (w->cfg.format == VG_WATCH_JSON || alert) {
             vg_buf_reset(&line);
-            vg_event_json(ev, when, w->samples, &line);
+            vg_render_event_json(ev, when, w->samples, &line);
         }
         if (w->cfg.format == VG_WATCH_JSON)
             vg_buf_add(&out, line.data ? line.data : "", line.len);
         else
-            vg_event_text(ev, when, &st, &out);
+            vg_render_event_text(ev, when, &st, &out);
         if (alert && !line.err)
             vg_watch_exec(w, ev, vg_buf_str(&line), line.len, when);
     }

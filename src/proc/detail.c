@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -209,6 +210,29 @@ int vg_proc_read_cpu(int proc_root_fd, pid_t pid, uint64_t start_ticks, uint64_t
         rc = -ESRCH;
     if (rc == 0)
         *cpu_ticks = now.cpu_ticks;
+    vg_proc_release(&now);
+    return rc;
+}
+
+int vg_proc_alive(const char *proc_root, pid_t pid, bool start_known, uint64_t start_ticks)
+{
+    const char *root = proc_root && *proc_root ? proc_root : "/proc";
+    char path[4096 + 32], buf[1024]; /* buf: as in vg_proc_read_cpu */
+    int n = snprintf(path, sizeof(path), "%s/%d/stat", root, (int)pid);
+    if (n < 0 || (size_t)n >= sizeof(path) || pid <= 0)
+        return 0; /* no such path can name a process */
+    size_t len = 0;
+    int rc = vg_file_read_small(AT_FDCWD, path, buf, sizeof(buf), &len);
+    if (rc == -ENOENT || rc == -ESRCH || (rc == 0 && len == 0))
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (!start_known)
+        return 1;
+    struct vg_proc now = {0};
+    rc = vg_proc_parse_stat(buf, len, &now);
+    if (rc == 0)
+        rc = now.start_ticks == start_ticks;
     vg_proc_release(&now);
     return rc;
 }

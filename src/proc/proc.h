@@ -316,6 +316,11 @@ void vg_proc_release(struct vg_proc *p);
  * exited or its pid now names a process with another start time; other errors as a file read. */
 int vg_proc_read_cpu(int proc_root_fd, pid_t pid, uint64_t start_ticks, uint64_t *cpu_ticks);
 
+/* Does pid still exist under the procfs root (a path; NULL or "" for /proc), with start_ticks
+ * when start_known? 1 yes, 0 no (gone, or the PID now names another process), a negative
+ * errno when it cannot be told (stat unreadable or malformed): the caller decides. */
+int vg_proc_alive(const char *proc_root, pid_t pid, bool start_known, uint64_t start_ticks);
+
 /* Longest cmdline kept; a longer one is -E2BIG and leaves the cmdline unknown. */
 #define VG_PROC_CMDLINE_MAX ((size_t)1 << 20)
 

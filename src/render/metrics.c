@@ -3,10 +3,8 @@
  * at a time, each with its HELP and TYPE lines just before its first sample, so the samples of
  * a family are contiguous as the format requires and a family without samples leaves no trace.
  *
- * Memory by reason partitions what the driver reports as used on a GPU: every holder's known
- * memory goes to exactly one reason (the first that applies, in the order zombie, orphan,
- * foreign_pid, outside_visible, context_only, expected), and "unattributed" is the used memory
- * no holder accounts for plus what NVML attributes to PIDs that are not processes (0, 2^32-1).
+ * Memory by reason (vramguard_gpu_memory_held_bytes) is classified by rules/reason.c; this
+ * file only writes it out.
  */
 #include "render/metrics.h"
 
@@ -16,6 +14,7 @@
 #include <string.h>
 
 #include "render/render.h"
+#include "rules/reason.h"
 #include "util/parse.h"
 #include "util/sat.h"
 #include "util/utf8.h"
@@ -46,61 +45,6 @@ int vg_metrics_parse_pp(const char *s, struct vg_metrics_opts *o)
         return -EINVAL;
     o->per_process = VG_METRICS_PP_TOP;
     o->top_n = (size_t)n;
-    return 0;
-}
-
-void vg_metrics_gpu_ids_init(struct vg_metrics_gpu_ids *ids)
-{
-    ids->v = NULL;
-    ids->n = 0;
-}
-
-static void vg_metrics_ids_free(struct vg_metrics_gpu_id *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].uuid);
-        free(v[i].name);
-        free(v[i].pci_bus_id);
-    }
-    free(v);
-}
-
-void vg_metrics_gpu_ids_release(struct vg_metrics_gpu_ids *ids)
-{
-    vg_metrics_ids_free(ids->v, ids->n);
-    vg_metrics_gpu_ids_init(ids);
-}
-
-static int vg_metrics_dup(const char *s, bool known, char **out)
-{
-    *out = NULL;
-    if (!known || !s)
-        return 0;
-    *out = strdup(s);
-    return *out ? 0 : -ENOMEM;
-}
-
-int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snapshot *snap)
-{
-    size_t n = snap->gpus.ngpus;
-    struct vg_metrics_gpu_id *v = n ? calloc(n, sizeof(*v)) : NULL;
-    if (n && !v)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        const struct vg_gpu *g = &snap->gpus.gpus[i];
-        v[i].index = g->index;
-        v[i].minor_known = (g->known & VG_GPU_K_MINOR) != 0;
-        v[i].minor = g->minor;
-        if (vg_metrics_dup(g->uuid, g->known & VG_GPU_K_UUID, &v[i].uuid) ||
-            vg_metrics_dup(g->name, g->known & VG_GPU_K_NAME, &v[i].name) ||
-            vg_metrics_dup(g->pci_bus_id, g->known & VG_GPU_K_PCI, &v[i].pci_bus_id)) {
-            vg_metrics_ids_free(v, n);
-            return -ENOMEM;
-        }
-    }
-    vg_metrics_gpu_ids_release(ids);
-    ids->v = v;
-    ids->n = n;
     return 0;
 }
 
@@ -200,189 +144,30 @@ static void vg_mw_fixed(struct vg_mw *w, double v, int decimals)
 
 /* ---- what the exposition is computed from ---- */
 
-enum vg_reason {
-    VG_R_OUTSIDE,
-    VG_R_ORPHAN,
-    VG_R_ZOMBIE,
-    VG_R_FOREIGN,
-    VG_R_UNATTRIBUTED,
-    VG_R_CONTEXT,
-    VG_R_EXPECTED,
-    VG_R_COUNT
-};
-
-static const char *const vg_reason_names[VG_R_COUNT] = {
-    "outside_visible", "orphan",       "zombie",   "foreign_pid",
-    "unattributed",    "context_only", "expected",
-};
-
-/* One process on one GPU: its holdings there (MIG devices included) merged. */
-struct vg_mh {
-    uint32_t pid;
-    bool bogus;
-    bool nvml_unknown; /* NVML lists it but some figure of it is not available */
-    bool nvml;         /* NVML lists it */
-    bool any_known;    /* some figure of it is known */
-    uint64_t bytes;    /* the known figures, summed */
-    unsigned seen;
-    const struct vg_proc *proc;
-};
-
-static bool vg_mh_known(const struct vg_mh *h)
-{
-    return h->nvml && !h->nvml_unknown;
-}
-
-struct vg_mgpu {
-    struct vg_mh *h;
-    size_t n;
-    bool reasons_known; /* the process lists could be read */
-    uint64_t reason[VG_R_COUNT];
-    bool unattributed_known;
-};
-
-static bool vg_finding_names_pid(const struct vg_finding *f, uint32_t pid)
-{
-    for (size_t i = 0; i < f->npids; i++)
-        if ((uint32_t)f->pids[i] == pid)
-            return true;
-    return false;
-}
-
-static bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
-{
-    for (size_t i = 0; i < f->ngpus; i++)
-        if (f->gpus[i] == gpu)
-            return true;
-    return false;
-}
-
-/* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules, at
- * least as sure as conf? */
-static bool vg_named_conf(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
-                          size_t gpu, enum vg_confidence conf)
-{
-    if (!fs)
-        return false;
-    for (size_t i = 0; i < fs->n; i++) {
-        const struct vg_finding *f = &fs->v[i];
-        if (f->confidence < conf)
-            continue;
-        bool rule = false;
-        for (size_t r = 0; rules[r] && !rule; r++)
-            rule = strcmp(f->rule, rules[r]) == 0;
-        if (rule && vg_finding_names_pid(f, pid) &&
-            (gpu == VG_SNAP_NO_GPU || vg_finding_names_gpu(f, gpu)))
-            return true;
-    }
-    return false;
-}
-
-static bool vg_named(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
-                     size_t gpu)
-{
-    return vg_named_conf(fs, rules, pid, gpu, VG_CONF_LOW);
-}
-
-static enum vg_reason vg_mh_reason(const struct vg_mh *h, size_t gpu, const struct vg_findings *fs,
-                                   uint64_t context_max)
-{
-    static const char *const zombie[] = {"zombie-holder", NULL};
-    static const char *const orphan[] = {"orphan-holder", NULL};
-    /* a stale entry's memory belongs, like a foreign PID's, to no process this /proc shows */
-    static const char *const foreign[] = {"foreign-pid", "stale-pid", NULL};
-    static const char *const outside[] = {"outside-visible", NULL};
-    static const char *const context[] = {"ddp-gpu0", "stray-contexts", "nccl-all-gpus", NULL};
-    if (h->bogus)
-        return VG_R_UNATTRIBUTED;
-    if (vg_named(fs, zombie, h->pid, VG_SNAP_NO_GPU))
-        return VG_R_ZOMBIE;
-    /* only sure leftovers: one that may be the job itself stays its owner's */
-    if (vg_named_conf(fs, orphan, h->pid, VG_SNAP_NO_GPU, VG_CONF_HIGH))
-        return VG_R_ORPHAN;
-    if (vg_named(fs, foreign, h->pid, VG_SNAP_NO_GPU))
-        return VG_R_FOREIGN;
-    if (vg_named(fs, outside, h->pid, gpu))
-        return VG_R_OUTSIDE;
-    if (vg_mh_known(h) && h->bytes <= context_max && vg_named(fs, context, h->pid, gpu))
-        return VG_R_CONTEXT;
-    return VG_R_EXPECTED;
-}
-
-static int vg_mh_cmp_pid(const void *a, const void *b)
-{
-    const struct vg_mh *x = a, *y = b;
-    return x->pid < y->pid ? -1 : x->pid > y->pid;
-}
-
 /* Biggest known figure first; unknown ones after; then by pid, so the choice is stable. */
-static int vg_mh_cmp_mem(const void *a, const void *b)
+static int vg_metrics_cmp_mem(const void *a, const void *b)
 {
-    const struct vg_mh *x = a, *y = b;
-    bool kx = vg_mh_known(x), ky = vg_mh_known(y);
+    const struct vg_reason_holder *x = a, *y = b;
+    bool kx = vg_reason_holder_known(x), ky = vg_reason_holder_known(y);
     if (kx != ky)
         return kx ? -1 : 1;
     if (kx && x->bytes != y->bytes)
         return x->bytes > y->bytes ? -1 : 1;
-    return vg_mh_cmp_pid(a, b);
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-static int vg_mgpu_build(const struct vg_snapshot *snap, size_t gi, const struct vg_findings *fs,
-                         const struct vg_metrics_opts *o, struct vg_mgpu *mg)
+/* Every GPU's memory by reason (rules/reason.h), holders biggest first for the top-N bound. */
+static int vg_metrics_reasons(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                              const struct vg_metrics_opts *o, struct vg_reason_gpu *mg,
+                              size_t ngpus)
 {
-    const struct vg_gpu *g = &snap->gpus.gpus[gi];
-    const struct vg_snap_gpu *sg = &snap->per_gpu[gi];
-    size_t first, count;
-    vg_snap_gpu_holdings(snap, gi, &first, &count);
-    memset(mg, 0, sizeof(*mg));
-    if (count) {
-        mg->h = calloc(count, sizeof(*mg->h));
-        if (!mg->h)
-            return -ENOMEM;
+    for (size_t i = 0; i < ngpus; i++) {
+        int rc = vg_reason_gpu_build(snap, i, fs, o->context_max, &mg[i]);
+        if (rc)
+            return rc;
+        if (mg[i].n)
+            qsort(mg[i].h, mg[i].n, sizeof(*mg[i].h), vg_metrics_cmp_mem);
     }
-    for (size_t i = 0; i < count; i++) {
-        const struct vg_holding *hd = &snap->holdings[first + i];
-        struct vg_mh *h = &mg->h[i];
-        h->pid = (uint32_t)hd->pid;
-        h->bogus = hd->bogus_pid;
-        h->nvml = (hd->seen & VG_SEEN_NVML) != 0;
-        h->nvml_unknown = h->nvml && !hd->used_known;
-        h->any_known = hd->used_known;
-        h->bytes = hd->used_known ? hd->used_bytes : 0;
-        h->seen = hd->seen;
-        h->proc = hd->proc;
-    }
-    /* A process on several MIG devices of one GPU is one holder of that GPU. */
-    if (count)
-        qsort(mg->h, count, sizeof(*mg->h), vg_mh_cmp_pid);
-    size_t n = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (n && mg->h[n - 1].pid == mg->h[i].pid) {
-            struct vg_mh *d = &mg->h[n - 1];
-            d->nvml |= mg->h[i].nvml;
-            d->nvml_unknown |= mg->h[i].nvml_unknown;
-            d->any_known |= mg->h[i].any_known;
-            d->bytes = vg_sat_add(d->bytes, mg->h[i].bytes);
-            d->seen |= mg->h[i].seen;
-            if (!d->proc)
-                d->proc = mg->h[i].proc;
-            continue;
-        }
-        mg->h[n++] = mg->h[i];
-    }
-    mg->n = n;
-    mg->reasons_known = (g->known & VG_GPU_K_PROCS) != 0;
-    /* the driver's figures are not trusted to be sane: sums saturate, never wrap */
-    for (size_t i = 0; i < n; i++) {
-        uint64_t *r = &mg->reason[vg_mh_reason(&mg->h[i], gi, fs, o->context_max)];
-        *r = vg_sat_add(*r, mg->h[i].bytes);
-    }
-    mg->unattributed_known = mg->reasons_known && sg->unexplained_known;
-    if (mg->unattributed_known)
-        mg->reason[VG_R_UNATTRIBUTED] =
-            vg_sat_add(mg->reason[VG_R_UNATTRIBUTED], sg->unexplained_bytes);
-    if (n)
-        qsort(mg->h, n, sizeof(*mg->h), vg_mh_cmp_mem);
     return 0;
 }
 
@@ -395,7 +180,7 @@ static void vg_gpu_labels(struct vg_mw *w, const struct vg_gpu *g)
     vg_mw_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
 }
 
-static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect *st,
+static void vg_collect_families(struct vg_mw *w, const struct vg_collector_stats *st,
                                 const struct vg_metrics_opts *o)
 {
     vg_mw_family(w, "vramguard_build_info", "gauge",
@@ -454,7 +239,7 @@ static void vg_collect_families(struct vg_mw *w, const struct vg_metrics_collect
 }
 
 static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,
-                               const struct vg_metrics_gpu_ids *last_good)
+                               const struct vg_collector_gpu_ids *last_good)
 {
     vg_mw_family(w, "vramguard_gpu_info", "gauge",
                  "Always 1 for each GPU; its identity. After a failed collection, the GPUs of "
@@ -472,7 +257,7 @@ static void vg_gpu_info_family(struct vg_mw *w, const struct vg_snapshot *snap,
         return;
     }
     for (size_t i = 0; last_good && i < last_good->n; i++) {
-        const struct vg_metrics_gpu_id *id = &last_good->v[i];
+        const struct vg_collector_gpu_id *id = &last_good->v[i];
         vg_mw_begin(w);
         vg_mw_label_u(w, "gpu", id->index);
         vg_mw_label(w, "uuid", id->uuid);
@@ -531,7 +316,7 @@ static void vg_gpu_mem_family(struct vg_mw *w, const struct vg_snapshot *snap, e
 }
 
 static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
-                            const struct vg_mgpu *mg)
+                            const struct vg_reason_gpu *mg)
 {
     const struct vg_gpu_list *l = &snap->gpus;
     vg_mw_family(w, "vramguard_gpu_lost", "gauge",
@@ -580,7 +365,7 @@ static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
     vg_mw_family(w, "vramguard_gpu_holders", "gauge",
                  "Processes holding the GPU: listed by NVML, or holding its device node open.");
     for (size_t i = 0; i < l->ngpus; i++) {
-        if (!mg[i].reasons_known)
+        if (!mg[i].known)
             continue;
         vg_mw_begin(w);
         vg_gpu_labels(w, &l->gpus[i]);
@@ -591,20 +376,20 @@ static void vg_gpu_families(struct vg_mw *w, const struct vg_snapshot *snap,
                  "GPU memory by why it is held; the reasons partition the used memory (see "
                  "docs/metrics.md).");
     for (size_t i = 0; i < l->ngpus; i++) {
-        if (!mg[i].reasons_known)
+        if (!mg[i].known)
             continue;
-        for (int r = 0; r < VG_R_COUNT; r++) {
-            if (r == VG_R_UNATTRIBUTED && !mg[i].unattributed_known)
+        for (int r = 0; r < VG_REASON_COUNT; r++) {
+            if (r == VG_REASON_UNATTRIBUTED && !mg[i].unattributed_known)
                 continue;
             vg_mw_begin(w);
             vg_gpu_labels(w, &l->gpus[i]);
-            vg_mw_label(w, "reason", vg_reason_names[r]);
-            vg_mw_u64(w, mg[i].reason[r]);
+            vg_mw_label(w, "reason", vg_reason_name((enum vg_reason)r));
+            vg_mw_u64(w, mg[i].bytes[r]);
         }
     }
 }
 
-static size_t vg_selected(const struct vg_mgpu *mg, const struct vg_metrics_opts *o)
+static size_t vg_selected(const struct vg_reason_gpu *mg, const struct vg_metrics_opts *o)
 {
     if (o->per_process == VG_METRICS_PP_NONE)
         return 0;
@@ -613,7 +398,8 @@ static size_t vg_selected(const struct vg_mgpu *mg, const struct vg_metrics_opts
     return o->top_n;
 }
 
-static void vg_holder_labels(struct vg_mw *w, const struct vg_gpu *g, const struct vg_mh *h)
+static void vg_holder_labels(struct vg_mw *w, const struct vg_gpu *g,
+                             const struct vg_reason_holder *h)
 {
     vg_mw_label_u(w, "gpu", g->index);
     vg_mw_label(w, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
@@ -629,7 +415,7 @@ static void vg_holder_labels(struct vg_mw *w, const struct vg_gpu *g, const stru
 }
 
 static void vg_process_families(struct vg_mw *w, const struct vg_snapshot *snap,
-                                const struct vg_mgpu *mg, const struct vg_metrics_opts *o)
+                                const struct vg_reason_gpu *mg, const struct vg_metrics_opts *o)
 {
     const struct vg_gpu_list *l = &snap->gpus;
     if (o->per_process == VG_METRICS_PP_NONE)
@@ -640,8 +426,8 @@ static void vg_process_families(struct vg_mw *w, const struct vg_snapshot *snap,
     for (size_t i = 0; i < l->ngpus; i++) {
         size_t sel = vg_selected(&mg[i], o);
         for (size_t k = 0; k < sel; k++) {
-            const struct vg_mh *h = &mg[i].h[k];
-            if (!vg_mh_known(h))
+            const struct vg_reason_holder *h = &mg[i].h[k];
+            if (!vg_reason_holder_known(h))
                 continue;
             vg_mw_begin(w);
             vg_holder_labels(w, &l->gpus[i], h);
@@ -776,20 +562,19 @@ static void vg_unread_family(struct vg_mw *w, const struct vg_snapshot *snap)
 }
 
 int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                      const struct vg_metrics_gpu_ids *last_good,
-                      const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
+                      const struct vg_collector_gpu_ids *last_good,
+                      const struct vg_collector_stats *st, const struct vg_metrics_opts *o,
                       struct vg_buf *out)
 {
     struct vg_mw w = {.out = out};
-    struct vg_mgpu *mg = NULL;
+    struct vg_reason_gpu *mg = NULL;
     size_t ngpus = snap && snap->driver_ok ? snap->gpus.ngpus : 0;
     int rc = 0;
     if (ngpus) {
         mg = calloc(ngpus, sizeof(*mg));
         if (!mg)
             return -ENOMEM;
-        for (size_t i = 0; i < ngpus && !rc; i++)
-            rc = vg_mgpu_build(snap, i, fs, o, &mg[i]);
+        rc = vg_metrics_reasons(snap, fs, o, mg, ngpus);
     }
     if (!rc) {
         vg_collect_families(&w, st, o);
@@ -805,7 +590,7 @@ int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *
             vg_unread_family(&w, snap);
     }
     for (size_t i = 0; i < ngpus; i++)
-        free(mg[i].h);
+        vg_reason_gpu_release(&mg[i]);
     free(mg);
     if (!rc)
         rc = out->err;

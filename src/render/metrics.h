@@ -9,7 +9,7 @@
  *
  * Unknown is never 0: a value the driver or /proc could not give is an absent sample.
  *
- * Ownership: struct vg_metrics_gpu_ids owns its strings (vg_metrics_gpu_ids_release()); the
+ * Ownership: struct vg_collector_gpu_ids owns its strings (vg_metrics_gpu_ids_release()); the
  * renderer borrows everything and appends to the caller's buffer.
  */
 #ifndef VG_RENDER_METRICS_H
@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/collector.h"
 #include "model/snapshot.h"
 #include "rules/rules.h"
 #include "util/buf.h"
@@ -47,42 +48,6 @@ void vg_metrics_opts_init(struct vg_metrics_opts *o);
  * none of these; o is unchanged then. */
 int vg_metrics_parse_pp(const char *s, struct vg_metrics_opts *o);
 
-/* The collection the exposition describes, as the collector saw it. */
-struct vg_metrics_collect {
-    bool success;                /* the driver answered and /proc was read */
-    double duration_seconds;     /* how long the last attempt took */
-    double timestamp_seconds;    /* wall-clock time the last attempt finished */
-    bool last_success_known;     /* some attempt has succeeded */
-    double last_success_seconds; /* wall-clock time the last successful attempt finished */
-    uint64_t collections;        /* attempts so far */
-    uint64_t failures;           /* of those, unsuccessful */
-    uint64_t driver_hangs;       /* of those, with the driver not answering in time */
-    uint64_t full_scans;         /* /proc scans that read every process's descriptors */
-    uint64_t incremental_scans;  /* /proc scans that read only holders, driver PIDs, new PIDs */
-};
-
-/* The identity of the GPUs of a successful collection, kept by the collector so that a failed
- * collection still lists the GPUs the host had (vramguard_gpu_info) instead of none. */
-struct vg_metrics_gpu_id {
-    unsigned index;
-    char *uuid; /* NULL when unknown */
-    char *name;
-    char *pci_bus_id;
-    bool minor_known;
-    unsigned minor;
-};
-
-struct vg_metrics_gpu_ids {
-    struct vg_metrics_gpu_id *v;
-    size_t n;
-};
-
-void vg_metrics_gpu_ids_init(struct vg_metrics_gpu_ids *ids);
-void vg_metrics_gpu_ids_release(struct vg_metrics_gpu_ids *ids);
-/* Replace ids with the GPUs of snap (which must have driver_ok). 0 or -ENOMEM (ids then
- * unchanged). */
-int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snapshot *snap);
-
 /* Render the exposition into out.
  *   snap: the collection's snapshot; NULL when not even /proc could be read. Its GPU series
  *         are rendered only when snap->driver_ok.
@@ -91,8 +56,8 @@ int vg_metrics_gpu_ids_set(struct vg_metrics_gpu_ids *ids, const struct vg_snaps
  *         snap has no driver view (may be NULL).
  * Returns 0, or the buffer's error (-ENOMEM, -E2BIG). */
 int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                      const struct vg_metrics_gpu_ids *last_good,
-                      const struct vg_metrics_collect *st, const struct vg_metrics_opts *o,
+                      const struct vg_collector_gpu_ids *last_good,
+                      const struct vg_collector_stats *st, const struct vg_metrics_opts *o,
                       struct vg_buf *out);
 
 /* Append s (n bytes) escaped as the inside of a label value: backslash, double quote and

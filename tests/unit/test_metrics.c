@@ -70,9 +70,9 @@ static void findings(struct vg_findings *fs)
     assert_int_equal(fs->err, 0);
 }
 
-static struct vg_metrics_collect ok_collect(void)
+static struct vg_collector_stats ok_collect(void)
 {
-    struct vg_metrics_collect st = {
+    struct vg_collector_stats st = {
         .success = true,
         .duration_seconds = 0.25,
         .timestamp_seconds = 1700000000.5,
@@ -88,7 +88,7 @@ static struct vg_metrics_collect ok_collect(void)
 }
 
 static char *render(const struct vg_snapshot *s, const struct vg_findings *fs,
-                    const struct vg_metrics_gpu_ids *ids, const struct vg_metrics_collect *st,
+                    const struct vg_collector_gpu_ids *ids, const struct vg_collector_stats *st,
                     const struct vg_metrics_opts *o)
 {
     struct vg_buf b;
@@ -131,7 +131,7 @@ static void test_gpu_and_collect(void **state)
     struct vg_metrics_opts o;
     vg_metrics_opts_init(&o);
     o.version = "9.9.9";
-    struct vg_metrics_collect st = ok_collect();
+    struct vg_collector_stats st = ok_collect();
     char *t = render(s, &fs, NULL, &st, &o);
     char l[512];
 
@@ -197,7 +197,7 @@ static void test_holders(void **state)
     findings(&fs);
     struct vg_metrics_opts o;
     vg_metrics_opts_init(&o);
-    struct vg_metrics_collect st = ok_collect();
+    struct vg_collector_stats st = ok_collect();
     char *t = render(s, &fs, NULL, &st, &o);
 
     /* Escaped labels; never the command line. */
@@ -261,7 +261,7 @@ static void test_mig_merged(void **state)
     struct vg_snapshot *s = fx_assemble(&l, &t);
     struct vg_metrics_opts o;
     vg_metrics_opts_init(&o);
-    struct vg_metrics_collect st = ok_collect();
+    struct vg_collector_stats st = ok_collect();
     char *text = render(s, NULL, NULL, &st, &o);
     assert_int_equal(lines_of(text, "vramguard_process_memory_bytes"), 1);
     assert_non_null(strstr(text, "pid=\"500\",user=\"alice\",comm=\"python\",seen_by=\"nvml\"} "
@@ -295,7 +295,7 @@ static void test_sums_saturate(void **state)
     vg_metrics_opts_init(&o);
     o.per_process = VG_METRICS_PP_TOP;
     o.top_n = 1;
-    struct vg_metrics_collect st = ok_collect();
+    struct vg_collector_stats st = ok_collect();
     char *text = render(s, NULL, NULL, &st, &o);
     assert_non_null(strstr(text, "pid=\"500\",seen_by=\"nvml\"} 18446744073709551615\n"));
     assert_non_null(strstr(text, "pid=\"other\"} 18446744073709551615\n"));
@@ -310,9 +310,9 @@ static void test_failed_collection(void **state)
 {
     (void)state;
     struct vg_snapshot *good = host();
-    struct vg_metrics_gpu_ids ids;
-    vg_metrics_gpu_ids_init(&ids);
-    assert_int_equal(vg_metrics_gpu_ids_set(&ids, good), 0);
+    struct vg_collector_gpu_ids ids;
+    vg_collector_gpu_ids_init(&ids);
+    assert_int_equal(vg_collector_gpu_ids_set(&ids, good), 0);
     vg_snap_free(good);
 
     /* The driver failed: /proc only. */
@@ -331,7 +331,7 @@ static void test_failed_collection(void **state)
 
     struct vg_metrics_opts o;
     vg_metrics_opts_init(&o);
-    struct vg_metrics_collect st = ok_collect();
+    struct vg_collector_stats st = ok_collect();
     st.success = false;
     st.last_success_seconds = 1699999990;
     char *text = render(s, &fs, &ids, &st, &o);
@@ -365,7 +365,7 @@ static void test_failed_collection(void **state)
 
     vg_findings_release(&fs);
     vg_snap_free(s);
-    vg_metrics_gpu_ids_release(&ids);
+    vg_collector_gpu_ids_release(&ids);
 }
 
 static void test_escape(void **state)

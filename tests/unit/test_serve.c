@@ -1,5 +1,5 @@
 /*
- * Unit tests for the pure parts of `vramguard serve` (src/serve/route.c): what each method and
+ * Unit tests for the pure parts of `vramguard serve` (src/cmd/serve_route.c): what each method and
  * path gets, hostile inputs included, and --listen parsing with the loopback decision.
  */
 #include <arpa/inet.h>
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "serve/route.h"
+#include "cmd/serve_route.h"
 
 static void route_is(const char *method, const char *path, enum vg_serve_route route,
                      unsigned status)

@@ -1,6 +1,8 @@
 /*
- * Unit tests for the watch engine and its parts (src/watch/): the config file parser (strict,
- * FILE:LINE errors, precedence), expectations, the alert command's word splitting, and the
+ * Unit tests for the watch engine and its parts (src/model/engine.c, src/render/event.c,
+ * src/cmd/watch_config.c, src/rules/expect.c, src/watch/exec.c): the config file parser
+ * (strict, FILE:LINE errors, precedence),
+ * expectations, the alert command's word splitting, and the
  * event diffing on hand-made snapshots: present events first, silence without change, memory
  * against the last reported figure, PID reuse, alerts once, idle-holder from the idle history,
  * GPUs lost and back, and the frozen view while the driver is hung.
@@ -18,10 +20,12 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "watch/config.h"
-#include "watch/engine.h"
+#include "cmd/watch_config.h"
+#include "model/engine.h"
+#include "render/event.h"
+#include "rules/health.h"
 #include "watch/exec.h"
-#include "watch/expect.h"
+#include "rules/expect.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
@@ -392,6 +396,18 @@ static size_t count(const struct run *r, enum vg_event_type t)
     return n;
 }
 
+/* An event's message as watch prints it (render/event.c); valid until the next call. */
+static const char *msg(const struct vg_event *e)
+{
+    static char text[1024];
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    bool has = vg_render_event_message(e, &b);
+    snprintf(text, sizeof(text), "%s", has && !b.err ? vg_buf_str(&b) : "(none)");
+    vg_buf_release(&b);
+    return text;
+}
+
 static const struct vg_event *find_ev(const struct run *r, enum vg_event_type t, pid_t pid)
 {
     for (size_t i = 0; i < r->ev.n; i++)
@@ -406,7 +422,7 @@ static void dump(const struct run *r)
     if (!getenv("VG_TEST_VERBOSE"))
         return;
     for (size_t i = 0; i < r->ev.n; i++)
-        fprintf(stderr, "  %s: %s\n", vg_event_name(r->ev.v[i].type), r->ev.v[i].message);
+        fprintf(stderr, "  %s: %s\n", vg_event_name(r->ev.v[i].type), msg(&r->ev.v[i]));
 }
 
 /* A holder 100 on GPU 1 (fd + NVML) with mem1, a holder 200 on GPU 0 by device node only. */
@@ -433,10 +449,10 @@ static void test_engine_present_then_silence(void **state)
     assert_int_equal(count(&r, VG_EV_DRIVER_HUNG) + count(&r, VG_EV_DRIVER_ERROR), 0);
     const struct vg_event *e = find_ev(&r, VG_EV_HOLDER_PRESENT, 100);
     assert_non_null(e);
-    assert_string_equal(e->message, "PID 100 on GPU 1 (GPU-11111111): 2 GiB, alice: python train.py");
+    assert_string_equal(msg(e), "PID 100 on GPU 1 (GPU-11111111): 2 GiB, alice: python train.py");
     assert_true(e->gpu_known && e->gpu == 1 && e->mem_known && e->mem == 2 * GiB);
     e = find_ev(&r, VG_EV_HOLDER_PRESENT, 200);
-    assert_string_equal(e->message,
+    assert_string_equal(msg(e),
                         "PID 200 on GPU 0 (GPU-00000000): device node only, alice: python worker");
     assert_false(e->mem_known);
     /* the same world again: nothing */
@@ -463,7 +479,7 @@ static void test_engine_memory_and_reuse(void **state)
     assert_non_null(e);
     assert_true(e->prev_known && e->prev == 2 * GiB);
     assert_true(e->mem_known && e->mem == 2 * GiB + 12 * MiB);
-    assert_string_equal(e->message, "PID 100 on GPU 1 (GPU-11111111): 2 GiB -> 2.0 GiB (+12 MiB), "
+    assert_string_equal(msg(e), "PID 100 on GPU 1 (GPU-11111111): 2 GiB -> 2.0 GiB (+12 MiB), "
                                     "alice: python train.py");
     step(&r, basic(2 * GiB + 12 * MiB, 50), false);
     assert_int_equal(r.ev.n, 0);
@@ -496,7 +512,7 @@ static void test_engine_alerts(void **state)
     assert_int_equal(e->severity, VG_SEV_WARNING);
     assert_string_equal(e->alert, VG_ALERT_UNEXPECTED_HOLDER);
     assert_string_equal(e->expect, "1=bob");
-    assert_string_equal(e->message, "GPU 1 (GPU-11111111) may carry only bob (expect 1=bob): "
+    assert_string_equal(msg(e), "GPU 1 (GPU-11111111) may carry only bob (expect 1=bob): "
                                     "PID 100 holds 2 GiB, alice: python train.py");
     /* the same: no new alert even though memory changed a little */
     step(&r, basic(2 * GiB + MiB, 50), false);
@@ -650,7 +666,7 @@ static void test_engine_frozen_while_hung(void **state)
     assert_int_equal(count(&r, VG_EV_DRIVER_HUNG), 1);
     const struct vg_event *e = find_ev(&r, VG_EV_HOLDER_APPEARED, 500);
     assert_non_null(e);
-    assert_string_equal(e->message,
+    assert_string_equal(msg(e),
                         "PID 500 on GPU 0 (GPU-00000000): device node only, alice: python new.py");
     /* nothing else: no GPU, finding or alert closes; 100 keeps its memory; 4000000 is kept */
     assert_int_equal(r.ev.n, 2);
@@ -689,6 +705,47 @@ static void test_engine_frozen_while_hung(void **state)
     vg_expect_set_release(&set);
 }
 
+/* check's verdict (rules/health.c): the same judgement as watch, state from its outcome. */
+static void test_health_verdict(void **state)
+{
+    (void)state;
+    struct vg_expect_set set;
+    vg_expect_set_init(&set);
+    assert_int_equal(vg_expect_parse(&set, "1=bob", NULL), 0);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    /* alice's holder on GPU 1, expected to carry only bob's: an alert, a warning */
+    struct vg_snapshot *snap = basic(2 * GiB, 50);
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_alerts as;
+    vg_alerts_init(&as);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
+    assert_int_equal(as.n, 1);
+    assert_int_equal(vg_health_lost(snap) + vg_health_hung(snap), 0);
+    assert_true(vg_health_driver_view(snap));
+    enum vg_health_state st = vg_health_state(snap, &fs, &as);
+    assert_true(st == VG_HEALTH_WARNING || st == VG_HEALTH_CRITICAL);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    /* no driver view: the expectation cannot be checked, the state is not OK */
+    struct world w;
+    world_init(&w);
+    snap = world_snap_nodriver(&w);
+    vg_findings_init(&fs);
+    vg_alerts_init(&as);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
+    assert_non_null(as.problem);
+    assert_false(vg_health_driver_view(snap));
+    assert_int_equal(vg_health_state(snap, &fs, &as), VG_HEALTH_UNKNOWN);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    vg_expect_set_release(&set);
+}
+
 static void test_event_render(void **state)
 {
     (void)state;
@@ -699,11 +756,11 @@ static void test_event_render(void **state)
     struct timespec when = {.tv_sec = 1700000000};
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    assert_int_equal(vg_event_text(e, &when, NULL, &b), 0);
+    assert_int_equal(vg_render_event_text(e, &when, NULL, &b), 0);
     assert_string_equal(vg_buf_str(&b), "2023-11-14T22:13:20Z holder-present PID 100 on GPU 1 "
                                         "(GPU-11111111): 2 GiB, alice: python train.py\n");
     vg_buf_reset(&b);
-    assert_int_equal(vg_event_json(e, &when, 7, &b), 0);
+    assert_int_equal(vg_render_event_json(e, &when, 7, &b), 0);
     assert_string_equal(vg_buf_str(&b),
                         "{\"schema\":\"vramguard.event/1\",\"time\":\"2023-11-14T22:13:20Z\","
                         "\"sample\":7,\"event\":\"holder-present\",\"severity\":\"info\","
@@ -732,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_engine_gpu_lost_back),
         cmocka_unit_test(test_engine_frozen_while_hung),
         cmocka_unit_test(test_event_render),
+        cmocka_unit_test(test_health_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,8 +15,8 @@
  * Ownership: a struct vg_expect_set owns its entries (vg_expect_set_release); struct
  * vg_alerts owns its alerts and their strings (vg_alerts_release).
  */
-#ifndef VG_WATCH_EXPECT_H
-#define VG_WATCH_EXPECT_H
+#ifndef VG_RULES_EXPECT_H
+#define VG_RULES_EXPECT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * `check` output (see check.h). The summary line names the worst things first and stays short
  * (monitoring systems show it in one table cell); the lines after it say everything.
  */
-#include "watch/check.h"
+#include "render/check.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,11 +12,11 @@
 #include "render/render.h"
 #include "render/text.h"
 
-static const char *const vg_check_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
+static const char *const vg_render_check_names[] = {"OK", "WARNING", "CRITICAL", "UNKNOWN"};
 
-const char *vg_check_state_name(enum vg_check_state s)
+const char *vg_render_check_state_name(enum vg_health_state s)
 {
-    return (unsigned)s < 4 ? vg_check_names[s] : "UNKNOWN";
+    return (unsigned)s < 4 ? vg_render_check_names[s] : "UNKNOWN";
 }
 
 static void vg_esc(struct vg_buf *o, const char *s)
@@ -60,27 +60,11 @@ static void vg_counts(const struct vg_findings *fs, size_t counts[3])
         counts[fs->v[i].severity]++;
 }
 
-size_t vg_check_lost(const struct vg_snapshot *snap)
-{
-    size_t n = 0;
-    for (size_t i = 0; snap->driver_ok && i < snap->gpus.ngpus; i++)
-        n += snap->gpus.gpus[i].lost;
-    return n;
-}
-
-size_t vg_check_hung(const struct vg_snapshot *snap)
-{
-    size_t n = 0;
-    for (size_t i = 0; snap->driver_ok && i < snap->gpus.ngpus; i++)
-        n += snap->gpus.gpus[i].hung;
-    return n;
-}
-
 static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
                        const struct vg_findings *fs, const struct vg_alerts *as,
-                       enum vg_check_state state)
+                       enum vg_health_state state)
 {
-    vg_buf_printf(o, "VRAMGUARD %s - ", vg_check_state_name(state));
+    vg_buf_printf(o, "VRAMGUARD %s - ", vg_render_check_state_name(state));
     const char *sep = "";
     if (!snap->driver_ok) {
         vg_buf_adds(o, "no NVIDIA driver view (");
@@ -88,7 +72,7 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_adds(o, ")");
         sep = "; ";
     }
-    size_t lost = vg_check_lost(snap);
+    size_t lost = vg_health_lost(snap);
     if (lost) {
         vg_buf_printf(o, "%s%zu GPU%s lost (", sep, lost, lost == 1 ? "" : "s");
         for (size_t i = 0, k = 0; i < snap->gpus.ngpus; i++)
@@ -97,7 +81,7 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_adds(o, ")");
         sep = "; ";
     }
-    size_t hung = vg_check_hung(snap);
+    size_t hung = vg_health_hung(snap);
     if (hung) {
         vg_buf_printf(o, "%s%zu GPU%s hung (", sep, hung, hung == 1 ? "" : "s");
         for (size_t i = 0, k = 0; i < snap->gpus.ngpus; i++)
@@ -150,8 +134,8 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
                   snap->nholdings);
 }
 
-int vg_check_render_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                         const struct vg_alerts *as, enum vg_check_state state, bool color,
+int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                         const struct vg_alerts *as, enum vg_health_state state, bool color,
                          struct vg_buf *out)
 {
     struct vg_style st;
@@ -275,8 +259,8 @@ static void vg_json_alert(struct vg_json *j, const struct vg_snapshot *snap,
     vg_json_obj_end(j);
 }
 
-int vg_check_render_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                         const struct vg_alerts *as, enum vg_check_state state,
+int vg_render_check_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                         const struct vg_alerts *as, enum vg_health_state state,
                          struct vg_buf *out)
 {
     struct vg_buf summary;
@@ -296,7 +280,7 @@ int vg_check_render_json(const struct vg_snapshot *snap, const struct vg_finding
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
     vg_json_kstr(&j, "time", ts);
     char lower[16];
-    const char *name = vg_check_state_name(state);
+    const char *name = vg_render_check_state_name(state);
     size_t i = 0;
     for (; name[i] && i + 1 < sizeof(lower); i++)
         lower[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);

@@ -1,12 +1,13 @@
 /*
- * The watch engine (see engine.h): sample -> view -> events.
+ * The watch engine (see engine.h): sample -> view -> events (data only; render/event.c words
+ * them).
  *
  * A view keeps its own copies of everything it reports (never pointers into a snapshot, which
  * is freed after each step), in arrays sorted by a text key built from the identity, so that
  * the previous view is searched with bsearch and events come out in a stable order: GPU, MIG
  * device, PID.
  */
-#include "watch/engine.h"
+#include "model/engine.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "render/render.h"
-#include "util/parse.h"
+#include "rules/health.h"
+#include "util/buf.h"
 
 struct vg_wgpu {
     char *key;              /* UUID, or "index:N" */
@@ -125,7 +126,8 @@ void vg_events_init(struct vg_events *e)
 
 static void vg_event_release(struct vg_event *ev)
 {
-    free(ev->message);
+    free(ev->text);
+    free(ev->gpu_name);
     free(ev->gpu_uuid);
     free(ev->gpus);
     free(ev->pids);
@@ -207,21 +209,6 @@ static void vg_ev_pid(struct vg_step *s, struct vg_event *ev, pid_t pid)
     }
     ev->pids[0] = pid;
     ev->npids = 1;
-}
-
-static void vg_ev_message(struct vg_step *s, struct vg_event *ev, struct vg_buf *b)
-{
-    if (b->err)
-        s->err = -ENOMEM;
-    else if (!(ev->message = vg_buf_steal(b)))
-        s->err = -ENOMEM;
-    vg_buf_release(b);
-}
-
-static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
-{
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "n/a");
 }
 
 /* ---- building the view ------------------------------------------------------------------- */
@@ -658,8 +645,43 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     vg_buf_release(&key);
 }
 
-/* Rules, with the idle history for idle-holder. */
-static void vg_build_findings(struct vg_step *s, struct vg_err *err)
+/* The rules' findings into the view. */
+static void vg_build_findings(struct vg_step *s, const struct vg_findings *fs)
+{
+    struct vg_watch_view *v = s->v;
+    for (size_t i = 0; i < fs->n && !s->err; i++)
+        vg_add_finding(s, &fs->v[i]);
+    if (!s->err)
+        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
+}
+
+/* The expectations' alerts into the view (their strings move there). */
+static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
+{
+    struct vg_watch_view *v = s->v;
+    v->problem = as->problem;
+    as->problem = NULL;
+    for (size_t i = 0; i < as->n && !s->err; i++) {
+        struct vg_alert *a = &as->v[i];
+        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
+        if (!d)
+            break;
+        const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
+        d->gpu_index = g->index;
+        d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
+                         a->mig + 1, a->has_pid ? (int)a->pid : 0,
+                         (unsigned long long)(a->start_known ? a->start_ticks : 0));
+        d->a = *a;
+        memset(a, 0, sizeof(*a)); /* strings moved */
+    }
+    if (!s->err)
+        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+}
+
+/* Findings and alerts, through the same judgement as `check` (rules/health.h), with the idle
+ * history for idle-holder. */
+static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
 {
     struct vg_watch_view *v = s->v;
     struct vg_rule_opts ro;
@@ -686,44 +708,17 @@ static void vg_build_findings(struct vg_step *s, struct vg_err *err)
     ro.nidle = nidle;
     struct vg_findings fs;
     vg_findings_init(&fs);
-    if (vg_rules_run(s->snap, &ro, &fs, err) < 0)
-        s->err = -ENOMEM;
-    for (size_t i = 0; i < fs.n && !s->err; i++)
-        vg_add_finding(s, &fs.v[i]);
-    vg_findings_release(&fs);
-    free(idle);
-    if (!s->err)
-        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
-}
-
-static void vg_build_alerts(struct vg_step *s, struct vg_err *err)
-{
-    struct vg_watch_view *v = s->v;
-    if (!s->o->expect || s->o->expect->n == 0)
-        return;
     struct vg_alerts as;
     vg_alerts_init(&as);
-    if (vg_expect_check(s->o->expect, s->snap, s->o->threshold, &as, err) < 0)
+    if (vg_health_judge(s->snap, &ro, s->o->expect, s->o->threshold, &fs, &as, err) < 0)
         s->err = -ENOMEM;
-    v->problem = as.problem;
-    as.problem = NULL;
-    for (size_t i = 0; i < as.n && !s->err; i++) {
-        struct vg_alert *a = &as.v[i];
-        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
-        if (!d)
-            break;
-        const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
-        d->gpu_index = g->index;
-        d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
-                         a->mig + 1, a->has_pid ? (int)a->pid : 0,
-                         (unsigned long long)(a->start_known ? a->start_ticks : 0));
-        d->a = *a;
-        memset(a, 0, sizeof(*a)); /* strings moved */
-    }
-    vg_alerts_release(&as);
     if (!s->err)
-        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+        vg_build_findings(s, &fs);
+    if (!s->err)
+        vg_build_alerts(s, &as);
+    vg_alerts_release(&as);
+    vg_findings_release(&fs);
+    free(idle);
 }
 
 /* Frozen: carry the previous findings, alerts and problem as they were. */
@@ -813,34 +808,18 @@ static void vg_diff_driver(struct vg_step *s)
                                                               : VG_SEV_INFO);
     if (!ev)
         return;
-    struct vg_buf m;
-    vg_buf_init(&m, 0);
     if (t == VG_EV_DRIVER_RECOVERED) {
-        size_t n = 0;
         for (size_t i = 0; i < v->ngpus; i++)
-            n += v->gpus[i].listed;
-        vg_buf_printf(&m, "the NVIDIA driver answers again (%zu GPU%s)", n, n == 1 ? "" : "s");
+            ev->listed += v->gpus[i].listed;
     } else {
         ev->driver_error = vg_sdup(s, v->driver_error);
-        vg_buf_adds(&m, v->driver_error ? v->driver_error : "the NVIDIA driver is unavailable");
-        if (v->frozen)
-            vg_buf_adds(&m, "; GPUs, findings and alerts are held as they were until it answers");
+        ev->frozen = v->frozen;
     }
-    vg_ev_message(s, ev, &m);
 }
 
-static void vg_gpu_words(struct vg_buf *m, const struct vg_wgpu *g)
-{
-    char uuid[32];
-    vg_render_short_uuid(g->uuid, uuid, sizeof(uuid));
-    if (g->name)
-        vg_buf_printf(m, "GPU %u %s (%s)", g->index, g->name, uuid);
-    else
-        vg_buf_printf(m, "GPU %u (%s)", g->index, uuid);
-}
-
+/* unlisted: a gpu-lost because the driver no longer lists the GPU. */
 static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct vg_wgpu *g,
-                         const char *why)
+                         bool unlisted)
 {
     enum vg_severity sev =
         t == VG_EV_GPU_LOST || t == VG_EV_GPU_HUNG ? VG_SEV_CRITICAL : VG_SEV_INFO;
@@ -850,21 +829,9 @@ static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct v
     vg_ev_gpu(s, ev, true, g->index, g->uuid);
     ev->mem_known = g->mem_known && t != VG_EV_GPU_LOST && t != VG_EV_GPU_HUNG;
     ev->mem = g->used;
-    struct vg_buf m;
-    vg_buf_init(&m, 0);
-    vg_gpu_words(&m, g);
-    if (why) {
-        vg_buf_printf(&m, " %s", why);
-    } else if (g->mem_known) {
-        char used[32], total[32];
-        vg_size(true, g->used, used, sizeof(used));
-        vg_size(true, g->total, total, sizeof(total));
-        vg_buf_printf(&m, "%s %s of %s used", t == VG_EV_GPU_BACK ? " is back:" : ":", used,
-                      total);
-    } else {
-        vg_buf_adds(&m, t == VG_EV_GPU_BACK ? " is back: memory n/a" : ": memory n/a");
-    }
-    vg_ev_message(s, ev, &m);
+    ev->total = g->total;
+    ev->gpu_name = vg_sdup(s, g->name);
+    ev->unlisted = unlisted;
 }
 
 static const struct vg_wgpu *vg_prev_gpu(const struct vg_watch_view *p, const char *key)
@@ -878,82 +845,27 @@ static const struct vg_wgpu *vg_prev_gpu(const struct vg_watch_view *p, const ch
 static void vg_diff_gpus(struct vg_step *s)
 {
     const struct vg_watch_view *v = s->v;
-    static const char lost[] = "is lost: the driver answers \"GPU is lost\" (fallen off the bus)";
-    static const char gone[] = "is no longer listed by the driver";
-    static const char hung[] = "hangs: a driver call for it did not return in time; its "
-                               "holders, findings and alerts are held as they were until it "
-                               "answers";
     for (size_t i = 0; i < v->ngpus; i++) {
         const struct vg_wgpu *g = &v->gpus[i];
         const struct vg_wgpu *p = vg_prev_gpu(s->prev, g->key);
         if (!p) {
             bool present = !s->prev || !s->prev->ever_ok;
             if (g->lost)
-                vg_gpu_event(s, VG_EV_GPU_LOST, g, lost);
+                vg_gpu_event(s, VG_EV_GPU_LOST, g, false);
             else if (g->hung)
-                vg_gpu_event(s, VG_EV_GPU_HUNG, g, hung);
+                vg_gpu_event(s, VG_EV_GPU_HUNG, g, false);
             else
-                vg_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, NULL);
+                vg_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, false);
         } else if (g->listed && !p->listed) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, g->lost ? lost : NULL);
+            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (!g->listed && p->listed && !p->lost) {
-            vg_gpu_event(s, VG_EV_GPU_LOST, g, gone);
+            vg_gpu_event(s, VG_EV_GPU_LOST, g, true);
         } else if (g->listed && p->listed && g->lost != p->lost) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, g->lost ? lost : NULL);
+            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (g->listed && p->listed && g->hung != p->hung) {
-            vg_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, g->hung ? hung : NULL);
+            vg_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, false);
         }
     }
-}
-
-/* "PID 4182 on GPU 0 (GPU-8a1b2c3d)" */
-static void vg_holder_where(struct vg_buf *m, const struct vg_wholder *h, const char *verb)
-{
-    vg_buf_printf(m, "PID %d %s ", (int)h->pid, verb);
-    if (h->gpu_known) {
-        char uuid[32];
-        vg_render_short_uuid(h->gpu_uuid, uuid, sizeof(uuid));
-        vg_buf_printf(m, "GPU %u", h->gpu_index);
-        if (h->mig >= 0)
-            vg_buf_printf(m, "/MIG %d", h->mig);
-        vg_buf_printf(m, " (%s)", uuid);
-    } else if (h->minor_known) {
-        vg_buf_printf(m, "/dev/nvidia%u", h->minor);
-    } else {
-        vg_buf_adds(m, "an unknown GPU");
-    }
-}
-
-/* ", alice: python train.py" */
-static void vg_holder_who(struct vg_buf *m, const struct vg_wholder *h)
-{
-    if (h->stale) {
-        vg_buf_adds(m, ", a stale entry: the PID now names another process");
-        if (h->user)
-            vg_buf_printf(m, ", %s", h->user);
-        if (h->command)
-            vg_buf_printf(m, ": %s", h->command);
-        return;
-    }
-    if (!h->in_proc) {
-        vg_buf_adds(m, ", not in this /proc");
-        return;
-    }
-    if (h->user)
-        vg_buf_printf(m, ", %s", h->user);
-    if (h->command)
-        vg_buf_printf(m, ": %s", h->command);
-}
-
-static void vg_holder_memory(struct vg_buf *m, const struct vg_wholder *h)
-{
-    char size[32];
-    if (!(h->seen & VG_SEEN_NVML)) {
-        vg_buf_adds(m, "device node only");
-        return;
-    }
-    vg_size(h->mem_known, h->mem, size, sizeof(size));
-    vg_buf_adds(m, size);
 }
 
 /* The memory a holder is followed by: a process seen only through the device node holds no
@@ -977,6 +889,11 @@ static struct vg_event *vg_holder_event(struct vg_step *s, enum vg_event_type t,
     ev->command = vg_sdup(s, h->command);
     ev->mem_known = h->mem_known && (h->seen & VG_SEEN_NVML);
     ev->mem = h->mem;
+    ev->minor_known = h->minor_known;
+    ev->minor = h->minor;
+    ev->node_only = !(h->seen & VG_SEEN_NVML);
+    ev->in_proc = h->in_proc;
+    ev->stale = h->stale;
     return ev;
 }
 
@@ -984,21 +901,13 @@ static void vg_diff_holders(struct vg_step *s)
 {
     struct vg_watch_view *v = s->v;
     const struct vg_watch_view *prev = s->prev;
-    struct vg_buf m;
     /* left first, so that a restarted job reads "left" then "appeared" */
     for (size_t i = 0; prev && i < prev->nholders; i++) {
         const struct vg_wholder *p = &prev->holders[i];
         if (vg_find(v->holders, v->nholders, sizeof(*p), p->key))
             continue;
-        struct vg_event *ev = vg_holder_event(s, VG_EV_HOLDER_LEFT, p);
-        if (!ev)
+        if (!vg_holder_event(s, VG_EV_HOLDER_LEFT, p))
             return;
-        vg_buf_init(&m, 0);
-        vg_holder_where(&m, p, "left");
-        vg_buf_adds(&m, ": it held ");
-        vg_holder_memory(&m, p);
-        vg_holder_who(&m, p);
-        vg_ev_message(s, ev, &m);
     }
     for (size_t i = 0; i < v->nholders; i++) {
         struct vg_wholder *h = &v->holders[i];
@@ -1010,12 +919,6 @@ static void vg_diff_holders(struct vg_step *s)
             if (!ev)
                 return;
             h->reported_known = vg_holder_mem(h, &h->reported);
-            vg_buf_init(&m, 0);
-            vg_holder_where(&m, h, "on");
-            vg_buf_adds(&m, ": ");
-            vg_holder_memory(&m, h);
-            vg_holder_who(&m, h);
-            vg_ev_message(s, ev, &m);
             continue;
         }
         uint64_t mem;
@@ -1036,15 +939,6 @@ static void vg_diff_holders(struct vg_step *s)
         ev->prev = h->reported;
         ev->mem_known = true;
         ev->mem = mem;
-        char was[32], now[32], d[32];
-        vg_size(true, h->reported, was, sizeof(was));
-        vg_size(true, mem, now, sizeof(now));
-        vg_size(true, delta, d, sizeof(d));
-        vg_buf_init(&m, 0);
-        vg_holder_where(&m, h, "on");
-        vg_buf_printf(&m, ": %s -> %s (%s%s)", was, now, mem > h->reported ? "+" : "-", d);
-        vg_holder_who(&m, h);
-        vg_ev_message(s, ev, &m);
         h->reported = mem;
     }
 }
@@ -1072,10 +966,7 @@ static void vg_finding_event(struct vg_step *s, enum vg_event_type t, const stru
         s->err = -ENOMEM;
     ev->mem_known = f->bytes_known;
     ev->mem = f->bytes;
-    struct vg_buf m;
-    vg_buf_init(&m, 0);
-    vg_buf_printf(&m, "%s: %s", f->rule, f->title ? f->title : "");
-    vg_ev_message(s, ev, &m);
+    ev->text = vg_sdup(s, f->title);
 }
 
 static void vg_alert_event(struct vg_step *s, enum vg_event_type t, const struct vg_walert *a)
@@ -1093,7 +984,7 @@ static void vg_alert_event(struct vg_step *s, enum vg_event_type t, const struct
     ev->mem_known = a->a.bytes_known;
     ev->mem = a->a.bytes;
     ev->expect = vg_sdup(s, a->a.expect);
-    ev->message = vg_sdup(s, a->a.message);
+    ev->text = vg_sdup(s, a->a.message);
 }
 
 static void vg_diff_verdicts(struct vg_step *s)
@@ -1140,9 +1031,7 @@ int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap,
     if (!s.err && v->frozen)
         vg_carry_verdicts(&s, false);
     if (!s.err && !v->frozen)
-        vg_build_findings(&s, err);
-    if (!s.err && !v->frozen)
-        vg_build_alerts(&s, err);
+        vg_build_verdicts(&s, err);
     if (!s.err && !v->frozen && prev && vg_view_any_hung(v))
         vg_carry_verdicts(&s, true);
     if (!s.err)

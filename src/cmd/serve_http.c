@@ -12,7 +12,7 @@
  * and the connection that has waited longest without a request in progress goes instead.
  * libmicrohttpd's limit stays, set higher, as the hard bound.
  */
-#include "serve/http.h"
+#include "cmd/serve_http.h"
 
 #include <errno.h>
 #include <linux/tcp.h> /* TCP_INFO with tcpi_bytes_received, which glibc's header lacks */
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "render/metrics.h"
-#include "serve/route.h"
+#include "cmd/serve_route.h"
 
 /* How often the pressure summary may be logged. */
 #define VG_HTTP_PRESSURE_LOG_S 60

@@ -2,7 +2,7 @@
  * The collector (see collector.h): one thread that samples, diagnoses and renders on a fixed
  * schedule, and a buffer holding the latest exposition for the HTTP threads to copy.
  */
-#include "serve/collector.h"
+#include "model/collector.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -14,12 +14,69 @@
 
 #include "model/snapshot.h"
 
+/* ---- the GPUs of the last successful collection ---- */
+
+void vg_collector_gpu_ids_init(struct vg_collector_gpu_ids *ids)
+{
+    ids->v = NULL;
+    ids->n = 0;
+}
+
+static void vg_collector_ids_free(struct vg_collector_gpu_id *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].uuid);
+        free(v[i].name);
+        free(v[i].pci_bus_id);
+    }
+    free(v);
+}
+
+void vg_collector_gpu_ids_release(struct vg_collector_gpu_ids *ids)
+{
+    vg_collector_ids_free(ids->v, ids->n);
+    vg_collector_gpu_ids_init(ids);
+}
+
+static int vg_collector_dup(const char *s, bool known, char **out)
+{
+    *out = NULL;
+    if (!known || !s)
+        return 0;
+    *out = strdup(s);
+    return *out ? 0 : -ENOMEM;
+}
+
+int vg_collector_gpu_ids_set(struct vg_collector_gpu_ids *ids, const struct vg_snapshot *snap)
+{
+    size_t n = snap->gpus.ngpus;
+    struct vg_collector_gpu_id *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[i];
+        v[i].index = g->index;
+        v[i].minor_known = (g->known & VG_GPU_K_MINOR) != 0;
+        v[i].minor = g->minor;
+        if (vg_collector_dup(g->uuid, g->known & VG_GPU_K_UUID, &v[i].uuid) ||
+            vg_collector_dup(g->name, g->known & VG_GPU_K_NAME, &v[i].name) ||
+            vg_collector_dup(g->pci_bus_id, g->known & VG_GPU_K_PCI, &v[i].pci_bus_id)) {
+            vg_collector_ids_free(v, n);
+            return -ENOMEM;
+        }
+    }
+    vg_collector_gpu_ids_release(ids);
+    ids->v = v;
+    ids->n = n;
+    return 0;
+}
+
 /* ---- the collector ---- */
 
 struct vg_collector {
     struct vg_collector_opts o;
     struct vg_sampler *sampler;          /* collector thread only (and the first call) */
-    struct vg_metrics_gpu_ids last_good; /* collector thread only */
+    struct vg_collector_gpu_ids last_good; /* collector thread only */
     char *last_error;                    /* collector thread only: the failure last logged */
 
     pthread_mutex_t lock; /* guards everything below */
@@ -28,7 +85,7 @@ struct vg_collector {
     bool started;
     pthread_t thread;
     struct vg_buf expo; /* the latest exposition */
-    struct vg_metrics_collect st;
+    struct vg_collector_stats st;
     struct timespec last_end; /* CLOCK_MONOTONIC, end of the last collection */
 };
 
@@ -83,8 +140,6 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     bool hung = false;
     struct vg_err serr = VG_ERR_INIT;
     int src = vg_sampler_sample(c->sampler, &snap, &hung, &serr);
-    struct vg_findings fs;
-    vg_findings_init(&fs);
     int rc = 0;
     /* Out of memory always fails; an unreadable /proc fails only the first collection (a
      * wrong --proc), later it is a failed collection like a failing driver. */
@@ -92,19 +147,10 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
         rc = vg_err_set(err, src, "%s", vg_err_msg(&serr));
         goto out;
     }
-    /* Processes new since the last sample may be leftovers whose activity is still unknown:
-     * measured now (the rest comes from the sampler's previous sample). Only new suspects
-     * make a collection wait. */
-    if (!src && vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0) {
-        rc = vg_err_set(err, -ENOMEM, "out of memory");
+    if ((rc = c->o.diagnose(c->o.arg, src ? NULL : snap, err)) != 0)
         goto out;
-    }
-    if (!src && vg_rules_run(snap, &c->o.rules, &fs, err) != 0) {
-        rc = err && err->code ? err->code : -ENOMEM;
-        goto out;
-    }
     bool success = !src && snap->driver_ok && !hung;
-    if (success && vg_metrics_gpu_ids_set(&c->last_good, snap) != 0) {
+    if (success && vg_collector_gpu_ids_set(&c->last_good, snap) != 0) {
         rc = vg_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
@@ -112,7 +158,7 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     clock_gettime(CLOCK_REALTIME, &wall);
 
     pthread_mutex_lock(&c->lock);
-    struct vg_metrics_collect st = c->st;
+    struct vg_collector_stats st = c->st;
     pthread_mutex_unlock(&c->lock);
     st.success = success;
     st.duration_seconds = vg_ts_seconds(&t1) - vg_ts_seconds(&t0);
@@ -131,7 +177,7 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
 
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    rc = vg_metrics_render(src ? NULL : snap, &fs, &c->last_good, &st, &c->o.metrics, &b);
+    rc = c->o.render(c->o.arg, src ? NULL : snap, &c->last_good, &st, &b);
     if (rc) {
         vg_buf_release(&b);
         rc = vg_err_set(err, rc, "cannot render the metrics: %s", strerror(-rc));
@@ -148,7 +194,6 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
     vg_log_change(c, success, hung, src ? vg_err_msg(&serr) : snap->driver_error);
 out:
     vg_err_release(&serr);
-    vg_findings_release(&fs);
     vg_snap_free(snap);
     return rc;
 }
@@ -161,12 +206,9 @@ int vg_collector_new(const struct vg_collector_opts *o, struct vg_collector **ou
     if (!c)
         return vg_err_set(err, -ENOMEM, "out of memory");
     c->o = *o;
-    c->o.rules.check_shell = false;
-    c->o.rules.idle = NULL;
-    c->o.rules.nidle = 0;
     if (c->o.interval_ms == 0)
         c->o.interval_ms = 5000;
-    vg_metrics_gpu_ids_init(&c->last_good);
+    vg_collector_gpu_ids_init(&c->last_good);
     vg_buf_init(&c->expo, 0);
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
@@ -257,7 +299,7 @@ void vg_collector_free(struct vg_collector *c)
         pthread_join(c->thread, NULL);
     }
     vg_sampler_free(c->sampler);
-    vg_metrics_gpu_ids_release(&c->last_good);
+    vg_collector_gpu_ids_release(&c->last_good);
     free(c->last_error);
     vg_buf_release(&c->expo);
     pthread_cond_destroy(&c->cv);

@@ -1,8 +1,8 @@
 /*
- * `watch` settings from flags and from the config file (see config.h). One table of keys, one
+ * `watch` settings from flags and from the config file (see watch_config.h). One table of keys, one
  * parser per value type, so the file and the flags cannot drift apart.
  */
-#include "watch/config.h"
+#include "cmd/watch_config.h"
 
 #include <errno.h>
 #include <fcntl.h>

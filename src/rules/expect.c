@@ -3,7 +3,7 @@
  * usage error with a message naming the part that is wrong, never silently ignored, because a
  * monitor that quietly expects nothing is worse than one that refuses to start.
  */
-#include "watch/expect.h"
+#include "rules/expect.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -340,7 +340,7 @@ static void vg_rule_head(struct vg_buf *b, const struct vg_snapshot *snap, size_
                       vg_buf_str(&r->text));
 }
 
-static int vg_check_gpu(const struct vg_snapshot *snap, size_t gpu, const struct vg_gpu_rule *r,
+static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const struct vg_gpu_rule *r,
                         uint64_t threshold, struct vg_alerts *out)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
@@ -466,7 +466,7 @@ int vg_expect_check(const struct vg_expect_set *set, const struct vg_snapshot *s
         }
         if (!rc && r.n) {
             vg_rule_describe(&r);
-            rc = vg_check_gpu(snap, gpu, &r, threshold, out);
+            rc = vg_expect_check_gpu(snap, gpu, &r, threshold, out);
         }
         free(r.e);
         vg_buf_release(&r.text);

@@ -26,11 +26,15 @@
  * utilisation (per-process SM utilisation from the driver; when the driver has none, the
  * GPU's own utilisation being 0) and hands that to the rules.
  *
+ * Events are data: what happened (type), to what (GPU, PID, rule, alert) and the figures; their
+ * words are render/event.h's (vg_render_event_message), so the engine writes no English. The
+ * texts an event carries are the rules' own: a finding's title, an alert's message.
+ *
  * Ownership: views are created by vg_watch_step() and freed with vg_watch_view_free(); they do
  * not point into the snapshot. struct vg_events owns its events (vg_events_release).
  */
-#ifndef VG_WATCH_ENGINE_H
-#define VG_WATCH_ENGINE_H
+#ifndef VG_MODEL_ENGINE_H
+#define VG_MODEL_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,10 +42,9 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
+#include "rules/expect.h"
 #include "rules/rules.h"
-#include "util/buf.h"
 #include "util/err.h"
-#include "watch/expect.h"
 
 enum vg_event_type {
     VG_EV_DRIVER_HUNG,
@@ -69,7 +72,6 @@ const char *vg_event_name(enum vg_event_type t);
 struct vg_event {
     enum vg_event_type type;
     enum vg_severity severity;
-    char *message;            /* one line, people's words */
     /* what it is about; unknown fields are NULL, false or empty */
     bool gpu_known;
     unsigned gpu;             /* NVML index (the first, for findings) */
@@ -90,6 +92,18 @@ struct vg_event {
     const char *alert;        /* alert events: VG_ALERT_* (static) */
     char *expect;             /* alert events: the expectation */
     char *driver_error;       /* driver events */
+    /* what only the words of an event need */
+    char *gpu_name;           /* GPU events; NULL when unknown */
+    uint64_t total;           /* GPU events: the GPU's total memory, when mem_known */
+    bool unlisted;            /* gpu-lost: the driver no longer lists it (not "GPU is lost") */
+    size_t listed;            /* driver-recovered: GPUs the driver lists */
+    bool frozen;              /* driver-hung, driver-error: the view is held as it was */
+    bool minor_known;         /* holder events: the device node, when the GPU is unknown */
+    unsigned minor;
+    bool node_only;           /* holder events: seen through the device node only */
+    bool in_proc;             /* holder events: the process is in this /proc */
+    bool stale;               /* holder events: the driver's entry outlived its process */
+    char *text;               /* finding events: the title; alert events: the message */
 };
 
 struct vg_events {
@@ -127,14 +141,5 @@ void vg_watch_view_free(struct vg_watch_view *v);
 const char *vg_watch_view_problem(const struct vg_watch_view *v);
 /* Whether the view is frozen (the driver's view is missing; see above). */
 bool vg_watch_view_frozen(const struct vg_watch_view *v);
-
-/* Rendering: one line per event. Text: "TIME EVENT MESSAGE" (colour when st is given);
- * JSON: one vramguard.event/1 object per line (docs/json.md). when is the sample's time. */
-#define VG_JSON_SCHEMA_EVENT "vramguard.event/1"
-struct vg_style;
-int vg_event_text(const struct vg_event *ev, const struct timespec *when,
-                  const struct vg_style *st, struct vg_buf *out);
-int vg_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
-                  struct vg_buf *out);
 
 #endif

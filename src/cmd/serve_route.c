@@ -2,7 +2,7 @@
  * Request classification and --listen parsing for `vramguard serve` (see route.h): small pure
  * functions, kept apart from the server so fuzzers can hammer them.
  */
-#include "serve/route.h"
+#include "cmd/serve_route.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

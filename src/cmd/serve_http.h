@@ -1,7 +1,7 @@
 /*
  * The HTTP side of `vramguard serve`, on libmicrohttpd: GET /metrics copies the collector's
  * latest exposition, GET /healthz says whether collection is alive, anything else is 404 or
- * 405 (serve/route.h decides which).
+ * 405 (cmd/serve_route.h decides which).
  *
  * Bounded so that no client can hurt the others: a few event-driven threads (epoll) serve every
  * connection, so a slow client holds a connection slot, never a thread; each request's headers
@@ -26,12 +26,12 @@
  * Ownership: vg_http_start() takes over the listening socket and returns a server that
  * vg_http_stop() stops (closing every connection) and frees.
  */
-#ifndef VG_SERVE_HTTP_H
-#define VG_SERVE_HTTP_H
+#ifndef VG_CMD_SERVE_HTTP_H
+#define VG_CMD_SERVE_HTTP_H
 
 #include <stddef.h>
 
-#include "serve/collector.h"
+#include "model/collector.h"
 #include "util/err.h"
 
 #define VG_HTTP_MAX_PER_CLIENT 32u

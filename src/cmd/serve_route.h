@@ -5,8 +5,8 @@
  *
  * Nothing here allocates; returned strings are static.
  */
-#ifndef VG_SERVE_ROUTE_H
-#define VG_SERVE_ROUTE_H
+#ifndef VG_CMD_SERVE_ROUTE_H
+#define VG_CMD_SERVE_ROUTE_H
 
 #include <stdbool.h>
 #include <stddef.h>

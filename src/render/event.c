@@ -1,0 +1,284 @@
+/*
+ * Rendering watch events (see event.h): the message from the event's data, a text line for
+ * people and logs, or one vramguard.event/1 JSON object per line for scripts (docs/json.md).
+ * Messages carry process names and command lines, so text output is escaped like every other
+ * screen.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "render/event.h"
+#include "render/json.h"
+#include "render/render.h"
+#include "render/text.h"
+#include "rules/rules.h"
+#include "util/parse.h"
+
+static void vg_event_time(const struct timespec *when, char *out, size_t n)
+{
+    struct tm tm;
+    gmtime_r(&when->tv_sec, &tm);
+    if (strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, n, "?");
+}
+
+static void vg_event_size(bool known, uint64_t bytes, char *out, size_t n)
+{
+    if (!known || vg_fmt_size(bytes, out, n) != 0)
+        snprintf(out, n, "n/a");
+}
+
+static void vg_event_driver(const struct vg_event *ev, struct vg_buf *m)
+{
+    if (ev->type == VG_EV_DRIVER_RECOVERED) {
+        vg_buf_printf(m, "the NVIDIA driver answers again (%zu GPU%s)", ev->listed,
+                      ev->listed == 1 ? "" : "s");
+        return;
+    }
+    vg_buf_adds(m, ev->driver_error ? ev->driver_error : "the NVIDIA driver is unavailable");
+    if (ev->frozen)
+        vg_buf_adds(m, "; GPUs, findings and alerts are held as they were until it answers");
+}
+
+static void vg_event_gpu(const struct vg_event *ev, struct vg_buf *m)
+{
+    char uuid[32];
+    vg_render_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
+    if (ev->gpu_name)
+        vg_buf_printf(m, "GPU %u %s (%s)", ev->gpu, ev->gpu_name, uuid);
+    else
+        vg_buf_printf(m, "GPU %u (%s)", ev->gpu, uuid);
+    bool back = ev->type == VG_EV_GPU_BACK;
+    if (ev->type == VG_EV_GPU_LOST && ev->unlisted) {
+        vg_buf_adds(m, " is no longer listed by the driver");
+    } else if (ev->type == VG_EV_GPU_LOST) {
+        vg_buf_adds(m, " is lost: the driver answers \"GPU is lost\" (fallen off the bus)");
+    } else if (ev->type == VG_EV_GPU_HUNG) {
+        vg_buf_adds(m, " hangs: a driver call for it did not return in time; its holders, "
+                       "findings and alerts are held as they were until it answers");
+    } else if (ev->mem_known) {
+        char used[32], total[32];
+        vg_event_size(true, ev->mem, used, sizeof(used));
+        vg_event_size(true, ev->total, total, sizeof(total));
+        vg_buf_printf(m, "%s %s of %s used", back ? " is back:" : ":", used, total);
+    } else {
+        vg_buf_adds(m, back ? " is back: memory n/a" : ": memory n/a");
+    }
+}
+
+/* "PID 4182 on GPU 0 (GPU-8a1b2c3d)" */
+static void vg_event_where(const struct vg_event *ev, struct vg_buf *m, const char *verb)
+{
+    vg_buf_printf(m, "PID %d %s ", (int)ev->pid, verb);
+    if (ev->gpu_known) {
+        char uuid[32];
+        vg_render_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
+        vg_buf_printf(m, "GPU %u", ev->gpu);
+        if (ev->mig >= 0)
+            vg_buf_printf(m, "/MIG %d", ev->mig);
+        vg_buf_printf(m, " (%s)", uuid);
+    } else if (ev->minor_known) {
+        vg_buf_printf(m, "/dev/nvidia%u", ev->minor);
+    } else {
+        vg_buf_adds(m, "an unknown GPU");
+    }
+}
+
+/* ", alice: python train.py" */
+static void vg_event_who(const struct vg_event *ev, struct vg_buf *m)
+{
+    if (ev->stale) {
+        vg_buf_adds(m, ", a stale entry: the PID now names another process");
+    } else if (!ev->in_proc) {
+        vg_buf_adds(m, ", not in this /proc");
+        return;
+    }
+    if (ev->user)
+        vg_buf_printf(m, ", %s", ev->user);
+    if (ev->command)
+        vg_buf_printf(m, ": %s", ev->command);
+}
+
+static void vg_event_memory(const struct vg_event *ev, struct vg_buf *m)
+{
+    char size[32];
+    if (ev->node_only) {
+        vg_buf_adds(m, "device node only");
+        return;
+    }
+    vg_event_size(ev->mem_known, ev->mem, size, sizeof(size));
+    vg_buf_adds(m, size);
+}
+
+static void vg_event_holder(const struct vg_event *ev, struct vg_buf *m)
+{
+    if (ev->type == VG_EV_HOLDER_LEFT) {
+        vg_event_where(ev, m, "left");
+        vg_buf_adds(m, ": it held ");
+        vg_event_memory(ev, m);
+    } else if (ev->type == VG_EV_HOLDER_MEMORY) {
+        uint64_t was = ev->prev, now = ev->mem;
+        char a[32], b[32], d[32];
+        vg_event_size(true, was, a, sizeof(a));
+        vg_event_size(true, now, b, sizeof(b));
+        vg_event_size(true, now > was ? now - was : was - now, d, sizeof(d));
+        vg_event_where(ev, m, "on");
+        vg_buf_printf(m, ": %s -> %s (%s%s)", a, b, now > was ? "+" : "-", d);
+    } else {
+        vg_event_where(ev, m, "on");
+        vg_buf_adds(m, ": ");
+        vg_event_memory(ev, m);
+    }
+    vg_event_who(ev, m);
+}
+
+bool vg_render_event_message(const struct vg_event *ev, struct vg_buf *out)
+{
+    switch (ev->type) {
+    case VG_EV_DRIVER_HUNG:
+    case VG_EV_DRIVER_ERROR:
+    case VG_EV_DRIVER_RECOVERED:
+        vg_event_driver(ev, out);
+        return true;
+    case VG_EV_GPU_PRESENT:
+    case VG_EV_GPU_APPEARED:
+    case VG_EV_GPU_LOST:
+    case VG_EV_GPU_BACK:
+    case VG_EV_GPU_HUNG:
+        vg_event_gpu(ev, out);
+        return true;
+    case VG_EV_HOLDER_PRESENT:
+    case VG_EV_HOLDER_APPEARED:
+    case VG_EV_HOLDER_LEFT:
+    case VG_EV_HOLDER_MEMORY:
+        vg_event_holder(ev, out);
+        return true;
+    case VG_EV_FINDING_PRESENT:
+    case VG_EV_FINDING_OPENED:
+    case VG_EV_FINDING_CLOSED:
+        vg_buf_printf(out, "%s: %s", ev->rule ? ev->rule : "", ev->text ? ev->text : "");
+        return true;
+    case VG_EV_ALERT:
+    case VG_EV_ALERT_CLEARED:
+        break;
+    }
+    if (!ev->text)
+        return false;
+    vg_buf_adds(out, ev->text);
+    return true;
+}
+
+/* Whether the text line shows the severity word: what may need action. */
+static bool vg_event_shows_severity(const struct vg_event *ev)
+{
+    switch (ev->type) {
+    case VG_EV_FINDING_PRESENT:
+    case VG_EV_FINDING_OPENED:
+    case VG_EV_ALERT:
+    case VG_EV_DRIVER_HUNG:
+    case VG_EV_DRIVER_ERROR:
+    case VG_EV_GPU_LOST:
+    case VG_EV_GPU_HUNG:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int vg_render_event_text(const struct vg_event *ev, const struct timespec *when,
+                         const struct vg_style *st, struct vg_buf *out)
+{
+    static const struct vg_style plain = {"", "", "", "", "", "", "", ""};
+    if (!st)
+        st = &plain;
+    char ts[32];
+    vg_event_time(when, ts, sizeof(ts));
+    const char *color = "";
+    if (vg_event_shows_severity(ev))
+        color = ev->severity == VG_SEV_CRITICAL  ? st->red
+                : ev->severity == VG_SEV_WARNING ? st->yellow
+                                                 : "";
+    vg_buf_printf(out, "%s %s%s%s ", ts, st->bold, vg_event_name(ev->type), st->reset);
+    if (vg_event_shows_severity(ev)) {
+        char sev[16];
+        const char *s = vg_severity_str(ev->severity);
+        size_t i = 0;
+        for (; s[i] && i + 1 < sizeof(sev); i++)
+            sev[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 'a' + 'A' : s[i]);
+        sev[i] = '\0';
+        vg_buf_printf(out, "%s%s%s ", color, sev, *color ? st->reset : "");
+    }
+    struct vg_buf m;
+    vg_buf_init(&m, 0);
+    vg_render_event_message(ev, &m);
+    if (m.err)
+        out->err = m.err;
+    vg_text_escape(out, m.data ? m.data : "", m.len, 0, NULL);
+    vg_buf_release(&m);
+    vg_buf_addc(out, '\n');
+    return out->err;
+}
+
+static void vg_kopt_str(struct vg_json *j, const char *key, const char *s)
+{
+    vg_json_kstr(j, key, s); /* NULL writes null */
+}
+
+int vg_render_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
+                         struct vg_buf *out)
+{
+    char ts[32];
+    vg_event_time(when, ts, sizeof(ts));
+    struct vg_json j;
+    vg_json_init(&j, out, false);
+    vg_json_obj_begin(&j);
+    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_EVENT);
+    vg_json_kstr(&j, "time", ts);
+    vg_json_ku64(&j, "sample", sample);
+    vg_json_kstr(&j, "event", vg_event_name(ev->type));
+    vg_json_kstr(&j, "severity", vg_severity_str(ev->severity));
+    struct vg_buf m;
+    vg_buf_init(&m, 0);
+    bool has = vg_render_event_message(ev, &m);
+    vg_json_key(&j, "message");
+    if (m.err)
+        out->err = m.err;
+    else if (has)
+        vg_json_strn(&j, m.data ? m.data : "", m.len);
+    else
+        vg_json_null(&j);
+    vg_buf_release(&m);
+    vg_json_ku64_opt(&j, "gpu", ev->gpu_known, ev->gpu);
+    vg_kopt_str(&j, "gpu_uuid", ev->gpu_uuid);
+    vg_json_key(&j, "mig_device");
+    if (ev->mig >= 0)
+        vg_json_i64(&j, ev->mig);
+    else
+        vg_json_null(&j);
+    vg_json_key(&j, "gpus");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; i < ev->ngpus; i++)
+        vg_json_u64(&j, ev->gpus[i]);
+    vg_json_arr_end(&j);
+    vg_json_key(&j, "pid");
+    if (ev->pid_known)
+        vg_json_i64(&j, ev->pid);
+    else
+        vg_json_null(&j);
+    vg_json_key(&j, "pids");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; i < ev->npids; i++)
+        vg_json_i64(&j, ev->pids[i]);
+    vg_json_arr_end(&j);
+    vg_kopt_str(&j, "user", ev->user);
+    vg_kopt_str(&j, "command", ev->command);
+    vg_json_ku64_opt(&j, "memory", ev->mem_known, ev->mem);
+    vg_json_ku64_opt(&j, "previous_memory", ev->prev_known, ev->prev);
+    vg_kopt_str(&j, "rule", ev->rule);
+    vg_kopt_str(&j, "alert", ev->alert);
+    vg_kopt_str(&j, "expect", ev->expect);
+    vg_kopt_str(&j, "driver_error", ev->driver_error);
+    vg_json_obj_end(&j);
+    return vg_json_finish(&j);
+}
