@@ -31,6 +31,7 @@
 #include "render/event.h"
 #include "render/json.h"
 #include "render/text.h"
+#include "rules/health.h"
 #include "rules/rules.h"
 #include "util/parse.h"
 #include "cmd/watch_config.h"
@@ -346,10 +347,15 @@ static int vg_watch_sample(struct vg_watch *w)
         vg_snap_free(snap);
         return VG_EXIT_SOFTWARE;
     }
-    struct vg_watch_opts o = {
+    struct vg_health_watch judge = {
+        .expect = &w->cfg.expect,
         .threshold = w->cfg.threshold,
         .idle_after_ms = w->cfg.idle_after_ms,
-        .expect = &w->cfg.expect,
+    };
+    struct vg_watch_opts o = {
+        .threshold = w->cfg.threshold,
+        .judge = vg_health_watch_judge,
+        .judge_ctx = &judge,
         .alive = vg_watch_alive,
         .alive_ctx = w,
     };

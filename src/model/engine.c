@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rules/health.h"
 #include "util/buf.h"
 
 struct vg_wgpu {
@@ -679,16 +678,11 @@ static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
         vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
 }
 
-/* Findings and alerts, through the same judgement as `check` (rules/health.h), with the idle
+/* Findings and alerts, through the caller's judgement (the same as `check`'s), with the idle
  * history for idle-holder. */
 static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
 {
     struct vg_watch_view *v = s->v;
-    struct vg_rule_opts ro;
-    vg_rule_opts_init(&ro);
-    ro.check_shell = false; /* the monitor's own environment says nothing about the host */
-    if (s->o->idle_after_ms)
-        ro.idle_min_ms = s->o->idle_after_ms;
     struct vg_idle_info *idle = calloc(v->nholders ? v->nholders : 1, sizeof(*idle));
     if (!idle) {
         s->err = -ENOMEM;
@@ -704,13 +698,11 @@ static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
         idle[nidle].idle_ms = s->now - h->idle_since;
         nidle++;
     }
-    ro.idle = idle;
-    ro.nidle = nidle;
     struct vg_findings fs;
     vg_findings_init(&fs);
     struct vg_alerts as;
     vg_alerts_init(&as);
-    if (vg_health_judge(s->snap, &ro, s->o->expect, s->o->threshold, &fs, &as, err) < 0)
+    if (s->o->judge && s->o->judge(s->o->judge_ctx, s->snap, idle, nidle, &fs, &as, err) < 0)
         s->err = -ENOMEM;
     if (!s->err)
         vg_build_findings(s, &fs);

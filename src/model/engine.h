@@ -42,8 +42,7 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
-#include "rules/expect.h"
-#include "rules/rules.h"
+#include "model/verdict.h"
 #include "util/err.h"
 
 enum vg_event_type {
@@ -116,10 +115,18 @@ void vg_events_release(struct vg_events *e);
 
 struct vg_watch_view;
 
+/* The judgement of one view: the findings and alerts for snap, given the idle history (each
+ * holding with zero utilisation and for how long). The engine runs no rule itself: the caller
+ * supplies this (rules/health.h's vg_health_watch_judge). 0, or -ENOMEM with err set. */
+typedef int (*vg_watch_judge_fn)(void *ctx, const struct vg_snapshot *snap,
+                                 const struct vg_idle_info *idle, size_t nidle,
+                                 struct vg_findings *fs, struct vg_alerts *as,
+                                 struct vg_err *err);
+
 struct vg_watch_opts {
-    uint64_t threshold;            /* bytes: memory changes and alerts */
-    uint64_t idle_after_ms;        /* idle-holder after this long (0: the rules' default) */
-    const struct vg_expect_set *expect; /* may be NULL */
+    uint64_t threshold;            /* bytes: memory changes */
+    vg_watch_judge_fn judge;       /* NULL: no findings, no alerts */
+    void *judge_ctx;
     /* Does the process (pid, start time when known) still exist? Used only for holders
      * carried over while the driver's view is missing. NULL: assume it does. */
     bool (*alive)(void *ctx, pid_t pid, bool start_known, uint64_t start_ticks);

@@ -171,24 +171,6 @@ int vg_expect_set_copy(struct vg_expect_set *dst, const struct vg_expect_set *sr
     return 0;
 }
 
-void vg_alerts_init(struct vg_alerts *a)
-{
-    memset(a, 0, sizeof(*a));
-}
-
-void vg_alerts_release(struct vg_alerts *a)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        free(a->v[i].user);
-        free(a->v[i].command);
-        free(a->v[i].expect);
-        free(a->v[i].message);
-    }
-    free(a->v);
-    free(a->problem);
-    memset(a, 0, sizeof(*a));
-}
-
 /* The GPU an expectation names, or VG_SNAP_NO_GPU. *why says what went wrong. */
 static size_t vg_expect_gpu(const struct vg_snapshot *snap, const char *gpu, const char **why)
 {

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
+#include "model/verdict.h"
 #include "rules/rules.h"
 #include "util/err.h"
 
@@ -55,37 +56,6 @@ void vg_expect_set_release(struct vg_expect_set *set);
 int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *err);
 /* Copy src's entries into dst (emptied first). 0 or -ENOMEM. */
 int vg_expect_set_copy(struct vg_expect_set *dst, const struct vg_expect_set *src);
-
-/* Alert kinds (static strings, part of the JSON interface). */
-#define VG_ALERT_UNEXPECTED_HOLDER "unexpected-holder"
-#define VG_ALERT_GPU_NOT_EMPTY "gpu-not-empty"
-
-struct vg_alert {
-    const char *kind;           /* VG_ALERT_* */
-    enum vg_severity severity;
-    size_t gpu;                 /* index into the snapshot's GPU list */
-    int mig;                    /* MIG device of the holding, or -1 */
-    bool has_pid;               /* unexpected-holder */
-    pid_t pid;
-    bool start_known;
-    uint64_t start_ticks;
-    char *user;                 /* NULL when unknown */
-    char *command;              /* NULL when unknown */
-    bool bytes_known;
-    uint64_t bytes;             /* the holder's memory, or the GPU's used memory */
-    char *expect;               /* the expectation(s) for the GPU, "0=alice,bob" */
-    char *message;              /* one line, without severity */
-};
-
-struct vg_alerts {
-    struct vg_alert *v;
-    size_t n;
-    char *problem;              /* why some expectation could not be checked (no such GPU,
-                                 * no driver view); NULL when all could */
-};
-
-void vg_alerts_init(struct vg_alerts *a);
-void vg_alerts_release(struct vg_alerts *a);
 
 /* Evaluate the expectations against snap. Expectations naming no GPU of snap are listed in
  * out->problem and skipped; without the driver's view nothing can be checked (problem says so).

@@ -11,32 +11,6 @@
 
 #include "rules/rules.h"
 
-void vg_findings_init(struct vg_findings *f)
-{
-    memset(f, 0, sizeof(*f));
-}
-
-static void vg_finding_release(struct vg_finding *f)
-{
-    free(f->title);
-    free(f->gpus);
-    free(f->pids);
-    for (size_t i = 0; i < f->nevidence; i++)
-        free(f->evidence[i]);
-    free(f->evidence);
-    for (size_t i = 0; i < f->nfix; i++)
-        free(f->fix[i]);
-    free(f->fix);
-}
-
-void vg_findings_release(struct vg_findings *f)
-{
-    for (size_t i = 0; i < f->n; i++)
-        vg_finding_release(&f->v[i]);
-    free(f->v);
-    memset(f, 0, sizeof(*f));
-}
-
 static void vg_findings_oom(struct vg_findings *out)
 {
     if (!out->err)

@@ -55,3 +55,18 @@ enum vg_health_state vg_health_state(const struct vg_snapshot *snap, const struc
         return VG_HEALTH_UNKNOWN;
     return worst == VG_SEV_WARNING ? VG_HEALTH_WARNING : VG_HEALTH_OK;
 }
+
+int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,
+                          const struct vg_idle_info *idle, size_t nidle, struct vg_findings *fs,
+                          struct vg_alerts *as, struct vg_err *err)
+{
+    const struct vg_health_watch *w = ctx;
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false; /* the monitor's own environment says nothing about the host */
+    if (w->idle_after_ms)
+        ro.idle_min_ms = w->idle_after_ms;
+    ro.idle = idle;
+    ro.nidle = nidle;
+    return vg_health_judge(snap, &ro, w->expect, w->threshold, fs, as, err);
+}

@@ -32,6 +32,20 @@ int vg_health_judge(const struct vg_snapshot *snap, const struct vg_rule_opts *r
                     const struct vg_expect_set *set, uint64_t threshold, struct vg_findings *fs,
                     struct vg_alerts *as, struct vg_err *err);
 
+/* What `watch` judges each view by: expectations, threshold and the idle-holder delay. */
+struct vg_health_watch {
+    const struct vg_expect_set *expect; /* may be NULL */
+    uint64_t threshold;                 /* bytes, for the expectations */
+    uint64_t idle_after_ms;             /* idle-holder after this long (0: the rules' default) */
+};
+
+/* The watch engine's judge (model/engine.h's vg_watch_judge_fn; ctx: a struct
+ * vg_health_watch): vg_health_judge with the rules' defaults, the given idle history, and
+ * without the shell's environment, which says nothing about a monitored host. */
+int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,
+                          const struct vg_idle_info *idle, size_t nidle, struct vg_findings *fs,
+                          struct vg_alerts *as, struct vg_err *err);
+
 /* GPUs the driver answered GPU_IS_LOST for (or gave no handle). */
 size_t vg_health_lost(const struct vg_snapshot *snap);
 /* GPUs a driver call for which did not return in time (vg_gpu.hung). */

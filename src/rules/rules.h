@@ -8,8 +8,8 @@
  * is reported once, by the most specific rule (a DDP rank's stray context is ddp-gpu0, not also
  * stray-contexts).
  *
- * Ownership: struct vg_findings owns every finding and its strings and arrays; release it with
- * vg_findings_release(). Rule ids are static strings.
+ * The findings themselves (and expectations' alerts) are data of model/verdict.h, so that the
+ * watch engine in model/ can follow them from sample to sample. Rule ids are static strings.
  */
 #ifndef VG_RULES_RULES_H
 #define VG_RULES_RULES_H
@@ -20,45 +20,8 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
+#include "model/verdict.h"
 #include "util/err.h"
-
-enum vg_severity { VG_SEV_INFO, VG_SEV_WARNING, VG_SEV_CRITICAL };
-
-/* How sure a finding is. Most rules see facts (a zombie is a zombie) and are high; a verdict
- * built from circumstantial evidence (orphan-holder) says how strong that evidence was, and
- * what acts on findings (clean's default targets) takes only the high ones. */
-enum vg_confidence { VG_CONF_LOW, VG_CONF_MEDIUM, VG_CONF_HIGH };
-
-struct vg_finding {
-    const char *rule;        /* static id, e.g. "orphan-holder" */
-    enum vg_severity severity;
-    enum vg_confidence confidence; /* VG_CONF_HIGH unless the rule says otherwise */
-    char *title;             /* one line: what is wrong, with numbers */
-    size_t *gpus;            /* indices into snap->gpus.gpus */
-    size_t ngpus;
-    pid_t *pids;
-    size_t npids;
-    char **evidence;         /* the facts it saw */
-    size_t nevidence;
-    char **fix;              /* what to do: commands, variables, lines of code */
-    size_t nfix;
-    bool bytes_known;        /* the memory the finding concerns */
-    uint64_t bytes;
-};
-
-struct vg_findings {
-    struct vg_finding *v;
-    size_t n;
-    int err;                 /* first failure while building (sticky): out of memory */
-};
-
-/* Per-process idle history, supplied by `watch` (NULL elsewhere: idle-holder then says
- * nothing, because one sample cannot tell idle from between two kernels). */
-struct vg_idle_info {
-    pid_t pid;
-    size_t gpu;
-    uint64_t idle_ms;        /* how long this holding has shown zero utilisation */
-};
 
 struct vg_rule_opts {
     uint64_t context_max;     /* a holding up to this is "context-sized" (default 1 GiB) */
@@ -99,8 +62,6 @@ const struct vg_rule_def *vg_rules_table(size_t *n);
 int vg_rules_run(const struct vg_snapshot *snap, const struct vg_rule_opts *opts,
                  struct vg_findings *out, struct vg_err *err);
 
-void vg_findings_init(struct vg_findings *f);
-void vg_findings_release(struct vg_findings *f);
 /* Highest severity among the findings, or -1 when there are none. */
 int vg_findings_max_severity(const struct vg_findings *f);
 const char *vg_severity_str(enum vg_severity s);

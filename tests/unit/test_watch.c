@@ -342,6 +342,7 @@ static struct vg_snapshot *world_snap_nodriver(struct world *w)
 
 struct run {
     struct vg_watch_opts o;
+    struct vg_health_watch hw; /* o's judge: the one `watch` uses */
     struct vg_watch_view *view;
     struct vg_events ev;
     uint64_t now;
@@ -352,6 +353,9 @@ static void run_init(struct run *r)
 {
     memset(r, 0, sizeof(*r));
     r->o.threshold = 10 * MiB;
+    r->hw.threshold = 10 * MiB;
+    r->o.judge = vg_health_watch_judge;
+    r->o.judge_ctx = &r->hw;
     r->now = 1000;
     r->alive = true;
     vg_events_init(&r->ev);
@@ -502,7 +506,7 @@ static void test_engine_alerts(void **state)
     assert_int_equal(vg_expect_parse(&set, "GPU-0000=none", NULL), 0);
     struct run r;
     run_init(&r);
-    r.o.expect = &set;
+    r.hw.expect = &set;
     step(&r, basic(2 * GiB, 50), false);
     dump(&r);
     /* alice's 100 on GPU 1 (bob only): warning; 200 on GPU 0 holds only the node: none */
@@ -573,7 +577,7 @@ static void test_engine_idle(void **state)
     (void)state;
     struct run r;
     run_init(&r);
-    r.o.idle_after_ms = 2500;
+    r.hw.idle_after_ms = 2500;
     step(&r, idle_world(0), false); /* idle since t=1000 */
     assert_int_equal(count(&r, VG_EV_FINDING_PRESENT), 1);
     assert_int_equal(count_rule(&r, VG_EV_FINDING_PRESENT, "allocator-cache"), 1);
@@ -642,7 +646,7 @@ static void test_engine_frozen_while_hung(void **state)
     assert_int_equal(vg_expect_parse(&set, "1=bob", NULL), 0);
     struct run r;
     run_init(&r);
-    r.o.expect = &set;
+    r.hw.expect = &set;
     /* 100: NVML + fd on GPU 1; 300: NVML only on GPU 1 (another namespace: not in /proc) */
     struct world w;
     world_init(&w);
