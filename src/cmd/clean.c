@@ -1,7 +1,7 @@
 /*
  * `vramguard clean`: free memory held by leftovers, safely. By default it only prints the plan
- * (rules/plan.h): which processes it would stop and why, which it refuses to touch and why, and
- * the memory at stake. With --force it acts through model/kill.h (pidfd, identity re-check,
+ * (act/plan.h): which processes it would stop and why, which it refuses to touch and why, and
+ * the memory at stake. With --force it acts through act/kill.h (pidfd, identity re-check,
  * SIGTERM, grace period, SIGKILL), samples again, and reports per GPU what came back, the
  * findings left and, when memory is held with no process left, the GPU reset that alone can
  * free it, which it runs only with --reset --force, as root, after checking again that nothing
@@ -22,12 +22,12 @@
 
 #include "cmd/cmd.h"
 #include "gpu/collect.h"
-#include "model/kill.h"
+#include "act/kill.h"
 #include "model/snapshot.h"
 #include "model/visible.h"
 #include "proc/signal.h"
 #include "render/clean.h"
-#include "rules/plan.h"
+#include "act/plan.h"
 #include "rules/rules.h"
 #include "util/parse.h"
 

@@ -1,9 +1,9 @@
 /*
  * `vramguard run`: start a job the way that keeps GPU memory from getting stuck. The GPUs are
  * chosen (explicitly, or auto:N with pick's policy) and reserved with one lock each for the
- * job's life (the job inherits them, so they outlive a run killed under it: job/lock.h,
- * job/guard.c); the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
- * before it starts; its whole process tree is tracked (job/job.h); when its main process
+ * job's life (the job inherits them, so they outlive a run killed under it: act/lock.h,
+ * act/guard.c); the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
+ * before it starts; its whole process tree is tracked (act/job.h); when its main process
  * ends, every descendant still alive is stopped and reaped; and a last look through the
  * snapshot (NVML + the fd scan) says whether anything of the job still holds its GPUs. The
  * exit status is the job's.
@@ -17,7 +17,7 @@
 
 #include "cmd/cmd.h"
 #include "cmd/gpusel.h"
-#include "job/job.h"
+#include "act/job.h"
 #include "model/snapshot.h"
 #include "model/visible.h"
 #include "util/parse.h"

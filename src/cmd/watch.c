@@ -36,7 +36,7 @@
 #include "util/parse.h"
 #include "watch/config.h"
 #include "watch/engine.h"
-#include "watch/exec.h"
+#include "act/alert.h"
 
 static const char vg_watch_help[] =
     "usage: vramguard watch [options]\n"

@@ -13,10 +13,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "model/kill.h"
+#include "act/kill.h"
 #include "model/snapshot.h"
 #include "render/render.h"
-#include "rules/plan.h"
+#include "act/plan.h"
 #include "rules/rules.h"
 #include "util/buf.h"
 

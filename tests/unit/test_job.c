@@ -1,5 +1,5 @@
 /*
- * Unit tests for the job layer (src/job/): where the lock directory is, lock names, locks
+ * Unit tests for the job layer (src/act/): where the lock directory is, lock names, locks
  * taken and looked at for real in a temporary directory (and kept by a process that inherited
  * the descriptor after the taker let go), the /proc/locks, mountinfo, cgroup, cgroup.events,
  * cgroup.procs and stat parsers, the process tree over a hand-made procfs, and one real job
@@ -21,8 +21,8 @@
 
 #include <cmocka.h>
 
-#include "job/job.h"
-#include "job/lock.h"
+#include "act/job.h"
+#include "act/lock.h"
 
 static void test_lock_dir_choice(void **state)
 {

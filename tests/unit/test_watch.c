@@ -20,7 +20,7 @@
 #include "fixture.h"
 #include "watch/config.h"
 #include "watch/engine.h"
-#include "watch/exec.h"
+#include "act/alert.h"
 #include "watch/expect.h"
 
 #define GiB (1ull << 30)
