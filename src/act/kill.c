@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu/collect.h"
+#include "model/snapshot.h"
 #include "proc/signal.h"
 
 /* PF_KTHREAD from include/linux/sched.h: set on every kernel thread. */
@@ -232,6 +234,29 @@ enum vg_kill_refusal vg_kill_verify(const struct vg_kill_identity *id, const str
     if (id->nvml && nvml_lists != 0)
         return VG_KILL_ALLOWED;
     return VG_KILL_RELEASED;
+}
+
+/* Asked only for a target whose device fds show nothing. */
+int vg_kill_nvml_lists(void *arg, pid_t pid)
+{
+    const struct vg_kill_nvml *n = arg;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_gpu_collect(n->path, n->timeout_ms ? n->timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l,
+                            &err);
+    vg_err_release(&err);
+    int found = rc ? -1 : 0;
+    for (size_t i = 0; !rc && i < l.ngpus && !found; i++) {
+        const struct vg_gpu *d = &l.gpus[i];
+        for (size_t k = 0; k < d->nprocs && !found; k++)
+            found = d->procs[k].pid == (uint32_t)pid;
+        for (size_t m = 0; m < d->nmig && !found; m++)
+            for (size_t k = 0; k < d->mig[m].nprocs && !found; k++)
+                found = d->mig[m].procs[k].pid == (uint32_t)pid;
+    }
+    vg_gpu_list_release(&l);
+    return found;
 }
 
 void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id)

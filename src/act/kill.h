@@ -94,6 +94,15 @@ void vg_kill_identity_release(struct vg_kill_identity *id);
  * cannot tell. */
 typedef int (*vg_kill_nvml_fn)(void *arg, pid_t pid);
 
+/* The driver asked through gpu/collect.h: the arg of vg_kill_nvml_lists(). */
+struct vg_kill_nvml {
+    const char *path;    /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
+    unsigned timeout_ms; /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+};
+
+/* A vg_kill_nvml_fn: a fresh process list from the driver (arg: struct vg_kill_nvml). */
+int vg_kill_nvml_lists(void *arg, pid_t pid);
+
 /* The re-check, pure: is `now` (just read) still the planned process, allowed by the policy,
  * and still holding the GPU (one of the planned minors open, or, when the driver listed it,
  * nvml_lists > 0; nvml_lists < 0 means unknown and counts as still holding)? */

@@ -49,8 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/cmd.h"
 #include "act/stop.h"
+#include "cmd/cmd.h"
 #include "proc/signal.h"
 #include "util/buf.h"
 #include "util/file.h"

@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cmd/cmd.h"
-#include "gpu/gpu.h"
 #include "act/job.h"
 #include "act/lock.h"
+#include "cmd/cmd.h"
+#include "gpu/gpu.h"
 #include "model/pick.h"
 
 struct vg_gpusel_opts {

@@ -482,7 +482,7 @@ static void vg_text_resets(struct vg_buf *o, const struct vg_clean_view *v,
                   "reboot) frees it.\n",
                   st->bold, st->reset);
     for (size_t i = 0; i < v->nresets; i++) {
-        const struct vg_clean_reset *r = &v->resets[i];
+        const struct vg_reset *r = &v->resets[i];
         char held[32];
         vg_size(true, r->held, held, sizeof(held));
         vg_buf_printf(o, "  GPU %u: %s held.\n    nvidia-smi --gpu-reset -i ", r->index, held);
@@ -708,7 +708,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_clean_view *v, size_t
     bool both = a && (g->known & VG_GPU_K_MEM) && (a->known & VG_GPU_K_MEM);
     vg_json_ku64_opt(j, "freed", both,
                      both && g->mem_used > a->mem_used ? g->mem_used - a->mem_used : 0);
-    const struct vg_clean_reset *r = NULL;
+    const struct vg_reset *r = NULL;
     for (size_t i = 0; i < v->nresets && !r; i++)
         if (v->resets[i].uuid && vg_uuid(g) && strcmp(v->resets[i].uuid, vg_uuid(g)) == 0)
             r = &v->resets[i];

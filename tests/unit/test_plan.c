@@ -23,8 +23,8 @@
 
 #include "fixture.h"
 #include "act/kill.h"
-#include "proc/signal.h"
 #include "act/plan.h"
+#include "proc/signal.h"
 #include "rules/rules.h"
 
 #define GiB (1ull << 30)
