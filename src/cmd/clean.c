@@ -1,7 +1,7 @@
 /*
  * `vramguard clean`: free memory held by leftovers, safely. By default it only prints the plan
- * (rules/plan.h): which processes it would stop and why, which it refuses to touch and why, and
- * the memory at stake. With --force it acts through model/kill.h (pidfd, identity re-check,
+ * (act/plan.h): which processes it would stop and why, which it refuses to touch and why, and
+ * the memory at stake. With --force it acts through act/kill.h (pidfd, identity re-check,
  * SIGTERM, grace period, SIGKILL), samples again, and reports per GPU what came back, the
  * findings left and, when memory is held with no process left, the GPU reset that alone can
  * free it, which it runs only with --reset --force, as root, after checking again that nothing
@@ -10,28 +10,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "act/kill.h"
+#include "act/plan.h"
+#include "act/reset.h"
 #include "cmd/cmd.h"
-#include "gpu/collect.h"
-#include "model/kill.h"
 #include "model/snapshot.h"
-#include "model/visible.h"
 #include "proc/signal.h"
 #include "render/clean.h"
-#include "rules/plan.h"
 #include "rules/rules.h"
 #include "util/parse.h"
-
-extern char **environ;
 
 static const char vg_clean_help[] =
     "usage: vramguard clean [--gpu G] [--pid P] [--orphans] [--user U] [--older-than T]\n"
@@ -82,8 +75,6 @@ enum {
 #define VG_CLEAN_GRACE_DEFAULT_MS 10000u
 /* After SIGKILL a process normally goes at once; one stuck in the kernel never does. */
 #define VG_CLEAN_KILL_WAIT_MS 5000u
-/* A reset takes seconds; a wedged one is reported, never killed half-way. */
-#define VG_CLEAN_RESET_WAIT_MS 300000u
 
 struct vg_clean {
     struct vg_global *g;
@@ -96,6 +87,13 @@ struct vg_clean {
     pid_t *ancestors;
     size_t nancestors;
     struct vg_rule_opts ropts;
+    /* What one run looks at and does. */
+    struct vg_snapshot *before, *after;
+    struct vg_findings fs_before, fs_after;
+    struct vg_plan plan;
+    struct vg_kill *kills; /* plan.n entries with --force */
+    struct vg_reset *resets;
+    size_t nresets;
 };
 
 static int vg_clean_user(const char *arg, uid_t *uid)
@@ -253,166 +251,177 @@ static int vg_clean_sample(struct vg_clean *c, struct vg_snapshot **snap, struct
     return 0;
 }
 
-/* Does the driver list pid right now? Asked only for a target whose device fds show nothing. */
-static int vg_clean_nvml_lists(void *arg, pid_t pid)
+/* The fresh look before a reset (act/reset.h). */
+static int vg_clean_look(void *ctx, struct vg_snapshot **snap)
 {
-    const struct vg_global *g = arg;
-    struct vg_gpu_list l;
-    vg_gpu_list_init(&l);
+    const struct vg_clean *c = ctx;
+    return vg_cmd_snapshot(c->g, "clean", 0, snap);
+}
+
+/* Sample, resolve --gpu, learn who we are, and plan. -1 to go on, else the exit status. */
+static int vg_clean_prepare(struct vg_clean *c)
+{
+    int status;
+    if ((status = vg_clean_sample(c, &c->before, &c->fs_before)) != 0)
+        return status;
+    if (c->gpu_arg) {
+        if (!c->before->driver_ok) {
+            vg_cmd_error("clean", "--gpu needs the driver's view, which is unavailable: %s",
+                         c->before->driver_error ? c->before->driver_error : "unknown reason");
+            return VG_EXIT_UNKNOWN;
+        }
+        if (vg_cmd_find_gpu(c->before, "clean", c->gpu_arg, &c->po.gpu))
+            return VG_EXIT_USAGE;
+        c->po.by_gpu = true;
+    }
+    if (vg_clean_who(c, c->before))
+        return VG_EXIT_UNKNOWN;
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_gpu_collect(
-        g->nvml_path, g->nvml_timeout_ms ? g->nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l, &err);
-    vg_err_release(&err);
-    int found = rc ? -1 : 0;
-    for (size_t i = 0; !rc && i < l.ngpus && !found; i++) {
-        const struct vg_gpu *d = &l.gpus[i];
-        for (size_t k = 0; k < d->nprocs && !found; k++)
-            found = d->procs[k].pid == (uint32_t)pid;
-        for (size_t m = 0; m < d->nmig && !found; m++)
-            for (size_t k = 0; k < d->mig[m].nprocs && !found; k++)
-                found = d->mig[m].procs[k].pid == (uint32_t)pid;
+    if (vg_plan_build(c->before, &c->fs_before, &c->po, &c->plan, &err)) {
+        vg_cmd_error("clean", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_SOFTWARE;
     }
-    vg_gpu_list_release(&l);
-    return found;
+    return -1;
 }
 
-/* GPUs of the plan's scope (before-snapshot indices) that snap shows needing a reset. */
-static int vg_clean_resets(const struct vg_clean *c, const struct vg_plan *plan,
-                           const struct vg_snapshot *before, const struct vg_snapshot *snap,
-                           struct vg_clean_reset **out, size_t *n)
+/* --force: stop the plan's targets (act/kill.h), sample again, and with --reset run the
+ * resets still needed and sample once more. -1 to go on, else the exit status. */
+static int vg_clean_act(struct vg_clean *c)
 {
-    *out = NULL;
-    *n = 0;
+    /* A pidfd names a process of OUR PID namespace: with another namespace's procfs the
+     * numbers in the plan would name other processes. */
+    pid_t self;
+    if (vg_proc_self_pid(c->root_fd, &self) != 0 || self != getpid()) {
+        vg_cmd_error("clean",
+                     "--force needs the procfs of vramguard's own PID namespace; "
+                     "'%s' numbers processes differently (run clean where those "
+                     "processes live)",
+                     c->before->proc_root);
+        return VG_EXIT_UNKNOWN;
+    }
+    const struct vg_plan *plan = &c->plan;
+    c->kills = calloc(plan->n ? plan->n : 1, sizeof(*c->kills));
+    if (!c->kills) {
+        vg_cmd_error("clean", "out of memory");
+        return VG_EXIT_SOFTWARE;
+    }
+    struct vg_kill_nvml nvml = {c->g->nvml_path, c->g->nvml_timeout_ms};
+    struct vg_err err = VG_ERR_INIT;
+    for (size_t i = 0; i < plan->n; i++) {
+        vg_kill_init(&c->kills[i], &plan->v[i].id);
+        if (!plan->v[i].signal)
+            continue;
+        if (vg_kill_start(&c->kills[i], c->root_fd, c->before->dev_dir, &c->po.who,
+                          vg_kill_nvml_lists, &nvml, &err)) {
+            vg_cmd_error("clean", "%s", vg_err_msg(&err));
+            vg_err_release(&err);
+            return VG_EXIT_SOFTWARE;
+        }
+    }
+    vg_kill_finish(c->kills, plan->n, c->grace_ms, VG_CLEAN_KILL_WAIT_MS);
+
+    int status;
+    if ((status = vg_clean_sample(c, &c->after, &c->fs_after)) != 0)
+        return status;
+    if (vg_reset_needed(plan, c->before, c->after, c->ropts.unattributed_min, &c->resets,
+                        &c->nresets)) {
+        vg_cmd_error("clean", "out of memory");
+        return VG_EXIT_SOFTWARE;
+    }
+    if (!c->reset || !c->nresets)
+        return -1;
+    vg_reset_run(c->resets, c->nresets, vg_clean_look, c);
+    bool ran = false;
+    for (size_t i = 0; i < c->nresets; i++)
+        ran |= c->resets[i].attempted;
+    if (ran) {
+        /* Report what the reset achieved. */
+        vg_findings_release(&c->fs_after);
+        vg_snap_free(c->after);
+        c->after = NULL;
+        if ((status = vg_clean_sample(c, &c->after, &c->fs_after)) != 0)
+            return status;
+    }
+    return -1;
+}
+
+/* The exit status of a run: after --force, whether a signal failed (critical) or something is
+ * still unsettled: a refusal, a stopped process that still holds, memory still unexplained. */
+static int vg_clean_status(const struct vg_clean *c)
+{
+    if (!c->force)
+        return c->before->driver_ok ? VG_EXIT_OK : VG_EXIT_UNKNOWN;
+    const struct vg_plan *plan = &c->plan;
+    const struct vg_snapshot *after = c->after;
+    bool failed = false, unsettled = plan->nrefused > 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        if (!plan->v[i].signal)
+            continue;
+        const struct vg_kill *k = &c->kills[i];
+        failed |= k->outcome == VG_KILL_FAILED;
+        unsettled |= k->outcome == VG_KILL_REFUSED && k->refusal != VG_KILL_RELEASED;
+        for (size_t h = 0; h < after->nholdings; h++)
+            unsettled |= after->holdings[h].pid == plan->v[i].id.pid &&
+                         (k->outcome == VG_KILL_TERMINATED || k->outcome == VG_KILL_KILLED);
+    }
     for (size_t i = 0; i < plan->nscope; i++) {
-        const struct vg_gpu *bg = &before->gpus.gpus[plan->scope[i]];
-        if (!(bg->known & VG_GPU_K_UUID))
-            continue;
-        for (size_t k = 0; k < snap->gpus.ngpus; k++) {
-            const struct vg_gpu *g = &snap->gpus.gpus[k];
-            if (!(g->known & VG_GPU_K_UUID) || strcmp(g->uuid, bg->uuid) != 0 ||
-                !vg_plan_reset_needed(snap, k, c->ropts.unattributed_min))
-                continue;
-            struct vg_clean_reset *nv = realloc(*out, (*n + 1) * sizeof(*nv));
-            if (!nv)
-                return -ENOMEM;
-            *out = nv;
-            nv[*n] = (struct vg_clean_reset){
-                .uuid = bg->uuid, .index = g->index, .held = snap->per_gpu[k].unexplained_bytes};
-            (*n)++;
-        }
+        const struct vg_gpu *bg = &c->before->gpus.gpus[plan->scope[i]];
+        for (size_t k = 0; (bg->known & VG_GPU_K_UUID) && k < after->gpus.ngpus; k++)
+            if ((after->gpus.gpus[k].known & VG_GPU_K_UUID) &&
+                strcmp(after->gpus.gpus[k].uuid, bg->uuid) == 0)
+                unsettled |= vg_plan_unexplained(after, k, c->ropts.unattributed_min);
     }
-    return 0;
+    if (failed)
+        return VG_EXIT_CRIT;
+    if (unsettled)
+        return VG_EXIT_WARN;
+    if (!c->before->driver_ok || !after->driver_ok)
+        return VG_EXIT_UNKNOWN;
+    return VG_EXIT_OK;
 }
 
-/* The nvidia-smi PATH would run, or NULL. */
-static char *vg_clean_find_smi(void)
+static int vg_clean_emit(const struct vg_clean *c, int status)
 {
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        char *cand = NULL;
-        if (n && asprintf(&cand, "%.*s/nvidia-smi", (int)n, path) > 0) {
-            struct stat stt;
-            if (stat(cand, &stt) == 0 && S_ISREG(stt.st_mode) && access(cand, X_OK) == 0)
-                return cand;
-        }
-        free(cand);
-        path += n;
-        if (*path == ':')
-            path++;
-    }
-    return NULL;
+    struct vg_clean_view view = {
+        .before = c->before,
+        .plan = &c->plan,
+        .opts = &c->po,
+        .filters = c->filters,
+        .force = c->force,
+        .reset = c->reset,
+        .grace_ms = c->grace_ms,
+        .kills = c->kills,
+        .after = c->after,
+        .after_findings = c->force ? &c->fs_after : NULL,
+        .resets = c->resets,
+        .nresets = c->nresets,
+    };
+    struct vg_render_opts ro = {.color = !c->g->json && vg_cmd_use_color(c->g),
+                                .width = vg_cmd_term_width()};
+    struct vg_buf out;
+    vg_buf_init(&out, 0);
+    int rc =
+        c->g->json ? vg_render_clean_json(&view, &out) : vg_render_clean_text(&view, &ro, &out);
+    status = vg_cmd_emit("clean", rc, &out, status);
+    vg_buf_release(&out);
+    return status;
 }
 
-/* Run nvidia-smi --gpu-reset -i UUID, its output on our stderr (stdout may carry JSON), and
- * record its exit status (-SIG when a signal ended it) or why it could not be run. */
-static void vg_clean_run_reset(struct vg_clean_reset *r, const char *smi)
+static void vg_clean_release(struct vg_clean *c)
 {
-    char *argv[] = {(char *)"nvidia-smi", (char *)"--gpu-reset", (char *)"-i", (char *)r->uuid,
-                    NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
-    pid_t pid;
-    fflush(NULL);
-    int rc = posix_spawn(&pid, smi, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc) {
-        r->refused = "nvidia-smi could not be started";
-        return;
-    }
-    int fd, exited = 0;
-    if (vg_proc_pidfd_open(pid, &fd) == 0) {
-        exited = vg_proc_pidfd_exited(fd, VG_CLEAN_RESET_WAIT_MS);
-        close(fd);
-    } else {
-        exited = 1; /* no pidfd (old kernel): wait plainly */
-    }
-    if (exited != 1) {
-        r->refused = "nvidia-smi did not finish within 5 minutes; it is left running";
-        return;
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    r->attempted = true;
-    r->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1;
-}
-
-/* --reset --force: run the resets that are allowed, each after a fresh look that nothing
- * holds the GPU (the look is a full snapshot whose NVML session is closed before it returns,
- * so vramguard itself holds nothing while the reset runs). */
-static void vg_clean_do_resets(struct vg_clean *c, struct vg_clean_reset *rs, size_t n)
-{
-    if (!n)
-        return;
-    char *smi = NULL;
-    for (size_t i = 0; i < n; i++) {
-        struct vg_clean_reset *r = &rs[i];
-        if (getuid() != 0 || geteuid() != 0) {
-            r->refused = "a GPU reset needs root";
-            continue;
-        }
-        /* nvidia-smi -i takes a comma-separated list: a driver's UUID with a comma in it would
-         * reset other GPUs than this one. */
-        if (!vg_visible_uuid_ok(r->uuid)) {
-            r->refused = "its UUID is not a well-formed UUID: nvidia-smi -i could read it as "
-                         "other GPUs";
-            continue;
-        }
-        if (!smi && !(smi = vg_clean_find_smi())) {
-            r->refused = "nvidia-smi is not in PATH";
-            continue;
-        }
-        struct vg_snapshot *now = NULL;
-        if (vg_cmd_snapshot(c->g, "clean", 0, &now)) {
-            r->refused = "could not look again before the reset";
-            continue;
-        }
-        bool ok = now->driver_ok, found = false;
-        for (size_t k = 0; ok && k < now->gpus.ngpus; k++) {
-            const struct vg_gpu *g = &now->gpus.gpus[k];
-            if (!(g->known & VG_GPU_K_UUID) || strcmp(g->uuid, r->uuid) != 0)
-                continue;
-            found = true;
-            size_t first, count;
-            vg_snap_gpu_holdings(now, k, &first, &count);
-            if (count) {
-                r->refused = "a process holds the GPU again: not reset";
-                ok = false;
-            }
-        }
-        if (!now->driver_ok)
-            r->refused = "the driver's view is unavailable: cannot check that the GPU is free";
-        else if (!found)
-            r->refused = "the GPU is gone from the driver's list";
-        vg_snap_free(now);
-        if (ok && found)
-            vg_clean_run_reset(r, smi);
-    }
-    free(smi);
+    for (size_t i = 0; c->kills && i < c->plan.n; i++)
+        vg_kill_release(&c->kills[i]);
+    free(c->kills);
+    free(c->resets);
+    vg_plan_release(&c->plan);
+    vg_findings_release(&c->fs_after);
+    vg_findings_release(&c->fs_before);
+    vg_snap_free(c->after);
+    vg_snap_free(c->before);
+    free(c->ancestors);
+    if (c->root_fd >= 0)
+        close(c->root_fd);
 }
 
 int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
@@ -423,166 +432,21 @@ int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
     int status = vg_clean_parse(&c, argc, argv);
     if (status >= 0)
         return status;
+    vg_findings_init(&c.fs_before);
+    vg_findings_init(&c.fs_after);
+    vg_plan_init(&c.plan);
 
-    struct vg_snapshot *before = NULL, *after = NULL;
-    struct vg_findings fs_before, fs_after;
-    vg_findings_init(&fs_before);
-    vg_findings_init(&fs_after);
-    struct vg_plan plan;
-    vg_plan_init(&plan);
-    struct vg_kill *kills = NULL;
-    struct vg_clean_reset *resets = NULL;
-    size_t nresets = 0;
-    struct vg_err err = VG_ERR_INIT;
-    struct vg_buf out;
-    vg_buf_init(&out, 0);
-
-    if ((status = vg_clean_sample(&c, &before, &fs_before)) != 0)
-        goto done;
-    if (c.gpu_arg) {
-        if (!before->driver_ok) {
-            vg_cmd_error("clean", "--gpu needs the driver's view, which is unavailable: %s",
-                         before->driver_error ? before->driver_error : "unknown reason");
-            status = VG_EXIT_UNKNOWN;
-            goto done;
-        }
-        if (vg_cmd_find_gpu(before, "clean", c.gpu_arg, &c.po.gpu)) {
-            status = VG_EXIT_USAGE;
-            goto done;
-        }
-        c.po.by_gpu = true;
-    }
-    if (vg_clean_who(&c, before)) {
-        status = VG_EXIT_UNKNOWN;
-        goto done;
-    }
-    if (vg_plan_build(before, &fs_before, &c.po, &plan, &err)) {
-        vg_cmd_error("clean", "%s", vg_err_msg(&err));
-        status = VG_EXIT_SOFTWARE;
-        goto done;
-    }
-
-    bool failed = false, unsettled = plan.nrefused > 0;
-    if (c.force) {
-        /* A pidfd names a process of OUR PID namespace: with another namespace's procfs the
-         * numbers in the plan would name other processes. */
-        pid_t self;
-        if (vg_proc_self_pid(c.root_fd, &self) != 0 || self != getpid()) {
-            vg_cmd_error("clean",
-                         "--force needs the procfs of vramguard's own PID namespace; "
-                         "'%s' numbers processes differently (run clean where those "
-                         "processes live)",
-                         before->proc_root);
-            status = VG_EXIT_UNKNOWN;
-            goto done;
-        }
-        kills = calloc(plan.n ? plan.n : 1, sizeof(*kills));
-        if (!kills) {
+    if ((status = vg_clean_prepare(&c)) < 0) {
+        if (c.force)
+            status = vg_clean_act(&c);
+        else if (vg_reset_needed(&c.plan, c.before, c.before, c.ropts.unattributed_min,
+                                 &c.resets, &c.nresets)) {
             vg_cmd_error("clean", "out of memory");
             status = VG_EXIT_SOFTWARE;
-            goto done;
         }
-        for (size_t i = 0; i < plan.n; i++) {
-            vg_kill_init(&kills[i], &plan.v[i].id);
-            if (!plan.v[i].signal)
-                continue;
-            if (vg_kill_start(&kills[i], c.root_fd, before->dev_dir, &c.po.who, vg_clean_nvml_lists,
-                              g, &err)) {
-                vg_cmd_error("clean", "%s", vg_err_msg(&err));
-                status = VG_EXIT_SOFTWARE;
-                goto done;
-            }
-        }
-        vg_kill_finish(kills, plan.n, c.grace_ms, VG_CLEAN_KILL_WAIT_MS);
-
-        if ((status = vg_clean_sample(&c, &after, &fs_after)) != 0)
-            goto done;
-        if (vg_clean_resets(&c, &plan, before, after, &resets, &nresets)) {
-            vg_cmd_error("clean", "out of memory");
-            status = VG_EXIT_SOFTWARE;
-            goto done;
-        }
-        if (c.reset && nresets) {
-            vg_clean_do_resets(&c, resets, nresets);
-            bool ran = false;
-            for (size_t i = 0; i < nresets; i++)
-                ran |= resets[i].attempted;
-            if (ran) {
-                /* Report what the reset achieved. */
-                vg_findings_release(&fs_after);
-                vg_snap_free(after);
-                after = NULL;
-                if ((status = vg_clean_sample(&c, &after, &fs_after)) != 0)
-                    goto done;
-            }
-        }
-        for (size_t i = 0; i < plan.n; i++) {
-            if (!plan.v[i].signal)
-                continue;
-            const struct vg_kill *k = &kills[i];
-            failed |= k->outcome == VG_KILL_FAILED;
-            unsettled |= k->outcome == VG_KILL_REFUSED && k->refusal != VG_KILL_RELEASED;
-            for (size_t h = 0; h < after->nholdings; h++)
-                unsettled |= after->holdings[h].pid == plan.v[i].id.pid &&
-                             (k->outcome == VG_KILL_TERMINATED || k->outcome == VG_KILL_KILLED);
-        }
-        for (size_t i = 0; i < plan.nscope; i++) {
-            const struct vg_gpu *bg = &before->gpus.gpus[plan.scope[i]];
-            for (size_t k = 0; (bg->known & VG_GPU_K_UUID) && k < after->gpus.ngpus; k++)
-                if ((after->gpus.gpus[k].known & VG_GPU_K_UUID) &&
-                    strcmp(after->gpus.gpus[k].uuid, bg->uuid) == 0)
-                    unsettled |= vg_plan_unexplained(after, k, c.ropts.unattributed_min);
-        }
-    } else if (vg_clean_resets(&c, &plan, before, before, &resets, &nresets)) {
-        vg_cmd_error("clean", "out of memory");
-        status = VG_EXIT_SOFTWARE;
-        goto done;
     }
-
-    if (!c.force)
-        status = before->driver_ok ? VG_EXIT_OK : VG_EXIT_UNKNOWN;
-    else if (failed)
-        status = VG_EXIT_CRIT;
-    else if (unsettled)
-        status = VG_EXIT_WARN;
-    else if (!before->driver_ok || !after->driver_ok)
-        status = VG_EXIT_UNKNOWN;
-    else
-        status = VG_EXIT_OK;
-
-    struct vg_clean_view view = {
-        .before = before,
-        .plan = &plan,
-        .opts = &c.po,
-        .filters = c.filters,
-        .force = c.force,
-        .reset = c.reset,
-        .grace_ms = c.grace_ms,
-        .kills = kills,
-        .after = after,
-        .after_findings = c.force ? &fs_after : NULL,
-        .resets = resets,
-        .nresets = nresets,
-    };
-    struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),
-                                .width = vg_cmd_term_width()};
-    int rc = g->json ? vg_render_clean_json(&view, &out) : vg_render_clean_text(&view, &ro, &out);
-    status = vg_cmd_emit("clean", rc, &out, status);
-
-done:
-    for (size_t i = 0; kills && i < plan.n; i++)
-        vg_kill_release(&kills[i]);
-    free(kills);
-    free(resets);
-    vg_buf_release(&out);
-    vg_err_release(&err);
-    vg_plan_release(&plan);
-    vg_findings_release(&fs_after);
-    vg_findings_release(&fs_before);
-    vg_snap_free(after);
-    vg_snap_free(before);
-    free(c.ancestors);
-    if (c.root_fd >= 0)
-        close(c.root_fd);
+    if (status < 0)
+        status = vg_clean_emit(&c, vg_clean_status(&c));
+    vg_clean_release(&c);
     return status;
 }

@@ -49,8 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/stop.h"
 #include "cmd/cmd.h"
-#include "model/kill.h"
 #include "proc/signal.h"
 #include "util/buf.h"
 #include "util/file.h"
@@ -351,7 +351,7 @@ static size_t vg_demo_wait_children(struct vg_demo *d, const bool *by_pid,
 }
 
 /*
- * Stop everything: SIGTERM, a grace period, SIGKILL (the one stop sequence, model/kill.h's,
+ * Stop everything: SIGTERM, a grace period, SIGKILL (the one stop sequence, act/stop.h's,
  * through pidfds), then reap our own children. Closing the helpers' pipe as well tells every
  * one of them to go, even a process we hold no pidfd for. Counts what was stopped and what
  * outlived SIGKILL. Bounded: never a wait on a process that will not die.
@@ -359,7 +359,7 @@ static size_t vg_demo_wait_children(struct vg_demo *d, const bool *by_pid,
 static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
 {
     size_t np = d->nprocs ? d->nprocs : 1;
-    struct vg_kill *ks = calloc(np, sizeof(*ks));
+    struct vg_stop *ss = calloc(np, sizeof(*ss));
     bool *by_pid = calloc(np, sizeof(*by_pid));
     size_t n = 0, n_by_pid = 0;
     for (size_t i = 0; i < d->nprocs; i++) {
@@ -372,7 +372,7 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
             }
             continue;
         }
-        if (!ks) { /* out of memory: no grace period, but nothing left behind */
+        if (!ss) { /* out of memory: no grace period, but nothing left behind */
             vg_proc_pidfd_signal(p->pidfd, SIGKILL);
             vg_proc_pidfd_exited(p->pidfd, VG_DEMO_KILL_WAIT_MS);
             close(p->pidfd);
@@ -380,20 +380,9 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
             res->stopped++;
             continue;
         }
-        struct vg_kill *k = &ks[n];
-        vg_kill_init(k, NULL);
-        k->pidfd = p->pidfd;
-        p->pidfd = -1; /* the kill entry owns it now */
-        k->term_at_ms = vg_proc_now_ms();
-        int rc = vg_proc_pidfd_signal(k->pidfd, SIGTERM);
-        if (rc == 0) {
-            k->sent_term = true;
-            k->outcome = VG_KILL_PENDING;
-        } else {
-            k->outcome = rc == -ESRCH ? VG_KILL_GONE : VG_KILL_FAILED;
-            k->error = rc;
-            vg_kill_release(k);
-        }
+        vg_stop_init(&ss[n], p->pidfd);
+        p->pidfd = -1; /* the stop entry owns it now */
+        vg_stop_term(&ss[n]);
         n++;
     }
     /* After the SIGTERMs, so that those who get them count as stopped. */
@@ -401,16 +390,16 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
         close(d->alive_wr);
         d->alive_wr = -1;
     }
-    if (ks) {
-        vg_kill_finish(ks, n, VG_DEMO_GRACE_MS, VG_DEMO_KILL_WAIT_MS);
+    if (ss) {
+        vg_stop_finish(ss, n, sizeof(*ss), VG_DEMO_GRACE_MS, VG_DEMO_KILL_WAIT_MS);
         for (size_t i = 0; i < n; i++) {
-            if (ks[i].outcome == VG_KILL_FAILED && ks[i].error != -ESRCH)
+            if (ss[i].outcome == VG_STOP_FAILED && ss[i].error != -ESRCH)
                 res->survivors++;
-            else if (ks[i].outcome != VG_KILL_GONE)
+            else if (ss[i].outcome != VG_STOP_GONE)
                 res->stopped++;
-            vg_kill_release(&ks[i]);
+            vg_stop_release(&ss[i]);
         }
-        free(ks);
+        free(ss);
     }
     if (n_by_pid) {
         unsigned long long t = vg_proc_now_ms();

@@ -115,7 +115,7 @@ static void vg_gpusel_holder_note(const struct vg_gpusel *s, size_t gpu, struct 
 }
 
 /* Remember who holds a GPU's lock: the run that took it (/proc/locks), and whether it is still
- * there; a reservation outlives its run while the job it started lives (job/lock.h). */
+ * there; a reservation outlives its run while the job it started lives (act/lock.h). */
 static void vg_gpusel_note_holder(struct vg_gpusel *s, size_t gpu, const char *uuid, pid_t holder)
 {
     s->reserved[gpu] = true;

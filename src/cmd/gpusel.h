@@ -1,6 +1,6 @@
 /*
  * What `pick` and `run` share: reading the GPUs, applying the choice policy (model/pick.h),
- * looking at or taking the reservation locks (job/lock.h), waiting for GPUs to come free, and
+ * looking at or taking the reservation locks (act/lock.h), waiting for GPUs to come free, and
  * saying why there are not enough. Lives in cmd/ because it prints: errors in the house format
  * and, with --verbose, one line per GPU on why it was (not) chosen.
  *
@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act/job.h"
+#include "act/lock.h"
 #include "cmd/cmd.h"
 #include "gpu/gpu.h"
-#include "job/job.h"
-#include "job/lock.h"
 #include "model/pick.h"
 
 struct vg_gpusel_opts {

@@ -1,9 +1,9 @@
 /*
  * `vramguard run`: start a job the way that keeps GPU memory from getting stuck. The GPUs are
  * chosen (explicitly, or auto:N with pick's policy) and reserved with one lock each for the
- * job's life (the job inherits them, so they outlive a run killed under it: job/lock.h,
- * job/guard.c); the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
- * before it starts; its whole process tree is tracked (job/job.h); when its main process
+ * job's life (the job inherits them, so they outlive a run killed under it: act/lock.h,
+ * act/guard.c); the job gets CUDA_VISIBLE_DEVICES as UUIDs and CUDA_DEVICE_ORDER=PCI_BUS_ID
+ * before it starts; its whole process tree is tracked (act/job.h); when its main process
  * ends, every descendant still alive is stopped and reaped; and a last look through the
  * snapshot (NVML + the fd scan) says whether anything of the job still holds its GPUs. The
  * exit status is the job's.
@@ -15,13 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "act/afterrun.h"
+#include "act/job.h"
 #include "cmd/cmd.h"
 #include "cmd/gpusel.h"
-#include "job/job.h"
 #include "model/snapshot.h"
 #include "model/visible.h"
 #include "util/parse.h"
-#include "util/sat.h"
 
 extern char **environ;
 
@@ -80,16 +80,13 @@ enum {
 };
 
 #define VG_RUN_DEFAULT_GRACE_MS 10000u
-/* The driver frees a context's memory shortly after the process is gone: look again for up
- * to this long before calling memory still held. */
-#define VG_RUN_SETTLE_MS 2000u
-/* Growth in used memory worth reporting when no process holds the GPU any more. */
-#define VG_RUN_GROWTH_BYTES ((uint64_t)256 << 20)
 
 struct vg_run {
     const struct vg_global *g;
     bool quiet;
     uint64_t grace_ms;
+    bool gpus_given, keep_env;
+    enum vg_job_track track;
 };
 
 static void vg_run_log(void *ctx, const char *msg)
@@ -248,73 +245,20 @@ static void vg_run_report_survivors(const struct vg_job_cleanup_report *rep)
     }
 }
 
-/* The snapshot's GPU with this UUID, or VG_SNAP_NO_GPU. */
-static size_t vg_run_snap_gpu(const struct vg_snapshot *snap, const char *uuid)
-{
-    for (size_t i = 0; uuid && i < snap->gpus.ngpus; i++)
-        if (snap->gpus.gpus[i].uuid && strcmp(snap->gpus.gpus[i].uuid, uuid) == 0)
-            return i;
-    return VG_SNAP_NO_GPU;
-}
-
-/* Whether what the snapshot shows on the job's GPUs may still be the driver catching up: a
- * process of the job that is gone but still listed, or memory in use and no holder at all. */
-static bool vg_run_unsettled(const struct vg_snapshot *snap, const struct vg_gpusel *s,
-                             const struct vg_job *job)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        const struct vg_gpu *before = &s->gpus.gpus[s->v[i].gpu];
-        size_t gi = vg_run_snap_gpu(snap, before->uuid);
-        if (gi == VG_SNAP_NO_GPU)
-            continue;
-        size_t first, count;
-        vg_snap_gpu_holdings(snap, gi, &first, &count);
-        for (size_t k = first; k < first + count; k++) {
-            const struct vg_holding *h = &snap->holdings[k];
-            if (!h->proc && vg_job_was_member(job, h->pid))
-                return true;
-        }
-        const struct vg_gpu *after = &snap->gpus.gpus[gi];
-        if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
-            after->mem_used > vg_sat_add(before->mem_used, VG_RUN_GROWTH_BYTES))
-            return true;
-    }
-    return false;
-}
-
-/* Whether the driver listed pid on this GPU (or its MIG devices) before the job started. */
-static bool vg_run_held_before(const struct vg_gpu *before, pid_t pid)
-{
-    for (size_t i = 0; i < before->nprocs; i++)
-        if ((pid_t)before->procs[i].pid == pid)
-            return true;
-    for (size_t m = 0; m < before->nmig; m++)
-        if (vg_run_held_before(&before->mig[m], pid))
-            return true;
-    return false;
-}
-
-static void vg_run_report_holders(const struct vg_run *r, const struct vg_snapshot *snap,
-                                  const struct vg_gpusel *s, const struct vg_job *job)
+/* Word what the last look found on the job's GPUs (act/afterrun.h). */
+static void vg_run_report_holders(const struct vg_run *r, const struct vg_afterrun *a,
+                                  const struct vg_gpusel *s)
 {
     struct vg_buf name, what;
     vg_buf_init(&name, 4096);
     vg_buf_init(&what, 1 << 16);
+    size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
-        const struct vg_gpu *before = &s->gpus.gpus[s->v[i].gpu];
-        size_t gi = vg_run_snap_gpu(snap, before->uuid);
-        if (gi == VG_SNAP_NO_GPU)
-            continue;
         vg_buf_reset(&name);
         vg_gpusel_name(s, i, &name);
-        size_t first, count;
-        vg_snap_gpu_holdings(snap, gi, &first, &count);
-        for (size_t k = first; k < first + count; k++) {
-            const struct vg_holding *h = &snap->holdings[k];
-            if (h->mig >= 0 && s->v[i].mig >= 0 && h->mig != s->v[i].mig)
-                continue;
-            bool ours = vg_job_was_member(job, h->pid);
-            if (!ours && vg_run_held_before(before, h->pid)) {
+        for (; k < a->n && a->v[k].gpu == i; k++) {
+            const struct vg_holding *h = a->v[k].h;
+            if (a->v[k].what == VG_AFTERRUN_HELD_BEFORE) {
                 if (r->g->verbose)
                     vg_cmd_error("run", "%s: PID %ld held it before the job too", vg_buf_str(&name),
                                  (long)h->pid);
@@ -332,12 +276,12 @@ static void vg_run_report_holders(const struct vg_run *r, const struct vg_snapsh
                 vg_buf_printf(&what, " (%s)", h->proc->cmdline);
             else if (h->proc && h->proc->comm)
                 vg_buf_printf(&what, " (%s)", h->proc->comm);
-            if (ours && h->proc)
+            if (a->v[k].what == VG_AFTERRUN_STUCK)
                 vg_cmd_error("run",
                              "warning: %s still has %s, a process of this job that "
                              "could not be stopped",
                              vg_buf_str(&name), vg_buf_str(&what));
-            else if (ours)
+            else if (a->v[k].what == VG_AFTERRUN_UNRELEASED)
                 vg_cmd_error("run",
                              "warning: %s still has %s, a process of this job that "
                              "has exited: the driver has not released it (see 'vramguard "
@@ -348,11 +292,8 @@ static void vg_run_report_holders(const struct vg_run *r, const struct vg_snapsh
                              vg_buf_str(&name), vg_buf_str(&what),
                              h->proc ? "" : " (not visible in this /proc)");
         }
-        const struct vg_gpu *after = &snap->gpus.gpus[gi];
         char grew[32];
-        if (count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
-            after->mem_used > vg_sat_add(before->mem_used, VG_RUN_GROWTH_BYTES) &&
-            vg_fmt_size(after->mem_used - before->mem_used, grew, sizeof(grew)) == 0)
+        if (a->grew[i] && vg_fmt_size(a->grew[i], grew, sizeof(grew)) == 0)
             vg_cmd_error("run",
                          "warning: %s has %s more memory in use than before the job, "
                          "and no process holds it",
@@ -373,43 +314,30 @@ static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, stru
         .proc_root = r->g->proc_root,
         .dev_dir = r->g->dev_dir,
     };
-    struct vg_snapshot *snap = NULL;
-    unsigned waited = 0;
-    for (;;) {
-        struct vg_err err = VG_ERR_INIT;
-        if (vg_snap_build(&so, &snap, &err)) {
-            vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
-            vg_err_release(&err);
-            return;
-        }
-        if (!snap->driver_ok && r->g->verbose)
-            vg_cmd_error("run", "checking device nodes only: %s",
-                         snap->driver_error ? snap->driver_error : "no driver");
-        if (waited >= VG_RUN_SETTLE_MS || !vg_run_unsettled(snap, s, job))
-            break;
-        vg_snap_free(snap);
-        snap = NULL;
-        if (vg_job_sleep(job, 250))
-            break; /* asked to stop: report what there is, quickly */
-        waited += 250;
-    }
-    if (snap) {
-        vg_run_report_holders(r, snap, s, job);
-        vg_snap_free(snap);
-    } else {
-        /* interrupted between two looks: one more, without waiting */
-        struct vg_err err = VG_ERR_INIT;
-        if (vg_snap_build(&so, &snap, &err) == 0) {
-            vg_run_report_holders(r, snap, s, job);
-            vg_snap_free(snap);
-        }
+    struct vg_afterrun_gpu *gpus = calloc(s->n, sizeof(*gpus));
+    struct vg_afterrun a;
+    struct vg_err err = VG_ERR_INIT;
+    int rc = gpus ? 0 : vg_err_set(&err, -ENOMEM, "out of memory");
+    for (size_t i = 0; gpus && i < s->n; i++)
+        gpus[i] = (struct vg_afterrun_gpu){&s->gpus.gpus[s->v[i].gpu], s->v[i].mig};
+    if (!rc)
+        rc = vg_afterrun_look(&so, gpus, s->n, job, &a, &err);
+    free(gpus);
+    if (rc) {
+        vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
         vg_err_release(&err);
+        return;
     }
+    if (a.snap)
+        vg_run_report_holders(r, &a, s);
+    vg_afterrun_release(&a);
     if (r->g->verbose)
         vg_cmd_error("run", "checked the job's GPUs after it ended");
 }
 
-int vg_cmd_run(struct vg_global *g, int argc, char **argv)
+/* The options; -1 to go on (the command is argv[optind...]), else the exit status. */
+static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_opts *o, int argc,
+                        char **argv)
 {
     static const struct option longopts[] = {
         VG_GLOBAL_LONGOPTS,
@@ -421,32 +349,25 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
-    struct vg_gpusel_opts o;
-    vg_gpusel_opts_init(&o, "run", g);
-    o.lock = true;
-    struct vg_run r = {.g = g};
-    bool gpus_given = false, keep_env = false;
-    uint64_t grace_ms = VG_RUN_DEFAULT_GRACE_MS;
-    enum vg_job_track track = VG_JOB_TRACK_AUTO;
     struct vg_err err = VG_ERR_INIT;
     /* .operands: the words after the options are the command to run. */
     struct vg_cmd_parse p = {.g = g, .cmd = "run", .help = vg_run_help, .shortopts = "q",
                              .longopts = longopts, .argc = argc, .argv = argv, .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        int rv = vg_gpusel_opt(&o, c, optarg, &err);
+        int rv = vg_gpusel_opt(o, c, optarg, &err);
         if (rv < 0)
             goto usage;
         if (rv > 0)
             continue;
         switch (c) {
         case VG_OPT_GPUS:
-            if (vg_pick_parse_spec(optarg, &o.spec, &err))
+            if (vg_pick_parse_spec(optarg, &o->spec, &err))
                 goto usage;
-            gpus_given = true;
+            r->gpus_given = true;
             break;
         case VG_OPT_GRACE:
-            if (vg_parse_duration_ms(optarg, &grace_ms) || grace_ms > 3600000u) {
+            if (vg_parse_duration_ms(optarg, &r->grace_ms) || r->grace_ms > 3600000u) {
                 vg_err_set(&err, -EINVAL,
                            "--grace takes a duration up to 1h (0, 500ms, 10s, "
                            "2m), not '%s'",
@@ -455,15 +376,15 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
             }
             break;
         case VG_OPT_KEEP_ENV:
-            keep_env = true;
+            r->keep_env = true;
             break;
         case VG_OPT_TRACK:
             if (strcmp(optarg, "auto") == 0) {
-                track = VG_JOB_TRACK_AUTO;
+                r->track = VG_JOB_TRACK_AUTO;
             } else if (strcmp(optarg, "cgroup") == 0) {
-                track = VG_JOB_TRACK_CGROUP;
+                r->track = VG_JOB_TRACK_CGROUP;
             } else if (strcmp(optarg, "subreaper") == 0) {
-                track = VG_JOB_TRACK_SUBREAPER;
+                r->track = VG_JOB_TRACK_SUBREAPER;
             } else {
                 vg_err_set(&err, -EINVAL, "--track takes auto, cgroup or subreaper, not '%s'",
                            optarg);
@@ -471,7 +392,7 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
             }
             break;
         case 'q':
-            r.quiet = true;
+            r->quiet = true;
             break;
         }
     }
@@ -482,23 +403,145 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
                             "[ARGS...] (see 'vramguard run --help')");
         return VG_EXIT_USAGE;
     }
-    if (!o.spec.is_auto && o.exclude) {
+    if (!o->spec.is_auto && o->exclude) {
         vg_cmd_error("run", "--exclude only applies to --gpus auto:N");
         return VG_EXIT_USAGE;
     }
-    o.quiet = r.quiet;
-    r.grace_ms = grace_ms;
+    o->quiet = r->quiet;
+    return -1;
+
+usage:
+    vg_cmd_error("run", "%s", vg_err_msg(&err));
+    vg_err_release(&err);
+    return VG_EXIT_USAGE;
+}
+
+/* --verbose: how the job is tracked. */
+static void vg_run_say_tracking(const struct vg_job *job)
+{
+    if (job->use_cgroup)
+        vg_cmd_error("run", "tracking the job (pid %ld) with cgroup %s%s", (long)job->pid,
+                     job->cgroup_path, job->cgroup_kill ? "" : " (no cgroup.kill)");
+    if (job->guard_pid > 0)
+        vg_cmd_error("run",
+                     "guard pid %ld: should vramguard die, it stops the job (SIGKILL after "
+                     "the grace period) and keeps its GPUs reserved until the job is gone",
+                     (long)job->guard_pid);
+    else
+        vg_cmd_error("run", "tracking the job (pid %ld) as child subreaper: no cgroup (%s)",
+                     (long)job->pid, job->no_cgroup_why ? job->no_cgroup_why : "?");
+    if (job->tty)
+        vg_cmd_error("run", "the job has the terminal (process group %ld)", (long)job->pid);
+}
+
+/* Start the job, wait for it, stop what it left, and look at its GPUs; the job's status. */
+static int vg_run_job(struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job,
+                      const struct vg_job_opts *jo)
+{
+    const struct vg_global *g = r->g;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_job_start(job, jo, &err)) {
+        vg_cmd_error("run", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_WARN;
+    }
+    if (g->verbose)
+        vg_run_say_tracking(job);
+    if (job->exec_errno) {
+        vg_cmd_error("run", "cannot run '%s': %s", jo->argv[0], strerror(job->exec_errno));
+        return vg_job_exec_status(job->exec_errno);
+    }
+    int status = vg_job_wait(job);
+    if (g->verbose) {
+        if (WIFSIGNALED(job->wstatus))
+            vg_cmd_error("run", "the job was killed by %s (status %d)",
+                         strsignal(WTERMSIG(job->wstatus)), status);
+        else
+            vg_cmd_error("run", "the job exited with status %d", status);
+    }
+    struct vg_job_cleanup_report rep;
+    if (vg_job_cleanup(job, r->grace_ms, &rep, &err)) {
+        vg_cmd_error("run", "cannot clean up after the job: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+    }
+    vg_run_report_survivors(&rep);
+    vg_job_cleanup_report_release(&rep);
+    vg_run_check(r, s, job);
+    return status;
+}
+
+/* With the GPUs reserved: the job's environment and inherited reservations, then the job. */
+static int vg_run_with_gpus(struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job,
+                            char *const *cmd, const char *old_cvd, const char *old_order,
+                            bool kept)
+{
+    char **env = NULL;
+    char *owned[1] = {NULL};
+    int *lock_fds = NULL;
+    int status = VG_EXIT_SOFTWARE;
+    struct vg_buf cvd;
+    vg_buf_init(&cvd, 1 << 16);
+    for (size_t i = 0; i < s->n; i++)
+        vg_buf_printf(&cvd, "%s%s", i ? "," : "", s->v[i].uuid);
+    /* Kept: CUDA_DEVICE_ORDER is added only where it cannot change the kept value's meaning. */
+    bool set_order = !kept || (!old_order && vg_run_uuid_only(old_cvd));
+    env = cvd.err ? NULL : vg_run_env(vg_buf_str(&cvd), kept, set_order, owned);
+    /* The job inherits the reservations: they last as long as it does, whatever happens to us. */
+    lock_fds = env ? calloc(s->n ? s->n : 1, sizeof(*lock_fds)) : NULL;
+    if (!lock_fds) {
+        vg_cmd_error("run", "out of memory");
+        goto out;
+    }
+    size_t nlock = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].lock_fd >= 0)
+            lock_fds[nlock++] = s->v[i].lock_fd;
+    vg_run_announce(r, s, kept, old_cvd);
+    if (kept && r->gpus_given)
+        vg_run_compare_kept(r, s, old_cvd, old_order);
+
+    struct vg_job_opts jo = {
+        .argv = cmd,
+        .envp = env,
+        .track = r->track,
+        .cgroup_base = getenv("VRAMGUARD_CGROUP_PARENT"),
+        .lock_fds = lock_fds,
+        .nlock_fds = nlock,
+        .grace_ms = r->grace_ms,
+        .log = vg_run_log,
+        .notify = vg_run_notify,
+        .log_ctx = r,
+    };
+    status = vg_run_job(r, s, job, &jo);
+out:
+    vg_buf_release(&cvd);
+    free(env);
+    free(owned[0]);
+    free(lock_fds);
+    return status;
+}
+
+int vg_cmd_run(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_gpusel_opts o;
+    vg_gpusel_opts_init(&o, "run", g);
+    o.lock = true;
+    struct vg_run r = {.g = g, .grace_ms = VG_RUN_DEFAULT_GRACE_MS, .track = VG_JOB_TRACK_AUTO};
+    int status = vg_run_parse(g, &r, &o, argc, argv);
+    if (status >= 0)
+        return status;
 
     const char *old_cvd = getenv("CUDA_VISIBLE_DEVICES");
     const char *old_order = getenv("CUDA_DEVICE_ORDER");
-    bool kept = keep_env && old_cvd;
-    if (kept && !gpus_given) {
+    bool kept = r.keep_env && old_cvd;
+    if (kept && !r.gpus_given) {
         o.spec = (struct vg_pick_spec){.is_auto = false, .list = old_cvd};
         o.list_is_cvd = true;
         o.cvd_order = old_order;
     }
 
     struct vg_job job;
+    struct vg_err err = VG_ERR_INIT;
     if (vg_job_init(&job, &err)) {
         vg_cmd_error("run", "%s", vg_err_msg(&err));
         vg_err_release(&err);
@@ -507,106 +550,10 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
     }
     o.job = &job;
     struct vg_gpusel s;
-    int status = vg_gpusel_acquire(&o, &s);
-    char **env = NULL;
-    char *owned[1] = {NULL};
-    int *lock_fds = NULL;
-    struct vg_buf cvd;
-    vg_buf_init(&cvd, 1 << 16);
-    if (status != VG_EXIT_OK)
-        goto out;
-
-    for (size_t i = 0; i < s.n; i++)
-        vg_buf_printf(&cvd, "%s%s", i ? "," : "", s.v[i].uuid);
-    /* Kept: CUDA_DEVICE_ORDER is added only where it cannot change the kept value's meaning. */
-    bool set_order = !kept || (!old_order && vg_run_uuid_only(old_cvd));
-    env = cvd.err ? NULL : vg_run_env(vg_buf_str(&cvd), kept, set_order, owned);
-    if (!env) {
-        vg_cmd_error("run", "out of memory");
-        status = VG_EXIT_SOFTWARE;
-        goto out;
-    }
-    /* The job inherits the reservations: they last as long as it does, whatever happens to us. */
-    lock_fds = calloc(s.n ? s.n : 1, sizeof(*lock_fds));
-    if (!lock_fds) {
-        vg_cmd_error("run", "out of memory");
-        status = VG_EXIT_SOFTWARE;
-        goto out;
-    }
-    size_t nlock = 0;
-    for (size_t i = 0; i < s.n; i++)
-        if (s.v[i].lock_fd >= 0)
-            lock_fds[nlock++] = s.v[i].lock_fd;
-    vg_run_announce(&r, &s, kept, old_cvd);
-    if (kept && gpus_given)
-        vg_run_compare_kept(&r, &s, old_cvd, old_order);
-
-    struct vg_job_opts jo = {
-        .argv = argv + optind,
-        .envp = env,
-        .track = track,
-        .cgroup_base = getenv("VRAMGUARD_CGROUP_PARENT"),
-        .lock_fds = lock_fds,
-        .nlock_fds = nlock,
-        .grace_ms = grace_ms,
-        .log = vg_run_log,
-        .notify = vg_run_notify,
-        .log_ctx = &r,
-    };
-    if (vg_job_start(&job, &jo, &err)) {
-        vg_cmd_error("run", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        status = VG_EXIT_WARN;
-        goto out;
-    }
-    if (g->verbose) {
-        if (job.use_cgroup)
-            vg_cmd_error("run", "tracking the job (pid %ld) with cgroup %s%s", (long)job.pid,
-                         job.cgroup_path, job.cgroup_kill ? "" : " (no cgroup.kill)");
-        if (job.guard_pid > 0)
-            vg_cmd_error("run",
-                         "guard pid %ld: should vramguard die, it stops the job (SIGKILL after "
-                         "the grace period) and keeps its GPUs reserved until the job is gone",
-                         (long)job.guard_pid);
-        else
-            vg_cmd_error("run", "tracking the job (pid %ld) as child subreaper: no cgroup (%s)",
-                         (long)job.pid, job.no_cgroup_why ? job.no_cgroup_why : "?");
-        if (job.tty)
-            vg_cmd_error("run", "the job has the terminal (process group %ld)", (long)job.pid);
-    }
-    if (job.exec_errno) {
-        vg_cmd_error("run", "cannot run '%s': %s", argv[optind], strerror(job.exec_errno));
-        status = vg_job_exec_status(job.exec_errno);
-        goto out;
-    }
-    status = vg_job_wait(&job);
-    if (g->verbose) {
-        if (WIFSIGNALED(job.wstatus))
-            vg_cmd_error("run", "the job was killed by %s (status %d)",
-                         strsignal(WTERMSIG(job.wstatus)), status);
-        else
-            vg_cmd_error("run", "the job exited with status %d", status);
-    }
-    struct vg_job_cleanup_report rep;
-    if (vg_job_cleanup(&job, grace_ms, &rep, &err)) {
-        vg_cmd_error("run", "cannot clean up after the job: %s", vg_err_msg(&err));
-        vg_err_release(&err);
-    }
-    vg_run_report_survivors(&rep);
-    vg_job_cleanup_report_release(&rep);
-    vg_run_check(&r, &s, &job);
-
-out:
+    status = vg_gpusel_acquire(&o, &s);
+    if (status == VG_EXIT_OK)
+        status = vg_run_with_gpus(&r, &s, &job, argv + optind, old_cvd, old_order, kept);
     vg_job_release(&job);
     vg_gpusel_release(&s);
-    vg_buf_release(&cvd);
-    free(env);
-    free(owned[0]);
-    free(lock_fds);
     return status;
-
-usage:
-    vg_cmd_error("run", "%s", vg_err_msg(&err));
-    vg_err_release(&err);
-    return VG_EXIT_USAGE;
 }

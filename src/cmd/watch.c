@@ -34,9 +34,9 @@
 #include "rules/health.h"
 #include "rules/rules.h"
 #include "util/parse.h"
+#include "act/alert.h"
 #include "cmd/watch_config.h"
 #include "model/engine.h"
-#include "watch/exec.h"
 
 static const char vg_watch_help[] =
     "usage: vramguard watch [options]\n"

@@ -2,7 +2,7 @@
  * Signalling a process so that a reused PID can never be hit: through a pidfd (Linux 5.3+),
  * which pins the process it was opened on. A signal sent through it reaches that process or
  * fails with -ESRCH once it has exited, whatever now carries the same number. Policy (whom to
- * signal, and after which checks) lives above, in model/kill.h; these are the primitives.
+ * signal, and after which checks) lives above, in act/kill.h; these are the primitives.
  *
  * Ownership: a pidfd returned by vg_proc_pidfd_open() belongs to the caller (close() it).
  * vg_proc_ancestors() returns a malloc'd array the caller frees.

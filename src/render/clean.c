@@ -70,7 +70,7 @@ static const char *vg_uuid(const struct vg_gpu *g)
     return (g->known & VG_GPU_K_UUID) ? g->uuid : NULL;
 }
 
-/* The plan's entries are sorted by pid (rules/plan.h): a binary search, so that rendering a
+/* The plan's entries are sorted by pid (act/plan.h): a binary search, so that rendering a
  * plan over thousands of holders stays linear in them. */
 static const struct vg_plan_entry *vg_entry_of(const struct vg_plan *p, pid_t pid)
 {
@@ -245,7 +245,7 @@ static void vg_outcome_text(struct vg_buf *o, const struct vg_clean_view *v,
         vg_buf_adds(o, "still waiting");
         break;
     case VG_KILL_TERMINATED:
-        vg_buf_printf(o, "exited after SIGTERM (%.1fs)", (double)k->exit_ms / 1000.0);
+        vg_buf_printf(o, "exited after SIGTERM (%.1fs)", (double)k->stop.exit_ms / 1000.0);
         break;
     case VG_KILL_KILLED:
         vg_buf_printf(o, "still running %.1fs after SIGTERM: killed with SIGKILL",
@@ -482,7 +482,7 @@ static void vg_text_resets(struct vg_buf *o, const struct vg_clean_view *v,
                   "reboot) frees it.\n",
                   st->bold, st->reset);
     for (size_t i = 0; i < v->nresets; i++) {
-        const struct vg_clean_reset *r = &v->resets[i];
+        const struct vg_reset *r = &v->resets[i];
         char held[32];
         vg_size(true, r->held, held, sizeof(held));
         vg_buf_printf(o, "  GPU %u: %s held.\n    nvidia-smi --gpu-reset -i ", r->index, held);
@@ -643,15 +643,15 @@ static void vg_json_entry(struct vg_json *j, const struct vg_clean_view *v, size
         vg_json_kstr(j, "outcome", vg_kill_outcome_id(k->outcome));
         vg_json_key(j, "signals");
         vg_json_arr_begin(j);
-        if (k->sent_term)
+        if (k->stop.sent_term)
             vg_json_str(j, "SIGTERM");
-        if (k->sent_kill)
+        if (k->stop.sent_kill)
             vg_json_str(j, "SIGKILL");
         vg_json_arr_end(j);
         bool exited = k->outcome == VG_KILL_TERMINATED || k->outcome == VG_KILL_KILLED;
         vg_json_key(j, "seconds");
         if (exited)
-            vg_json_double(j, (double)k->exit_ms / 1000.0);
+            vg_json_double(j, (double)k->stop.exit_ms / 1000.0);
         else
             vg_json_null(j);
         vg_json_refusal(j, e, k->outcome == VG_KILL_REFUSED ? k->refusal : VG_KILL_ALLOWED, k);
@@ -708,7 +708,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_clean_view *v, size_t
     bool both = a && (g->known & VG_GPU_K_MEM) && (a->known & VG_GPU_K_MEM);
     vg_json_ku64_opt(j, "freed", both,
                      both && g->mem_used > a->mem_used ? g->mem_used - a->mem_used : 0);
-    const struct vg_clean_reset *r = NULL;
+    const struct vg_reset *r = NULL;
     for (size_t i = 0; i < v->nresets && !r; i++)
         if (v->resets[i].uuid && vg_uuid(g) && strcmp(v->resets[i].uuid, vg_uuid(g)) == 0)
             r = &v->resets[i];

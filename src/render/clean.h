@@ -13,24 +13,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "model/kill.h"
+#include "act/kill.h"
+#include "act/plan.h"
+#include "act/reset.h"
 #include "model/snapshot.h"
 #include "render/render.h"
-#include "rules/plan.h"
 #include "rules/rules.h"
 #include "util/buf.h"
 
 #define VG_JSON_SCHEMA_CLEAN "vramguard.clean/1"
-
-/* A GPU whose memory only a reset can free, and what became of the reset. */
-struct vg_clean_reset {
-    const char *uuid; /* the GPU's full UUID */
-    unsigned index;
-    uint64_t held;       /* memory held with no process left */
-    bool attempted;      /* nvidia-smi was run */
-    int exit_status;     /* its exit status; -1 when it did not exit normally */
-    const char *refused; /* why it was not run although asked (--reset --force); NULL */
-};
 
 struct vg_clean_view {
     const struct vg_snapshot *before; /* the snapshot the plan was made from */
@@ -43,7 +34,7 @@ struct vg_clean_view {
     const struct vg_kill *kills;     /* plan->n entries, same order; NULL in a dry run */
     const struct vg_snapshot *after; /* after --force; NULL in a dry run */
     const struct vg_findings *after_findings;
-    const struct vg_clean_reset *resets;
+    const struct vg_reset *resets;
     size_t nresets;
 };
 

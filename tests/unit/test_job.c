@@ -1,9 +1,10 @@
 /*
- * Unit tests for the job layer (src/job/): where the lock directory is, lock names, locks
+ * Unit tests for the job layer (src/act/): where the lock directory is, lock names, locks
  * taken and looked at for real in a temporary directory (and kept by a process that inherited
  * the descriptor after the taker let go), the /proc/locks, mountinfo, cgroup, cgroup.events,
  * cgroup.procs and stat parsers, the process tree over a hand-made procfs, and one real job
- * started, waited for and cleaned up after in subreaper mode, its reservation inherited.
+ * started, waited for and cleaned up after in subreaper mode, its reservation inherited; and
+ * the identity-checked signal of act/stop.h that the job's clean-up uses.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +22,9 @@
 
 #include <cmocka.h>
 
-#include "job/job.h"
-#include "job/lock.h"
+#include "act/job.h"
+#include "act/lock.h"
+#include "act/stop.h"
 
 static void test_lock_dir_choice(void **state)
 {
@@ -389,6 +391,36 @@ static void test_tree_over_fake_proc(void **state)
     free(p);
 }
 
+static bool test_same_answer(void *ctx)
+{
+    return *(const bool *)ctx;
+}
+
+/* A signal goes only while the check says the pid is still the process meant. */
+static void test_stop_signal_if(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* test_real_job leaves the job's signals blocked in this process (as run does). */
+        signal(SIGTERM, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (;;)
+            pause();
+    }
+    bool same = false;
+    assert_int_equal(vg_stop_signal_if(pid, SIGTERM, test_same_answer, &same), -ESRCH);
+    int st;
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+    same = true;
+    assert_int_equal(vg_stop_signal_if(pid, SIGTERM, test_same_answer, &same), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+}
+
 static void test_statuses(void **state)
 {
     (void)state;
@@ -484,7 +516,7 @@ int main(void)
         cmocka_unit_test(test_proc_locks_parser), cmocka_unit_test(test_locks_for_real),
         cmocka_unit_test(test_cgroup_parsers),    cmocka_unit_test(test_tree_over_fake_proc),
         cmocka_unit_test(test_statuses),          cmocka_unit_test(test_real_job),
-        cmocka_unit_test(test_pids_pieces),
+        cmocka_unit_test(test_pids_pieces),       cmocka_unit_test(test_stop_signal_if),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
- * Unit tests for `clean`'s safety: the protected names and the refusal rules of model/kill.c,
- * the plan of rules/plan.c on hand-made hosts (who is selected by the default and by each
+ * Unit tests for `clean`'s safety: the protected names and the refusal rules of act/kill.c,
+ * the plan of act/plan.c on hand-made hosts (who is selected by the default and by each
  * filter, why, with what memory, and what is refused), the identity re-check, and the
  * signalling sequence on real child processes: a wrong start time or uid is never signalled,
  * a process that ignores SIGTERM is killed after the grace period.
@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "model/kill.h"
+#include "act/kill.h"
+#include "act/plan.h"
 #include "proc/signal.h"
-#include "rules/plan.h"
 #include "rules/rules.h"
 
 #define GiB (1ull << 30)
@@ -677,9 +677,9 @@ static void test_kill_identity_changed(void **state)
     assert_int_equal(vg_kill_start(&k, root_fd, c.dir, &ctx, NULL, NULL, &err), 0);
     assert_int_equal(k.outcome, VG_KILL_REFUSED);
     assert_int_equal(k.refusal, VG_KILL_CHANGED);
-    assert_false(k.sent_term);
+    assert_false(k.stop.sent_term);
     assert_int_equal(k.now_start_ticks, id.start_ticks - 1);
-    assert_int_equal(k.pidfd, -1);
+    assert_int_equal(k.stop.pidfd, -1);
     vg_kill_finish(&k, 1, 100, 100);
     assert_int_equal(k.outcome, VG_KILL_REFUSED);
     vg_kill_release(&k);
@@ -709,10 +709,10 @@ static void test_kill_identity_changed(void **state)
     vg_kill_init(&k, &id);
     assert_int_equal(vg_kill_start(&k, root_fd, c.dir, &ctx, NULL, NULL, &err), 0);
     assert_int_equal(k.outcome, VG_KILL_PENDING);
-    assert_true(k.sent_term);
+    assert_true(k.stop.sent_term);
     vg_kill_finish(&k, 1, 10000, 5000);
     assert_int_equal(k.outcome, VG_KILL_TERMINATED);
-    assert_false(k.sent_kill);
+    assert_false(k.stop.sent_kill);
     vg_kill_release(&k);
     int st;
     assert_int_equal(waitpid(c.pid, &st, 0), c.pid);
@@ -724,7 +724,7 @@ static void test_kill_identity_changed(void **state)
     assert_int_equal(vg_kill_start(&k, root_fd, c.dir, &ctx, NULL, NULL, &err), 0);
     /* (REFUSED only if the PID was reused already: then it is another process.) */
     assert_true(k.outcome == VG_KILL_GONE || k.outcome == VG_KILL_REFUSED);
-    assert_false(k.sent_term);
+    assert_false(k.stop.sent_term);
     vg_kill_release(&k);
 
     vg_kill_identity_release(&id);
@@ -755,11 +755,11 @@ static void test_kill_after_grace(void **state)
     vg_kill_finish(ks, 2, 300, 5000);
     /* The one ignoring SIGTERM got SIGKILL once the grace period was over. */
     assert_int_equal(ks[0].outcome, VG_KILL_KILLED);
-    assert_true(ks[0].sent_term && ks[0].sent_kill);
+    assert_true(ks[0].stop.sent_term && ks[0].stop.sent_kill);
     assert_true(vg_proc_now_ms() - t0 >= 300);
-    assert_true(ks[0].exit_ms >= 300);
+    assert_true(ks[0].stop.exit_ms >= 300);
     assert_int_equal(ks[1].outcome, VG_KILL_TERMINATED);
-    assert_false(ks[1].sent_kill);
+    assert_false(ks[1].stop.sent_kill);
     int st;
     assert_int_equal(waitpid(a.pid, &st, 0), a.pid);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);

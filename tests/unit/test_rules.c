@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fixture.h"
-#include "rules/plan.h"
+#include "act/plan.h"
 #include "rules/rules.h"
 
 #define GiB (1ull << 30)

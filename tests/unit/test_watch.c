@@ -20,12 +20,12 @@
 #include <cmocka.h>
 
 #include "fixture.h"
+#include "act/alert.h"
 #include "cmd/watch_config.h"
 #include "model/engine.h"
 #include "render/event.h"
-#include "rules/health.h"
-#include "watch/exec.h"
 #include "rules/expect.h"
+#include "rules/health.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)

@@ -1,8 +1,8 @@
 /*
  * Building the plan of `clean` (see plan.h): select holders from the findings and the filters,
- * then apply the safety rules of model/kill.h to each. Nothing here reads the system.
+ * then apply the safety rules of act/kill.h to each. Nothing here reads the system.
  */
-#include "rules/plan.h"
+#include "act/plan.h"
 #include "util/sat.h"
 
 #include <errno.h>

@@ -13,7 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "job/job.h"
+#include "act/job.h"
+#include "proc/proc.h"
 #include "util/file.h"
 #include "util/parse.h"
 
@@ -46,47 +47,23 @@ void vg_job_procs_release(struct vg_job_procs *ps)
     ps->n = ps->cap = 0;
 }
 
-/* Parse a stat line: comm between the first '(' and the last ')', the rest after it. */
-static int vg_job_parse_stat(const char *buf, struct vg_job_proc *p, pid_t *ppid)
+/* One stat line through proc/'s parser (the one that knows comm may hold ')' and spaces).
+ * comm is kept for messages only: cut to what fits (the kernel's is 15 bytes). */
+static int vg_job_parse_stat(const char *buf, size_t len, struct vg_job_proc *p, pid_t *ppid)
 {
-    const char *open = strchr(buf, '(');
-    const char *close = strrchr(buf, ')');
-    if (!open || !close || close < open || close[1] != ' ')
-        return -EINVAL;
-    size_t cl = (size_t)(close - open - 1);
-    if (cl >= sizeof(p->comm))
-        cl = sizeof(p->comm) - 1;
-    memcpy(p->comm, open + 1, cl);
-    p->comm[cl] = '\0';
-    /* Fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
-     * stime cutime cstime priority nice num_threads itrealvalue starttime. */
-    const char *s = close + 2;
-    p->state = *s;
-    int64_t pp = 0;
-    uint64_t start = 0;
-    for (int field = 3; field <= 22; field++) {
-        const char *e = strchr(s, ' ');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (field == 4) {
-            char tmp[24];
-            if (len == 0 || len >= sizeof(tmp))
-                return -EINVAL;
-            memcpy(tmp, s, len);
-            tmp[len] = '\0';
-            if (vg_parse_i64(tmp, 0, INT32_MAX, &pp))
-                return -EINVAL;
-        } else if (field == 22) {
-            if (vg_parse_u64n(s, len, &start))
-                return -EINVAL;
-            break;
-        }
-        if (!e)
-            return -EINVAL;
-        s = e + 1;
+    struct vg_proc vp;
+    memset(&vp, 0, sizeof(vp));
+    int rc = vg_proc_parse_stat(buf, len, &vp);
+    if (rc) {
+        vg_proc_release(&vp);
+        return rc;
     }
-    p->start = start;
+    snprintf(p->comm, sizeof(p->comm), "%s", vp.comm);
+    p->state = vp.state;
+    p->start = vp.start_ticks;
     if (ppid)
-        *ppid = (pid_t)pp;
+        *ppid = vp.ppid;
+    vg_proc_release(&vp);
     return 0;
 }
 
@@ -100,7 +77,7 @@ int vg_job_proc_read(int proc_fd, pid_t pid, struct vg_job_proc *p, pid_t *ppid)
     if (rc)
         return rc == -ENOENT || rc == -ESRCH ? -ENOENT : rc;
     p->pid = pid;
-    return vg_job_parse_stat(buf, p, ppid);
+    return vg_job_parse_stat(buf, len, p, ppid);
 }
 
 /* A zombie leader still runs while one of its threads does. */
@@ -127,7 +104,7 @@ static bool vg_job_zombie_live(int proc_fd, pid_t pid)
         snprintf(sp, sizeof(sp), "%ld/task/%llu/stat", (long)pid, (unsigned long long)tid);
         struct vg_job_proc t;
         if (vg_file_read_small(proc_fd, sp, buf, sizeof(buf), &len) == 0 &&
-            vg_job_parse_stat(buf, &t, NULL) == 0 && t.state != 'Z' && t.state != 'X')
+            vg_job_parse_stat(buf, len, &t, NULL) == 0 && t.state != 'Z' && t.state != 'X')
             live = true;
     }
     closedir(d);

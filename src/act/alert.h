@@ -17,8 +17,8 @@
  * vg_exec_wait() or vg_exec_stop_all() first). Single-threaded; the caller reaps through
  * vg_exec_poll() when SIGCHLD arrives and at vg_exec_next_ms().
  */
-#ifndef VG_WATCH_EXEC_H
-#define VG_WATCH_EXEC_H
+#ifndef VG_ACT_ALERT_H
+#define VG_ACT_ALERT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
  * fooled by symlinks or someone else's directory, taking a lock without waiting, and looking at
  * a lock through /proc/locks without taking it.
  */
-#include "job/lock.h"
+#include "act/lock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "job/job.h"
+#include "act/job.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"

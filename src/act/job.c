@@ -10,7 +10,7 @@
  * we own the terminal, in its own process group in the foreground; only then does it exec.
  * A second, close-on-exec pipe carries an exec failure's errno back (EOF means exec worked).
  */
-#include "job/job.h"
+#include "act/job.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,12 +21,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "act/stop.h"
 static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
 
 static uint64_t vg_job_now_ms(void)
@@ -471,26 +471,26 @@ static int vg_job_alive(struct vg_job *job, struct vg_job_procs *out, struct vg_
     return 0;
 }
 
-/* Signal p only if it is still the process we saw (same start time): through a pidfd, so the
- * check and the signal cannot straddle a pid being recycled. */
+struct vg_job_same {
+    struct vg_job *job;
+    const struct vg_job_proc *p;
+};
+
+/* Whether p's pid still names the process we saw (same start time). */
+static bool vg_job_same(void *ctx)
+{
+    const struct vg_job_same *w = ctx;
+    struct vg_job_proc now;
+    return vg_job_proc_read(w->job->proc_fd, w->p->pid, &now, NULL) == 0 &&
+           now.start == w->p->start;
+}
+
+/* Signal p only if it is still the process we saw (act/stop.h: through a pidfd, so the check
+ * and the signal cannot straddle a pid being recycled). */
 static int vg_job_signal(struct vg_job *job, const struct vg_job_proc *p, int sig)
 {
-    struct vg_job_proc now;
-#ifdef SYS_pidfd_open
-    int pfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-    if (pfd >= 0) {
-        int rc = -ESRCH;
-        if (vg_job_proc_read(job->proc_fd, p->pid, &now, NULL) == 0 && now.start == p->start)
-            rc = syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) == 0 ? 0 : -errno;
-        close(pfd);
-        return rc;
-    }
-    if (errno != ENOSYS)
-        return -errno;
-#endif
-    if (vg_job_proc_read(job->proc_fd, p->pid, &now, NULL) != 0 || now.start != p->start)
-        return -ESRCH;
-    return kill(p->pid, sig) == 0 ? 0 : -errno;
+    struct vg_job_same w = {job, p};
+    return vg_stop_signal_if(p->pid, sig, vg_job_same, &w);
 }
 
 /* Wait up to ms, reaping; true when a terminating signal asks us to hurry. */

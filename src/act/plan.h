@@ -2,7 +2,7 @@
  * The plan of `vramguard clean`: which holders it would stop, why (the finding that names
  * them), the memory that would come back, and which it refuses to touch and why. Pure: built
  * from a snapshot, its findings and the options, so it can be unit-tested on hand-made hosts;
- * acting on it is model/kill.h's job.
+ * acting on it is act/kill.h's job.
  *
  * Who is in the plan:
  * - without --gpu/--pid/--user/--older-than, or with --orphans: the leftovers the leftover
@@ -13,22 +13,22 @@
  *   passing the filters given;
  * - with filters and without --orphans: every holder passing all of them. A clean without
  *   filters is never "everything".
- * Each is then checked against model/kill.h's rules (PID 1, ourselves and our ancestors,
+ * Each is then checked against act/kill.h's rules (PID 1, ourselves and our ancestors,
  * kernel threads, infrastructure, another user's process unless root, zombies, D state) and
  * marked signal or refuse.
  *
  * Ownership: struct vg_plan owns its entries and everything they point to (vg_plan_release());
  * reason and protected_name are static strings.
  */
-#ifndef VG_RULES_PLAN_H
-#define VG_RULES_PLAN_H
+#ifndef VG_ACT_PLAN_H
+#define VG_ACT_PLAN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "model/kill.h"
+#include "act/kill.h"
 #include "model/snapshot.h"
 #include "rules/rules.h"
 #include "util/err.h"

@@ -2,7 +2,7 @@
  * Alert commands (see exec.h), started with posix_spawn so a child never runs our code
  * between fork and exec, and watched from the caller's event loop.
  */
-#include "watch/exec.h"
+#include "act/alert.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/stop.h"
 #include "util/buf.h"
 
 extern char **environ;
@@ -339,12 +340,7 @@ void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, 
             }
             continue;
         }
-        if (!c->termed && now_ms >= c->deadline) {
-            kill(-c->pid, SIGTERM);
-            c->termed = true;
-        } else if (c->termed && now_ms >= c->deadline + VG_EXEC_KILL_GRACE_MS) {
-            kill(-c->pid, SIGKILL);
-        }
+        vg_stop_group_step(c->pid, c->deadline, VG_EXEC_KILL_GRACE_MS, &c->termed, now_ms);
         x->kids[k++] = *c;
     }
     x->nkids = k;
@@ -354,7 +350,8 @@ uint64_t vg_exec_next_ms(const struct vg_exec *x, uint64_t now_ms)
 {
     uint64_t best = UINT64_MAX;
     for (size_t i = 0; x && i < x->nkids; i++) {
-        uint64_t at = x->kids[i].deadline + (x->kids[i].termed ? VG_EXEC_KILL_GRACE_MS : 0);
+        uint64_t at =
+            vg_stop_group_due(x->kids[i].deadline, VG_EXEC_KILL_GRACE_MS, x->kids[i].termed);
         uint64_t in = at > now_ms ? at - now_ms : 0;
         if (in < best)
             best = in;

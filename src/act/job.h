@@ -32,8 +32,8 @@
  * directory and the arrays in it; vg_job_release() frees everything (safe after a failed init).
  * It does not own opts->lock_fds (the caller closes them after vg_job_release()).
  */
-#ifndef VG_JOB_JOB_H
-#define VG_JOB_JOB_H
+#ifndef VG_ACT_JOB_H
+#define VG_ACT_JOB_H
 
 #include <signal.h>
 #include <stdbool.h>

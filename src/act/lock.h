@@ -25,8 +25,8 @@
  * close (closing the last descriptor of the file description, wherever it is, releases the
  * lock). struct vg_lock_who holds no pointers.
  */
-#ifndef VG_JOB_LOCK_H
-#define VG_JOB_LOCK_H
+#ifndef VG_ACT_LOCK_H
+#define VG_ACT_LOCK_H
 
 #include <stdbool.h>
 #include <sys/types.h>

@@ -3,7 +3,7 @@
  * functions over a struct vg_proc so they can be unit-tested on hand-made processes; only
  * vg_kill_start() and vg_kill_finish() touch the system.
  */
-#include "model/kill.h"
+#include "act/kill.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu/collect.h"
+#include "model/snapshot.h"
 #include "proc/signal.h"
 
 /* PF_KTHREAD from include/linux/sched.h: set on every kernel thread. */
@@ -234,26 +236,73 @@ enum vg_kill_refusal vg_kill_verify(const struct vg_kill_identity *id, const str
     return VG_KILL_RELEASED;
 }
 
+/* Asked only for a target whose device fds show nothing. */
+int vg_kill_nvml_lists(void *arg, pid_t pid)
+{
+    const struct vg_kill_nvml *n = arg;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_gpu_collect(n->path, n->timeout_ms ? n->timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l,
+                            &err);
+    vg_err_release(&err);
+    int found = rc ? -1 : 0;
+    for (size_t i = 0; !rc && i < l.ngpus && !found; i++) {
+        const struct vg_gpu *d = &l.gpus[i];
+        for (size_t k = 0; k < d->nprocs && !found; k++)
+            found = d->procs[k].pid == (uint32_t)pid;
+        for (size_t m = 0; m < d->nmig && !found; m++)
+            for (size_t k = 0; k < d->mig[m].nprocs && !found; k++)
+                found = d->mig[m].procs[k].pid == (uint32_t)pid;
+    }
+    vg_gpu_list_release(&l);
+    return found;
+}
+
 void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id)
 {
     memset(k, 0, sizeof(*k));
     k->id = id;
-    k->pidfd = -1;
+    vg_stop_init(&k->stop, -1);
     k->outcome = VG_KILL_REFUSED;
 }
 
 void vg_kill_release(struct vg_kill *k)
 {
-    if (k && k->pidfd >= 0) {
-        close(k->pidfd);
-        k->pidfd = -1;
+    if (k)
+        vg_stop_release(&k->stop);
+}
+
+/* The sequence's state as the kill's outcome. */
+static void vg_kill_sync(struct vg_kill *k)
+{
+    switch (k->stop.outcome) {
+    case VG_STOP_IDLE:
+        break;
+    case VG_STOP_PENDING:
+        k->outcome = VG_KILL_PENDING;
+        break;
+    case VG_STOP_TERMINATED:
+        k->outcome = VG_KILL_TERMINATED;
+        break;
+    case VG_STOP_KILLED:
+        k->outcome = VG_KILL_KILLED;
+        break;
+    case VG_STOP_GONE:
+        k->outcome = VG_KILL_GONE;
+        break;
+    case VG_STOP_FAILED:
+        k->outcome = VG_KILL_FAILED;
+        k->error = k->stop.error;
+        break;
     }
 }
 
+/* Could not even start: -ESRCH is a process that has gone. */
 static void vg_kill_fail(struct vg_kill *k, int rc)
 {
     if (rc == -ESRCH) {
-        k->outcome = k->sent_term ? VG_KILL_TERMINATED : VG_KILL_GONE;
+        k->outcome = VG_KILL_GONE;
     } else {
         k->outcome = VG_KILL_FAILED;
         k->error = rc;
@@ -268,12 +317,13 @@ int vg_kill_start(struct vg_kill *k, int proc_root_fd, const char *dev_dir,
     const struct vg_kill_identity *id = k->id;
     /* The pidfd first: from here on a signal reaches the process the pidfd names or nobody.
      * What follows checks that this is still the process that was planned. */
-    int rc = vg_proc_pidfd_open(id->pid, &k->pidfd);
+    int pidfd = -1;
+    int rc = vg_proc_pidfd_open(id->pid, &pidfd);
     if (rc) {
-        k->pidfd = -1;
         vg_kill_fail(k, rc);
         return 0;
     }
+    vg_stop_init(&k->stop, pidfd);
     struct vg_proc now;
     struct vg_err rerr = VG_ERR_INIT;
     rc = vg_proc_read(proc_root_fd, id->pid, dev_dir, &now, &rerr);
@@ -301,93 +351,17 @@ int vg_kill_start(struct vg_kill *k, int proc_root_fd, const char *dev_dir,
         vg_kill_release(k);
         return 0;
     }
-    k->term_at_ms = vg_proc_now_ms();
-    rc = vg_proc_pidfd_signal(k->pidfd, SIGTERM);
-    if (rc) {
-        vg_kill_fail(k, rc);
-        return 0;
-    }
-    k->sent_term = true;
-    k->outcome = VG_KILL_PENDING;
+    vg_stop_term(&k->stop);
+    vg_kill_sync(k);
     return 0;
-}
-
-/* Poll every pending pidfd until deadline_ms; exited ones get `done` as their outcome. */
-static void vg_kill_wait(struct vg_kill *ks, size_t n, unsigned long long deadline_ms,
-                         enum vg_kill_outcome done)
-{
-    for (;;) {
-        size_t pending = 0;
-        for (size_t i = 0; i < n; i++) {
-            struct vg_kill *k = &ks[i];
-            if (k->outcome != VG_KILL_PENDING)
-                continue;
-            int r = vg_proc_pidfd_exited(k->pidfd, 0);
-            if (r == 1) {
-                k->outcome = done;
-                k->exit_ms = vg_proc_now_ms() - k->term_at_ms;
-                vg_kill_release(k);
-            } else if (r < 0) {
-                k->outcome = VG_KILL_FAILED;
-                k->error = r;
-                vg_kill_release(k);
-            } else {
-                pending++;
-            }
-        }
-        unsigned long long now = vg_proc_now_ms();
-        if (!pending || now >= deadline_ms)
-            return;
-        /* Wait on one of them; the others are looked at again right after. A short slice
-         * keeps several targets from waiting in turn. */
-        for (size_t i = 0; i < n; i++) {
-            if (ks[i].outcome == VG_KILL_PENDING) {
-                unsigned long long left = deadline_ms - now;
-                vg_proc_pidfd_exited(ks[i].pidfd, left < 50 ? (unsigned)left : 50);
-                break;
-            }
-        }
-    }
 }
 
 void vg_kill_finish(struct vg_kill *ks, size_t n, unsigned grace_ms, unsigned kill_wait_ms)
 {
-    unsigned long long last = 0;
+    if (!n)
+        return;
+    vg_stop_finish(&ks[0].stop, n, sizeof(*ks), grace_ms, kill_wait_ms);
     for (size_t i = 0; i < n; i++)
-        if (ks[i].outcome == VG_KILL_PENDING && ks[i].term_at_ms > last)
-            last = ks[i].term_at_ms;
-    if (!last)
-        return;
-    /* The targets got their SIGTERM within moments of one another: one deadline for all,
-     * counted from the last, so each has at least the grace period. */
-    vg_kill_wait(ks, n, last + grace_ms, VG_KILL_TERMINATED);
-    bool any = false;
-    for (size_t i = 0; i < n; i++) {
-        struct vg_kill *k = &ks[i];
-        if (k->outcome != VG_KILL_PENDING)
-            continue;
-        int rc = vg_proc_pidfd_signal(k->pidfd, SIGKILL);
-        if (rc == -ESRCH) {
-            k->outcome = VG_KILL_TERMINATED;
-            k->exit_ms = vg_proc_now_ms() - k->term_at_ms;
-            vg_kill_release(k);
-        } else if (rc) {
-            k->outcome = VG_KILL_FAILED;
-            k->error = rc;
-            vg_kill_release(k);
-        } else {
-            k->sent_kill = true;
-            any = true;
-        }
-    }
-    if (!any)
-        return;
-    vg_kill_wait(ks, n, vg_proc_now_ms() + kill_wait_ms, VG_KILL_KILLED);
-    for (size_t i = 0; i < n; i++) {
-        if (ks[i].outcome == VG_KILL_PENDING) {
-            ks[i].outcome = VG_KILL_FAILED;
-            ks[i].error = -ETIMEDOUT;
-            vg_kill_release(&ks[i]);
-        }
-    }
+        if (ks[i].outcome == VG_KILL_PENDING)
+            vg_kill_sync(&ks[i]);
 }

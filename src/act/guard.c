@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "job/job.h"
+#include "act/job.h"
 
 /* How often the guard looks at the cgroup when no notification came. */
 #define VG_GUARD_POLL_MS 1000

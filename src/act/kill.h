@@ -1,7 +1,7 @@
 /*
  * Stopping a process that holds a GPU, safely: the rules about what may never be signalled, the
- * identity re-check right before a signal, and the SIGTERM-then-SIGKILL sequence through a
- * pidfd. `clean` plans with vg_kill_check() and acts with vg_kill_start()/vg_kill_finish().
+ * identity re-check right before a signal, then the SIGTERM-then-SIGKILL sequence of act/stop.h
+ * through a pidfd. `clean` plans with vg_kill_check() and acts with vg_kill_start()/vg_kill_finish().
  *
  * What is never signalled (enum vg_kill_refusal): PID 1, vramguard itself and its ancestors,
  * kernel threads, infrastructure recognised by name (display servers, the persistence daemon,
@@ -16,17 +16,18 @@
  * ESRCH instead of reaching whatever reuses the number.
  *
  * Ownership: struct vg_kill_identity owns its minors array (vg_kill_identity_release()).
- * struct vg_kill borrows its identity, which must outlive it, and owns its pidfd
- * (vg_kill_release() closes it). Nothing here prints.
+ * struct vg_kill borrows its identity, which must outlive it, and owns its pidfd (in stop;
+ * vg_kill_release() closes it). Nothing here prints.
  */
-#ifndef VG_MODEL_KILL_H
-#define VG_MODEL_KILL_H
+#ifndef VG_ACT_KILL_H
+#define VG_ACT_KILL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "act/stop.h"
 #include "proc/proc.h"
 #include "util/err.h"
 
@@ -93,6 +94,15 @@ void vg_kill_identity_release(struct vg_kill_identity *id);
  * cannot tell. */
 typedef int (*vg_kill_nvml_fn)(void *arg, pid_t pid);
 
+/* The driver asked through gpu/collect.h: the arg of vg_kill_nvml_lists(). */
+struct vg_kill_nvml {
+    const char *path;    /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
+    unsigned timeout_ms; /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+};
+
+/* A vg_kill_nvml_fn: a fresh process list from the driver (arg: struct vg_kill_nvml). */
+int vg_kill_nvml_lists(void *arg, pid_t pid);
+
 /* The re-check, pure: is `now` (just read) still the planned process, allowed by the policy,
  * and still holding the GPU (one of the planned minors open, or, when the driver listed it,
  * nvml_lists > 0; nvml_lists < 0 means unknown and counts as still holding)? */
@@ -113,16 +123,13 @@ const char *vg_kill_outcome_id(enum vg_kill_outcome o);
 
 struct vg_kill {
     const struct vg_kill_identity *id; /* borrowed */
-    int pidfd;                         /* -1 when closed */
+    struct vg_stop stop;               /* the sequence (act/stop.h): pidfd, what was sent, when */
     enum vg_kill_outcome outcome;
     enum vg_kill_refusal refusal; /* VG_KILL_REFUSED */
     int error;                    /* VG_KILL_FAILED: negative errno; -ETIMEDOUT when it
                                    * outlived SIGKILL */
-    bool sent_term, sent_kill;
     uint64_t now_start_ticks; /* VG_KILL_CHANGED: what was found */
     uid_t now_uid;
-    unsigned long long term_at_ms; /* CLOCK_MONOTONIC when SIGTERM went */
-    unsigned long long exit_ms;    /* from SIGTERM to exit (TERMINATED, KILLED) */
 };
 
 void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id);

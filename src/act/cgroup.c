@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "job/job.h"
+#include "act/job.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
