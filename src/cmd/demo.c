@@ -308,7 +308,8 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     if (rc)
         return rc;
     pid_t main_pid = -1;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *sp = strchr(line, ' ');
         int64_t v;
         if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
