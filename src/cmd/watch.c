@@ -32,6 +32,7 @@
 #include "render/json.h"
 #include "render/text.h"
 #include "rules/rules.h"
+#include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
 #include "watch/config.h"
@@ -101,13 +102,6 @@ struct vg_watch {
     uint64_t samples;
     char host[256];
 };
-
-static uint64_t vg_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static double vg_cpu_seconds(void)
 {
@@ -277,7 +271,7 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
     vg_env_add(&env, &n, "VRAMGUARD_MESSAGE", ev->message);
 
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_exec_run(w->exec, (const char *const *)env, n, json, jlen, vg_now_ms(), &err);
+    int rc = vg_exec_run(w->exec, (const char *const *)env, n, json, jlen, vg_clock_ms(), &err);
     if (rc == 1) {
         struct vg_exec_stats st;
         vg_exec_stats(w->exec, &st);
@@ -367,7 +361,7 @@ static int vg_watch_sample(struct vg_watch *w)
     vg_events_init(&evs);
     struct vg_watch_view *next = NULL;
     int status = 0;
-    if (vg_watch_step(&o, snap, hung, vg_now_ms(), w->view, &next, &evs, &err) != 0) {
+    if (vg_watch_step(&o, snap, hung, vg_clock_ms(), w->view, &next, &evs, &err) != 0) {
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
         status = VG_EXIT_SOFTWARE;
     } else {
@@ -422,15 +416,15 @@ static bool vg_watch_signals(struct vg_watch *w, int sfd)
 
 static int vg_watch_loop(struct vg_watch *w, int sfd)
 {
-    uint64_t next = vg_now_ms();
+    uint64_t next = vg_clock_ms();
     int out_fd = STDOUT_FILENO;
     for (;;) {
-        uint64_t now = vg_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= next) {
             int status = vg_watch_sample(w);
             if (status || w->once)
                 return status;
-            uint64_t after = vg_now_ms();
+            uint64_t after = vg_clock_ms();
             next += w->cfg.interval_ms;
             if (next < after)
                 next = after; /* a slow sample (a hung driver): no burst to catch up */
@@ -455,7 +449,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
         if (pfd[1].revents & POLLNVAL)
             out_fd = -1; /* no stdout at all: nothing to watch there */
         if (w->exec)
-            vg_exec_poll(w->exec, vg_now_ms(), vg_watch_report, NULL);
+            vg_exec_poll(w->exec, vg_clock_ms(), vg_watch_report, NULL);
     }
 }
 
@@ -464,7 +458,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
 static void vg_watch_drain(struct vg_watch *w, int sfd)
 {
     while (vg_exec_running(w->exec)) {
-        uint64_t now = vg_now_ms();
+        uint64_t now = vg_clock_ms();
         vg_exec_poll(w->exec, now, vg_watch_report, NULL);
         if (!vg_exec_running(w->exec))
             return;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 
 extern char **environ;
 
@@ -375,18 +376,11 @@ void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out)
 /* How long, after SIGKILL, vg_exec_stop_all() waits for the kernel to end them. */
 #define VG_EXEC_STOP_KILL_WAIT_MS 2000u
 
-static uint64_t vg_exec_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx)
 {
     /* Bounded: each child is killed at its deadline, SIGKILLed a second later. */
     while (x && x->nkids) {
-        vg_exec_poll(x, vg_exec_now_ms(), report, ctx);
+        vg_exec_poll(x, vg_clock_ms(), report, ctx);
         if (x->nkids) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
@@ -400,7 +394,7 @@ void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *m
         return;
     /* The same sequence as a timeout, due now: vg_exec_poll() sends SIGTERM to each process
      * group, SIGKILL after the grace period, and reaps. */
-    uint64_t now = vg_exec_now_ms();
+    uint64_t now = vg_clock_ms();
     for (size_t i = 0; i < x->nkids; i++) {
         struct vg_exec_child *c = &x->kids[i];
         c->stopped = true;
@@ -409,7 +403,7 @@ void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *m
     }
     uint64_t give_up = now + VG_EXEC_KILL_GRACE_MS + VG_EXEC_STOP_KILL_WAIT_MS;
     for (;;) {
-        now = vg_exec_now_ms();
+        now = vg_clock_ms();
         vg_exec_poll(x, now, report, ctx);
         if (!x->nkids || now >= give_up)
             break;
