@@ -10,15 +10,8 @@
 #include "render/json.h"
 #include "render/text.h"
 #include "rules/rules.h"
+#include "util/clock.h"
 #include "watch/engine.h"
-
-static void vg_event_time(const struct timespec *when, char *out, size_t n)
-{
-    struct tm tm;
-    gmtime_r(&when->tv_sec, &tm);
-    if (strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(out, n, "?");
-}
 
 /* Whether the text line shows the severity word: what may need action. */
 static bool vg_event_shows_severity(const struct vg_event *ev)
@@ -43,8 +36,8 @@ int vg_event_text(const struct vg_event *ev, const struct timespec *when,
     static const struct vg_style plain = {"", "", "", "", "", "", "", ""};
     if (!st)
         st = &plain;
-    char ts[32];
-    vg_event_time(when, ts, sizeof(ts));
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
     const char *color = "";
     if (vg_event_shows_severity(ev))
         color = ev->severity == VG_SEV_CRITICAL  ? st->red
@@ -74,8 +67,8 @@ static void vg_kopt_str(struct vg_json *j, const char *key, const char *s)
 int vg_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
                   struct vg_buf *out)
 {
-    char ts[32];
-    vg_event_time(when, ts, sizeof(ts));
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
     struct vg_json j;
     vg_json_init(&j, out, false);
     vg_json_obj_begin(&j);
