@@ -452,7 +452,7 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
         o->exclude = arg;
         return 1;
     case VG_GPUSEL_OPT_WAIT:
-        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * 86400000u)
+        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * VG_DAY_MS)
             return vg_err_set(err, -EINVAL,
                               "--wait takes a duration up to 7d (30s, 10m, 2h), not '%s'", arg);
         o->wait = true;
@@ -464,8 +464,8 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
 void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n)
 {
     unsigned long long v = ms;
-    if (v && v % 3600000 == 0)
-        snprintf(out, n, "%lluh", v / 3600000);
+    if (v && v % VG_HOUR_MS == 0)
+        snprintf(out, n, "%lluh", v / VG_HOUR_MS);
     else if (v && v % 60000 == 0)
         snprintf(out, n, "%llum", v / 60000);
     else if (v % 1000 == 0)

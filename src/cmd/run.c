@@ -251,10 +251,8 @@ static void vg_run_report_survivors(const struct vg_job_cleanup_report *rep)
 /* The snapshot's GPU with this UUID, or VG_SNAP_NO_GPU. */
 static size_t vg_run_snap_gpu(const struct vg_snapshot *snap, const char *uuid)
 {
-    for (size_t i = 0; uuid && i < snap->gpus.ngpus; i++)
-        if (snap->gpus.gpus[i].uuid && strcmp(snap->gpus.gpus[i].uuid, uuid) == 0)
-            return i;
-    return VG_SNAP_NO_GPU;
+    size_t i;
+    return vg_gpu_list_by_uuid(&snap->gpus, uuid, &i) ? i : VG_SNAP_NO_GPU;
 }
 
 /* Whether what the snapshot shows on the job's GPUs may still be the driver catching up: a
@@ -446,7 +444,7 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
             gpus_given = true;
             break;
         case VG_OPT_GRACE:
-            if (vg_parse_duration_ms(optarg, &grace_ms) || grace_ms > 3600000u) {
+            if (vg_parse_duration_ms(optarg, &grace_ms) || grace_ms > VG_HOUR_MS) {
                 vg_err_set(&err, -EINVAL,
                            "--grace takes a duration up to 1h (0, 500ms, 10s, "
                            "2m), not '%s'",

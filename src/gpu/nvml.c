@@ -792,6 +792,12 @@ static int vg_nvml_read_persistence(struct vg_nvml_dev *d)
     return 0;
 }
 
+_Static_assert(VG_COMPUTE_DEFAULT == NVML_COMPUTEMODE_DEFAULT &&
+                   VG_COMPUTE_EXCLUSIVE_THREAD == NVML_COMPUTEMODE_EXCLUSIVE_THREAD &&
+                   VG_COMPUTE_PROHIBITED == NVML_COMPUTEMODE_PROHIBITED &&
+                   VG_COMPUTE_EXCLUSIVE_PROCESS == NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
+               "enum vg_compute_mode carries NVML's numbers unchanged");
+
 static int vg_nvml_read_compute_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;

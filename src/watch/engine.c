@@ -218,12 +218,6 @@ static void vg_ev_message(struct vg_step *s, struct vg_event *ev, struct vg_buf 
     vg_buf_release(b);
 }
 
-static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
-{
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "n/a");
-}
-
 /* ---- building the view ------------------------------------------------------------------- */
 
 static void vg_wgpu_release(struct vg_wgpu *g)
@@ -832,7 +826,7 @@ static void vg_diff_driver(struct vg_step *s)
 static void vg_gpu_words(struct vg_buf *m, const struct vg_wgpu *g)
 {
     char uuid[32];
-    vg_render_short_uuid(g->uuid, uuid, sizeof(uuid));
+    vg_text_short_uuid(g->uuid, uuid, sizeof(uuid));
     if (g->name)
         vg_buf_printf(m, "GPU %u %s (%s)", g->index, g->name, uuid);
     else
@@ -857,8 +851,8 @@ static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct v
         vg_buf_printf(&m, " %s", why);
     } else if (g->mem_known) {
         char used[32], total[32];
-        vg_size(true, g->used, used, sizeof(used));
-        vg_size(true, g->total, total, sizeof(total));
+        vg_fmt_size_or(true, g->used, "n/a", used, sizeof(used));
+        vg_fmt_size_or(true, g->total, "n/a", total, sizeof(total));
         vg_buf_printf(&m, "%s %s of %s used", t == VG_EV_GPU_BACK ? " is back:" : ":", used,
                       total);
     } else {
@@ -912,7 +906,7 @@ static void vg_holder_where(struct vg_buf *m, const struct vg_wholder *h, const 
     vg_buf_printf(m, "PID %d %s ", (int)h->pid, verb);
     if (h->gpu_known) {
         char uuid[32];
-        vg_render_short_uuid(h->gpu_uuid, uuid, sizeof(uuid));
+        vg_text_short_uuid(h->gpu_uuid, uuid, sizeof(uuid));
         vg_buf_printf(m, "GPU %u", h->gpu_index);
         if (h->mig >= 0)
             vg_buf_printf(m, "/MIG %d", h->mig);
@@ -952,7 +946,7 @@ static void vg_holder_memory(struct vg_buf *m, const struct vg_wholder *h)
         vg_buf_adds(m, "device node only");
         return;
     }
-    vg_size(h->mem_known, h->mem, size, sizeof(size));
+    vg_fmt_size_or(h->mem_known, h->mem, "n/a", size, sizeof(size));
     vg_buf_adds(m, size);
 }
 
@@ -1037,9 +1031,9 @@ static void vg_diff_holders(struct vg_step *s)
         ev->mem_known = true;
         ev->mem = mem;
         char was[32], now[32], d[32];
-        vg_size(true, h->reported, was, sizeof(was));
-        vg_size(true, mem, now, sizeof(now));
-        vg_size(true, delta, d, sizeof(d));
+        vg_fmt_size_or(true, h->reported, "n/a", was, sizeof(was));
+        vg_fmt_size_or(true, mem, "n/a", now, sizeof(now));
+        vg_fmt_size_or(true, delta, "n/a", d, sizeof(d));
         vg_buf_init(&m, 0);
         vg_holder_where(&m, h, "on");
         vg_buf_printf(&m, ": %s -> %s (%s%s)", was, now, mem > h->reported ? "+" : "-", d);
