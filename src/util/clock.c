@@ -23,6 +23,21 @@ void vg_clock_sleep_until(uint64_t when_ms)
         ;
 }
 
+void vg_clock_ts_add_ms(struct timespec *t, uint64_t ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+double vg_clock_ts_diff(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
 void vg_clock_iso8601(time_t t, char *out, size_t n)
 {
     struct tm tm;

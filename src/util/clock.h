@@ -16,6 +16,11 @@
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t vg_clock_ms(void);
 
+/* Timed waits (pthread_cond_timedwait on a CLOCK_MONOTONIC condition) take a struct timespec:
+ * t plus ms, normalised; and b - a in seconds. */
+void vg_clock_ts_add_ms(struct timespec *t, uint64_t ms);
+double vg_clock_ts_diff(const struct timespec *a, const struct timespec *b);
+
 /* Sleep until vg_clock_ms() >= when_ms (returns at once when it already is). */
 void vg_clock_sleep_until(uint64_t when_ms);
 
