@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/buf.h"
 #include "util/clock.h"
 
 static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
@@ -37,12 +38,16 @@ static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
 {
     if (!job->log)
         return;
-    char msg[512];
+    /* whole, however long the command it names (was cut at 511 bytes without a mark) */
+    struct vg_buf msg;
+    vg_buf_init(&msg, 0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap); /* a cut note is still a note */
+    vg_buf_vprintf(&msg, fmt, ap);
     va_end(ap);
-    job->log(job->log_ctx, msg);
+    job->log(job->log_ctx, msg.err ? "(a note about the job was lost: out of memory)"
+                                   : vg_buf_str(&msg));
+    vg_buf_release(&msg);
 }
 
 int vg_job_exec_status(int err)

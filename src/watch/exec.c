@@ -301,12 +301,16 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
 {
     if (!report)
         return;
-    char line[256];
+    /* whole, however long the command it names (was cut at 255 bytes without a mark) */
+    struct vg_buf line;
+    vg_buf_init(&line, 0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    vg_buf_vprintf(&line, fmt, ap);
     va_end(ap);
-    report(ctx, line);
+    report(ctx, line.err ? "(a message about an alert command was lost: out of memory)"
+                         : vg_buf_str(&line));
+    vg_buf_release(&line);
 }
 
 void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),
