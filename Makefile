@@ -112,6 +112,14 @@ unit: $(UNIT_BIN)
 check: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 	VG_BUILD=$(abspath $(BUILD)) tests/run $(PROVE_ARGS)
 
+# Static checks over src/ (scripts/lint): the layer order of includes, banned functions,
+# functions over 80 lines without a "long:" reason, and clang-format over LINT_FORMAT_FILES
+# (none yet: the tree is formatted file by file; the format check only reports).
+LINT_FORMAT_FILES ?=
+.PHONY: lint
+lint:
+	LINT_FORMAT_FILES='$(LINT_FORMAT_FILES)' scripts/lint src
+
 # Benchmarks (docs/performance.md): vramguard against fuser, lsof and a C floor on a synthetic
 # host of real processes. Never part of `check` or CI. BENCH_ARGS passes options to bench/run
 # ("--scale-max 10000", "-n 5000 -r 3"; see bench/run --help).

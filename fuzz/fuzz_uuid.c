@@ -1,6 +1,6 @@
 /*
  * Fuzz target: a driver's UUID on its way to text output and to CUDA_VISIBLE_DEVICES: the
- * well-formedness check (vg_visible_uuid_ok) and the escaped short form (vg_render_short_uuid).
+ * well-formedness check (vg_visible_uuid_ok) and the escaped short form (vg_text_short_uuid).
  * Invariants: an accepted UUID is "GPU-"/"MIG-" + 8-4-4-4-12 hex digits or the older
  * "MIG-GPU-...-/GI/CI" form, so it holds no comma, blank or control byte, has the exact
  * length of its form and is accepted again after a round trip through itself; the short form,
@@ -11,7 +11,7 @@
 
 #include "fuzz.h"
 #include "model/visible.h"
-#include "render/render.h"
+#include "util/text.h"
 
 static int vg_fuzz_hex(char c)
 {
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t n = 16; n <= 40; n++) {
         char out[41];
         memset(out, 'Z', sizeof out);
-        vg_render_short_uuid(s, out, n);
+        vg_text_short_uuid(s, out, n);
         size_t olen = strnlen(out, n);
         FUZZ_CHECK(olen < n);
         for (size_t i = 0; i < olen; i++) {

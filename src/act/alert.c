@@ -18,6 +18,7 @@
 
 #include "act/stop.h"
 #include "util/buf.h"
+#include "util/clock.h"
 
 extern char **environ;
 
@@ -301,12 +302,16 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
 {
     if (!report)
         return;
-    char line[256];
+    /* whole, however long the command it names (was cut at 255 bytes without a mark) */
+    struct vg_buf line;
+    vg_buf_init(&line, 0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    vg_buf_vprintf(&line, fmt, ap);
     va_end(ap);
-    report(ctx, line);
+    report(ctx, line.err ? "(a message about an alert command was lost: out of memory)"
+                         : vg_buf_str(&line));
+    vg_buf_release(&line);
 }
 
 void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),
@@ -372,18 +377,11 @@ void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out)
 /* How long, after SIGKILL, vg_exec_stop_all() waits for the kernel to end them. */
 #define VG_EXEC_STOP_KILL_WAIT_MS 2000u
 
-static uint64_t vg_exec_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx)
 {
     /* Bounded: each child is killed at its deadline, SIGKILLed a second later. */
     while (x && x->nkids) {
-        vg_exec_poll(x, vg_exec_now_ms(), report, ctx);
+        vg_exec_poll(x, vg_clock_ms(), report, ctx);
         if (x->nkids) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
@@ -397,7 +395,7 @@ void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *m
         return;
     /* The same sequence as a timeout, due now: vg_exec_poll() sends SIGTERM to each process
      * group, SIGKILL after the grace period, and reaps. */
-    uint64_t now = vg_exec_now_ms();
+    uint64_t now = vg_clock_ms();
     for (size_t i = 0; i < x->nkids; i++) {
         struct vg_exec_child *c = &x->kids[i];
         c->stopped = true;
@@ -406,7 +404,7 @@ void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *m
     }
     uint64_t give_up = now + VG_EXEC_KILL_GRACE_MS + VG_EXEC_STOP_KILL_WAIT_MS;
     for (;;) {
-        now = vg_exec_now_ms();
+        now = vg_clock_ms();
         vg_exec_poll(x, now, report, ctx);
         if (!x->nkids || now >= give_up)
             break;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "act/job.h"
+#include "util/clock.h"
 
 /* How often the guard looks at the cgroup when no notification came. */
 #define VG_GUARD_POLL_MS 1000
@@ -50,13 +51,6 @@ struct vg_guard {
     uint64_t grace_ms;
     bool has_kill;
 };
-
-static uint64_t vg_guard_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void vg_guard_close_range(unsigned lo, unsigned hi)
 {
@@ -186,7 +180,7 @@ static bool vg_guard_wait_empty(const struct vg_guard *g, int ev, uint64_t deadl
             return true;
         if (kill)
             vg_guard_kill(g);
-        uint64_t now = vg_guard_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= deadline)
             return false;
         uint64_t left = deadline - now;
@@ -215,7 +209,7 @@ static void vg_guard_main(const struct vg_guard *g)
     }
     int ev = openat(g->cg_fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
     if (ev >= 0) {
-        uint64_t now = vg_guard_now_ms();
+        uint64_t now = vg_clock_ms();
         uint64_t deadline = g->grace_ms > UINT64_MAX - now ? UINT64_MAX : now + g->grace_ms;
         if (!vg_guard_wait_empty(g, ev, deadline, false))
             vg_guard_wait_empty(g, ev, UINT64_MAX, true);

@@ -27,14 +27,10 @@
 #include <unistd.h>
 
 #include "act/stop.h"
-static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
+#include "util/buf.h"
+#include "util/clock.h"
 
-static uint64_t vg_job_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
 
 static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -42,12 +38,16 @@ static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
 {
     if (!job->log)
         return;
-    char msg[512];
+    /* whole, however long the command it names (was cut at 511 bytes without a mark) */
+    struct vg_buf msg;
+    vg_buf_init(&msg, 0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap); /* a cut note is still a note */
+    vg_buf_vprintf(&msg, fmt, ap);
     va_end(ap);
-    job->log(job->log_ctx, msg);
+    job->log(job->log_ctx, msg.err ? "(a note about the job was lost: out of memory)"
+                                   : vg_buf_str(&msg));
+    vg_buf_release(&msg);
 }
 
 int vg_job_exec_status(int err)
@@ -117,9 +117,9 @@ static bool vg_job_terminating(int sig)
 
 int vg_job_sleep(struct vg_job *job, unsigned ms)
 {
-    uint64_t end = vg_job_now_ms() + ms;
+    uint64_t end = vg_clock_ms() + ms;
     for (;;) {
-        uint64_t now = vg_job_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= end)
             return 0;
         struct signalfd_siginfo si;
@@ -498,10 +498,10 @@ static bool vg_job_pause(struct vg_job *job, unsigned ms)
 {
     struct signalfd_siginfo si;
     bool hurry = false;
-    uint64_t end = vg_job_now_ms() + ms;
+    uint64_t end = vg_clock_ms() + ms;
     for (;;) {
         vg_job_reap(job);
-        uint64_t now = vg_job_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= end || hurry)
             return hurry;
         if (vg_job_next_signal(job, (int)(end - now), &si) &&
@@ -519,7 +519,7 @@ int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_
     memset(rep, 0, sizeof(*rep));
     struct vg_job_procs alive = {0}, fresh = {0};
     int rc = 0;
-    uint64_t deadline = vg_job_now_ms() + grace_ms;
+    uint64_t deadline = vg_clock_ms() + grace_ms;
     /* Phase 1: SIGTERM (and SIGCONT, for the stopped) to each, newcomers included. */
     for (;;) {
         vg_job_reap(job);
@@ -539,7 +539,7 @@ int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_
         }
         if (fresh.n && job->notify)
             job->notify(job->log_ctx, SIGTERM, &fresh, rep);
-        uint64_t now = vg_job_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= deadline || rep->hurried)
             break;
         uint64_t left = deadline - now;
@@ -558,7 +558,7 @@ int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_
         if (job->notify)
             job->notify(job->log_ctx, SIGKILL, &alive, rep);
     }
-    deadline = vg_job_now_ms() + VG_JOB_KILL_WAIT_MS;
+    deadline = vg_clock_ms() + VG_JOB_KILL_WAIT_MS;
     for (;;) {
         vg_job_reap(job);
         if ((rc = vg_job_alive(job, &alive, err)) != 0)
@@ -576,7 +576,7 @@ int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_
         }
         if (fresh.n && job->notify)
             job->notify(job->log_ctx, SIGKILL, &fresh, rep);
-        if (vg_job_now_ms() >= deadline)
+        if (vg_clock_ms() >= deadline)
             break;
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);

@@ -82,7 +82,7 @@ struct vg_clean {
     bool force, reset;
     unsigned grace_ms;
     struct vg_plan_opts po;
-    char filters[256];
+    struct vg_buf filters; /* the selecting options as given, for the report */
     int root_fd;
     pid_t *ancestors;
     size_t nancestors;
@@ -105,7 +105,7 @@ static int vg_clean_user(const char *arg, uid_t *uid)
         return 0;
     }
     int64_t v;
-    if (vg_parse_i64(arg, 0, 0x7fffffff, &v) == 0) {
+    if (vg_parse_i64(arg, 0, VG_PID_MAX, &v) == 0) {
         *uid = (uid_t)v;
         return 0;
     }
@@ -114,9 +114,9 @@ static int vg_clean_user(const char *arg, uid_t *uid)
 
 static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val)
 {
-    size_t len = strlen(c->filters);
-    snprintf(c->filters + len, sizeof(c->filters) - len, "%s%s%s%s", len ? " " : "", opt,
-             val ? " " : "", val ? val : "");
+    /* unbounded (argv is): a failure to grow is checked once, after parsing */
+    vg_buf_printf(&c->filters, "%s%s%s%s", c->filters.len ? " " : "", opt, val ? " " : "",
+                  val ? val : "");
 }
 
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
@@ -144,7 +144,7 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
             break;
         case VG_OPT_PID: {
             int64_t pid;
-            if (vg_parse_i64(optarg, 1, 0x7fffffff, &pid) != 0) {
+            if (vg_parse_i64(optarg, 1, VG_PID_MAX, &pid) != 0) {
                 vg_cmd_error("clean", "--pid takes a process id, not '%s'", optarg);
                 return VG_EXIT_USAGE;
             }
@@ -181,7 +181,7 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
             break;
         case VG_OPT_GRACE: {
             uint64_t ms;
-            if (vg_parse_duration_ms(optarg, &ms) != 0 || ms > 3600000) {
+            if (vg_parse_duration_ms(optarg, &ms) != 0 || ms > VG_HOUR_MS) {
                 vg_cmd_error("clean",
                              "--grace takes a duration up to 1h (e.g. 500ms, 10s), "
                              "not '%s'",
@@ -201,6 +201,10 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
     }
     if (ch != VG_CMD_OPT_END)
         return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (c->filters.err) {
+        vg_cmd_error("clean", "cannot keep the filters given: %s", strerror(-c->filters.err));
+        return VG_EXIT_SOFTWARE;
+    }
     return -1;
 }
 
@@ -387,7 +391,7 @@ static int vg_clean_emit(const struct vg_clean *c, int status)
         .before = c->before,
         .plan = &c->plan,
         .opts = &c->po,
-        .filters = c->filters,
+        .filters = vg_buf_str(&c->filters),
         .force = c->force,
         .reset = c->reset,
         .grace_ms = c->grace_ms,
@@ -420,6 +424,7 @@ static void vg_clean_release(struct vg_clean *c)
     vg_snap_free(c->after);
     vg_snap_free(c->before);
     free(c->ancestors);
+    vg_buf_release(&c->filters);
     if (c->root_fd >= 0)
         close(c->root_fd);
 }
@@ -429,9 +434,12 @@ int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
     struct vg_clean c = {.g = g, .grace_ms = VG_CLEAN_GRACE_DEFAULT_MS, .root_fd = -1};
     vg_rule_opts_init(&c.ropts);
     c.ropts.check_shell = false;
+    vg_buf_init(&c.filters, 0);
     int status = vg_clean_parse(&c, argc, argv);
-    if (status >= 0)
+    if (status >= 0) {
+        vg_buf_release(&c.filters);
         return status;
+    }
     vg_findings_init(&c.fs_before);
     vg_findings_init(&c.fs_after);
     vg_plan_init(&c.plan);

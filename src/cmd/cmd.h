@@ -121,6 +121,7 @@ enum {
     VG_CMD_SNAP_JUDGE = 1u << 1,   /* the command judges leftovers: measure whether the
                                     * suspects work (VG_SNAP_ACTIVITY_MS more, only when there
                                     * is one) */
+    VG_CMD_SNAP_GPUS_ONLY = 1u << 2, /* the driver's GPUs alone, no /proc read (visible) */
 };
 struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,

@@ -162,7 +162,7 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
         return 1;
     case VG_OPT_NVML_TIMEOUT: {
         uint64_t ms;
-        if (vg_parse_duration_ms(arg, &ms) || ms == 0 || ms > 3600000) {
+        if (vg_parse_duration_ms(arg, &ms) || ms == 0 || ms > VG_HOUR_MS) {
             vg_cmd_error(cmd, "--nvml-timeout takes a duration between 1ms and 1h "
                               "(e.g. 500ms, 10s), not '%s'", arg);
             return -1;
@@ -218,6 +218,7 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out)
 {
     struct vg_snap_opts so = {
+        .parts = (flags & VG_CMD_SNAP_GPUS_ONLY) ? VG_SNAP_PART_GPUS : VG_SNAP_PART_ALL,
         .nvml_path = g->nvml_path,
         .nvml_timeout_ms = g->nvml_timeout_ms,
         .proc_root = g->proc_root,
@@ -261,30 +262,16 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)
 int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text,
                     size_t *gpu)
 {
-    uint64_t idx;
-    if (vg_parse_u64(text, &idx) == 0) {
-        for (size_t i = 0; i < snap->gpus.ngpus; i++) {
-            if (snap->gpus.gpus[i].index == idx) {
-                *gpu = i;
-                return 0;
-            }
-        }
+    enum vg_gpu_lookup r = vg_gpu_list_lookup(&snap->gpus, text, gpu);
+    if (r == VG_GPU_LOOKUP_OK)
+        return 0;
+    if (r == VG_GPU_LOOKUP_NO_INDEX)
         vg_cmd_error(cmd, "no GPU with index %s on this host (%zu GPU%s)", text,
                      snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s");
-        return -1;
-    }
-    size_t hits = 0, len = strlen(text);
-    for (size_t i = 0; i < snap->gpus.ngpus; i++) {
-        const struct vg_gpu *d = &snap->gpus.gpus[i];
-        if ((d->known & VG_GPU_K_UUID) && d->uuid && len && strncmp(d->uuid, text, len) == 0) {
-            *gpu = i;
-            hits++;
-        }
-    }
-    if (hits == 1)
-        return 0;
-    vg_cmd_error(cmd, "'%s' %s", text,
-                 hits ? "matches several GPUs: give more of the UUID"
-                      : "is neither a GPU index nor the UUID (or UUID prefix) of a GPU here");
+    else
+        vg_cmd_error(cmd, "'%s' %s", text,
+                     r == VG_GPU_LOOKUP_SEVERAL
+                         ? "matches several GPUs: give more of the UUID"
+                         : "is neither a GPU index nor the UUID (or UUID prefix) of a GPU here");
     return -1;
 }

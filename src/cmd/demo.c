@@ -284,12 +284,13 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     if ((rc = vg_demo_track(d, pid, true)) != 0)
         return rc;
 
-    /* The pidfile appears once the process is fully in its state. */
-    char buf[4096];
-    size_t len = 0;
+    /* The pidfile appears once the process is fully in its state. Every PID it lists is tracked,
+     * however many: it is read whole (more than 64 MiB fails, -E2BIG, never cut). */
+    struct vg_buf pids;
+    vg_buf_init(&pids, 0);
     rc = -ETIMEDOUT;
     for (int waited = 0; waited < 10000; waited += 20) {
-        rc = vg_file_read_small(AT_FDCWD, pidfile, buf, sizeof(buf), &len);
+        rc = vg_file_read_at(AT_FDCWD, pidfile, &pids);
         if (rc == 0 || rc == -E2BIG)
             break;
         int status;
@@ -298,17 +299,19 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
             for (size_t i = 0; i < d->nprocs; i++)
                 if (d->procs[i].pid == pid)
                     d->procs[i].child = false;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                vg_buf_release(&pids);
                 return -ECHILD;
+            }
         }
         vg_sleep_ms(20);
     }
     if (rc == -ENOENT)
         rc = -ETIMEDOUT;
-    if (rc)
-        return rc;
     pid_t main_pid = -1;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = rc || !pids.data ? NULL : strtok_r(pids.data, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         char *sp = strchr(line, ' ');
         int64_t v;
         if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
@@ -316,11 +319,14 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
         *sp = '\0';
         if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
             if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
-                return rc;
+                break;
             if (strcmp(line, "main") == 0)
                 main_pid = (pid_t)v;
         }
     }
+    vg_buf_release(&pids);
+    if (rc)
+        return rc;
     return main_pid > 0 ? main_pid : -EINVAL;
 }
 

@@ -90,7 +90,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
             break;
         case VG_OPT_PID: {
             int64_t pid;
-            if (vg_parse_i64(optarg, 1, 0x7fffffff, &pid) != 0) {
+            if (vg_parse_i64(optarg, 1, VG_PID_MAX, &pid) != 0) {
                 vg_cmd_error("doctor", "--pid takes a process id, not '%s'", optarg);
                 return VG_EXIT_USAGE;
             }

@@ -19,6 +19,7 @@
 
 #include "gpu/collect.h"
 #include "model/visible.h"
+#include "util/clock.h"
 #include "util/parse.h"
 
 /* How often a waiting pick or run looks again. */
@@ -26,13 +27,6 @@
 
 /* Outcome of one attempt besides exit statuses. */
 #define VG_GPUSEL_AGAIN (-1)
-
-static uint64_t vg_gpusel_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void vg_gpusel_unlock(struct vg_gpusel *s)
 {
@@ -458,7 +452,7 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
         o->exclude = arg;
         return 1;
     case VG_GPUSEL_OPT_WAIT:
-        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * 86400000u)
+        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * VG_DAY_MS)
             return vg_err_set(err, -EINVAL,
                               "--wait takes a duration up to 7d (30s, 10m, 2h), not '%s'", arg);
         o->wait = true;
@@ -470,8 +464,8 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
 void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n)
 {
     unsigned long long v = ms;
-    if (v && v % 3600000 == 0)
-        snprintf(out, n, "%lluh", v / 3600000);
+    if (v && v % VG_HOUR_MS == 0)
+        snprintf(out, n, "%lluh", v / VG_HOUR_MS);
     else if (v && v % 60000 == 0)
         snprintf(out, n, "%llum", v / 60000);
     else if (v % 1000 == 0)
@@ -485,7 +479,7 @@ int vg_gpusel_acquire(const struct vg_gpusel_opts *o, struct vg_gpusel *s)
     memset(s, 0, sizeof(*s));
     s->dir.fd = -1;
     vg_gpu_list_init(&s->gpus);
-    uint64_t deadline = vg_gpusel_now_ms() + o->wait_ms;
+    uint64_t deadline = vg_clock_ms() + o->wait_ms;
     bool announced = false;
     char dur[32];
     vg_gpusel_fmt_ms(o->wait_ms, dur, sizeof(dur));
@@ -497,7 +491,7 @@ int vg_gpusel_acquire(const struct vg_gpusel_opts *o, struct vg_gpusel *s)
             vg_buf_release(&why);
             return rc;
         }
-        uint64_t now = vg_gpusel_now_ms();
+        uint64_t now = vg_clock_ms();
         if (!o->wait || now >= deadline) {
             vg_cmd_error(o->cmd, "not enough free GPUs: %s%s", vg_buf_str(&why),
                          o->wait ? "; gave up waiting" : "; --wait TIMEOUT waits for them");

@@ -95,9 +95,7 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
 {
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_obj_begin(&j);
-    vg_json_kstr(&j, "schema", "vramguard.pick/1");
-    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
+    vg_json_envelope(&j, "vramguard.pick/1", NULL);
     vg_json_kbool(&j, "ok", ok);
     vg_json_kstr(&j, "cuda_visible_devices", ok ? cvd : NULL);
     vg_json_key(&j, "criteria");

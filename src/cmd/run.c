@@ -367,7 +367,7 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
             r->gpus_given = true;
             break;
         case VG_OPT_GRACE:
-            if (vg_parse_duration_ms(optarg, &r->grace_ms) || r->grace_ms > 3600000u) {
+            if (vg_parse_duration_ms(optarg, &r->grace_ms) || r->grace_ms > VG_HOUR_MS) {
                 vg_err_set(&err, -EINVAL,
                            "--grace takes a duration up to 1h (0, 500ms, 10s, "
                            "2m), not '%s'",

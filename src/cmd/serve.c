@@ -203,7 +203,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
             allow_remote = true;
             break;
         case VG_OPT_INTERVAL:
-            if (vg_serve_duration("--interval", optarg, 100, 3600000, "100ms and 1h", &interval_ms))
+            if (vg_serve_duration("--interval", optarg, 100, VG_HOUR_MS, "100ms and 1h", &interval_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_CONN_TIMEOUT:
@@ -212,7 +212,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_FULL_SCAN:
-            if (vg_serve_duration("--full-scan", optarg, 0, 86400000, "0 and 1d", &full_scan_ms))
+            if (vg_serve_duration("--full-scan", optarg, 0, VG_DAY_MS, "0 and 1d", &full_scan_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_PER_PROCESS:

@@ -106,7 +106,7 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
         value = NULL;
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "visible", 0, &snap))
+    if (vg_cmd_snapshot(g, "visible", VG_CMD_SNAP_GPUS_ONLY, &snap))
         return VG_EXIT_UNKNOWN;
     if (!snap->driver_ok) {
         vg_cmd_error("visible", "cannot resolve without the driver's list of GPUs: %s",

@@ -25,7 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/alert.h"
 #include "cmd/cmd.h"
+#include "cmd/watch_config.h"
+#include "model/engine.h"
 #include "model/sampler.h"
 #include "proc/proc.h"
 #include "render/event.h"
@@ -33,10 +36,9 @@
 #include "render/text.h"
 #include "rules/health.h"
 #include "rules/rules.h"
+#include "util/clock.h"
+#include "util/file.h"
 #include "util/parse.h"
-#include "act/alert.h"
-#include "cmd/watch_config.h"
-#include "model/engine.h"
 
 static const char vg_watch_help[] =
     "usage: vramguard watch [options]\n"
@@ -101,13 +103,6 @@ struct vg_watch {
     uint64_t samples;
     char host[256];
 };
-
-static uint64_t vg_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static double vg_cpu_seconds(void)
 {
@@ -205,70 +200,86 @@ static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t star
 /* NAME=VALUE for an alert command, the value escaped as text output is (vg_text_escape): a
  * command line, user name or message is anyone's text, and a script that echoes or logs it must
  * get one line without terminal escapes (the JSON event on stdin keeps every byte). */
-static void vg_env_add(char ***env, size_t *n, const char *name, const char *value)
+/* The alert command's VRAMGUARD_* variables. A variable that cannot be added fails the whole
+ * set (err): an alert command never runs with some of its variables silently missing. */
+struct vg_watch_env {
+    char **v;
+    size_t n;
+    int err;
+};
+
+static void vg_env_add(struct vg_watch_env *e, const char *name, const char *value)
 {
-    if (!value)
+    if (!value || e->err)
         return;
     struct vg_buf b;
     vg_buf_init(&b, 0);
     vg_buf_printf(&b, "%s=", name);
     vg_text_escape(&b, value, strlen(value), 0, NULL);
     char *s = b.err ? NULL : vg_buf_steal(&b);
+    e->err = b.err ? b.err : s ? 0 : -ENOMEM;
     vg_buf_release(&b);
     if (!s)
         return;
-    char **v = realloc(*env, (*n + 1) * sizeof(*v));
+    char **v = realloc(e->v, (e->n + 1) * sizeof(*v));
     if (!v) {
         free(s);
+        e->err = -ENOMEM;
         return;
     }
-    *env = v;
-    v[(*n)++] = s;
+    e->v = v;
+    v[e->n++] = s;
 }
 
-static void vg_env_addu(char ***env, size_t *n, const char *name, bool known, uint64_t value)
+static void vg_env_addu(struct vg_watch_env *e, const char *name, bool known, uint64_t value)
 {
     if (!known)
         return;
     char num[24];
     snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
-    vg_env_add(env, n, name, num);
+    vg_env_add(e, name, num);
 }
 
 /* Run the alert command for one alert event. */
 static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const char *json,
                           size_t jlen, const struct timespec *when)
 {
-    char **env = NULL, ts[32], num[24];
-    size_t n = 0;
-    struct tm tm;
-    gmtime_r(&when->tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    vg_env_add(&env, &n, "VRAMGUARD_EVENT", vg_event_name(ev->type));
-    vg_env_add(&env, &n, "VRAMGUARD_ALERT", ev->alert);
-    vg_env_add(&env, &n, "VRAMGUARD_SEVERITY", vg_severity_str(ev->severity));
-    vg_env_add(&env, &n, "VRAMGUARD_TIME", ts);
-    vg_env_add(&env, &n, "VRAMGUARD_HOST", w->host[0] ? w->host : NULL);
-    vg_env_addu(&env, &n, "VRAMGUARD_GPU", ev->gpu_known, ev->gpu);
-    vg_env_add(&env, &n, "VRAMGUARD_GPU_UUID", ev->gpu_uuid);
+    struct vg_watch_env env = {0};
+    char ts[VG_CLOCK_ISO_SIZE], num[24];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
+    vg_env_add(&env, "VRAMGUARD_EVENT", vg_event_name(ev->type));
+    vg_env_add(&env, "VRAMGUARD_ALERT", ev->alert);
+    vg_env_add(&env, "VRAMGUARD_SEVERITY", vg_severity_str(ev->severity));
+    vg_env_add(&env, "VRAMGUARD_TIME", ts);
+    vg_env_add(&env, "VRAMGUARD_HOST", w->host[0] ? w->host : NULL);
+    vg_env_addu(&env, "VRAMGUARD_GPU", ev->gpu_known, ev->gpu);
+    vg_env_add(&env, "VRAMGUARD_GPU_UUID", ev->gpu_uuid);
     if (ev->mig >= 0)
-        vg_env_addu(&env, &n, "VRAMGUARD_MIG_DEVICE", true, (uint64_t)ev->mig);
+        vg_env_addu(&env, "VRAMGUARD_MIG_DEVICE", true, (uint64_t)ev->mig);
     if (ev->pid_known) {
         snprintf(num, sizeof(num), "%d", (int)ev->pid);
-        vg_env_add(&env, &n, "VRAMGUARD_PID", num);
+        vg_env_add(&env, "VRAMGUARD_PID", num);
     }
-    vg_env_add(&env, &n, "VRAMGUARD_USER", ev->user);
-    vg_env_add(&env, &n, "VRAMGUARD_COMMAND", ev->command);
-    vg_env_addu(&env, &n, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
-    vg_env_add(&env, &n, "VRAMGUARD_EXPECT", ev->expect);
+    vg_env_add(&env, "VRAMGUARD_USER", ev->user);
+    vg_env_add(&env, "VRAMGUARD_COMMAND", ev->command);
+    vg_env_addu(&env, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
+    vg_env_add(&env, "VRAMGUARD_EXPECT", ev->expect);
     struct vg_buf msg;
     vg_buf_init(&msg, 0);
     if (vg_render_event_message(ev, &msg) && !msg.err)
-        vg_env_add(&env, &n, "VRAMGUARD_MESSAGE", vg_buf_str(&msg));
+        vg_env_add(&env, "VRAMGUARD_MESSAGE", vg_buf_str(&msg));
+    else if (msg.err && !env.err)
+        env.err = msg.err;
     vg_buf_release(&msg);
 
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_exec_run(w->exec, (const char *const *)env, n, json, jlen, vg_now_ms(), &err);
+    int rc;
+    if (env.err)
+        rc = vg_err_set(&err, env.err, "alert command not run: its VRAMGUARD_* variables: %s",
+                        strerror(-env.err));
+    else
+        rc = vg_exec_run(w->exec, (const char *const *)env.v, env.n, json, jlen, vg_clock_ms(),
+                         &err);
     if (rc == 1) {
         struct vg_exec_stats st;
         vg_exec_stats(w->exec, &st);
@@ -278,9 +289,9 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
     }
     vg_err_release(&err);
-    for (size_t i = 0; i < n; i++)
-        free(env[i]);
-    free(env);
+    for (size_t i = 0; i < env.n; i++)
+        free(env.v[i]);
+    free(env.v);
 }
 
 /* Print the events and run the alert commands. 0, or a negative errno from writing. */
@@ -363,7 +374,7 @@ static int vg_watch_sample(struct vg_watch *w)
     vg_events_init(&evs);
     struct vg_watch_view *next = NULL;
     int status = 0;
-    if (vg_watch_step(&o, snap, hung, vg_now_ms(), w->view, &next, &evs, &err) != 0) {
+    if (vg_watch_step(&o, snap, hung, vg_clock_ms(), w->view, &next, &evs, &err) != 0) {
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
         status = VG_EXIT_SOFTWARE;
     } else {
@@ -418,15 +429,15 @@ static bool vg_watch_signals(struct vg_watch *w, int sfd)
 
 static int vg_watch_loop(struct vg_watch *w, int sfd)
 {
-    uint64_t next = vg_now_ms();
+    uint64_t next = vg_clock_ms();
     int out_fd = STDOUT_FILENO;
     for (;;) {
-        uint64_t now = vg_now_ms();
+        uint64_t now = vg_clock_ms();
         if (now >= next) {
             int status = vg_watch_sample(w);
             if (status || w->once)
                 return status;
-            uint64_t after = vg_now_ms();
+            uint64_t after = vg_clock_ms();
             next += w->cfg.interval_ms;
             if (next < after)
                 next = after; /* a slow sample (a hung driver): no burst to catch up */
@@ -451,7 +462,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
         if (pfd[1].revents & POLLNVAL)
             out_fd = -1; /* no stdout at all: nothing to watch there */
         if (w->exec)
-            vg_exec_poll(w->exec, vg_now_ms(), vg_watch_report, NULL);
+            vg_exec_poll(w->exec, vg_clock_ms(), vg_watch_report, NULL);
     }
 }
 
@@ -460,7 +471,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
 static void vg_watch_drain(struct vg_watch *w, int sfd)
 {
     while (vg_exec_running(w->exec)) {
-        uint64_t now = vg_now_ms();
+        uint64_t now = vg_clock_ms();
         vg_exec_poll(w->exec, now, vg_watch_report, NULL);
         if (!vg_exec_running(w->exec))
             return;

@@ -51,7 +51,7 @@ static int vg_duration(const char *key, const char *v, uint64_t min, uint64_t ma
 
 static int vg_set_interval(struct vg_watch_config *c, const char *v, struct vg_err *err)
 {
-    return vg_duration("interval", v, 100, 86400000, &c->interval_ms, err);
+    return vg_duration("interval", v, 100, VG_DAY_MS, &c->interval_ms, err);
 }
 
 static int vg_set_threshold(struct vg_watch_config *c, const char *v, struct vg_err *err)
@@ -98,7 +98,7 @@ static int vg_set_shell(struct vg_watch_config *c, const char *v, struct vg_err 
 
 static int vg_set_exec_timeout(struct vg_watch_config *c, const char *v, struct vg_err *err)
 {
-    return vg_duration("exec_timeout", v, 100, 3600000, &c->exec_timeout_ms, err);
+    return vg_duration("exec_timeout", v, 100, VG_HOUR_MS, &c->exec_timeout_ms, err);
 }
 
 static int vg_set_format(struct vg_watch_config *c, const char *v, struct vg_err *err)
@@ -114,13 +114,13 @@ static int vg_set_format(struct vg_watch_config *c, const char *v, struct vg_err
 
 static int vg_set_idle_after(struct vg_watch_config *c, const char *v, struct vg_err *err)
 {
-    return vg_duration("idle_after", v, 1, (uint64_t)365 * 86400000, &c->idle_after_ms, err);
+    return vg_duration("idle_after", v, 1, (uint64_t)365 * VG_DAY_MS, &c->idle_after_ms, err);
 }
 
 static int vg_set_nvml_timeout(struct vg_watch_config *c, const char *v, struct vg_err *err)
 {
     uint64_t ms = 0;
-    int rc = vg_duration("nvml_timeout", v, 1, 3600000, &ms, err);
+    int rc = vg_duration("nvml_timeout", v, 1, VG_HOUR_MS, &ms, err);
     if (rc == 0)
         c->nvml_timeout_ms = (unsigned)ms;
     return rc;

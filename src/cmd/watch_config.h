@@ -22,8 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "util/err.h"
 #include "rules/expect.h"
+#include "util/err.h"
+#include "util/parse.h"
 
 enum vg_watch_format { VG_WATCH_TEXT, VG_WATCH_JSON };
 
@@ -44,9 +45,9 @@ enum {
 #define VG_WATCH_INTERVAL_DEFAULT_MS 2000u
 #define VG_WATCH_THRESHOLD_DEFAULT (10ull << 20)
 #define VG_WATCH_EXEC_TIMEOUT_DEFAULT_MS 10000u
-#define VG_WATCH_IDLE_AFTER_DEFAULT_MS 3600000u
+#define VG_WATCH_IDLE_AFTER_DEFAULT_MS VG_HOUR_MS
 #define VG_WATCH_FULL_SCAN_DEFAULT_MS 60000u /* the sampler's VG_SAMPLER_FULL_SCAN_MS */
-#define VG_WATCH_FULL_SCAN_MAX_MS 86400000u
+#define VG_WATCH_FULL_SCAN_MAX_MS VG_DAY_MS
 
 struct vg_watch_config {
     unsigned set;                /* VG_WCFG_* */

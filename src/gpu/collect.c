@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "gpu/nvml.h"
+#include "util/clock.h"
 
 /* How long past the deadline the caller waits for a worker that is past the host-wide calls:
  * it only has to wake up and hand the list over. */
@@ -93,16 +94,6 @@ static void *vg_collect_worker(void *arg)
     return NULL;
 }
 
-static void vg_collect_add_ms(struct timespec *t, unsigned ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
 static int vg_collect_start(struct vg_collect_job *job, struct vg_err *err)
 {
     pthread_attr_t attr;
@@ -137,9 +128,9 @@ int vg_gpu_collect(const char *path, unsigned timeout_ms, struct vg_gpu_list *ou
     vg_gpu_list_init(&job->list);
     job->refs = 2;
     clock_gettime(CLOCK_MONOTONIC, &job->deadline);
-    vg_collect_add_ms(&job->deadline, timeout_ms);
+    vg_clock_ts_add_ms(&job->deadline, timeout_ms);
     struct timespec deadline = job->deadline, grace = job->deadline;
-    vg_collect_add_ms(&grace, VG_COLLECT_GRACE_MS);
+    vg_clock_ts_add_ms(&grace, VG_COLLECT_GRACE_MS);
 
     int rc = vg_collect_start(job, err);
     if (rc) {

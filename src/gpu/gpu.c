@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/parse.h"
+
 void vg_gpu_list_init(struct vg_gpu_list *list)
 {
     memset(list, 0, sizeof *list);
@@ -60,6 +62,46 @@ const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsign
             return g;
     }
     return NULL;
+}
+
+bool vg_gpu_list_by_uuid(const struct vg_gpu_list *list, const char *uuid, size_t *pos)
+{
+    for (size_t i = 0; uuid && i < list->ngpus; i++) {
+        const struct vg_gpu *g = &list->gpus[i];
+        if ((g->known & VG_GPU_K_UUID) && g->uuid && strcmp(g->uuid, uuid) == 0) {
+            *pos = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+enum vg_gpu_lookup vg_gpu_list_lookup(const struct vg_gpu_list *list, const char *text,
+                                      size_t *pos)
+{
+    uint64_t idx;
+    if (vg_parse_u64(text, &idx) == 0) {
+        for (size_t i = 0; i < list->ngpus; i++) {
+            if (list->gpus[i].index == idx) {
+                *pos = i;
+                return VG_GPU_LOOKUP_OK;
+            }
+        }
+        return VG_GPU_LOOKUP_NO_INDEX;
+    }
+    size_t hit = 0, hits = 0, len = strlen(text);
+    for (size_t i = 0; len && i < list->ngpus; i++) {
+        const struct vg_gpu *g = &list->gpus[i];
+        if ((g->known & VG_GPU_K_UUID) && g->uuid && strncmp(g->uuid, text, len) == 0) {
+            hit = i;
+            hits++;
+        }
+    }
+    if (hits == 1) {
+        *pos = hit;
+        return VG_GPU_LOOKUP_OK;
+    }
+    return hits ? VG_GPU_LOOKUP_SEVERAL : VG_GPU_LOOKUP_NO_UUID;
 }
 
 static int vg_gpu_cmp_proc(const void *key, const void *elem)

@@ -64,6 +64,15 @@ struct vg_gpu_error {
     char *msg;    /* "GPU 2: nvmlDeviceGetMemoryInfo_v2: GPU is lost" */
 };
 
+/* A GPU's compute mode, with NVML's values (nvmlComputeMode_t; gpu/nvml.c checks they agree), so
+ * that nothing above gpu/ needs the driver's names. */
+enum vg_compute_mode {
+    VG_COMPUTE_DEFAULT = 0,
+    VG_COMPUTE_EXCLUSIVE_THREAD = 1, /* deprecated by NVIDIA, still reported by old drivers */
+    VG_COMPUTE_PROHIBITED = 2,
+    VG_COMPUTE_EXCLUSIVE_PROCESS = 3,
+};
+
 struct vg_gpu {
     unsigned index;          /* NVML index (PCI bus order); MIG devices: index under the parent */
     bool is_mig;
@@ -77,7 +86,7 @@ struct vg_gpu {
     unsigned util_gpu, util_mem; /* percent */
     int cc_major, cc_minor;
     bool persistence;
-    unsigned compute_mode;   /* NVML_COMPUTEMODE_* */
+    unsigned compute_mode;   /* enum vg_compute_mode (the driver's number, also when unnamed) */
     unsigned mig_current, mig_pending;
     unsigned gpu_instance, compute_instance; /* MIG devices only */
     bool lost;               /* the device answered GPU_IS_LOST (or could not be opened) */
@@ -122,5 +131,22 @@ const struct vg_gpu_proc *vg_gpu_find_proc(const struct vg_gpu *g, uint32_t pid)
 
 /* Find the GPU (not MIG device) whose minor number is known and equals minor; NULL if none. */
 const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsigned minor);
+
+/* The GPU whose UUID is known and is exactly uuid (NULL: none): true with its position in
+ * list->gpus in *pos. */
+bool vg_gpu_list_by_uuid(const struct vg_gpu_list *list, const char *uuid, size_t *pos);
+
+/* How a GPU a person named (an option, an expectation) was found, or why not. */
+enum vg_gpu_lookup {
+    VG_GPU_LOOKUP_OK = 0,
+    VG_GPU_LOOKUP_NO_INDEX, /* a number, and no GPU has that index */
+    VG_GPU_LOOKUP_NO_UUID,  /* no GPU's UUID starts with the text */
+    VG_GPU_LOOKUP_SEVERAL,  /* the text starts the UUIDs of several GPUs */
+};
+
+/* The GPU text names: NVML's index in decimal, else a UUID or a prefix of exactly one GPU's
+ * UUID ("" names none). *pos: its position in list->gpus, set only on VG_GPU_LOOKUP_OK. */
+enum vg_gpu_lookup vg_gpu_list_lookup(const struct vg_gpu_list *list, const char *text,
+                                      size_t *pos);
 
 #endif

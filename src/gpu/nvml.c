@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "gpu/nvml_abi.h"
+#include "util/clock.h"
 #include "util/sat.h"
 
 #define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -792,6 +793,12 @@ static int vg_nvml_read_persistence(struct vg_nvml_dev *d)
     return 0;
 }
 
+_Static_assert(VG_COMPUTE_DEFAULT == NVML_COMPUTEMODE_DEFAULT &&
+                   VG_COMPUTE_EXCLUSIVE_THREAD == NVML_COMPUTEMODE_EXCLUSIVE_THREAD &&
+                   VG_COMPUTE_PROHIBITED == NVML_COMPUTEMODE_PROHIBITED &&
+                   VG_COMPUTE_EXCLUSIVE_PROCESS == NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
+               "enum vg_compute_mode carries NVML's numbers unchanged");
+
 static int vg_nvml_read_compute_mode(struct vg_nvml_dev *d)
 {
     const struct vg_nvml_fns *f = &d->nvml->f;
@@ -1368,11 +1375,6 @@ static int vg_nvml_spawn(struct vg_nvml *n, unsigned index)
     return rc;
 }
 
-static double vg_nvml_elapsed(const struct timespec *from, const struct timespec *to)
-{
-    return (double)(to->tv_sec - from->tv_sec) + (double)(to->tv_nsec - from->tv_nsec) / 1e9;
-}
-
 /* g (zeroed, index set) is a GPU whose reader has not answered: mark it hung, with the
  * identity it published and an error naming the call it is in. Called with the lock held.
  * 0 or -ENOMEM. */
@@ -1381,7 +1383,7 @@ static int vg_nvml_mark_hung(const struct vg_nvml_slot *s, struct vg_gpu *g,
 {
     vg_nvml_copy_ident(g, &s->ident);
     g->hung = true;
-    double secs = vg_nvml_elapsed(&s->since, now);
+    double secs = vg_clock_ts_diff(&s->since, now);
     char *msg = NULL;
     if (asprintf(&msg,
                  "GPU %u: %s has not returned after %.1f s (a driver call is hung): the "
@@ -1418,7 +1420,7 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
     const nvml_handle_by_index_fn *hslot = n->f.handle[0] ? &n->f.handle[0] : &n->f.handle[1];
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    double budget = deadline ? vg_nvml_elapsed(&now, deadline) : 0;
+    double budget = deadline ? vg_clock_ts_diff(&now, deadline) : 0;
     int rc = 0;
     size_t inline_reads = 0;
 
@@ -1437,7 +1439,7 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
             s->read = read;
             s->done = false;
             started[i] = 1;
-            s->counted = !deadline || vg_nvml_elapsed(&s->since, &now) < budget;
+            s->counted = !deadline || vg_clock_ts_diff(&s->since, &now) < budget;
             n->pending += s->counted;
             continue;
         }

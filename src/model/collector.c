@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "model/snapshot.h"
+#include "util/clock.h"
 
 /* ---- the GPUs of the last successful collection ---- */
 
@@ -233,16 +234,6 @@ int vg_collector_new(const struct vg_collector_opts *o, struct vg_collector **ou
     return 0;
 }
 
-static void vg_ts_add_ms(struct timespec *t, uint64_t ms)
-{
-    t->tv_sec += (time_t)(ms / 1000);
-    t->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
 static bool vg_ts_before(const struct timespec *a, const struct timespec *b)
 {
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
@@ -254,14 +245,14 @@ static void *vg_collector_main(void *arg)
     pthread_mutex_lock(&c->lock);
     struct timespec due = c->last_end;
     for (;;) {
-        vg_ts_add_ms(&due, c->o.interval_ms);
+        vg_clock_ts_add_ms(&due, c->o.interval_ms);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         /* A collection that overran its slot: start the next one a full interval later
          * rather than running back to back. */
         if (vg_ts_before(&due, &now)) {
             due = now;
-            vg_ts_add_ms(&due, c->o.interval_ms);
+            vg_clock_ts_add_ms(&due, c->o.interval_ms);
         }
         while (!c->stop && pthread_cond_timedwait(&c->cv, &c->lock, &due) != ETIMEDOUT)
             ;

@@ -69,21 +69,6 @@ struct vg_sampler {
     struct vg_sampler_stats stats;
 };
 
-static double vg_ts_diff(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
-}
-
-static void vg_ts_add_ms(struct timespec *t, unsigned ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
 static void vg_worker_unref(struct vg_sampler_worker *w)
 {
     pthread_mutex_lock(&w->lock);
@@ -266,7 +251,7 @@ void vg_sampler_free(struct vg_sampler *s)
          * forever, with the command's stop signals already taken. */
         struct timespec deadline;
         clock_gettime(CLOCK_MONOTONIC, &deadline);
-        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
+        vg_clock_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
         pthread_mutex_lock(&w->lock);
         bool stuck = w->answered_seq != w->asked;
         w->stop = true;
@@ -308,9 +293,9 @@ static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, cha
     bool busy = w->answered_seq != w->asked;
     if (!busy) {
         struct timespec deadline = now, grace;
-        vg_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
+        vg_clock_ts_add_ms(&deadline, s->opts.nvml_timeout_ms);
         grace = deadline;
-        vg_ts_add_ms(&grace, VG_SAMPLER_GRACE_MS);
+        vg_clock_ts_add_ms(&grace, VG_SAMPLER_GRACE_MS);
         w->asked++;
         w->deadline = deadline;
         s->hung_since = now;
@@ -328,7 +313,7 @@ static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, cha
     if (busy) {
         rc = -ETIMEDOUT;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        double waited = vg_ts_diff(&now, &s->hung_since);
+        double waited = vg_clock_ts_diff(&s->hung_since, &now);
         if (asprintf(&msg,
                      "the NVIDIA driver has not answered for %.1f s (a driver call is hung; "
                      "timeout %u.%03u s); GPU memory figures are unavailable",
@@ -389,7 +374,7 @@ static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, boo
         *reason = "the device nodes changed";
     else if (last)
         *reason = "a device-node event in the last sample";
-    else if (vg_ts_diff(now, &s->last_full) * 1000.0 >= (double)s->opts.full_scan_ms)
+    else if (vg_clock_ts_diff(&s->last_full, now) * 1000.0 >= (double)s->opts.full_scan_ms)
         *reason = "periodic full scan";
     else
         *incremental = true;
@@ -479,7 +464,7 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
     s->stats.cache_misses = cs.misses;
     s->stats.samples++;
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    s->stats.last_sample_seconds = vg_ts_diff(&t1, &t0);
+    s->stats.last_sample_seconds = vg_clock_ts_diff(&t0, &t1);
     return 0;
 
 fail:

@@ -406,8 +406,14 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         goto fail;
     }
 
+    unsigned parts = opts->parts ? opts->parts : VG_SNAP_PART_ALL;
     bool driver_ok = false;
-    if (!opts->skip_nvml) {
+    if (!(parts & VG_SNAP_PART_GPUS)) {
+        if (!(snap->driver_error = strdup("the driver was not asked"))) {
+            rc = vg_err_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
+    } else if (!opts->skip_nvml) {
         struct vg_err nerr = VG_ERR_INIT;
         unsigned timeout = opts->nvml_timeout_ms ? opts->nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS;
         rc = vg_gpu_collect(opts->nvml_path, timeout, &gpus, &nerr);
@@ -440,7 +446,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         .nwant = nwant,
         .all = opts->all_procs,
     };
-    rc = vg_proc_scan(&popts, &procs, err);
+    rc = parts & VG_SNAP_PART_PROCS ? vg_proc_scan(&popts, &procs, err) : 0;
     if (rc)
         goto fail;
     snap->scanned_ms = vg_clock_ms();

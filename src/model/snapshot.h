@@ -86,7 +86,17 @@ struct vg_snapshot {
     size_t nholdings;
 };
 
+/* The parts a snapshot is built from; a command asks only for what it uses (`visible` needs the
+ * driver's GPUs and reads no /proc). */
+enum vg_snap_part {
+    VG_SNAP_PART_GPUS = 1u << 0,  /* NVML: GPUs, their memory and process lists */
+    VG_SNAP_PART_PROCS = 1u << 1, /* /proc: processes, device fds; the holdings join both */
+    VG_SNAP_PART_ALL = VG_SNAP_PART_GPUS | VG_SNAP_PART_PROCS,
+};
+
 struct vg_snap_opts {
+    unsigned parts;             /* VG_SNAP_PART_*; 0: all. Without PROCS the process table and
+                                 * the fd side of the holdings are empty, and no /proc is read */
     const char *nvml_path;      /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
     unsigned nvml_timeout_ms;   /* 0: VG_SNAP_NVML_TIMEOUT_MS */
     const char *proc_root;      /* NULL: /proc */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/parse.h"
+
 struct vg_proc_index {
     struct vg_proc_index_entry *cur; /* the last completed scan, sorted by pid */
     size_t ncur, capcur;
@@ -131,7 +133,7 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid)
     size_t start = i;
     while (i < len && buf[i] >= '0' && buf[i] <= '9') {
         v = v * 10 + (buf[i] - '0');
-        if (v > 0x7fffffff)
+        if (v > VG_PID_MAX)
             return -EINVAL;
         i++;
     }

@@ -17,6 +17,7 @@
 
 #include "proc/internal.h"
 #include "proc/proc.h"
+#include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
 
@@ -53,9 +54,7 @@ int vg_proc_pidfd_signal(int fd, int sig)
 
 unsigned long long vg_proc_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u;
+    return vg_clock_ms();
 }
 
 int vg_proc_pidfd_exited(int fd, unsigned timeout_ms)

@@ -19,12 +19,6 @@ const char *vg_render_check_state_name(enum vg_health_state s)
     return (unsigned)s < 4 ? vg_render_check_names[s] : "UNKNOWN";
 }
 
-static void vg_esc(struct vg_buf *o, const char *s)
-{
-    if (s)
-        vg_text_escape(o, s, strlen(s), 0, NULL);
-}
-
 static void vg_sev_upper(enum vg_severity s, char *out, size_t n)
 {
     const char *w = vg_severity_str(s);
@@ -68,7 +62,7 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
     const char *sep = "";
     if (!snap->driver_ok) {
         vg_buf_adds(o, "no NVIDIA driver view (");
-        vg_esc(o, snap->driver_error ? snap->driver_error : "unknown reason");
+        vg_text_escape_str(o, snap->driver_error ? snap->driver_error : "unknown reason", 0);
         vg_buf_adds(o, ")");
         sep = "; ";
     }
@@ -92,7 +86,7 @@ static void vg_summary(struct vg_buf *o, const struct vg_snapshot *snap,
     }
     if (as->problem) {
         vg_buf_adds(o, sep);
-        vg_esc(o, as->problem);
+        vg_text_escape_str(o, as->problem, 0);
         sep = "; ";
     }
     size_t counts[3];
@@ -146,7 +140,7 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
         if (!g->lost)
             continue;
         char uuid[32];
-        vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+        vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
         vg_buf_printf(out, "%sCRITICAL%s gpu-lost: GPU %u (%s) answers \"GPU is lost\": it has "
                            "fallen off the bus or its driver state is broken; see 'dmesg' (Xid), "
                            "then a GPU reset or a reboot\n",
@@ -157,7 +151,7 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
         if (!g->hung)
             continue;
         char uuid[32];
-        vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+        vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
         vg_buf_printf(out,
                       "%sCRITICAL%s gpu-hung: GPU %u (%s): a driver call for it did not "
                       "return within the driver timeout, so its memory and holders are "
@@ -172,7 +166,7 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
             if ((int)as->v[i].severity != sev)
                 continue;
             vg_buf_printf(out, "%s%s%s alert %s: ", c, word, *c ? st.reset : "", as->v[i].kind);
-            vg_esc(out, as->v[i].message);
+            vg_text_escape_str(out, as->v[i].message, 0);
             vg_buf_addc(out, '\n');
         }
         for (size_t i = 0; i < fs->n; i++) {
@@ -180,11 +174,11 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
             if ((int)f->severity != sev)
                 continue;
             vg_buf_printf(out, "%s%s%s %s: ", c, word, *c ? st.reset : "", f->rule);
-            vg_esc(out, f->title);
+            vg_text_escape_str(out, f->title, 0);
             vg_buf_addc(out, '\n');
             for (size_t k = 0; k < f->nfix && k < 1; k++) {
                 vg_buf_adds(out, "  fix: ");
-                vg_esc(out, f->fix[k]);
+                vg_text_escape_str(out, f->fix[k], 0);
                 vg_buf_addc(out, '\n');
             }
         }
@@ -271,14 +265,7 @@ int vg_render_check_json(const struct vg_snapshot *snap, const struct vg_finding
 
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_obj_begin(&j);
-    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_CHECK);
-    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
-    char ts[64];
-    struct tm tm;
-    gmtime_r(&snap->taken_at.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    vg_json_kstr(&j, "time", ts);
+    vg_json_envelope(&j, VG_JSON_SCHEMA_CHECK, &snap->taken_at);
     char lower[16];
     const char *name = vg_render_check_state_name(state);
     size_t i = 0;

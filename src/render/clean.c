@@ -30,11 +30,6 @@ const char *const vg_clean_reset_preconditions[] = {
     NULL,
 };
 
-static void vg_esc(struct vg_buf *o, const char *s, size_t max_cols)
-{
-    vg_text_escape(o, s, strlen(s), max_cols, NULL);
-}
-
 /* What a printed reset command names the GPU by: its UUID when it is a well-formed one, else a
  * placeholder, since nvidia-smi -i reads a comma as a list of GPUs (a command pasted from here
  * must never reset another GPU). */
@@ -43,26 +38,15 @@ static const char *vg_reset_target(const char *uuid)
     return vg_visible_uuid_ok(uuid) ? uuid : "<UUID>";
 }
 
-static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
-{
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "n/a");
-}
-
 static const struct vg_gpu *vg_gpu_by_uuid(const struct vg_snapshot *s, const char *uuid,
                                            size_t *idx)
 {
-    if (!s || !uuid)
+    size_t i;
+    if (!s || !vg_gpu_list_by_uuid(&s->gpus, uuid, &i))
         return NULL;
-    for (size_t i = 0; i < s->gpus.ngpus; i++) {
-        const struct vg_gpu *g = &s->gpus.gpus[i];
-        if ((g->known & VG_GPU_K_UUID) && g->uuid && strcmp(g->uuid, uuid) == 0) {
-            if (idx)
-                *idx = i;
-            return g;
-        }
-    }
-    return NULL;
+    if (idx)
+        *idx = i;
+    return &s->gpus.gpus[i];
 }
 
 static const char *vg_uuid(const struct vg_gpu *g)
@@ -173,7 +157,7 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
     case VG_KILL_OTHER_USER:
         vg_buf_adds(o, "belongs to ");
         if (e->user)
-            vg_esc(o, e->user, 40);
+            vg_text_escape_str(o, e->user, 40);
         else
             vg_buf_printf(o, "uid %u", (unsigned)e->id.uid);
         vg_buf_adds(o, ", another user, and you are not root: ask its owner, or run as root");
@@ -226,13 +210,13 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
         break;
     case VG_KILL_UNSURE:
         vg_buf_adds(o, "not a sure leftover: ");
-        vg_esc(o, e->verdict ? e->verdict : "its evidence is weak", 0);
+        vg_text_escape_str(o, e->verdict ? e->verdict : "its evidence is weak", 0);
         vg_buf_printf(o, ". Stop it by name if it is one: vramguard clean --pid %d --force",
                       (int)e->id.pid);
         break;
     case VG_KILL_NOT_LEFTOVER:
         vg_buf_adds(o, "not a leftover: ");
-        vg_esc(o, e->verdict ? e->verdict : "it detached on purpose", 0);
+        vg_text_escape_str(o, e->verdict ? e->verdict : "it detached on purpose", 0);
         break;
     }
 }
@@ -276,11 +260,11 @@ static void vg_outcome_text(struct vg_buf *o, const struct vg_clean_view *v,
 static void vg_gpu_label(struct vg_buf *o, const struct vg_gpu *g, const struct vg_style *st)
 {
     char su[32];
-    vg_render_short_uuid(vg_uuid(g), su, sizeof(su));
+    vg_text_short_uuid(vg_uuid(g), su, sizeof(su));
     vg_buf_printf(o, "%sGPU %u%s  ", st->bold, g->index, st->reset);
-    vg_esc(o, (g->known & VG_GPU_K_NAME) && g->name ? g->name : "(name n/a)", 40);
+    vg_text_escape_str(o, (g->known & VG_GPU_K_NAME) && g->name ? g->name : "(name n/a)", 40);
     vg_buf_adds(o, "  ");
-    vg_esc(o, su, 0);
+    vg_text_escape_str(o, su, 0);
 }
 
 static void vg_entry_gpus(struct vg_buf *o, const struct vg_snapshot *s,
@@ -302,12 +286,12 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     const struct vg_kill *k = v->kills && e->signal ? &v->kills[i] : NULL;
     char mem[32];
     if (e->mem_known)
-        vg_size(true, e->mem_bytes, mem, sizeof(mem));
+        vg_fmt_size_or(true, e->mem_bytes, "n/a", mem, sizeof(mem));
     else
         snprintf(mem, sizeof(mem), "%s", e->seen == VG_SEEN_FD ? "device node only" : "n/a");
     vg_buf_printf(o, "  %sPID %d%s  ", st->bold, (int)e->id.pid, st->reset);
     if (e->user)
-        vg_esc(o, e->user, 24);
+        vg_text_escape_str(o, e->user, 24);
     else
         vg_buf_adds(o, "?");
     vg_buf_adds(o, "  ");
@@ -318,16 +302,16 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     vg_buf_adds(o, "\n    ");
     size_t width = ro->width > 8 ? ro->width - 4 : 0;
     if (e->cmdline && e->cmdline[0]) {
-        vg_esc(o, e->cmdline, width);
+        vg_text_escape_str(o, e->cmdline, width);
     } else {
         vg_buf_addc(o, '[');
-        vg_esc(o, e->comm ? e->comm : "?", 0);
+        vg_text_escape_str(o, e->comm ? e->comm : "?", 0);
         vg_buf_addc(o, ']');
     }
     vg_buf_adds(o, "\n    why: ");
     if (e->reason) {
         vg_buf_printf(o, "%s: ", e->reason);
-        vg_esc(o, e->finding ? e->finding : "", 0);
+        vg_text_escape_str(o, e->finding ? e->finding : "", 0);
     } else if (e->refusal == VG_KILL_NOT_HOLDER) {
         vg_buf_adds(o, "named with --pid");
     } else if (e->refusal == VG_KILL_NOT_LEFTOVER) {
@@ -341,7 +325,7 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     if (e->signal && e->verdict) {
         /* named explicitly although the leftover model is not sure: say what it thinks */
         vg_buf_adds(o, "    note: vramguard would not have picked it: ");
-        vg_esc(o, e->verdict, 0);
+        vg_text_escape_str(o, e->verdict, 0);
         vg_buf_addc(o, '\n');
     }
     if (!e->signal) {
@@ -372,8 +356,8 @@ static void vg_text_gpu_plan(struct vg_buf *o, const struct vg_clean_view *v, si
     vg_buf_adds(o, "  ");
     vg_gpu_label(o, g, st);
     bool mem = g->known & VG_GPU_K_MEM;
-    vg_size(mem, g->mem_used, used, sizeof(used));
-    vg_size(mem, g->mem_total, total, sizeof(total));
+    vg_fmt_size_or(mem, g->mem_used, "n/a", used, sizeof(used));
+    vg_fmt_size_or(mem, g->mem_total, "n/a", total, sizeof(total));
     vg_buf_printf(o, ": %s of %s used", used, total);
     size_t ntargets;
     bool fd_only;
@@ -385,12 +369,12 @@ static void vg_text_gpu_plan(struct vg_buf *o, const struct vg_clean_view *v, si
     vg_buf_printf(o, "; stopping %zu process%s", ntargets, ntargets == 1 ? "" : "es");
     bool unexplained = fd_only && sg->unexplained_known && sg->unexplained_bytes > 0;
     if (bytes) {
-        vg_size(true, bytes, held, sizeof(held));
+        vg_fmt_size_or(true, bytes, "n/a", held, sizeof(held));
         vg_buf_printf(o, " frees the %s the driver attributes to %s", held,
                       ntargets == 1 ? "it" : "them");
     }
     if (unexplained) {
-        vg_size(true, sg->unexplained_bytes, un, sizeof(un));
+        vg_fmt_size_or(true, sg->unexplained_bytes, "n/a", un, sizeof(un));
         vg_buf_printf(o, "%s likely frees%s the %s no listed process accounts for",
                       bytes ? ", and" : "", sg->unexplained_upper_bound ? " part of" : "", un);
     }
@@ -415,22 +399,22 @@ static void vg_text_gpu_after(struct vg_buf *o, const struct vg_clean_view *v, s
     bool mb = g->known & VG_GPU_K_MEM, ma = a->known & VG_GPU_K_MEM;
     char freed[32], used[32], total[32], un[32];
     if (mb && ma && g->mem_used > a->mem_used) {
-        vg_size(true, g->mem_used - a->mem_used, freed, sizeof(freed));
+        vg_fmt_size_or(true, g->mem_used - a->mem_used, "n/a", freed, sizeof(freed));
         vg_buf_printf(o, ": %sfreed %s%s", st->green, freed, st->reset);
     } else if (mb && ma) {
         vg_buf_adds(o, ": nothing freed");
     } else {
         vg_buf_adds(o, ": memory n/a");
     }
-    vg_size(ma, a->mem_used, used, sizeof(used));
-    vg_size(ma, a->mem_total, total, sizeof(total));
+    vg_fmt_size_or(ma, a->mem_used, "n/a", used, sizeof(used));
+    vg_fmt_size_or(ma, a->mem_total, "n/a", total, sizeof(total));
     size_t first, count;
     vg_snap_gpu_holdings(v->after, ai, &first, &count);
     vg_buf_printf(o, "; now %s of %s used, %zu holder%s", used, total, count,
                   count == 1 ? "" : "s");
     const struct vg_snap_gpu *sa = &v->after->per_gpu[ai];
     if (sa->unexplained_known && sa->unexplained_bytes > 0) {
-        vg_size(true, sa->unexplained_bytes, un, sizeof(un));
+        vg_fmt_size_or(true, sa->unexplained_bytes, "n/a", un, sizeof(un));
         vg_buf_printf(o, ", %s held by no listed process", un);
     }
     vg_buf_addc(o, '\n');
@@ -456,11 +440,11 @@ static void vg_text_findings_after(struct vg_buf *o, const struct vg_clean_view 
                           : sev == VG_SEV_WARNING ? st->yellow
                                                   : st->red,
                           sevs, st->reset, f->rule);
-            vg_esc(o, f->title ? f->title : "", 0);
+            vg_text_escape_str(o, f->title ? f->title : "", 0);
             vg_buf_addc(o, '\n');
             for (size_t k = 0; k < f->nfix; k++) {
                 vg_buf_adds(o, "    fix: ");
-                vg_esc(o, f->fix[k], 0);
+                vg_text_escape_str(o, f->fix[k], 0);
                 vg_buf_addc(o, '\n');
             }
         }
@@ -484,9 +468,9 @@ static void vg_text_resets(struct vg_buf *o, const struct vg_clean_view *v,
     for (size_t i = 0; i < v->nresets; i++) {
         const struct vg_reset *r = &v->resets[i];
         char held[32];
-        vg_size(true, r->held, held, sizeof(held));
+        vg_fmt_size_or(true, r->held, "n/a", held, sizeof(held));
         vg_buf_printf(o, "  GPU %u: %s held.\n    nvidia-smi --gpu-reset -i ", r->index, held);
-        vg_esc(o, vg_reset_target(r->uuid), 0);
+        vg_text_escape_str(o, vg_reset_target(r->uuid), 0);
         vg_buf_addc(o, '\n');
         if (r->attempted && r->exit_status == 0)
             vg_buf_printf(o, "    %sran it%s: nvidia-smi exited 0\n", st->green, st->reset);
@@ -516,7 +500,7 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
     const struct vg_snapshot *s = v->before;
     if (!s->driver_ok) {
         vg_buf_printf(out, "%sno NVIDIA driver view:%s ", st.yellow, st.reset);
-        vg_esc(out, s->driver_error ? s->driver_error : "unknown reason", 0);
+        vg_text_escape_str(out, s->driver_error ? s->driver_error : "unknown reason", 0);
         vg_buf_adds(out, "\nOnly holders of device nodes are seen; memory cannot be checked.\n\n");
     }
     if (v->force)
@@ -742,14 +726,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
     const struct vg_plan_opts *o = v->opts;
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_obj_begin(&j);
-    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_CLEAN);
-    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
-    char ts[64];
-    struct tm tm;
-    gmtime_r(&s->taken_at.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    vg_json_kstr(&j, "time", ts);
+    vg_json_envelope(&j, VG_JSON_SCHEMA_CLEAN, &s->taken_at);
     vg_json_kstr(&j, "mode", v->force ? "force" : "plan");
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);

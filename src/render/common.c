@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu/nvml_abi.h"
-
 const char *vg_render_seen(unsigned seen)
 {
     if ((seen & VG_SEEN_NVML) && (seen & VG_SEEN_FD))
@@ -20,10 +18,10 @@ const char *vg_render_seen(unsigned seen)
 const char *vg_render_compute_mode(unsigned mode)
 {
     switch (mode) {
-    case NVML_COMPUTEMODE_DEFAULT: return "default";
-    case NVML_COMPUTEMODE_EXCLUSIVE_THREAD: return "exclusive_thread";
-    case NVML_COMPUTEMODE_PROHIBITED: return "prohibited";
-    case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS: return "exclusive_process";
+    case VG_COMPUTE_DEFAULT: return "default";
+    case VG_COMPUTE_EXCLUSIVE_THREAD: return "exclusive_thread";
+    case VG_COMPUTE_PROHIBITED: return "prohibited";
+    case VG_COMPUTE_EXCLUSIVE_PROCESS: return "exclusive_process";
     default: return "unknown";
     }
 }
@@ -32,35 +30,6 @@ const char *vg_render_types_short(unsigned types)
 {
     static const char *const names[8] = {"-", "C", "G", "C+G", "M", "C+M", "G+M", "C+G+M"};
     return names[types & 7];
-}
-
-void vg_render_short_uuid(const char *uuid, char *out, size_t n)
-{
-    if (!uuid) {
-        snprintf(out, n, "n/a");
-        return;
-    }
-    /* "GPU-" or "MIG-" then 8 hex digits is enough to tell GPUs apart and to type. */
-    const char *dash = strchr(uuid, '-');
-    size_t keep = dash ? (size_t)(dash - uuid) + 1 + 8 : 12;
-    if (keep > strlen(uuid))
-        keep = strlen(uuid);
-    /* The driver's text, escaped like any other (callers print the result as it is): fewer
-     * columns, and a visible "…", until the escaped form fits out. */
-    for (size_t cols = n > 4 ? n - 4 : 1;; cols--) {
-        struct vg_buf b;
-        vg_buf_init(&b, n);
-        int rc = vg_text_escape(&b, uuid, keep, cols, NULL);
-        bool fits = rc == 0 && b.len < n;
-        if (fits)
-            memcpy(out, vg_buf_str(&b), b.len + 1);
-        vg_buf_release(&b);
-        if (fits)
-            return;
-        if (cols <= 1)
-            break;
-    }
-    snprintf(out, n, "?");
 }
 
 void vg_render_access_hint(struct vg_buf *out, unsigned access)

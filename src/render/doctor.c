@@ -34,11 +34,6 @@ bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_find
     return true;
 }
 
-static void vg_esc(struct vg_buf *o, const char *s)
-{
-    vg_text_escape(o, s, strlen(s), 0, NULL);
-}
-
 static const char *vg_sev_color(const struct vg_style *st, enum vg_severity s)
 {
     return s == VG_SEV_CRITICAL ? st->red : s == VG_SEV_WARNING ? st->yellow : st->cyan;
@@ -51,14 +46,14 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
     const struct vg_gpu *g = &snap->gpus.gpus[gi];
     const struct vg_snap_gpu *s = &snap->per_gpu[gi];
     char uuid[32], used[32], total[32];
-    vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+    vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
     bool mem = g->known & VG_GPU_K_MEM;
     if (mem) {
         vg_fmt_size(g->mem_used, used, sizeof(used));
         vg_fmt_size(g->mem_total, total, sizeof(total));
     }
     vg_buf_printf(o, "%sGPU %u%s  ", st->bold, g->index, st->reset);
-    vg_esc(o, (g->known & VG_GPU_K_NAME) ? g->name : "(name n/a)");
+    vg_text_escape_str(o, (g->known & VG_GPU_K_NAME) ? g->name : "(name n/a)", 0);
     vg_buf_printf(o, "  %s  ", uuid);
     if (mem)
         vg_buf_printf(o, "%s of %s used\n", used, total);
@@ -120,7 +115,7 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                 vg_buf_adds(o, ", stale: the PID now names");
             if (p && p->user) {
                 vg_buf_adds(o, ", ");
-                vg_esc(o, p->user);
+                vg_text_escape_str(o, p->user, 0);
             }
             if (p && (p->cmdline || p->comm)) {
                 const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
@@ -176,7 +171,7 @@ static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
                                                       : "INFO";
     vg_buf_printf(o, "%s%s%s %s%s%s: ", vg_sev_color(st, f->severity), sev, st->reset, st->bold,
                   f->rule, st->reset);
-    vg_esc(o, f->title ? f->title : "");
+    vg_text_escape_str(o, f->title ? f->title : "", 0);
     vg_buf_addc(o, '\n');
     /* Only a verdict drawn from circumstance says how sure it is; facts go without. */
     if (f->confidence != VG_CONF_HIGH)
@@ -197,14 +192,14 @@ static void vg_doctor_finding(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_buf_printf(o, "  %sseen:%s\n", st->dim, st->reset);
     for (size_t k = 0; k < f->nevidence; k++) {
         vg_buf_adds(o, "    - ");
-        vg_esc(o, f->evidence[k]);
+        vg_text_escape_str(o, f->evidence[k], 0);
         vg_buf_addc(o, '\n');
     }
     if (f->nfix)
         vg_buf_printf(o, "  %sfix:%s\n", st->dim, st->reset);
     for (size_t k = 0; k < f->nfix; k++) {
         vg_buf_adds(o, "    - ");
-        vg_esc(o, f->fix[k]);
+        vg_text_escape_str(o, f->fix[k], 0);
         vg_buf_addc(o, '\n');
     }
     vg_buf_addc(o, '\n');
@@ -218,7 +213,7 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
     vg_style_init(&st, ro->color);
     if (!snap->driver_ok) {
         vg_buf_printf(out, "%sno NVIDIA driver view:%s ", st.yellow, st.reset);
-        vg_esc(out, snap->driver_error ? snap->driver_error : "unknown reason");
+        vg_text_escape_str(out, snap->driver_error ? snap->driver_error : "unknown reason", 0);
         vg_buf_adds(out, "\nOnly what /proc shows can be checked: memory figures, NVML-only "
                          "holders and unexplained memory cannot.\n\n");
     }
@@ -306,14 +301,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
 {
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_obj_begin(&j);
-    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_DOCTOR);
-    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
-    char ts[64];
-    struct tm tm;
-    gmtime_r(&snap->taken_at.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    vg_json_kstr(&j, "time", ts);
+    vg_json_envelope(&j, VG_JSON_SCHEMA_DOCTOR, &snap->taken_at);
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);
     vg_json_kbool(&j, "available", snap->driver_ok);

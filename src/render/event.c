@@ -13,21 +13,9 @@
 #include "render/render.h"
 #include "render/text.h"
 #include "rules/rules.h"
+#include "util/clock.h"
 #include "util/parse.h"
 
-static void vg_event_time(const struct timespec *when, char *out, size_t n)
-{
-    struct tm tm;
-    gmtime_r(&when->tv_sec, &tm);
-    if (strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-        snprintf(out, n, "?");
-}
-
-static void vg_event_size(bool known, uint64_t bytes, char *out, size_t n)
-{
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "n/a");
-}
 
 static void vg_event_driver(const struct vg_event *ev, struct vg_buf *m)
 {
@@ -44,7 +32,7 @@ static void vg_event_driver(const struct vg_event *ev, struct vg_buf *m)
 static void vg_event_gpu(const struct vg_event *ev, struct vg_buf *m)
 {
     char uuid[32];
-    vg_render_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
+    vg_text_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
     if (ev->gpu_name)
         vg_buf_printf(m, "GPU %u %s (%s)", ev->gpu, ev->gpu_name, uuid);
     else
@@ -59,8 +47,8 @@ static void vg_event_gpu(const struct vg_event *ev, struct vg_buf *m)
                        "findings and alerts are held as they were until it answers");
     } else if (ev->mem_known) {
         char used[32], total[32];
-        vg_event_size(true, ev->mem, used, sizeof(used));
-        vg_event_size(true, ev->total, total, sizeof(total));
+        vg_fmt_size_or(true, ev->mem, "n/a", used, sizeof(used));
+        vg_fmt_size_or(true, ev->total, "n/a", total, sizeof(total));
         vg_buf_printf(m, "%s %s of %s used", back ? " is back:" : ":", used, total);
     } else {
         vg_buf_adds(m, back ? " is back: memory n/a" : ": memory n/a");
@@ -73,7 +61,7 @@ static void vg_event_where(const struct vg_event *ev, struct vg_buf *m, const ch
     vg_buf_printf(m, "PID %d %s ", (int)ev->pid, verb);
     if (ev->gpu_known) {
         char uuid[32];
-        vg_render_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
+        vg_text_short_uuid(ev->gpu_uuid, uuid, sizeof(uuid));
         vg_buf_printf(m, "GPU %u", ev->gpu);
         if (ev->mig >= 0)
             vg_buf_printf(m, "/MIG %d", ev->mig);
@@ -107,7 +95,7 @@ static void vg_event_memory(const struct vg_event *ev, struct vg_buf *m)
         vg_buf_adds(m, "device node only");
         return;
     }
-    vg_event_size(ev->mem_known, ev->mem, size, sizeof(size));
+    vg_fmt_size_or(ev->mem_known, ev->mem, "n/a", size, sizeof(size));
     vg_buf_adds(m, size);
 }
 
@@ -120,9 +108,9 @@ static void vg_event_holder(const struct vg_event *ev, struct vg_buf *m)
     } else if (ev->type == VG_EV_HOLDER_MEMORY) {
         uint64_t was = ev->prev, now = ev->mem;
         char a[32], b[32], d[32];
-        vg_event_size(true, was, a, sizeof(a));
-        vg_event_size(true, now, b, sizeof(b));
-        vg_event_size(true, now > was ? now - was : was - now, d, sizeof(d));
+        vg_fmt_size_or(true, was, "n/a", a, sizeof(a));
+        vg_fmt_size_or(true, now, "n/a", b, sizeof(b));
+        vg_fmt_size_or(true, now > was ? now - was : was - now, "n/a", d, sizeof(d));
         vg_event_where(ev, m, "on");
         vg_buf_printf(m, ": %s -> %s (%s%s)", a, b, now > was ? "+" : "-", d);
     } else {
@@ -192,8 +180,8 @@ int vg_render_event_text(const struct vg_event *ev, const struct timespec *when,
     static const struct vg_style plain = {"", "", "", "", "", "", "", ""};
     if (!st)
         st = &plain;
-    char ts[32];
-    vg_event_time(when, ts, sizeof(ts));
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
     const char *color = "";
     if (vg_event_shows_severity(ev))
         color = ev->severity == VG_SEV_CRITICAL  ? st->red
@@ -228,8 +216,8 @@ static void vg_kopt_str(struct vg_json *j, const char *key, const char *s)
 int vg_render_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
                          struct vg_buf *out)
 {
-    char ts[32];
-    vg_event_time(when, ts, sizeof(ts));
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
     struct vg_json j;
     vg_json_init(&j, out, false);
     vg_json_obj_begin(&j);

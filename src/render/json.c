@@ -2,6 +2,7 @@
  * Streaming JSON writer (see json.h).
  */
 #include "render/json.h"
+#include "util/clock.h"
 #include "util/utf8.h"
 
 #include <errno.h>
@@ -239,4 +240,16 @@ int vg_json_finish(struct vg_json *j)
         j->rc = -EINVAL;
     vg_json_put(j, "\n", 1);
     return j->rc;
+}
+
+void vg_json_envelope(struct vg_json *j, const char *schema, const struct timespec *when)
+{
+    vg_json_obj_begin(j);
+    vg_json_kstr(j, "schema", schema);
+    vg_json_kstr(j, "vramguard_version", VG_VERSION);
+    if (when) {
+        char ts[VG_CLOCK_ISO_SIZE];
+        vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
+        vg_json_kstr(j, "time", ts);
+    }
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "util/buf.h"
 
@@ -30,6 +31,10 @@ struct vg_json {
 };
 
 void vg_json_init(struct vg_json *j, struct vg_buf *out, bool pretty);
+
+/* The opening every JSON document of a command shares: '{', "schema", "vramguard_version" and,
+ * when `when` is not NULL, "time" (ISO 8601 UTC). The caller adds its members and closes it. */
+void vg_json_envelope(struct vg_json *j, const char *schema, const struct timespec *when);
 /* 0, or the first error; adds the final newline. */
 int vg_json_finish(struct vg_json *j);
 

@@ -11,6 +11,7 @@
 #include "model/snapshot.h"
 #include "rules/rules.h"
 #include "util/buf.h"
+#include "util/text.h" /* vg_text_short_uuid(), which renderers and rules share */
 
 #define VG_JSON_SCHEMA_STATUS "vramguard.status/1"
 
@@ -45,11 +46,6 @@ const char *vg_render_access_id(unsigned bit);
 const char *vg_render_compute_mode(unsigned mode);      /* "default", "exclusive_process", ... */
 /* "C", "G", "M", "C+G"...; "-" when none. */
 const char *vg_render_types_short(unsigned types);
-/* "GPU-8a1b2c3d": the UUID's first 8 hex digits after the prefix, escaped as text (a driver's
- * "GPU-\033[2J..." shows as "GPU-\x1b[2J…"), cut with a visible "…" to fit; written into out
- * (n >= 16), ready to print as it is. */
-void vg_render_short_uuid(const char *uuid, char *out, size_t n);
-
 
 /* Findings (doctor, check). The filter, when non-NULL, selects what to show. */
 

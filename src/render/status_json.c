@@ -234,14 +234,7 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
     (void)ro;
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_obj_begin(&j);
-    vg_json_kstr(&j, "schema", VG_JSON_SCHEMA_STATUS);
-    vg_json_kstr(&j, "vramguard_version", VG_VERSION);
-    char ts[64];
-    struct tm tm;
-    gmtime_r(&snap->taken_at.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    vg_json_kstr(&j, "time", ts);
+    vg_json_envelope(&j, VG_JSON_SCHEMA_STATUS, &snap->taken_at);
     vg_json_key(&j, "host");
     vg_json_obj_begin(&j);
     vg_json_kstr(&j, "proc_root", snap->proc_root);

@@ -162,7 +162,7 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
     const struct vg_gpu *g = &snap->gpus.gpus[gi];
     const struct vg_snap_gpu *s = &snap->per_gpu[gi];
     char uuid[32], minor[16];
-    vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+    vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
     if (g->known & VG_GPU_K_MINOR)
         snprintf(minor, sizeof(minor), "%u", g->minor);
     else
@@ -198,7 +198,7 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
     vg_text_holders(o, snap, gi, -1, ro, st, &header);
     for (size_t m = 0; m < g->nmig; m++) {
         const struct vg_gpu *mg = &g->mig[m];
-        vg_render_short_uuid((mg->known & VG_GPU_K_UUID) ? mg->uuid : NULL, uuid, sizeof(uuid));
+        vg_text_short_uuid((mg->known & VG_GPU_K_UUID) ? mg->uuid : NULL, uuid, sizeof(uuid));
         vg_buf_printf(o, "  %sMIG %zu%s  ", st->bold, m, st->reset);
         const char *mname = (mg->known & VG_GPU_K_NAME) ? mg->name : "(name n/a)";
         vg_text_escape(o, mname, strlen(mname), 40, NULL);

@@ -23,7 +23,7 @@ static void vg_vis_dev_text(struct vg_buf *o, const struct vg_snapshot *snap, si
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     const struct vg_gpu *d = vg_vis_dev(snap, gpu, mig);
     char uuid[32];
-    vg_render_short_uuid((d->known & VG_GPU_K_UUID) ? d->uuid : NULL, uuid, sizeof(uuid));
+    vg_text_short_uuid((d->known & VG_GPU_K_UUID) ? d->uuid : NULL, uuid, sizeof(uuid));
     if (mig >= 0)
         vg_buf_printf(o, "GPU %u MIG %d  ", g->index, mig);
     else

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "render/render.h"
 #include "rules/internal.h"
 #include "util/buf.h"
 #include "util/parse.h"
+#include "util/text.h"
 
 void vg_rule_gpu_label(const struct vg_snapshot *snap, size_t gpu, char *out, size_t n)
 {
@@ -20,7 +20,7 @@ void vg_rule_gpu_label(const struct vg_snapshot *snap, size_t gpu, char *out, si
     }
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     char uuid[32];
-    vg_render_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
+    vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
     snprintf(out, n, "GPU %u (%.60s, %s)", g->index,
              (g->known & VG_GPU_K_NAME) && g->name ? g->name : "name n/a", uuid);
 }
@@ -41,8 +41,7 @@ void vg_rule_proc_label(pid_t pid, const struct vg_proc *p, char *out, size_t n)
 
 void vg_rule_size(bool known, uint64_t bytes, char *out, size_t n)
 {
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "an unknown amount");
+    vg_fmt_size_or(known, bytes, "an unknown amount", out, n);
 }
 
 void vg_rule_proc_visible_release(struct vg_proc_visible *pv)

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "render/render.h"
+#include "rules/expect.h"
+#include "util/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
 
@@ -72,7 +73,7 @@ static int vg_who_parse(const char *s, size_t n, struct vg_who *w, const char *t
     if (vg_all_digits(s, n)) {
         uint64_t v;
         if (n >= sizeof(num) || (memcpy(num, s, n), num[n] = '\0', vg_parse_u64(num, &v)) ||
-            v == 0 || v > 0x7fffffff)
+            v == 0 || v > VG_PID_MAX)
             return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a process id", text,
                               (int)n, s);
         w->kind = VG_WHO_PID;
@@ -174,25 +175,13 @@ int vg_expect_set_copy(struct vg_expect_set *dst, const struct vg_expect_set *sr
 /* The GPU an expectation names, or VG_SNAP_NO_GPU. *why says what went wrong. */
 static size_t vg_expect_gpu(const struct vg_snapshot *snap, const char *gpu, const char **why)
 {
-    uint64_t idx;
-    if (vg_parse_u64(gpu, &idx) == 0) {
-        for (size_t i = 0; i < snap->gpus.ngpus; i++)
-            if (snap->gpus.gpus[i].index == idx)
-                return i;
-        *why = "no GPU with that index";
-        return VG_SNAP_NO_GPU;
+    size_t pos;
+    switch (vg_gpu_list_lookup(&snap->gpus, gpu, &pos)) {
+    case VG_GPU_LOOKUP_OK: return pos;
+    case VG_GPU_LOOKUP_NO_INDEX: *why = "no GPU with that index"; break;
+    case VG_GPU_LOOKUP_SEVERAL: *why = "the UUID prefix matches several GPUs"; break;
+    case VG_GPU_LOOKUP_NO_UUID: *why = "no GPU with that UUID"; break;
     }
-    size_t hit = VG_SNAP_NO_GPU, hits = 0, len = strlen(gpu);
-    for (size_t i = 0; i < snap->gpus.ngpus; i++) {
-        const struct vg_gpu *g = &snap->gpus.gpus[i];
-        if ((g->known & VG_GPU_K_UUID) && g->uuid && strncmp(g->uuid, gpu, len) == 0) {
-            hit = i;
-            hits++;
-        }
-    }
-    if (hits == 1)
-        return hit;
-    *why = hits ? "the UUID prefix matches several GPUs" : "no GPU with that UUID";
     return VG_SNAP_NO_GPU;
 }
 
@@ -255,14 +244,8 @@ static void vg_gpu_label(const struct vg_snapshot *snap, size_t gpu, char *out, 
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     char uuid[32];
-    vg_render_short_uuid(g->known & VG_GPU_K_UUID ? g->uuid : NULL, uuid, sizeof(uuid));
+    vg_text_short_uuid(g->known & VG_GPU_K_UUID ? g->uuid : NULL, uuid, sizeof(uuid));
     snprintf(out, n, "GPU %u (%s)", g->index, uuid);
-}
-
-static void vg_size(bool known, uint64_t bytes, char *out, size_t n)
-{
-    if (!known || vg_fmt_size(bytes, out, n) != 0)
-        snprintf(out, n, "an unknown amount");
 }
 
 /* "PID 4182 holds 519 MiB, alice: python train.py" into b. */
@@ -352,7 +335,7 @@ static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const
         a->bytes_known = h->used_known;
         a->bytes = h->used_bytes;
         char size[32];
-        vg_size(h->used_known, h->used_bytes, size, sizeof(size));
+        vg_fmt_size_or(h->used_known, h->used_bytes, "an unknown amount", size, sizeof(size));
         struct vg_buf msg;
         vg_buf_init(&msg, 0);
         vg_rule_head(&msg, snap, gpu, r);
@@ -360,7 +343,7 @@ static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const
         vg_holder_words(&msg, h, size);
         if (!h->used_known) {
             char used[32];
-            vg_size(true, g->mem_used, used, sizeof(used));
+            vg_fmt_size_or(true, g->mem_used, "an unknown amount", used, sizeof(used));
             vg_buf_printf(&msg, " (the GPU has %s used)", used);
         }
         int rc = vg_alert_strings(a, h, r, &msg);
@@ -380,8 +363,8 @@ static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const
     a->bytes_known = true;
     a->bytes = g->mem_used;
     char used[32], total[32];
-    vg_size(true, g->mem_used, used, sizeof(used));
-    vg_size(true, g->mem_total, total, sizeof(total));
+    vg_fmt_size_or(true, g->mem_used, "an unknown amount", used, sizeof(used));
+    vg_fmt_size_or(true, g->mem_total, "an unknown amount", total, sizeof(total));
     struct vg_buf msg;
     vg_buf_init(&msg, 0);
     vg_rule_head(&msg, snap, gpu, r);

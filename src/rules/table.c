@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "rules/internal.h"
+#include "util/parse.h"
 
 static const struct vg_rule_def vg_rule_table[] = {
     {"invalid-visible", vg_rule_invalid_visible,
@@ -54,7 +55,7 @@ void vg_rule_opts_init(struct vg_rule_opts *o)
         .context_max = VG_RULE_CONTEXT_MAX_DEFAULT,
         .unattributed_min = VG_RULE_UNATTRIBUTED_MIN_DEFAULT,
         .prealloc_fraction = 0.7,
-        .idle_min_ms = 3600000,
+        .idle_min_ms = VG_HOUR_MS,
     };
 }
 

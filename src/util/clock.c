@@ -1,9 +1,10 @@
 /*
- * Monotonic clock helpers (see clock.h).
+ * Monotonic clock and timestamp helpers (see clock.h).
  */
 #include "util/clock.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <time.h>
 
 uint64_t vg_clock_ms(void)
@@ -20,4 +21,26 @@ void vg_clock_sleep_until(uint64_t when_ms)
     /* absolute, so an interrupted sleep resumes toward the same instant */
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
+}
+
+void vg_clock_ts_add_ms(struct timespec *t, uint64_t ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+double vg_clock_ts_diff(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+void vg_clock_iso8601(time_t t, char *out, size_t n)
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, n, "?");
 }

@@ -157,7 +157,7 @@ int vg_parse_duration_ms(const char *s, uint64_t *ms)
 {
     static const struct vg_unit units[] = {
         {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
-        {"h", 3600000}, {"d", 86400000}, {NULL, 0},
+        {"h", VG_HOUR_MS}, {"d", VG_DAY_MS}, {NULL, 0},
     };
     if (!s)
         return -EINVAL;
@@ -195,4 +195,10 @@ int vg_fmt_size(uint64_t bytes, char *out, size_t n)
     if (w < 0 || (size_t)w >= n)
         return -ENOSPC;
     return 0;
+}
+
+void vg_fmt_size_or(bool known, uint64_t bytes, const char *unknown, char *out, size_t n)
+{
+    if (!known || vg_fmt_size(bytes, out, n) != 0)
+        snprintf(out, n, "%s", unknown);
 }

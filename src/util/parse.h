@@ -27,6 +27,14 @@ int vg_parse_i64n(const char *s, size_t n, int64_t min, int64_t max, int64_t *ou
 int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_fraction,
                   double *fraction);
 
+/* Durations in milliseconds that options and configuration keys are bounded by. */
+#define VG_HOUR_MS 3600000u
+#define VG_DAY_MS 86400000u
+
+/* The largest process ID the kernel hands out (pid_max is at most 2^22; pid_t is 32-bit): what a
+ * PID given as text may be at most. */
+#define VG_PID_MAX 0x7fffffff
+
 /* A duration: "500ms", "2s", "1.5s", "10m", "2h", "1d"; a bare number is seconds.
  * Result in milliseconds. */
 int vg_parse_duration_ms(const char *s, uint64_t *ms);
@@ -34,5 +42,9 @@ int vg_parse_duration_ms(const char *s, uint64_t *ms);
 /* Render bytes for people: "0 B", "512 KiB", "1.5 GiB" (one decimal above KiB when needed).
  * Writes at most n bytes including the NUL; returns -ENOSPC if it would not fit. */
 int vg_fmt_size(uint64_t bytes, char *out, size_t n);
+
+/* vg_fmt_size() when the amount is known and fits, else the caller's word for an unknown amount
+ * ("n/a" in tables, "an unknown amount" in sentences). */
+void vg_fmt_size_or(bool known, uint64_t bytes, const char *unknown, char *out, size_t n);
 
 #endif

@@ -87,15 +87,15 @@ static void test_short_uuid(void **state)
 {
     (void)state;
     char out[32];
-    vg_render_short_uuid("GPU-8a1b2c3d-1111-2222-3333-444444444444", out, sizeof(out));
+    vg_text_short_uuid("GPU-8a1b2c3d-1111-2222-3333-444444444444", out, sizeof(out));
     assert_string_equal(out, "GPU-8a1b2c3d");
-    vg_render_short_uuid(NULL, out, sizeof(out));
+    vg_text_short_uuid(NULL, out, sizeof(out));
     assert_string_equal(out, "n/a");
-    vg_render_short_uuid("GPU-\x1b]0;x\x07\n12", out, sizeof(out));
+    vg_text_short_uuid("GPU-\x1b]0;x\x07\n12", out, sizeof(out));
     assert_string_equal(out, "GPU-\\x1b]0;x\\x07\\n1");
     /* all control bytes: 4 columns each, cut to fit 16 bytes with the ellipsis */
     char small[16];
-    vg_render_short_uuid("GPU-\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b", small, sizeof(small));
+    vg_text_short_uuid("GPU-\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b", small, sizeof(small));
     assert_string_equal(small, "GPU-\\x1b\xE2\x80\xA6");
     assert_null(strchr(small, '\x1b'));
 }

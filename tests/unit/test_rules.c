@@ -187,6 +187,32 @@ static void test_left_dataloader_init(void **state)
     host_release(&h);
 }
 
+/* Forty workers of one ended job: one finding, and its kill line names every PID (a list cut
+ * short, as one once was after about twenty, would leave leftovers holding the GPU). */
+static void test_left_kill_line_every_pid(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 2);
+    for (pid_t pid = 101; pid <= 140; pid++) {
+        struct vg_proc *w = host_proc(&h, pid, "pt_data_worker", "python train.py");
+        orphaned(w, 100);
+        fx_fd(w, 1);
+        fx_activity(w, 500, 0);
+    }
+    host_run(&h);
+    assert_int_equal(nfindings(&h, "orphan-holder"), 1);
+    const struct vg_finding *f = finding(&h, "orphan-holder", 140);
+    assert_non_null(f);
+    assert_int_equal(f->npids, 40);
+    char want[512] = "kill -TERM";
+    for (pid_t pid = 101; pid <= 140; pid++)
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), " %d", (int)pid);
+    snprintf(want + strlen(want), sizeof(want) - strlen(want), " (then kill -KILL");
+    assert_true(fixed(f, want));
+    host_release(&h);
+}
+
 /* The same worker, but working (CPU time moving) or not measured: medium, with why. */
 static void test_left_working_or_unmeasured(void **state)
 {
@@ -953,6 +979,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_left_dataloader_init),
+        cmocka_unit_test(test_left_kill_line_every_pid),
         cmocka_unit_test(test_left_working_or_unmeasured),
         cmocka_unit_test(test_left_adopters),
         cmocka_unit_test(test_left_multiprocessing),

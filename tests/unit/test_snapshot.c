@@ -276,12 +276,38 @@ static void test_join_at_scale(void **state)
     vg_snap_free(s);
 }
 
+/* The one lookup of a GPU a person names: index, UUID, unique UUID prefix; and by exact UUID. */
+static void test_gpu_lookup(void **state)
+{
+    (void)state;
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    fx_gpu(&l, "GPU-ab12-0000", "T4", 0, GiB, 0, 0);
+    fx_gpu(&l, "GPU-ab34-0000", "T4", 1, GiB, 0, 0);
+    fx_gpu(&l, "GPU-c200-0000", "T4", 3, GiB, 0, 0);
+    size_t pos = 99;
+    assert_int_equal(vg_gpu_list_lookup(&l, "2", &pos), VG_GPU_LOOKUP_OK); /* indices 0, 1, 2 */
+    assert_int_equal(pos, 2);
+    assert_int_equal(vg_gpu_list_lookup(&l, "3", &pos), VG_GPU_LOOKUP_NO_INDEX);
+    assert_int_equal(vg_gpu_list_lookup(&l, "GPU-ab3", &pos), VG_GPU_LOOKUP_OK);
+    assert_int_equal(pos, 1);
+    assert_int_equal(vg_gpu_list_lookup(&l, "GPU-ab", &pos), VG_GPU_LOOKUP_SEVERAL);
+    assert_int_equal(vg_gpu_list_lookup(&l, "GPU-ff", &pos), VG_GPU_LOOKUP_NO_UUID);
+    assert_int_equal(vg_gpu_list_lookup(&l, "", &pos), VG_GPU_LOOKUP_NO_UUID);
+    assert_true(vg_gpu_list_by_uuid(&l, "GPU-c200-0000", &pos));
+    assert_int_equal(pos, 2);
+    assert_false(vg_gpu_list_by_uuid(&l, "GPU-c200", &pos)); /* exact only */
+    assert_false(vg_gpu_list_by_uuid(&l, NULL, &pos));
+    vg_gpu_list_release(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_minor_not_index), cmocka_unit_test(test_mig_attribution),
         cmocka_unit_test(test_bogus_and_unknown),    cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_sums_saturate),        cmocka_unit_test(test_join_at_scale),
+        cmocka_unit_test(test_gpu_lookup),
     };
     return cmocka_run_group_tests_name("snapshot", tests, NULL, NULL);
 }

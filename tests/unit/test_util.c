@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -241,6 +242,33 @@ static void test_utf8(void **state)
             fail_msg("case %zu: want %zu", i, cases[i].want);
 }
 
+static void test_clock_ts(void **state)
+{
+    (void)state;
+    struct timespec t = {.tv_sec = 10, .tv_nsec = 900000000L}, u = t;
+    vg_clock_ts_add_ms(&u, 250); /* carries into the seconds */
+    assert_int_equal(u.tv_sec, 11);
+    assert_int_equal(u.tv_nsec, 150000000L);
+    vg_clock_ts_add_ms(&u, 3600000);
+    assert_int_equal(u.tv_sec, 3611);
+    assert_true(vg_clock_ts_diff(&t, &u) > 3600.249 && vg_clock_ts_diff(&t, &u) < 3600.251);
+    assert_true(vg_clock_ts_diff(&u, &t) < 0);
+}
+
+static void test_clock_iso8601(void **state)
+{
+    (void)state;
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(0, ts, sizeof(ts));
+    assert_string_equal(ts, "1970-01-01T00:00:00Z");
+    vg_clock_iso8601(1764606561, ts, sizeof(ts));
+    assert_string_equal(ts, "2025-12-01T16:29:21Z");
+    assert_int_equal(strlen(ts) + 1, VG_CLOCK_ISO_SIZE);
+    char small[8];
+    vg_clock_iso8601(0, small, sizeof(small)); /* too small: marked, not cut */
+    assert_string_equal(small, "?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +278,8 @@ int main(void)
         cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_fmt_size),      cmocka_unit_test(test_file_read),
         cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_clock_iso8601),
+        cmocka_unit_test(test_clock_ts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
