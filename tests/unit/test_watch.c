@@ -1,6 +1,6 @@
 /*
  * Unit tests for the watch engine and its parts (src/model/engine.c, src/render/event.c,
- * src/cmd/watch_config.c, src/rules/expect.c, src/watch/exec.c): the config file parser
+ * src/cmd/watch_config.c, src/rules/expect.c, src/act/alert.c): the config file parser
  * (strict, FILE:LINE errors, precedence),
  * expectations, the alert command's word splitting, and the
  * event diffing on hand-made snapshots: present events first, silence without change, memory
