@@ -381,12 +381,84 @@ static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, boo
     return 0;
 }
 
+/* Ask the driver for the GPUs (unless --no-nvml), counting hangs and errors. *driver_ok says
+ * whether it answered; -ENOMEM only. */
+static int vg_sampler_ask_driver(struct vg_sampler *s, struct vg_snapshot *snap,
+                                 struct vg_gpu_list *gpus, bool *driver_ok, bool *hung)
+{
+    if (!s->w) {
+        snap->driver_error = strdup("the driver was not asked (--no-nvml)");
+        return snap->driver_error ? 0 : -ENOMEM;
+    }
+    int rc = vg_sampler_driver(s, gpus, &snap->driver_error);
+    if (rc == -ENOMEM && !snap->driver_error)
+        return -ENOMEM;
+    *driver_ok = rc == 0;
+    *hung = rc == -ETIMEDOUT;
+    s->stats.driver_hangs += *hung;
+    s->stats.driver_errors += !*driver_ok && !*hung;
+    return 0;
+}
+
+/* Scan /proc for the processes, incrementally when vg_sampler_plan allows, and count the
+ * scan in the stats. */
+static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant,
+                           struct vg_snapshot *snap, struct vg_proc_table *procs,
+                           struct vg_err *err)
+{
+    /* Planned after the driver answered, right before the scan: a node opened while the
+     * driver was asked is then seen now, not one sample late. */
+    struct timespec tscan;
+    clock_gettime(CLOCK_MONOTONIC, &tscan);
+    bool incremental;
+    const char *reason = NULL;
+    if (vg_sampler_plan(s, &tscan, &incremental, &reason) != 0)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    struct vg_proc_opts popts = {
+        .proc_root = s->proc_root,
+        .dev_dir = s->dev_dir,
+        .want = want,
+        .nwant = nwant,
+        .cache = s->cache,
+        .index = s->index,
+        .incremental = incremental,
+    };
+    int rc = vg_proc_scan(&popts, procs, err);
+    if (rc)
+        return rc;
+    snap->scanned_ms = vg_clock_ms();
+    if (procs->incremental) {
+        s->stats.incremental_scans++;
+        s->stats.last_full_reason = NULL;
+    } else {
+        s->stats.full_scans++;
+        s->stats.last_full_reason = reason;
+        s->last_full = tscan;
+    }
+    s->stats.last_carried = procs->n_carried;
+    s->stats.last_listed = procs->n_scanned;
+    return 0;
+}
+
+/* Count one finished sample that began at t0. */
+static void vg_sampler_count_sample(struct vg_sampler *s, const struct timespec *t0)
+{
+    struct vg_proc_cache_stats cs;
+    vg_proc_cache_stats(s->cache, &cs);
+    s->stats.cache_hits = cs.hits;
+    s->stats.cache_misses = cs.misses;
+    s->stats.samples++;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stats.last_sample_seconds = vg_clock_ts_diff(t0, &t1);
+}
+
 int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung,
                       struct vg_err *err)
 {
     *out = NULL;
     *hung = false;
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     struct vg_snapshot *snap = vg_snap_new();
@@ -402,52 +474,13 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
     bool driver_ok = false;
     if (!(snap->proc_root = strdup(s->proc_root)) || !(snap->dev_dir = strdup(s->dev_dir)))
         goto fail;
-
-    if (s->w) {
-        rc = vg_sampler_driver(s, &gpus, &snap->driver_error);
-        if (rc == -ENOMEM && !snap->driver_error)
-            goto fail;
-        driver_ok = rc == 0;
-        *hung = rc == -ETIMEDOUT;
-        s->stats.driver_hangs += *hung;
-        s->stats.driver_errors += !driver_ok && !*hung;
-    } else if (!(snap->driver_error = strdup("the driver was not asked (--no-nvml)"))) {
+    if (vg_sampler_ask_driver(s, snap, &gpus, &driver_ok, hung) != 0)
         goto fail;
-    }
-
     if ((rc = vg_snap_nvml_pids(&gpus, &want, &nwant)) != 0)
         goto fail;
-    /* Planned after the driver answered, right before the scan: a node opened while the
-     * driver was asked is then seen now, not one sample late. */
-    struct timespec tscan;
-    clock_gettime(CLOCK_MONOTONIC, &tscan);
-    bool incremental;
-    const char *reason = NULL;
-    if ((rc = vg_sampler_plan(s, &tscan, &incremental, &reason)) != 0)
-        goto fail;
-    struct vg_proc_opts popts = {
-        .proc_root = s->proc_root,
-        .dev_dir = s->dev_dir,
-        .want = want,
-        .nwant = nwant,
-        .cache = s->cache,
-        .index = s->index,
-        .incremental = incremental,
-    };
-    rc = vg_proc_scan(&popts, &procs, err);
+    rc = vg_sampler_scan(s, want, nwant, snap, &procs, err);
     if (rc)
         goto out;
-    snap->scanned_ms = vg_clock_ms();
-    if (procs.incremental) {
-        s->stats.incremental_scans++;
-        s->stats.last_full_reason = NULL;
-    } else {
-        s->stats.full_scans++;
-        s->stats.last_full_reason = reason;
-        s->last_full = tscan;
-    }
-    s->stats.last_carried = procs.n_carried;
-    s->stats.last_listed = procs.n_scanned;
     rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
     if (rc)
         goto out;
@@ -457,14 +490,7 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
         goto fail;
     free(want);
     *out = snap;
-
-    struct vg_proc_cache_stats cs;
-    vg_proc_cache_stats(s->cache, &cs);
-    s->stats.cache_hits = cs.hits;
-    s->stats.cache_misses = cs.misses;
-    s->stats.samples++;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    s->stats.last_sample_seconds = vg_clock_ts_diff(&t0, &t1);
+    vg_sampler_count_sample(s, &t0);
     return 0;
 
 fail:
