@@ -325,7 +325,7 @@ static const void *vg_find(const void *arr, size_t n, size_t elem, const char *k
     return bsearch(k, arr, n, elem, vg_cmp_key);
 }
 
-static void vg_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
+static void vg_watch_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
 {
     if ((g->known & VG_GPU_K_UUID) && g->uuid)
         *out = vg_sdup(s, g->uuid);
@@ -358,7 +358,7 @@ static void vg_build_gpus(struct vg_step *s)
         struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
         if (!d)
             break;
-        vg_gpu_key(s, g, &d->key);
+        vg_watch_gpu_key(s, g, &d->key);
         d->index = g->index;
         d->uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
         d->name = vg_sdup(s, (g->known & VG_GPU_K_NAME) ? g->name : NULL);
@@ -585,7 +585,7 @@ static void vg_build_holders(struct vg_step *s)
 }
 
 /* The key of GPU gi of the snapshot, for finding and alert identities. */
-static const char *vg_snap_gpu_key(const struct vg_step *s, size_t gi)
+static const char *vg_step_gpu_key(const struct vg_step *s, size_t gi)
 {
     if (gi >= s->snap->gpus.ngpus || gi >= s->v->ngpus)
         return "?";
@@ -621,7 +621,7 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     for (size_t i = 0; i < f->ngpus; i++) {
         const struct vg_gpu *g = &s->snap->gpus.gpus[f->gpus[i]];
         d->gpus[d->ngpus++] = g->index;
-        vg_buf_printf(&key, "%s%s", i ? "," : "", vg_snap_gpu_key(s, f->gpus[i]));
+        vg_buf_printf(&key, "%s%s", i ? "," : "", vg_step_gpu_key(s, f->gpus[i]));
         if (i == 0)
             d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
     }
@@ -670,7 +670,7 @@ static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
         const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
         d->gpu_index = g->index;
         d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
+        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_step_gpu_key(s, a->gpu),
                          a->mig + 1, a->has_pid ? (int)a->pid : 0,
                          (unsigned long long)(a->start_known ? a->start_ticks : 0));
         d->a = *a;
@@ -716,7 +716,8 @@ static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
 }
 
 /* Frozen: carry the previous findings, alerts and problem as they were. */
-static bool vg_finding_on_hung(const struct vg_watch_view *v, const struct vg_watch_finding *f)
+static bool vg_watch_finding_on_hung(const struct vg_watch_view *v,
+                                     const struct vg_watch_finding *f)
 {
     for (size_t k = 0; k < f->ngpus; k++)
         if (vg_view_gpu_hung(v, false, 0, true, f->gpus[k]))
@@ -734,7 +735,7 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
     for (size_t i = 0; i < prev->nfindings && !s->err; i++) {
         const struct vg_watch_finding *f = &prev->findings[i];
         if (hung_only && (vg_find(v->findings, nf, sizeof(*f), f->key) ||
-                          !vg_finding_on_hung(v, f)))
+                          !vg_watch_finding_on_hung(v, f)))
             continue;
         struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
         if (!d)
@@ -812,8 +813,8 @@ static void vg_diff_driver(struct vg_step *s)
 }
 
 /* unlisted: a gpu-lost because the driver no longer lists the GPU. */
-static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct vg_watch_gpu *g,
-                         bool unlisted)
+static void vg_watch_gpu_event(struct vg_step *s, enum vg_event_type t,
+                               const struct vg_watch_gpu *g, bool unlisted)
 {
     enum vg_severity sev =
         t == VG_EV_GPU_LOST || t == VG_EV_GPU_HUNG ? VG_SEV_CRITICAL : VG_SEV_INFO;
@@ -845,19 +846,19 @@ static void vg_diff_gpus(struct vg_step *s)
         if (!p) {
             bool present = !s->prev || !s->prev->ever_ok;
             if (g->lost)
-                vg_gpu_event(s, VG_EV_GPU_LOST, g, false);
+                vg_watch_gpu_event(s, VG_EV_GPU_LOST, g, false);
             else if (g->hung)
-                vg_gpu_event(s, VG_EV_GPU_HUNG, g, false);
+                vg_watch_gpu_event(s, VG_EV_GPU_HUNG, g, false);
             else
-                vg_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, false);
+                vg_watch_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, false);
         } else if (g->listed && !p->listed) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (!g->listed && p->listed && !p->lost) {
-            vg_gpu_event(s, VG_EV_GPU_LOST, g, true);
+            vg_watch_gpu_event(s, VG_EV_GPU_LOST, g, true);
         } else if (g->listed && p->listed && g->lost != p->lost) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (g->listed && p->listed && g->hung != p->hung) {
-            vg_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, false);
         }
     }
 }
@@ -937,8 +938,8 @@ static void vg_diff_holders(struct vg_step *s)
     }
 }
 
-static void vg_finding_event(struct vg_step *s, enum vg_event_type t,
-                             const struct vg_watch_finding *f)
+static void vg_watch_finding_event(struct vg_step *s, enum vg_event_type t,
+                                   const struct vg_watch_finding *f)
 {
     struct vg_event *ev = vg_ev_new(s, t, t == VG_EV_FINDING_CLOSED ? VG_SEV_INFO : f->severity);
     if (!ev)
@@ -987,12 +988,12 @@ static void vg_diff_verdicts(struct vg_step *s)
     const struct vg_watch_view *v = s->v, *prev = s->prev;
     for (size_t i = 0; prev && i < prev->nfindings; i++)
         if (!vg_find(v->findings, v->nfindings, sizeof(*v->findings), prev->findings[i].key))
-            vg_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
+            vg_watch_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
     for (size_t i = 0; i < v->nfindings; i++)
         if (!prev || !vg_find(prev->findings, prev->nfindings, sizeof(*v->findings),
                               v->findings[i].key))
-            vg_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
-                             &v->findings[i]);
+            vg_watch_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
+                                   &v->findings[i]);
     for (size_t i = 0; prev && i < prev->nalerts; i++)
         if (!vg_find(v->alerts, v->nalerts, sizeof(*v->alerts), prev->alerts[i].key))
             vg_alert_event(s, VG_EV_ALERT_CLEARED, &prev->alerts[i]);

@@ -175,15 +175,16 @@ static int vg_metrics_reasons(const struct vg_snapshot *snap, const struct vg_fi
 
 /* ---- the families ---- */
 
-static void vg_gpu_labels(struct vg_metrics_writer *w, const struct vg_gpu *g)
+static void vg_metrics_gpu_labels(struct vg_metrics_writer *w, const struct vg_gpu *g)
 {
     vg_metrics_writer_label_u(w, "gpu", g->index);
     vg_metrics_writer_label(w, "uuid", (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
     vg_metrics_writer_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
 }
 
-static void vg_collect_families(struct vg_metrics_writer *w, const struct vg_collector_stats *st,
-                                const struct vg_metrics_opts *o)
+static void vg_metrics_collect_families(struct vg_metrics_writer *w,
+                                        const struct vg_collector_stats *st,
+                                        const struct vg_metrics_opts *o)
 {
     vg_metrics_writer_family(w, "vramguard_build_info", "gauge",
                              "Always 1; the version of vramguard serving these metrics.");
@@ -242,8 +243,8 @@ static void vg_collect_families(struct vg_metrics_writer *w, const struct vg_col
     vg_metrics_writer_u64(w, st->incremental_scans);
 }
 
-static void vg_gpu_info_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
-                               const struct vg_collector_gpu_ids *last_good)
+static void vg_metrics_gpu_info_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
+                                       const struct vg_collector_gpu_ids *last_good)
 {
     vg_metrics_writer_family(
         w, "vramguard_gpu_info", "gauge",
@@ -253,7 +254,7 @@ static void vg_gpu_info_family(struct vg_metrics_writer *w, const struct vg_snap
         for (size_t i = 0; i < snap->gpus.ngpus; i++) {
             const struct vg_gpu *g = &snap->gpus.gpus[i];
             vg_metrics_writer_begin(w);
-            vg_gpu_labels(w, g);
+            vg_metrics_gpu_labels(w, g);
             vg_metrics_writer_label(w, "pci_bus_id",
                                     (g->known & VG_GPU_K_PCI) ? g->pci_bus_id : NULL);
             if (g->known & VG_GPU_K_MINOR)
@@ -293,8 +294,8 @@ static void vg_driver_family(struct vg_metrics_writer *w, const struct vg_snapsh
 
 enum vg_gpu_field { VG_F_TOTAL, VG_F_USED, VG_F_RESERVED, VG_F_FREE };
 
-static void vg_gpu_mem_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
-                              enum vg_gpu_field f)
+static void vg_metrics_gpu_mem_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
+                                      enum vg_gpu_field f)
 {
     static const char *const names[] = {
         "vramguard_gpu_memory_total_bytes", "vramguard_gpu_memory_used_bytes",
@@ -317,13 +318,13 @@ static void vg_gpu_mem_family(struct vg_metrics_writer *w, const struct vg_snaps
                      : f == VG_F_FREE ? g->mem_free
                                       : g->mem_reserved;
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, g);
+        vg_metrics_gpu_labels(w, g);
         vg_metrics_writer_u64(w, v);
     }
 }
 
-static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
-                            const struct vg_reason_gpu *mg)
+static void vg_metrics_gpu_families(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
+                                    const struct vg_reason_gpu *mg)
 {
     const struct vg_gpu_list *l = &snap->gpus;
     vg_metrics_writer_family(
@@ -331,7 +332,7 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
         "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.");
     for (size_t i = 0; i < l->ngpus; i++) {
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, &l->gpus[i]);
+        vg_metrics_gpu_labels(w, &l->gpus[i]);
         vg_metrics_writer_u64(w, l->gpus[i].lost ? 1 : 0);
     }
     vg_metrics_writer_family(
@@ -340,7 +341,7 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
         "figures are absent), else 0.");
     for (size_t i = 0; i < l->ngpus; i++) {
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, &l->gpus[i]);
+        vg_metrics_gpu_labels(w, &l->gpus[i]);
         vg_metrics_writer_u64(w, l->gpus[i].hung ? 1 : 0);
     }
     vg_metrics_writer_family(
@@ -353,13 +354,13 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
         for (size_t m = 0; m < g->nmig; m++)
             n += g->mig[m].nerrors;
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, g);
+        vg_metrics_gpu_labels(w, g);
         vg_metrics_writer_u64(w, n);
     }
-    vg_gpu_mem_family(w, snap, VG_F_TOTAL);
-    vg_gpu_mem_family(w, snap, VG_F_USED);
-    vg_gpu_mem_family(w, snap, VG_F_RESERVED);
-    vg_gpu_mem_family(w, snap, VG_F_FREE);
+    vg_metrics_gpu_mem_family(w, snap, VG_F_TOTAL);
+    vg_metrics_gpu_mem_family(w, snap, VG_F_USED);
+    vg_metrics_gpu_mem_family(w, snap, VG_F_RESERVED);
+    vg_metrics_gpu_mem_family(w, snap, VG_F_FREE);
 
     vg_metrics_writer_family(
         w, "vramguard_gpu_utilization_ratio", "gauge",
@@ -369,7 +370,7 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
         if (!(g->known & VG_GPU_K_UTIL))
             continue;
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, g);
+        vg_metrics_gpu_labels(w, g);
         vg_metrics_writer_fixed(w, g->util_gpu / 100.0, 2);
     }
 
@@ -380,7 +381,7 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
         if (!mg[i].known)
             continue;
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, &l->gpus[i]);
+        vg_metrics_gpu_labels(w, &l->gpus[i]);
         vg_metrics_writer_u64(w, mg[i].n);
     }
 
@@ -395,7 +396,7 @@ static void vg_gpu_families(struct vg_metrics_writer *w, const struct vg_snapsho
             if (r == VG_REASON_UNATTRIBUTED && !mg[i].unattributed_known)
                 continue;
             vg_metrics_writer_begin(w);
-            vg_gpu_labels(w, &l->gpus[i]);
+            vg_metrics_gpu_labels(w, &l->gpus[i]);
             vg_metrics_writer_label(w, "reason", vg_reason_name((enum vg_reason)r));
             vg_metrics_writer_u64(w, mg[i].bytes[r]);
         }
@@ -482,7 +483,7 @@ static void vg_process_families(struct vg_metrics_writer *w, const struct vg_sna
         if (sel >= mg[i].n)
             continue;
         vg_metrics_writer_begin(w);
-        vg_gpu_labels(w, &l->gpus[i]);
+        vg_metrics_gpu_labels(w, &l->gpus[i]);
         vg_metrics_writer_u64(w, mg[i].n - sel);
     }
 }
@@ -527,8 +528,8 @@ static int vg_fcount_add(struct vg_fcount **v, size_t *n, size_t *cap, const cha
     return 0;
 }
 
-static int vg_findings_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
-                              const struct vg_findings *fs)
+static int vg_metrics_findings_family(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
+                                      const struct vg_findings *fs)
 {
     struct vg_fcount *v = NULL;
     size_t n = 0, cap = 0;
@@ -596,15 +597,15 @@ int vg_metrics_render(const struct vg_snapshot *snap, const struct vg_findings *
         rc = vg_metrics_reasons(snap, fs, o, mg, ngpus);
     }
     if (!rc) {
-        vg_collect_families(&w, st, o);
-        vg_gpu_info_family(&w, snap, last_good);
+        vg_metrics_collect_families(&w, st, o);
+        vg_metrics_gpu_info_family(&w, snap, last_good);
         if (snap && snap->driver_ok) {
             vg_driver_family(&w, snap);
-            vg_gpu_families(&w, snap, mg);
+            vg_metrics_gpu_families(&w, snap, mg);
             vg_process_families(&w, snap, mg, o);
         }
         if (snap)
-            rc = vg_findings_family(&w, snap, fs);
+            rc = vg_metrics_findings_family(&w, snap, fs);
         if (snap && !rc)
             vg_unread_family(&w, snap);
     }
