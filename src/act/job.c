@@ -204,7 +204,8 @@ static void vg_job_child(struct vg_job *job, const struct vg_job_opts *opts, pid
     _exit(vg_job_exec_status(e));
 }
 
-int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_err *err)
+/* Step 1 of vg_job_start: the terminal, the subreaper bit and the cgroup, before the fork. */
+static int vg_job_prepare(struct vg_job *job, const struct vg_job_opts *opts, struct vg_err *err)
 {
     job->log = opts->log;
     job->notify = opts->notify;
@@ -219,21 +220,28 @@ int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_e
                     "cannot become a child subreaper (%s): orphaned processes of the job "
                     "may escape",
                     strerror(errno));
-    if (opts->track != VG_JOB_TRACK_SUBREAPER) {
-        struct vg_err cerr = VG_ERR_INIT;
-        int rc = vg_job_setup_cgroup(job, opts, &cerr);
-        if (rc && opts->track == VG_JOB_TRACK_CGROUP) {
-            vg_err_set(err, rc, "cannot track the job with a cgroup: %s", vg_err_msg(&cerr));
-            vg_err_release(&cerr);
-            return rc;
-        }
-        if (rc)
-            vg_job_drop_cgroup(job, vg_err_msg(&cerr));
-        vg_err_release(&cerr);
-    } else {
+    if (opts->track == VG_JOB_TRACK_SUBREAPER) {
         vg_job_drop_cgroup(job, "--track subreaper");
+        return 0;
     }
+    struct vg_err cerr = VG_ERR_INIT;
+    int rc = vg_job_setup_cgroup(job, opts, &cerr);
+    if (rc && opts->track == VG_JOB_TRACK_CGROUP) {
+        vg_err_set(err, rc, "cannot track the job with a cgroup: %s", vg_err_msg(&cerr));
+        vg_err_release(&cerr);
+        return rc;
+    }
+    if (rc)
+        vg_job_drop_cgroup(job, vg_err_msg(&cerr));
+    vg_err_release(&cerr);
+    return 0;
+}
 
+/* Step 2: fork a child that waits on *sync_w before it execs and reports an exec failure's
+ * errno on *err_r. The child never returns from here. */
+static int vg_job_fork(struct vg_job *job, const struct vg_job_opts *opts, int *sync_w, int *err_r,
+                       struct vg_err *err)
+{
     int sync[2], errp[2];
     if (pipe2(sync, O_CLOEXEC) != 0)
         return vg_err_set(err, -errno, "cannot create a pipe: %s", strerror(errno));
@@ -261,7 +269,29 @@ int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_e
     close(sync[0]);
     close(errp[1]);
     job->pid = pid;
+    *sync_w = sync[1];
+    *err_r = errp[0];
+    return 0;
+}
 
+/* Reap a child that has not exec'd yet (it reads EOF on its sync pipe and leaves). */
+static void vg_job_abandon(struct vg_job *job, int sync_w, int err_r)
+{
+    close(sync_w);
+    close(err_r);
+    int st;
+    while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    job->pid = 0;
+    if (job->tty)
+        tcsetpgrp(job->tty_fd, job->our_pgrp);
+}
+
+/* Step 3, while the child still waits: the terminal, the cgroup and the guard. */
+static int vg_job_adopt(struct vg_job *job, const struct vg_job_opts *opts, int sync_w, int err_r,
+                        struct vg_err *err)
+{
+    pid_t pid = job->pid;
     if (job->tty) {
         setpgid(pid, pid); /* both sides do it: whoever runs first */
         if (tcsetpgrp(job->tty_fd, pid) != 0) {
@@ -275,14 +305,7 @@ int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_e
         if (rc && opts->track == VG_JOB_TRACK_CGROUP) {
             vg_err_set(err, rc, "%s", vg_err_msg(&cerr));
             vg_err_release(&cerr);
-            close(sync[1]); /* the child reads EOF and leaves */
-            close(errp[0]);
-            int st;
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            job->pid = 0;
-            if (job->tty)
-                tcsetpgrp(job->tty_fd, job->our_pgrp);
+            vg_job_abandon(job, sync_w, err_r);
             return rc;
         }
         if (rc)
@@ -303,29 +326,46 @@ int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_e
     struct vg_job_proc me;
     if (vg_job_proc_read(job->proc_fd, pid, &me, NULL) == 0)
         vg_job_seen(job, &me);
+    return 0;
+}
 
+/* Step 4: let the child exec, and learn whether the exec failed. */
+static void vg_job_release_child(struct vg_job *job, int sync_w, int err_r)
+{
     ssize_t w;
     do {
-        w = write(sync[1], "x", 1);
+        w = write(sync_w, "x", 1);
     } while (w < 0 && errno == EINTR);
-    close(sync[1]);
+    close(sync_w);
     int e = 0;
     ssize_t r;
     do {
-        r = read(errp[0], &e, sizeof(e));
+        r = read(err_r, &e, sizeof(e));
     } while (r < 0 && errno == EINTR);
-    close(errp[0]);
+    close(err_r);
     if (r == (ssize_t)sizeof(e)) {
         job->exec_errno = e ? e : EIO;
         int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        while (waitpid(job->pid, &st, 0) < 0 && errno == EINTR) {
         }
         job->exited = true;
         job->wstatus = st;
         if (job->tty)
             tcsetpgrp(job->tty_fd, job->our_pgrp);
     }
-    return 0;
+}
+
+int vg_job_start(struct vg_job *job, const struct vg_job_opts *opts, struct vg_err *err)
+{
+    int sync_w = -1, err_r = -1;
+    int rc = vg_job_prepare(job, opts, err);
+    if (rc == 0)
+        rc = vg_job_fork(job, opts, &sync_w, &err_r, err);
+    if (rc == 0)
+        rc = vg_job_adopt(job, opts, sync_w, err_r, err);
+    if (rc == 0)
+        vg_job_release_child(job, sync_w, err_r);
+    return rc;
 }
 
 /* The job stopped (^Z): take the terminal back, stop ourselves the same way so the shell sees

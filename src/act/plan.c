@@ -256,6 +256,38 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
     return 0;
 }
 
+/* How many entries are signalled, left alone and refused. */
+static void vg_plan_count(struct vg_plan *out)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        if (out->v[i].signal)
+            out->nsignal++;
+        else if (out->v[i].leave)
+            out->nleft++;
+        else
+            out->nrefused++;
+    }
+}
+
+/* The GPUs to report on: the one named, else those the entries hold, else (a clean of the
+ * whole host) every GPU. */
+static int vg_plan_scope(const struct vg_snapshot *snap, const struct vg_plan_opts *o,
+                         struct vg_plan *out)
+{
+    int rc = 0;
+    if (o->by_gpu) {
+        rc = vg_add_unique(&out->scope, &out->nscope, o->gpu);
+    } else if (!o->by_pid && !o->by_user) {
+        for (size_t g = 0; g < snap->gpus.ngpus && !rc; g++)
+            rc = vg_add_unique(&out->scope, &out->nscope, g);
+    }
+    for (size_t i = 0; i < out->n && !rc; i++)
+        for (size_t k = 0; k < out->v[i].ngpus && !rc; k++)
+            if (!o->by_gpu)
+                rc = vg_add_unique(&out->scope, &out->nscope, out->v[i].gpus[k]);
+    return rc;
+}
+
 int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
                   const struct vg_plan_opts *o, struct vg_plan *out, struct vg_err *err)
 {
@@ -311,27 +343,8 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
     if (out->n)
         qsort(out->v, out->n, sizeof(*out->v), vg_cmp_entry);
 
-    for (size_t i = 0; i < out->n; i++) {
-        if (out->v[i].signal)
-            out->nsignal++;
-        else if (out->v[i].leave)
-            out->nleft++;
-        else
-            out->nrefused++;
-    }
-
-    /* The GPUs to report on: the one named, else those the entries hold, else (a clean of the
-     * whole host) every GPU. */
-    if (o->by_gpu) {
-        rc = vg_add_unique(&out->scope, &out->nscope, o->gpu);
-    } else if (!o->by_pid && !o->by_user) {
-        for (size_t g = 0; g < snap->gpus.ngpus && !rc; g++)
-            rc = vg_add_unique(&out->scope, &out->nscope, g);
-    }
-    for (size_t i = 0; i < out->n && !rc; i++)
-        for (size_t k = 0; k < out->v[i].ngpus && !rc; k++)
-            if (!o->by_gpu)
-                rc = vg_add_unique(&out->scope, &out->nscope, out->v[i].gpus[k]);
+    vg_plan_count(out);
+    rc = vg_plan_scope(snap, o, out);
     if (rc)
         goto fail;
     vg_leftovers_release(&ls);

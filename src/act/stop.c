@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "proc/signal.h"
+#include "util/clock.h"
 
 void vg_stop_init(struct vg_stop *s, int pidfd)
 {
@@ -37,7 +38,7 @@ static void vg_stop_fail(struct vg_stop *s, int rc)
 
 void vg_stop_term(struct vg_stop *s)
 {
-    s->term_at_ms = vg_proc_now_ms();
+    s->term_at_ms = vg_clock_ms();
     int rc = vg_proc_pidfd_signal(s->pidfd, SIGTERM);
     if (rc) {
         vg_stop_fail(s, rc);
@@ -65,7 +66,7 @@ static void vg_stop_wait(struct vg_stop *first, size_t n, size_t stride,
             int r = vg_proc_pidfd_exited(s->pidfd, 0);
             if (r == 1) {
                 s->outcome = done;
-                s->exit_ms = vg_proc_now_ms() - s->term_at_ms;
+                s->exit_ms = vg_clock_ms() - s->term_at_ms;
                 vg_stop_release(s);
             } else if (r < 0) {
                 s->outcome = VG_STOP_FAILED;
@@ -75,7 +76,7 @@ static void vg_stop_wait(struct vg_stop *first, size_t n, size_t stride,
                 pending++;
             }
         }
-        unsigned long long now = vg_proc_now_ms();
+        unsigned long long now = vg_clock_ms();
         if (!pending || now >= deadline_ms)
             return;
         /* Wait on one of them; the others are looked at again right after. A short slice
@@ -113,7 +114,7 @@ void vg_stop_finish(struct vg_stop *first, size_t n, size_t stride, unsigned gra
         int rc = vg_proc_pidfd_signal(s->pidfd, SIGKILL);
         if (rc == -ESRCH) {
             s->outcome = VG_STOP_TERMINATED;
-            s->exit_ms = vg_proc_now_ms() - s->term_at_ms;
+            s->exit_ms = vg_clock_ms() - s->term_at_ms;
             vg_stop_release(s);
         } else if (rc) {
             s->outcome = VG_STOP_FAILED;
@@ -126,7 +127,7 @@ void vg_stop_finish(struct vg_stop *first, size_t n, size_t stride, unsigned gra
     }
     if (!any)
         return;
-    vg_stop_wait(first, n, stride, vg_proc_now_ms() + kill_wait_ms, VG_STOP_KILLED);
+    vg_stop_wait(first, n, stride, vg_clock_ms() + kill_wait_ms, VG_STOP_KILLED);
     for (size_t i = 0; i < n; i++) {
         struct vg_stop *s = vg_stop_at(first, stride, i);
         if (s->outcome == VG_STOP_PENDING) {

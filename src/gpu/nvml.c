@@ -1403,28 +1403,23 @@ static void vg_nvml_merge_apis(struct vg_gpu_list *list, const struct vg_nvml_ap
     list->proc_stride_535 |= a->stride_535;
 }
 
-int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct timespec *deadline,
-                      struct vg_err *err)
-{
-    size_t count = list->ngpus;
-    if (count == 0)
-        return 0;
-    if (count > VG_NVML_MAX_GPUS)
-        return vg_err_set(err, -EINVAL, "cannot read %zu GPUs: at most %u", count,
-                          VG_NVML_MAX_GPUS);
-    /* Per GPU: 1 its reader works for this read (started now, or still busy since an earlier
-     * read and taken over), 3 no thread could be started (read here), 2 read here. */
-    unsigned char *started = calloc(count, 1);
-    if (!started)
-        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
-    const nvml_handle_by_index_fn *hslot = n->f.handle[0] ? &n->f.handle[0] : &n->f.handle[1];
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double budget = deadline ? vg_clock_ts_diff(&now, deadline) : 0;
-    int rc = 0;
-    size_t inline_reads = 0;
+/* Per GPU in vg_nvml_read_gpus: whether its reader thread works for this read, or it is read
+ * on the calling thread. */
+enum vg_nvml_started {
+    VG_NVML_NOT_STARTED = 0,
+    VG_NVML_THREAD = 1, /* started now, or still busy since an earlier read and taken over */
+    VG_NVML_READ_HERE = 2,
+    VG_NVML_NO_THREAD = 3, /* no thread could be started: to be read here */
+};
 
-    pthread_mutex_lock(&n->lock);
+/* Hand each GPU to its reader thread (or take over the one still busy); returns how many GPUs
+ * got no thread. Called with n->lock held. */
+static size_t vg_nvml_dispatch(struct vg_nvml *n, size_t count, unsigned char *started,
+                               const struct timespec *deadline, const struct timespec *now)
+{
+    const nvml_handle_by_index_fn *hslot = n->f.handle[0] ? &n->f.handle[0] : &n->f.handle[1];
+    double budget = deadline ? vg_clock_ts_diff(now, deadline) : 0;
+    size_t inline_reads = 0;
     uint64_t read = ++n->reads;
     n->waiting = read;
     n->pending = 0;
@@ -1438,8 +1433,8 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
              * stuck longer is reported hung at once, so that it costs later samples nothing. */
             s->read = read;
             s->done = false;
-            started[i] = 1;
-            s->counted = !deadline || vg_clock_ts_diff(&s->since, &now) < budget;
+            started[i] = VG_NVML_THREAD;
+            s->counted = !deadline || vg_clock_ts_diff(&s->since, now) < budget;
             n->pending += s->counted;
             continue;
         }
@@ -1447,33 +1442,45 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
         memset(&s->ident, 0, sizeof s->ident);
         s->busy = true;
         s->read = read;
-        s->since = now;
+        s->since = *now;
         s->at = vg_nvml_name_of(n, hslot);
         s->done = false;
         s->counted = true;
         if (vg_nvml_spawn(n, (unsigned)i) == 0) {
-            started[i] = 1;
+            started[i] = VG_NVML_THREAD;
             n->pending++;
         } else {
             s->busy = false;
-            started[i] = 3;
+            started[i] = VG_NVML_NO_THREAD;
             inline_reads++;
         }
     }
-    pthread_mutex_unlock(&n->lock);
+    return inline_reads;
+}
 
-    /* No thread to be had (a process at its thread limit): read those GPUs here, in turn. The
-     * caller's own deadline still bounds the whole read; only the isolation is lost. */
-    for (size_t i = 0; inline_reads && i < count && rc == 0; i++) {
-        if (started[i] != 3)
+/* No thread to be had (a process at its thread limit): read those GPUs here, in turn. The
+ * caller's own deadline still bounds the whole read; only the isolation is lost. */
+static int vg_nvml_read_here(struct vg_nvml *n, struct vg_gpu_list *list, size_t count,
+                             unsigned char *started)
+{
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        if (started[i] != VG_NVML_NO_THREAD)
             continue;
         struct vg_nvml_apis apis = {0};
         rc = vg_nvml_read_gpu(n, (unsigned)i, &list->gpus[i], &apis);
         vg_nvml_merge_apis(list, &apis);
-        started[i] = 2;
+        started[i] = VG_NVML_READ_HERE;
     }
+    return rc;
+}
 
-    pthread_mutex_lock(&n->lock);
+/* Wait for the reader threads until the deadline, then take each answer, or mark its GPU hung.
+ * Returns rc, or the first error of a reader when rc is 0. Called with n->lock held. */
+static int vg_nvml_collect_answers(struct vg_nvml *n, struct vg_gpu_list *list, size_t count,
+                                   const unsigned char *started, const struct timespec *deadline,
+                                   int rc)
+{
     /* Any error but a wake-up ends the wait (ETIMEDOUT, or EINVAL for a bad deadline): what
      * has not answered then is hung, never waited for forever. */
     int wrc = 0;
@@ -1482,11 +1489,12 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
                        : pthread_cond_wait(&n->answered, &n->lock);
     n->waiting = 0;
     n->pending = 0;
+    struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     for (size_t i = 0; i < count; i++) {
         struct vg_nvml_slot *s = &n->slots[i];
         struct vg_gpu *g = &list->gpus[i];
-        if (started[i] == 2)
+        if (started[i] == VG_NVML_READ_HERE)
             continue;
         if (started[i] && s->done) {
             vg_gpu_release(g);
@@ -1503,6 +1511,34 @@ int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct 
         if (r < 0 && rc == 0)
             rc = r;
     }
+    return rc;
+}
+
+int vg_nvml_read_gpus(struct vg_nvml *n, struct vg_gpu_list *list, const struct timespec *deadline,
+                      struct vg_err *err)
+{
+    size_t count = list->ngpus;
+    if (count == 0)
+        return 0;
+    if (count > VG_NVML_MAX_GPUS)
+        return vg_err_set(err, -EINVAL, "cannot read %zu GPUs: at most %u", count,
+                          VG_NVML_MAX_GPUS);
+    unsigned char *started = calloc(count, 1); /* enum vg_nvml_started per GPU */
+    if (!started)
+        return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int rc = 0;
+
+    pthread_mutex_lock(&n->lock);
+    size_t inline_reads = vg_nvml_dispatch(n, count, started, deadline, &now);
+    pthread_mutex_unlock(&n->lock);
+
+    if (inline_reads)
+        rc = vg_nvml_read_here(n, list, count, started);
+
+    pthread_mutex_lock(&n->lock);
+    rc = vg_nvml_collect_answers(n, list, count, started, deadline, rc);
     pthread_mutex_unlock(&n->lock);
     free(started);
     if (rc < 0)

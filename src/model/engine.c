@@ -17,7 +17,7 @@
 
 #include "util/buf.h"
 
-struct vg_wgpu {
+struct vg_watch_gpu {
     char *key;              /* UUID, or "index:N" */
     unsigned index;
     char *uuid, *name;
@@ -30,7 +30,7 @@ struct vg_wgpu {
     uint64_t used, total;
 };
 
-struct vg_wholder {
+struct vg_watch_holder {
     char *key;              /* "m002|-01|0000004182|00000000000000123456" */
     bool gpu_known;
     unsigned gpu_index;
@@ -55,7 +55,7 @@ struct vg_wholder {
     uint64_t idle_since;    /* now_ms when it was first seen idle in this stretch */
 };
 
-struct vg_wfinding {
+struct vg_watch_finding {
     char *key;              /* "rule|gpu keys|pids" */
     const char *rule;
     enum vg_severity severity;
@@ -69,7 +69,7 @@ struct vg_wfinding {
     uint64_t bytes;
 };
 
-struct vg_walert {
+struct vg_watch_alert {
     char *key;              /* "kind|gpu key|pid|start" */
     struct vg_alert a;      /* strings owned; a.gpu is meaningless once the snapshot is gone */
     unsigned gpu_index;
@@ -79,13 +79,13 @@ struct vg_walert {
 struct vg_watch_view {
     bool driver_ok, hung, ever_ok, frozen;
     char *driver_error;
-    struct vg_wgpu *gpus;
+    struct vg_watch_gpu *gpus;
     size_t ngpus;
-    struct vg_wholder *holders;
+    struct vg_watch_holder *holders;
     size_t nholders;
-    struct vg_wfinding *findings;
+    struct vg_watch_finding *findings;
     size_t nfindings;
-    struct vg_walert *alerts;
+    struct vg_watch_alert *alerts;
     size_t nalerts;
     char *problem;
 };
@@ -212,14 +212,14 @@ static void vg_ev_pid(struct vg_step *s, struct vg_event *ev, pid_t pid)
 
 /* ---- building the view ------------------------------------------------------------------- */
 
-static void vg_wgpu_release(struct vg_wgpu *g)
+static void vg_watch_gpu_release(struct vg_watch_gpu *g)
 {
     free(g->key);
     free(g->uuid);
     free(g->name);
 }
 
-static void vg_wholder_release(struct vg_wholder *h)
+static void vg_watch_holder_release(struct vg_watch_holder *h)
 {
     free(h->key);
     free(h->gpu_uuid);
@@ -227,7 +227,7 @@ static void vg_wholder_release(struct vg_wholder *h)
     free(h->command);
 }
 
-static void vg_wfinding_release(struct vg_wfinding *f)
+static void vg_watch_finding_release(struct vg_watch_finding *f)
 {
     free(f->key);
     free(f->title);
@@ -236,7 +236,7 @@ static void vg_wfinding_release(struct vg_wfinding *f)
     free(f->pids);
 }
 
-static void vg_walert_release(struct vg_walert *a)
+static void vg_watch_alert_release(struct vg_watch_alert *a)
 {
     free(a->key);
     free(a->a.user);
@@ -251,13 +251,13 @@ void vg_watch_view_free(struct vg_watch_view *v)
     if (!v)
         return;
     for (size_t i = 0; i < v->ngpus; i++)
-        vg_wgpu_release(&v->gpus[i]);
+        vg_watch_gpu_release(&v->gpus[i]);
     for (size_t i = 0; i < v->nholders; i++)
-        vg_wholder_release(&v->holders[i]);
+        vg_watch_holder_release(&v->holders[i]);
     for (size_t i = 0; i < v->nfindings; i++)
-        vg_wfinding_release(&v->findings[i]);
+        vg_watch_finding_release(&v->findings[i]);
     for (size_t i = 0; i < v->nalerts; i++)
-        vg_walert_release(&v->alerts[i]);
+        vg_watch_alert_release(&v->alerts[i]);
     free(v->gpus);
     free(v->holders);
     free(v->findings);
@@ -325,7 +325,7 @@ static const void *vg_find(const void *arr, size_t n, size_t elem, const char *k
     return bsearch(k, arr, n, elem, vg_cmp_key);
 }
 
-static void vg_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
+static void vg_watch_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
 {
     if ((g->known & VG_GPU_K_UUID) && g->uuid)
         *out = vg_sdup(s, g->uuid);
@@ -333,7 +333,7 @@ static void vg_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
         *out = vg_keyf(s, "index:%u", g->index);
 }
 
-static void vg_copy_gpu(struct vg_step *s, struct vg_wgpu *d, const struct vg_wgpu *g)
+static void vg_copy_gpu(struct vg_step *s, struct vg_watch_gpu *d, const struct vg_watch_gpu *g)
 {
     *d = *g;
     d->key = vg_sdup(s, g->key);
@@ -347,7 +347,7 @@ static void vg_build_gpus(struct vg_step *s)
     const struct vg_watch_view *prev = s->prev;
     if (v->frozen) {
         for (size_t i = 0; i < prev->ngpus && !s->err; i++) {
-            struct vg_wgpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+            struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
             if (d)
                 vg_copy_gpu(s, d, &prev->gpus[i]);
         }
@@ -355,10 +355,10 @@ static void vg_build_gpus(struct vg_step *s)
     }
     for (size_t i = 0; i < s->snap->gpus.ngpus && !s->err; i++) {
         const struct vg_gpu *g = &s->snap->gpus.gpus[i];
-        struct vg_wgpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
         if (!d)
             break;
-        vg_gpu_key(s, g, &d->key);
+        vg_watch_gpu_key(s, g, &d->key);
         d->index = g->index;
         d->uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
         d->name = vg_sdup(s, (g->known & VG_GPU_K_NAME) ? g->name : NULL);
@@ -381,7 +381,7 @@ static void vg_build_gpus(struct vg_step *s)
             here = v->gpus[k].key && strcmp(v->gpus[k].key, prev->gpus[i].key) == 0;
         if (here)
             continue;
-        struct vg_wgpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
         if (d) {
             vg_copy_gpu(s, d, &prev->gpus[i]);
             d->listed = false;
@@ -389,7 +389,8 @@ static void vg_build_gpus(struct vg_step *s)
     }
 }
 
-static const struct vg_wgpu *vg_view_gpu_by_minor(const struct vg_watch_view *v, unsigned minor)
+static const struct vg_watch_gpu *vg_view_gpu_by_minor(const struct vg_watch_view *v,
+                                                       unsigned minor)
 {
     for (size_t i = 0; i < v->ngpus; i++)
         if (v->gpus[i].listed && v->gpus[i].minor_known && v->gpus[i].minor == minor)
@@ -412,7 +413,7 @@ static int vg_holder_idle(const struct vg_snapshot *snap, const struct vg_holdin
     return -1;
 }
 
-static void vg_holder_from(struct vg_step *s, struct vg_wholder *d, const struct vg_holding *h)
+static void vg_holder_from(struct vg_step *s, struct vg_watch_holder *d, const struct vg_holding *h)
 {
     const struct vg_watch_view *v = s->v;
     const struct vg_proc *p = h->proc;
@@ -436,7 +437,7 @@ static void vg_holder_from(struct vg_step *s, struct vg_wholder *d, const struct
         d->user = vg_sdup(s, p->user);
         d->command = vg_sdup(s, p->cmdline && *p->cmdline ? p->cmdline : p->comm);
     }
-    const struct vg_wgpu *wg = NULL;
+    const struct vg_watch_gpu *wg = NULL;
     if (h->gpu != VG_SNAP_NO_GPU) {
         const struct vg_gpu *g = &s->snap->gpus.gpus[h->gpu];
         d->gpu_known = true;
@@ -462,7 +463,7 @@ static void vg_holder_from(struct vg_step *s, struct vg_wholder *d, const struct
 
 /* A PID the driver still lists after /proc lost it (gone, its memory not yet freed) keeps
  * the identity it had: the same holder, not one leaving and another appearing. */
-static void vg_holder_adopt_start(struct vg_step *s, struct vg_wholder *d,
+static void vg_holder_adopt_start(struct vg_step *s, struct vg_watch_holder *d,
                                   const struct vg_watch_view *prev)
 {
     if (!d->key)
@@ -470,7 +471,7 @@ static void vg_holder_adopt_start(struct vg_step *s, struct vg_wholder *d,
     const char *bar = strrchr(d->key, '|');
     size_t n = bar ? (size_t)(bar - d->key) + 1 : 0;
     for (size_t i = 0; n && i < prev->nholders; i++) {
-        const struct vg_wholder *p = &prev->holders[i];
+        const struct vg_watch_holder *p = &prev->holders[i];
         if (!p->start_known || strncmp(p->key, d->key, n) != 0)
             continue;
         free(d->key);
@@ -481,7 +482,8 @@ static void vg_holder_adopt_start(struct vg_step *s, struct vg_wholder *d,
     }
 }
 
-static void vg_copy_holder(struct vg_step *s, struct vg_wholder *d, const struct vg_wholder *h)
+static void vg_copy_holder(struct vg_step *s, struct vg_watch_holder *d,
+                           const struct vg_watch_holder *h)
 {
     *d = *h;
     d->key = vg_sdup(s, h->key);
@@ -505,7 +507,7 @@ static bool vg_view_gpu_hung(const struct vg_watch_view *v, bool minor_known, un
                              bool index_known, unsigned index)
 {
     for (size_t i = 0; i < v->ngpus; i++) {
-        const struct vg_wgpu *g = &v->gpus[i];
+        const struct vg_watch_gpu *g = &v->gpus[i];
         if (!g->listed || !g->hung)
             continue;
         if (minor_known ? g->minor_known && g->minor == minor : index_known && g->index == index)
@@ -523,13 +525,13 @@ static void vg_build_holders(struct vg_step *s)
         const struct vg_holding *h = &s->snap->holdings[i];
         if (h->bogus_pid)
             continue;
-        struct vg_wholder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
+        struct vg_watch_holder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
         if (!d)
             break;
         vg_holder_from(s, d, h);
         if (!d->start_known && prev)
             vg_holder_adopt_start(s, d, prev);
-        const struct vg_wholder *p =
+        const struct vg_watch_holder *p =
             prev ? vg_find(prev->holders, prev->nholders, sizeof(*p), d->key) : NULL;
         /* The driver's side cannot be seen: the whole view is frozen, or this GPU hangs. */
         bool blind = v->frozen || (h->gpu != VG_SNAP_NO_GPU && s->snap->gpus.gpus[h->gpu].hung);
@@ -564,7 +566,7 @@ static void vg_build_holders(struct vg_step *s)
      * carry those whose process lives. */
     size_t n = v->nholders;
     for (size_t i = 0; i < prev->nholders && !s->err; i++) {
-        const struct vg_wholder *p = &prev->holders[i];
+        const struct vg_watch_holder *p = &prev->holders[i];
         if (vg_find(v->holders, n, sizeof(*p), p->key))
             continue;
         if (!v->frozen &&
@@ -574,7 +576,7 @@ static void vg_build_holders(struct vg_step *s)
         if (p->in_proc && s->o->alive &&
             !s->o->alive(s->o->alive_ctx, p->pid, p->start_known, p->start))
             continue;
-        struct vg_wholder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
+        struct vg_watch_holder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
         if (d)
             vg_copy_holder(s, d, p);
     }
@@ -583,7 +585,7 @@ static void vg_build_holders(struct vg_step *s)
 }
 
 /* The key of GPU gi of the snapshot, for finding and alert identities. */
-static const char *vg_snap_gpu_key(const struct vg_step *s, size_t gi)
+static const char *vg_step_gpu_key(const struct vg_step *s, size_t gi)
 {
     if (gi >= s->snap->gpus.ngpus || gi >= s->v->ngpus)
         return "?";
@@ -599,7 +601,7 @@ static int vg_cmp_pid(const void *a, const void *b)
 static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
 {
     struct vg_watch_view *v = s->v;
-    struct vg_wfinding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
+    struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
     if (!d)
         return;
     d->rule = f->rule;
@@ -619,7 +621,7 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     for (size_t i = 0; i < f->ngpus; i++) {
         const struct vg_gpu *g = &s->snap->gpus.gpus[f->gpus[i]];
         d->gpus[d->ngpus++] = g->index;
-        vg_buf_printf(&key, "%s%s", i ? "," : "", vg_snap_gpu_key(s, f->gpus[i]));
+        vg_buf_printf(&key, "%s%s", i ? "," : "", vg_step_gpu_key(s, f->gpus[i]));
         if (i == 0)
             d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
     }
@@ -662,13 +664,13 @@ static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
     as->problem = NULL;
     for (size_t i = 0; i < as->n && !s->err; i++) {
         struct vg_alert *a = &as->v[i];
-        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
+        struct vg_watch_alert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
         if (!d)
             break;
         const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
         d->gpu_index = g->index;
         d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_snap_gpu_key(s, a->gpu),
+        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_step_gpu_key(s, a->gpu),
                          a->mig + 1, a->has_pid ? (int)a->pid : 0,
                          (unsigned long long)(a->start_known ? a->start_ticks : 0));
         d->a = *a;
@@ -690,7 +692,7 @@ static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
     }
     size_t nidle = 0;
     for (size_t i = 0; i < v->nholders; i++) {
-        const struct vg_wholder *h = &v->holders[i];
+        const struct vg_watch_holder *h = &v->holders[i];
         if (!h->idle || h->snap_gpu == VG_SNAP_NO_GPU)
             continue;
         idle[nidle].pid = h->pid;
@@ -714,7 +716,8 @@ static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
 }
 
 /* Frozen: carry the previous findings, alerts and problem as they were. */
-static bool vg_finding_on_hung(const struct vg_watch_view *v, const struct vg_wfinding *f)
+static bool vg_watch_finding_on_hung(const struct vg_watch_view *v,
+                                     const struct vg_watch_finding *f)
 {
     for (size_t k = 0; k < f->ngpus; k++)
         if (vg_view_gpu_hung(v, false, 0, true, f->gpus[k]))
@@ -730,11 +733,11 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
     const struct vg_watch_view *prev = s->prev;
     size_t nf = v->nfindings, na = v->nalerts;
     for (size_t i = 0; i < prev->nfindings && !s->err; i++) {
-        const struct vg_wfinding *f = &prev->findings[i];
+        const struct vg_watch_finding *f = &prev->findings[i];
         if (hung_only && (vg_find(v->findings, nf, sizeof(*f), f->key) ||
-                          !vg_finding_on_hung(v, f)))
+                          !vg_watch_finding_on_hung(v, f)))
             continue;
-        struct vg_wfinding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
+        struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
         if (!d)
             break;
         *d = *f;
@@ -751,11 +754,11 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
             s->err = -ENOMEM;
     }
     for (size_t i = 0; i < prev->nalerts && !s->err; i++) {
-        const struct vg_walert *a = &prev->alerts[i];
+        const struct vg_watch_alert *a = &prev->alerts[i];
         if (hung_only && (vg_find(v->alerts, na, sizeof(*a), a->key) ||
                           !vg_view_gpu_hung(v, false, 0, true, a->gpu_index)))
             continue;
-        struct vg_walert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
+        struct vg_watch_alert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
         if (!d)
             break;
         *d = *a;
@@ -810,8 +813,8 @@ static void vg_diff_driver(struct vg_step *s)
 }
 
 /* unlisted: a gpu-lost because the driver no longer lists the GPU. */
-static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct vg_wgpu *g,
-                         bool unlisted)
+static void vg_watch_gpu_event(struct vg_step *s, enum vg_event_type t,
+                               const struct vg_watch_gpu *g, bool unlisted)
 {
     enum vg_severity sev =
         t == VG_EV_GPU_LOST || t == VG_EV_GPU_HUNG ? VG_SEV_CRITICAL : VG_SEV_INFO;
@@ -826,7 +829,7 @@ static void vg_gpu_event(struct vg_step *s, enum vg_event_type t, const struct v
     ev->unlisted = unlisted;
 }
 
-static const struct vg_wgpu *vg_prev_gpu(const struct vg_watch_view *p, const char *key)
+static const struct vg_watch_gpu *vg_prev_gpu(const struct vg_watch_view *p, const char *key)
 {
     for (size_t i = 0; p && i < p->ngpus; i++)
         if (strcmp(p->gpus[i].key, key) == 0)
@@ -838,38 +841,38 @@ static void vg_diff_gpus(struct vg_step *s)
 {
     const struct vg_watch_view *v = s->v;
     for (size_t i = 0; i < v->ngpus; i++) {
-        const struct vg_wgpu *g = &v->gpus[i];
-        const struct vg_wgpu *p = vg_prev_gpu(s->prev, g->key);
+        const struct vg_watch_gpu *g = &v->gpus[i];
+        const struct vg_watch_gpu *p = vg_prev_gpu(s->prev, g->key);
         if (!p) {
             bool present = !s->prev || !s->prev->ever_ok;
             if (g->lost)
-                vg_gpu_event(s, VG_EV_GPU_LOST, g, false);
+                vg_watch_gpu_event(s, VG_EV_GPU_LOST, g, false);
             else if (g->hung)
-                vg_gpu_event(s, VG_EV_GPU_HUNG, g, false);
+                vg_watch_gpu_event(s, VG_EV_GPU_HUNG, g, false);
             else
-                vg_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, false);
+                vg_watch_gpu_event(s, present ? VG_EV_GPU_PRESENT : VG_EV_GPU_APPEARED, g, false);
         } else if (g->listed && !p->listed) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (!g->listed && p->listed && !p->lost) {
-            vg_gpu_event(s, VG_EV_GPU_LOST, g, true);
+            vg_watch_gpu_event(s, VG_EV_GPU_LOST, g, true);
         } else if (g->listed && p->listed && g->lost != p->lost) {
-            vg_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->lost ? VG_EV_GPU_LOST : VG_EV_GPU_BACK, g, false);
         } else if (g->listed && p->listed && g->hung != p->hung) {
-            vg_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, false);
+            vg_watch_gpu_event(s, g->hung ? VG_EV_GPU_HUNG : VG_EV_GPU_BACK, g, false);
         }
     }
 }
 
 /* The memory a holder is followed by: a process seen only through the device node holds no
  * memory of its own (0), so one that then allocates is reported. false: unknown. */
-static bool vg_holder_mem(const struct vg_wholder *h, uint64_t *mem)
+static bool vg_holder_mem(const struct vg_watch_holder *h, uint64_t *mem)
 {
     *mem = (h->seen & VG_SEEN_NVML) ? h->mem : 0;
     return !(h->seen & VG_SEEN_NVML) || h->mem_known;
 }
 
 static struct vg_event *vg_holder_event(struct vg_step *s, enum vg_event_type t,
-                                        const struct vg_wholder *h)
+                                        const struct vg_watch_holder *h)
 {
     struct vg_event *ev = vg_ev_new(s, t, VG_SEV_INFO);
     if (!ev)
@@ -895,15 +898,15 @@ static void vg_diff_holders(struct vg_step *s)
     const struct vg_watch_view *prev = s->prev;
     /* left first, so that a restarted job reads "left" then "appeared" */
     for (size_t i = 0; prev && i < prev->nholders; i++) {
-        const struct vg_wholder *p = &prev->holders[i];
+        const struct vg_watch_holder *p = &prev->holders[i];
         if (vg_find(v->holders, v->nholders, sizeof(*p), p->key))
             continue;
         if (!vg_holder_event(s, VG_EV_HOLDER_LEFT, p))
             return;
     }
     for (size_t i = 0; i < v->nholders; i++) {
-        struct vg_wholder *h = &v->holders[i];
-        const struct vg_wholder *p =
+        struct vg_watch_holder *h = &v->holders[i];
+        const struct vg_watch_holder *p =
             prev ? vg_find(prev->holders, prev->nholders, sizeof(*p), h->key) : NULL;
         if (!p) {
             struct vg_event *ev =
@@ -935,7 +938,8 @@ static void vg_diff_holders(struct vg_step *s)
     }
 }
 
-static void vg_finding_event(struct vg_step *s, enum vg_event_type t, const struct vg_wfinding *f)
+static void vg_watch_finding_event(struct vg_step *s, enum vg_event_type t,
+                                   const struct vg_watch_finding *f)
 {
     struct vg_event *ev = vg_ev_new(s, t, t == VG_EV_FINDING_CLOSED ? VG_SEV_INFO : f->severity);
     if (!ev)
@@ -961,7 +965,7 @@ static void vg_finding_event(struct vg_step *s, enum vg_event_type t, const stru
     ev->text = vg_sdup(s, f->title);
 }
 
-static void vg_alert_event(struct vg_step *s, enum vg_event_type t, const struct vg_walert *a)
+static void vg_alert_event(struct vg_step *s, enum vg_event_type t, const struct vg_watch_alert *a)
 {
     struct vg_event *ev = vg_ev_new(s, t, t == VG_EV_ALERT ? a->a.severity : VG_SEV_INFO);
     if (!ev)
@@ -984,12 +988,12 @@ static void vg_diff_verdicts(struct vg_step *s)
     const struct vg_watch_view *v = s->v, *prev = s->prev;
     for (size_t i = 0; prev && i < prev->nfindings; i++)
         if (!vg_find(v->findings, v->nfindings, sizeof(*v->findings), prev->findings[i].key))
-            vg_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
+            vg_watch_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
     for (size_t i = 0; i < v->nfindings; i++)
         if (!prev || !vg_find(prev->findings, prev->nfindings, sizeof(*v->findings),
                               v->findings[i].key))
-            vg_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
-                             &v->findings[i]);
+            vg_watch_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
+                                   &v->findings[i]);
     for (size_t i = 0; prev && i < prev->nalerts; i++)
         if (!vg_find(v->alerts, v->nalerts, sizeof(*v->alerts), prev->alerts[i].key))
             vg_alert_event(s, VG_EV_ALERT_CLEARED, &prev->alerts[i]);

@@ -165,6 +165,82 @@ static bool vg_scan_carry(struct vg_proc_index *idx, const struct vg_scan_ent *e
            !vg_proc_index_new_pid(idx, have_last, last, e->pid);
 }
 
+/* A sorted copy of the pids the caller wants read in full (NULL when none). -ENOMEM only. */
+static int vg_scan_sorted_want(const struct vg_proc_opts *opts, pid_t **want)
+{
+    *want = NULL;
+    if (!opts->nwant || !opts->want)
+        return 0;
+    *want = malloc(opts->nwant * sizeof(**want));
+    if (!*want)
+        return -ENOMEM;
+    memcpy(*want, opts->want, opts->nwant * sizeof(**want));
+    qsort(*want, opts->nwant, sizeof(**want), vg_cmp_pid);
+    return 0;
+}
+
+/* A /proc/PID directory that could not be opened: count why, and index it as unread unless
+ * the process is gone. */
+static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *idx,
+                               const struct vg_scan_ent *e, int err)
+{
+    if (err == ENOENT || err == ESRCH)
+        t->n_vanished++;
+    else if (err == EACCES || err == EPERM) {
+        t->n_denied++;
+        t->n_fd_unread++;
+    } else if (err == ENOMEM) {
+        return -ENOMEM;
+    }
+    if (!vg_proc_err_gone(-err) && idx)
+        return vg_proc_index_add(idx, e->pid, e->ino, VG_PROC_IX_UNREAD);
+    return 0;
+}
+
+/* Read one listed process into the table (kept, skipped or vanished) and index it. Returns 0
+ * or a negative errno. */
+static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_scan_ent *e,
+                            bool wanted, struct vg_proc_table *t, size_t *cap,
+                            struct vg_proc_index *idx)
+{
+    char name[16];
+    vg_proc_pid_str(e->pid, name);
+    int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pid_fd < 0)
+        return vg_scan_open_failed(t, idx, e, errno);
+    if (t->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
+        if (!np) {
+            close(pid_fd);
+            return -ENOMEM;
+        }
+        t->procs = np;
+        *cap = ncap;
+    }
+    bool denied, fds_read;
+    struct vg_proc *p = &t->procs[t->n];
+    int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
+    close(pid_fd);
+    if (rc < 0)
+        return rc;
+    t->n_denied += denied;
+    if (rc == VG_ONE_VANISHED) {
+        t->n_vanished++;
+        return 0;
+    }
+    t->n_fd_unread += !fds_read;
+    /* phase one's outcome: a skipped process was read too, and held nothing */
+    unsigned flags = !fds_read ? VG_PROC_IX_UNREAD
+                     : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
+                                                                  : 0;
+    if (rc == VG_ONE_KEEP)
+        t->n++;
+    if (idx)
+        return vg_proc_index_add(idx, e->pid, e->ino, flags);
+    return 0;
+}
+
 int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err)
 {
     static const struct vg_proc_opts defaults = {0};
@@ -190,15 +266,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     c.cache = opts->cache;
     if (c.cache)
         vg_proc_cache_begin(c.cache);
-    if (opts->nwant && opts->want) {
-        want = malloc(opts->nwant * sizeof(*want));
-        if (!want) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        memcpy(want, opts->want, opts->nwant * sizeof(*want));
-        qsort(want, opts->nwant, sizeof(*want), vg_cmp_pid);
-    }
+    if ((rc = vg_scan_sorted_want(opts, &want)) != 0)
+        goto out;
     t->self_nspid_depth = vg_scan_self_depth(&c);
     t->access = vg_proc_access_read(&c);
     /* The last pid is read before the listing: a process started after this read is either
@@ -225,57 +294,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             t->n_carried++;
             continue;
         }
-        char name[16];
-        vg_proc_pid_str(e->pid, name);
-        int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (pid_fd < 0) {
-            if (errno == ENOENT || errno == ESRCH)
-                t->n_vanished++;
-            else if (errno == EACCES || errno == EPERM) {
-                t->n_denied++;
-                t->n_fd_unread++;
-            } else if (errno == ENOMEM) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            if (!vg_proc_err_gone(-errno) && idx &&
-                (rc = vg_proc_index_add(idx, e->pid, e->ino, VG_PROC_IX_UNREAD)) != 0)
-                goto out;
-            continue;
-        }
-        if (t->n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
-            if (!np) {
-                close(pid_fd);
-                rc = -ENOMEM;
-                goto out;
-            }
-            t->procs = np;
-            cap = ncap;
-        }
-        bool denied, fds_read;
-        struct vg_proc *p = &t->procs[t->n];
-        rc = vg_scan_one(&c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
-        close(pid_fd);
-        if (rc < 0)
+        if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
             goto out;
-        t->n_denied += denied;
-        if (rc == VG_ONE_VANISHED) {
-            t->n_vanished++;
-            rc = 0;
-            continue;
-        }
-        t->n_fd_unread += !fds_read;
-        /* phase one's outcome: a skipped process was read too, and held nothing */
-        unsigned flags = !fds_read ? VG_PROC_IX_UNREAD
-                         : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
-                                                                      : 0;
-        if (rc == VG_ONE_KEEP)
-            t->n++;
-        if (idx && (rc = vg_proc_index_add(idx, e->pid, e->ino, flags)) != 0)
-            goto out;
-        rc = 0;
     }
     if (c.cache)
         vg_proc_cache_end(c.cache);

@@ -59,9 +59,9 @@ unsigned long long vg_proc_now_ms(void)
 
 int vg_proc_pidfd_exited(int fd, unsigned timeout_ms)
 {
-    unsigned long long deadline = vg_proc_now_ms() + timeout_ms;
+    unsigned long long deadline = vg_clock_ms() + timeout_ms;
     for (;;) {
-        unsigned long long now = vg_proc_now_ms();
+        unsigned long long now = vg_clock_ms();
         int wait = now >= deadline ? 0 : (int)(deadline - now);
         struct pollfd pfd = {fd, POLLIN, 0};
         int r = poll(&pfd, 1, wait);
@@ -72,7 +72,7 @@ int vg_proc_pidfd_exited(int fd, unsigned timeout_ms)
         }
         if (r > 0)
             return (pfd.revents & (POLLIN | POLLHUP)) ? 1 : -EIO;
-        if (vg_proc_now_ms() >= deadline)
+        if (vg_clock_ms() >= deadline)
             return 0;
     }
 }

@@ -130,6 +130,7 @@ static bool vg_was_signalled(const struct vg_clean_view *v, size_t i)
 
 /* ------------------------------------------------------------------------------------ words */
 
+/* long: one case per refusal, each its own sentence; the list reads best whole, in one place. */
 static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enum vg_kill_refusal r,
                             const struct vg_kill *k)
 {
@@ -719,11 +720,96 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_clean_view *v, size_t
     vg_json_obj_end(j);
 }
 
+/* The options the plan was made with. */
+static void vg_clean_json_options(struct vg_json *j, const struct vg_clean_view *v)
+{
+    const struct vg_snapshot *s = v->before;
+    const struct vg_plan_opts *o = v->opts;
+    vg_json_key(j, "options");
+    vg_json_obj_begin(j);
+    if (o->by_gpu)
+        vg_json_ku64(j, "gpu", s->gpus.gpus[o->gpu].index);
+    else
+        vg_json_kstr(j, "gpu", NULL);
+    vg_json_ku64_opt(j, "pid", o->by_pid, (uint32_t)o->pid);
+    vg_json_ku64_opt(j, "uid", o->by_user, o->uid);
+    vg_json_ku64_opt(j, "older_than_seconds", o->by_age, o->older_than_ms / 1000u);
+    vg_json_kbool(j, "orphans", o->orphans || !(o->by_gpu || o->by_pid || o->by_user || o->by_age));
+    vg_json_ku64(j, "grace_ms", v->grace_ms);
+    vg_json_kbool(j, "reset", v->reset);
+    vg_json_kbool(j, "force", v->force);
+    vg_json_obj_end(j);
+}
+
+/* One finding that still concerns the cleanup after it. */
+static void vg_clean_json_finding_after(struct vg_json *j, const struct vg_clean_view *v,
+                                        const struct vg_finding *f)
+{
+    vg_json_obj_begin(j);
+    vg_json_kstr(j, "rule", f->rule);
+    vg_json_kstr(j, "severity", vg_severity_str(f->severity));
+    vg_json_kstr(j, "title", f->title);
+    vg_json_key(j, "gpus");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < f->ngpus; k++)
+        vg_json_u64(j, v->after->gpus.gpus[f->gpus[k]].index);
+    vg_json_arr_end(j);
+    vg_json_key(j, "pids");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < f->npids; k++)
+        vg_json_u64(j, (uint32_t)f->pids[k]);
+    vg_json_arr_end(j);
+    vg_json_key(j, "fix");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < f->nfix; k++)
+        vg_json_str(j, f->fix[k]);
+    vg_json_arr_end(j);
+    vg_json_obj_end(j);
+}
+
+/* The findings after the cleanup that concern what it cleaned (null when not looked at). */
+static void vg_clean_json_findings_after(struct vg_json *j, const struct vg_clean_view *v)
+{
+    vg_json_key(j, "findings_after");
+    if (!v->after_findings) {
+        vg_json_null(j);
+    } else {
+        vg_json_arr_begin(j);
+        for (size_t i = 0; i < v->after_findings->n; i++) {
+            const struct vg_finding *f = &v->after_findings->v[i];
+            if (vg_concerns(v, v->after, f))
+                vg_clean_json_finding_after(j, v, f);
+        }
+        vg_json_arr_end(j);
+    }
+}
+
+/* The counts of the plan and of the signals' outcomes. */
+static void vg_clean_json_summary(struct vg_json *j, const struct vg_clean_view *v)
+{
+    const struct vg_plan *p = v->plan;
+    size_t counts[6] = {0};
+    for (size_t i = 0; v->kills && i < p->n; i++)
+        if (p->v[i].signal)
+            counts[v->kills[i].outcome]++;
+    vg_json_key(j, "summary");
+    vg_json_obj_begin(j);
+    vg_json_ku64(j, "to_signal", p->nsignal);
+    vg_json_ku64(j, "refused", p->nrefused);
+    vg_json_ku64(j, "left_alone", p->nleft);
+    vg_json_ku64(j, "terminated", counts[VG_KILL_TERMINATED]);
+    vg_json_ku64(j, "killed", counts[VG_KILL_KILLED]);
+    vg_json_ku64(j, "gone", counts[VG_KILL_GONE]);
+    vg_json_ku64(j, "refused_at_signal_time", counts[VG_KILL_REFUSED]);
+    vg_json_ku64(j, "failed", counts[VG_KILL_FAILED]);
+    vg_json_ku64(j, "resets_needed", v->nresets);
+    vg_json_obj_end(j);
+}
+
 int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
 {
     const struct vg_snapshot *s = v->before;
     const struct vg_plan *p = v->plan;
-    const struct vg_plan_opts *o = v->opts;
     struct vg_json j;
     vg_json_init(&j, out, true);
     vg_json_envelope(&j, VG_JSON_SCHEMA_CLEAN, &s->taken_at);
@@ -734,21 +820,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
     vg_json_kstr(&j, "error", s->driver_error);
     vg_json_obj_end(&j);
 
-    vg_json_key(&j, "options");
-    vg_json_obj_begin(&j);
-    if (o->by_gpu)
-        vg_json_ku64(&j, "gpu", s->gpus.gpus[o->gpu].index);
-    else
-        vg_json_kstr(&j, "gpu", NULL);
-    vg_json_ku64_opt(&j, "pid", o->by_pid, (uint32_t)o->pid);
-    vg_json_ku64_opt(&j, "uid", o->by_user, o->uid);
-    vg_json_ku64_opt(&j, "older_than_seconds", o->by_age, o->older_than_ms / 1000u);
-    vg_json_kbool(&j, "orphans",
-                  o->orphans || !(o->by_gpu || o->by_pid || o->by_user || o->by_age));
-    vg_json_ku64(&j, "grace_ms", v->grace_ms);
-    vg_json_kbool(&j, "reset", v->reset);
-    vg_json_kbool(&j, "force", v->force);
-    vg_json_obj_end(&j);
+    vg_clean_json_options(&j, v);
 
     vg_json_key(&j, "processes");
     vg_json_arr_begin(&j);
@@ -762,38 +834,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
         vg_json_gpu(&j, v, p->scope[i]);
     vg_json_arr_end(&j);
 
-    vg_json_key(&j, "findings_after");
-    if (!v->after_findings) {
-        vg_json_null(&j);
-    } else {
-        vg_json_arr_begin(&j);
-        for (size_t i = 0; i < v->after_findings->n; i++) {
-            const struct vg_finding *f = &v->after_findings->v[i];
-            if (!vg_concerns(v, v->after, f))
-                continue;
-            vg_json_obj_begin(&j);
-            vg_json_kstr(&j, "rule", f->rule);
-            vg_json_kstr(&j, "severity", vg_severity_str(f->severity));
-            vg_json_kstr(&j, "title", f->title);
-            vg_json_key(&j, "gpus");
-            vg_json_arr_begin(&j);
-            for (size_t k = 0; k < f->ngpus; k++)
-                vg_json_u64(&j, v->after->gpus.gpus[f->gpus[k]].index);
-            vg_json_arr_end(&j);
-            vg_json_key(&j, "pids");
-            vg_json_arr_begin(&j);
-            for (size_t k = 0; k < f->npids; k++)
-                vg_json_u64(&j, (uint32_t)f->pids[k]);
-            vg_json_arr_end(&j);
-            vg_json_key(&j, "fix");
-            vg_json_arr_begin(&j);
-            for (size_t k = 0; k < f->nfix; k++)
-                vg_json_str(&j, f->fix[k]);
-            vg_json_arr_end(&j);
-            vg_json_obj_end(&j);
-        }
-        vg_json_arr_end(&j);
-    }
+    vg_clean_json_findings_after(&j, v);
 
     vg_render_unread_json(&j, s);
     vg_json_key(&j, "reset_preconditions");
@@ -802,22 +843,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
         vg_json_str(&j, vg_clean_reset_preconditions[i]);
     vg_json_arr_end(&j);
 
-    size_t counts[6] = {0};
-    for (size_t i = 0; v->kills && i < p->n; i++)
-        if (p->v[i].signal)
-            counts[v->kills[i].outcome]++;
-    vg_json_key(&j, "summary");
-    vg_json_obj_begin(&j);
-    vg_json_ku64(&j, "to_signal", p->nsignal);
-    vg_json_ku64(&j, "refused", p->nrefused);
-    vg_json_ku64(&j, "left_alone", p->nleft);
-    vg_json_ku64(&j, "terminated", counts[VG_KILL_TERMINATED]);
-    vg_json_ku64(&j, "killed", counts[VG_KILL_KILLED]);
-    vg_json_ku64(&j, "gone", counts[VG_KILL_GONE]);
-    vg_json_ku64(&j, "refused_at_signal_time", counts[VG_KILL_REFUSED]);
-    vg_json_ku64(&j, "failed", counts[VG_KILL_FAILED]);
-    vg_json_ku64(&j, "resets_needed", v->nresets);
-    vg_json_obj_end(&j);
+    vg_clean_json_summary(&j, v);
     vg_json_obj_end(&j);
     return vg_json_finish(&j);
 }

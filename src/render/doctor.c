@@ -39,12 +39,9 @@ static const char *vg_sev_color(const struct vg_style *st, enum vg_severity s)
     return s == VG_SEV_CRITICAL ? st->red : s == VG_SEV_WARNING ? st->yellow : st->cyan;
 }
 
-static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
-                          const struct vg_findings *fs, const struct vg_finding_filter *flt,
-                          const struct vg_style *st)
+/* The GPU's heading line, then what is wrong with the GPU itself (lost, hung). */
+static void vg_doctor_gpu_head(struct vg_buf *o, const struct vg_gpu *g, const struct vg_style *st)
 {
-    const struct vg_gpu *g = &snap->gpus.gpus[gi];
-    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
     char uuid[32], used[32], total[32];
     vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
     bool mem = g->known & VG_GPU_K_MEM;
@@ -68,75 +65,91 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                       "are unknown; a GPU whose calls hang is usually wedged (check dmesg for "
                       "Xid errors; nvidia-smi may hang on it too)%s\n",
                       st->red, st->reset);
+}
 
-    /* Who: one line per holder, at most a handful, then a count. */
+/* No holder seen, but some could not be: say what was not seen rather than "nobody". */
+static void vg_doctor_who_unknown(struct vg_buf *o, const struct vg_snapshot *snap,
+                                  const struct vg_gpu *g, bool procs_known, bool minor_known,
+                                  const struct vg_style *st)
+{
+    size_t hidden = snap->procs.n_fd_unread;
+    vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
+    if (!procs_known)
+        vg_buf_adds(o, g->hung ? "the driver did not answer for it; "
+                               : "the driver's process list failed; ");
+    if (!minor_known)
+        vg_buf_adds(o, "its minor number is unknown, so who holds its node cannot be told");
+    else if (hidden)
+        vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
+                         "not be read", hidden);
+    else if (vg_snap_holders_may_hide(snap))
+        vg_buf_adds(o, "no process vramguard can see holds its node, but other users' "
+                       "processes are hidden (hidepid)");
+    else
+        vg_buf_adds(o, "no process holds its node");
+    vg_buf_printf(o, "%s\n", st->reset);
+}
+
+/* One holder's line: PID, memory, how it was seen, owner and command. */
+static void vg_doctor_holder(struct vg_buf *o, const struct vg_holding *h, bool first)
+{
+    char size[32] = "no context";
+    if (h->seen & VG_SEEN_NVML) {
+        if (h->used_known)
+            vg_fmt_size(h->used_bytes, size, sizeof(size));
+        else
+            snprintf(size, sizeof(size), "n/a");
+    }
+    vg_buf_printf(o, "  %s  PID %" PRIu32 " %s, %s", first ? "who:" : "    ", (uint32_t)h->pid,
+                  size,
+                  h->seen == VG_SEEN_FD     ? "device node only"
+                  : h->seen == VG_SEEN_NVML ? "driver only"
+                                            : "driver and device node");
+    /* a stale entry: what the PID names now, said to be someone else */
+    const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
+    if (h->stale)
+        vg_buf_adds(o, ", stale: the PID now names");
+    if (p && p->user) {
+        vg_buf_adds(o, ", ");
+        vg_text_escape_str(o, p->user, 0);
+    }
+    if (p && (p->cmdline || p->comm)) {
+        const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
+        vg_buf_adds(o, ": ");
+        vg_text_escape(o, c, strlen(c), 48, NULL);
+    }
+    vg_buf_addc(o, '\n');
+}
+
+/* Who: one line per holder, at most a handful, then a count. */
+static void vg_doctor_who(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
+                          const struct vg_style *st)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
     size_t first, count;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
     bool procs_known = !snap->driver_ok || (g->known & VG_GPU_K_PROCS);
     bool minor_known = !snap->driver_ok || (g->known & VG_GPU_K_MINOR);
-    size_t hidden = snap->procs.n_fd_unread;
     if (count == 0 && (!procs_known || !minor_known || vg_snap_holders_may_hide(snap))) {
-        /* Say what was not seen rather than "nobody". */
-        vg_buf_printf(o, "  who:  %sunknown: ", st->yellow);
-        if (!procs_known)
-            vg_buf_adds(o, g->hung ? "the driver did not answer for it; "
-                                   : "the driver's process list failed; ");
-        if (!minor_known)
-            vg_buf_adds(o, "its minor number is unknown, so who holds its node cannot be told");
-        else if (hidden)
-            vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
-                             "not be read", hidden);
-        else if (vg_snap_holders_may_hide(snap))
-            vg_buf_adds(o, "no process vramguard can see holds its node, but other users' "
-                           "processes are hidden (hidepid)");
-        else
-            vg_buf_adds(o, "no process holds its node");
-        vg_buf_printf(o, "%s\n", st->reset);
+        vg_doctor_who_unknown(o, snap, g, procs_known, minor_known, st);
     } else if (count == 0) {
         vg_buf_adds(o, "  who:  nobody holds it\n");
     } else {
-        for (size_t i = first; i < first + count && i < first + 6; i++) {
-            const struct vg_holding *h = &snap->holdings[i];
-            char size[32] = "no context";
-            if (h->seen & VG_SEEN_NVML) {
-                if (h->used_known)
-                    vg_fmt_size(h->used_bytes, size, sizeof(size));
-                else
-                    snprintf(size, sizeof(size), "n/a");
-            }
-            vg_buf_printf(o, "  %s  PID %" PRIu32 " %s, %s", i == first ? "who:" : "    ",
-                          (uint32_t)h->pid, size,
-                          h->seen == VG_SEEN_FD     ? "device node only"
-                          : h->seen == VG_SEEN_NVML ? "driver only"
-                                                    : "driver and device node");
-            /* a stale entry: what the PID names now, said to be someone else */
-            const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
-            if (h->stale)
-                vg_buf_adds(o, ", stale: the PID now names");
-            if (p && p->user) {
-                vg_buf_adds(o, ", ");
-                vg_text_escape_str(o, p->user, 0);
-            }
-            if (p && (p->cmdline || p->comm)) {
-                const char *c = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
-                vg_buf_adds(o, ": ");
-                vg_text_escape(o, c, strlen(c), 48, NULL);
-            }
-            vg_buf_addc(o, '\n');
-        }
+        for (size_t i = first; i < first + count && i < first + 6; i++)
+            vg_doctor_holder(o, &snap->holdings[i], i == first);
         if (count > 6)
             vg_buf_printf(o, "        ... and %zu more (vramguard status)\n", count - 6);
         if (!procs_known)
             vg_buf_printf(o, "        %s(the driver's process list failed: some holders may be "
                              "missing)%s\n", st->yellow, st->reset);
     }
-    if (s->unexplained_known && s->unexplained_bytes) {
-        char un[32];
-        vg_fmt_size(s->unexplained_bytes, un, sizeof(un));
-        vg_buf_printf(o, "  unexplained: %s%s\n", s->unexplained_upper_bound ? "up to " : "", un);
-    }
+}
 
-    /* Why: the findings that concern it. */
+/* Why: the findings that concern the GPU, or that nothing wrong was found. */
+static void vg_doctor_why(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
+                          const struct vg_findings *fs, const struct vg_finding_filter *flt,
+                          const struct vg_style *st)
+{
     size_t n = 0;
     for (size_t i = 0; i < fs->n; i++) {
         const struct vg_finding *f = &fs->v[i];
@@ -160,6 +173,21 @@ static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size
                       st->yellow, st->reset);
     else if (n == 0)
         vg_buf_printf(o, "  why:  %snothing wrong found%s\n", st->green, st->reset);
+}
+
+static void vg_doctor_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
+                          const struct vg_findings *fs, const struct vg_finding_filter *flt,
+                          const struct vg_style *st)
+{
+    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+    vg_doctor_gpu_head(o, &snap->gpus.gpus[gi], st);
+    vg_doctor_who(o, snap, gi, st);
+    if (s->unexplained_known && s->unexplained_bytes) {
+        char un[32];
+        vg_fmt_size(s->unexplained_bytes, un, sizeof(un));
+        vg_buf_printf(o, "  unexplained: %s%s\n", s->unexplained_upper_bound ? "up to " : "", un);
+    }
+    vg_doctor_why(o, snap, gi, fs, flt, st);
     vg_buf_addc(o, '\n');
 }
 

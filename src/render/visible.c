@@ -58,12 +58,10 @@ static void vg_vis_uuid_list(struct vg_buf *o, const struct vg_snapshot *snap)
     }
 }
 
-int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visible *v,
-                           const char *value, const char *order, const struct vg_render_opts *ro,
-                           struct vg_buf *out)
+/* The two variables as set (or not). */
+static void vg_vis_env_text(struct vg_buf *out, const struct vg_visible *v, const char *value,
+                            const char *order, const struct vg_style *st)
 {
-    struct vg_style st;
-    vg_style_init(&st, ro->color);
     if (value) {
         vg_buf_adds(out, "CUDA_VISIBLE_DEVICES='");
         vg_text_escape(out, value, strlen(value), 200, NULL);
@@ -75,13 +73,104 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
         vg_buf_adds(out, ", CUDA_DEVICE_ORDER=");
         vg_text_escape(out, order, strlen(order), 40, NULL);
         if (v->order_invalid)
-            vg_buf_printf(out, " %s(not a value CUDA knows: FASTEST_FIRST applies)%s", st.yellow,
-                          st.reset);
+            vg_buf_printf(out, " %s(not a value CUDA knows: FASTEST_FIRST applies)%s", st->yellow,
+                          st->reset);
     } else {
         vg_buf_adds(out, ", CUDA_DEVICE_ORDER unset (FASTEST_FIRST)");
     }
     vg_buf_adds(out, "\n\n");
+}
 
+/* Each entry of the list and what it names, or what is wrong with it. */
+static void vg_vis_entries_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                                const struct vg_visible *v, const struct vg_style *st)
+{
+    vg_buf_printf(out, "\n%sEntries:%s\n", st->bold, st->reset);
+    for (size_t i = 0; i < v->nentries; i++) {
+        const struct vg_vis_entry *e = &v->entries[i];
+        vg_buf_printf(out, "  %zu  '", i + 1);
+        vg_text_escape(out, e->text, strlen(e->text), 48, NULL);
+        vg_buf_adds(out, "'  ");
+        if (e->problem == VG_VIS_OK) {
+            vg_buf_adds(out, "-> ");
+            vg_vis_dev_text(out, snap, e->gpu, e->mig);
+        } else if (e->problem == VG_VIS_AFTER_CUT) {
+            vg_buf_printf(out, "%s%s", st->dim, vg_vis_problem_str(e->problem));
+            if (e->gpu < snap->gpus.ngpus) {
+                vg_buf_adds(out, " (would be ");
+                vg_vis_dev_text(out, snap, e->gpu, e->mig);
+                vg_buf_addc(out, ')');
+            }
+            vg_buf_adds(out, st->reset);
+        } else {
+            vg_buf_printf(out, "%s%s%s%s", i == v->cut ? st->red : st->yellow,
+                          vg_vis_problem_str(e->problem),
+                          i == v->cut ? "; CUDA stops reading the list here" : "", st->reset);
+        }
+        vg_buf_addc(out, '\n');
+    }
+}
+
+/* The corrected value, when the given one has problems. */
+static void vg_vis_suggest_text(struct vg_buf *out, const struct vg_visible *v,
+                                const struct vg_style *st)
+{
+    vg_buf_printf(out, "\n%sSuggested:%s ", st->bold, st->reset);
+    if (v->corrected[0] && v->cut < v->nentries)
+        vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n  (every entry that names a "
+                           "GPU, by UUID, including those after the cut: check that this is "
+                           "what was meant)\n", v->corrected);
+    else if (v->corrected[0])
+        vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n", v->corrected);
+    else
+        vg_buf_adds(out, "no entry names a GPU on this host; use the UUIDs below\n");
+}
+
+/* CUDA's numbering against nvidia-smi's, on a host where they differ. */
+static void vg_vis_ordering_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                                 const struct vg_visible *v, const struct vg_style *st)
+{
+    vg_buf_printf(out, "\n%sOrdering:%s this host mixes GPU models, so CUDA (FASTEST_FIRST) "
+                       "and nvidia-smi (PCI bus order) number them differently:\n",
+                  st->yellow, st->reset);
+    for (size_t i = 0; i < v->nenum; i++) {
+        vg_buf_printf(out, "  CUDA index %zu = nvidia-smi ", i);
+        vg_vis_dev_text(out, snap, v->enum_order[i], -1);
+        vg_buf_addc(out, '\n');
+    }
+    vg_buf_adds(out, "  export CUDA_DEVICE_ORDER=PCI_BUS_ID to make them agree, or use "
+                     "UUIDs.\n");
+}
+
+/* The same devices by UUID, when the value is set and has no problem. Only when the driver gave
+ * every UUID, well-formed: a value with a placeholder in it, copied into a shell, would make
+ * CUDA stop at that entry, and a UUID with a comma or a control character in it would be
+ * several entries, or reach the terminal. */
+static void vg_vis_by_uuid_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                                const struct vg_visible *v)
+{
+    bool all_uuids = v->ndevices > 0;
+    for (size_t i = 0; i < v->ndevices && all_uuids; i++) {
+        const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
+        all_uuids = (d->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(d->uuid);
+    }
+    if (!(v->set && !v->corrected && all_uuids))
+        return;
+    vg_buf_adds(out, "\nBy UUID (the same whatever the order): CUDA_VISIBLE_DEVICES=");
+    for (size_t i = 0; i < v->ndevices; i++) {
+        const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
+        vg_buf_printf(out, "%s%s", i ? "," : "", d->uuid);
+    }
+    vg_buf_addc(out, '\n');
+}
+
+int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visible *v,
+                           const char *value, const char *order, const struct vg_render_opts *ro,
+                           struct vg_buf *out)
+{
+    struct vg_style st;
+    vg_style_init(&st, ro->color);
+    vg_vis_env_text(out, v, value, order, &st);
     if (v->ndevices == 0) {
         vg_buf_printf(out, "%sA CUDA program here sees no GPU.%s\n", st.bold, st.reset);
     } else {
@@ -92,74 +181,15 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
             vg_buf_addc(out, '\n');
         }
     }
-
-    if (v->set && v->nentries) {
-        vg_buf_printf(out, "\n%sEntries:%s\n", st.bold, st.reset);
-        for (size_t i = 0; i < v->nentries; i++) {
-            const struct vg_vis_entry *e = &v->entries[i];
-            vg_buf_printf(out, "  %zu  '", i + 1);
-            vg_text_escape(out, e->text, strlen(e->text), 48, NULL);
-            vg_buf_adds(out, "'  ");
-            if (e->problem == VG_VIS_OK) {
-                vg_buf_adds(out, "-> ");
-                vg_vis_dev_text(out, snap, e->gpu, e->mig);
-            } else if (e->problem == VG_VIS_AFTER_CUT) {
-                vg_buf_printf(out, "%s%s", st.dim, vg_vis_problem_str(e->problem));
-                if (e->gpu < snap->gpus.ngpus) {
-                    vg_buf_adds(out, " (would be ");
-                    vg_vis_dev_text(out, snap, e->gpu, e->mig);
-                    vg_buf_addc(out, ')');
-                }
-                vg_buf_adds(out, st.reset);
-            } else {
-                vg_buf_printf(out, "%s%s%s%s", i == v->cut ? st.red : st.yellow,
-                              vg_vis_problem_str(e->problem),
-                              i == v->cut ? "; CUDA stops reading the list here" : "", st.reset);
-            }
-            vg_buf_addc(out, '\n');
-        }
-    }
-    if (v->corrected) {
-        vg_buf_printf(out, "\n%sSuggested:%s ", st.bold, st.reset);
-        if (v->corrected[0] && v->cut < v->nentries)
-            vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n  (every entry that names a "
-                               "GPU, by UUID, including those after the cut: check that this is "
-                               "what was meant)\n", v->corrected);
-        else if (v->corrected[0])
-            vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n", v->corrected);
-        else
-            vg_buf_adds(out, "no entry names a GPU on this host; use the UUIDs below\n");
-    }
+    if (v->set && v->nentries)
+        vg_vis_entries_text(out, snap, v, &st);
+    if (v->corrected)
+        vg_vis_suggest_text(out, v, &st);
     if (v->corrected && !v->corrected[0])
         vg_vis_uuid_list(out, snap);
-    if (v->order_differs && !(order && strcmp(order, "PCI_BUS_ID") == 0)) {
-        vg_buf_printf(out, "\n%sOrdering:%s this host mixes GPU models, so CUDA (FASTEST_FIRST) "
-                           "and nvidia-smi (PCI bus order) number them differently:\n",
-                      st.yellow, st.reset);
-        for (size_t i = 0; i < v->nenum; i++) {
-            vg_buf_printf(out, "  CUDA index %zu = nvidia-smi ", i);
-            vg_vis_dev_text(out, snap, v->enum_order[i], -1);
-            vg_buf_addc(out, '\n');
-        }
-        vg_buf_adds(out, "  export CUDA_DEVICE_ORDER=PCI_BUS_ID to make them agree, or use "
-                         "UUIDs.\n");
-    }
-    /* Only when the driver gave every UUID, well-formed: a value with a placeholder in it,
-     * copied into a shell, would make CUDA stop at that entry, and a UUID with a comma or a
-     * control character in it would be several entries, or reach the terminal. */
-    bool all_uuids = v->ndevices > 0;
-    for (size_t i = 0; i < v->ndevices && all_uuids; i++) {
-        const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
-        all_uuids = (d->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(d->uuid);
-    }
-    if (v->set && !v->corrected && all_uuids) {
-        vg_buf_adds(out, "\nBy UUID (the same whatever the order): CUDA_VISIBLE_DEVICES=");
-        for (size_t i = 0; i < v->ndevices; i++) {
-            const struct vg_gpu *d = vg_vis_dev(snap, v->devices[i].gpu, v->devices[i].mig);
-            vg_buf_printf(out, "%s%s", i ? "," : "", d->uuid);
-        }
-        vg_buf_addc(out, '\n');
-    }
+    if (v->order_differs && !(order && strcmp(order, "PCI_BUS_ID") == 0))
+        vg_vis_ordering_text(out, snap, v, &st);
+    vg_vis_by_uuid_text(out, snap, v);
     return out->err;
 }
 

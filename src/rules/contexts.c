@@ -302,6 +302,102 @@ void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *ou
     }
 }
 
+/* Whether the process works on exactly one GPU (big) and holds context-sized memory on others
+ * (small), counting only the GPUs its CUDA_VISIBLE_DEVICES lets it see: GPUs outside the
+ * visible set are outside-visible's to report. *judged says whether that set was known. */
+static bool vg_stray_shape(const struct vg_snapshot *snap, const struct vg_holding *h, uint64_t max,
+                           bool *judged, size_t *small, size_t *work)
+{
+    struct vg_proc_visible pv;
+    *judged = vg_rule_proc_visible(snap, h->proc, &pv);
+    size_t big = 0;
+    *small = 0;
+    *work = 0;
+    for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {
+        const struct vg_holding *o = &snap->holdings[k];
+        if (*judged && !pv.allowed[o->gpu])
+            continue;
+        if (vg_big(o, max)) {
+            big++;
+            *work = k;
+        } else if (vg_small(o, max)) {
+            (*small)++;
+        }
+    }
+    if (*judged)
+        vg_rule_proc_visible_release(&pv);
+    return big == 1 && *small != 0;
+}
+
+/* What its environment said, only as far as it was read. */
+static void vg_stray_env_evidence(struct vg_findings *out, struct vg_finding *f,
+                                  const struct vg_proc *p, bool judged)
+{
+    if (!judged && !(p->known & VG_PROC_K_ENV))
+        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                    "the job chose one; its environment could not be read, "
+                                    "so whether CUDA_VISIBLE_DEVICES was set is unknown");
+    else if (!p->env[VG_ENV_CUDA_VISIBLE_DEVICES])
+        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                    "the job chose one: CUDA_VISIBLE_DEVICES is unset in its "
+                                    "environment");
+    else
+        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
+                                    "the job chose one: its CUDA_VISIBLE_DEVICES='%s' lets it "
+                                    "see these GPUs (or was set after CUDA started)",
+                            p->env[VG_ENV_CUDA_VISIBLE_DEVICES]);
+}
+
+/* The stray-contexts finding for a process that works on holdings[work]. */
+static void vg_stray_finding(struct vg_findings *out, const struct vg_snapshot *snap,
+                             const struct vg_holding *h, uint64_t max, bool judged, size_t small,
+                             size_t work)
+{
+    const struct vg_proc *p = h->proc;
+    char label[VG_LABEL_MAX], wlabel[VG_LABEL_MAX], size[32];
+    vg_rule_proc_label(h->pid, p, label, sizeof(label));
+    const struct vg_holding *w = &snap->holdings[work];
+    vg_rule_gpu_label(snap, w->gpu, wlabel, sizeof(wlabel));
+    struct vg_finding *f = vg_finding_add(out, "stray-contexts", VG_SEV_WARNING);
+    vg_finding_pid(out, f, h->pid);
+    uint64_t stray = 0;
+    for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {
+        const struct vg_holding *o = &snap->holdings[k];
+        if (!vg_small(o, max))
+            continue;
+        char glabel[VG_LABEL_MAX];
+        vg_rule_gpu_label(snap, o->gpu, glabel, sizeof(glabel));
+        vg_rule_size(true, o->used_bytes, size, sizeof(size));
+        vg_finding_gpu(out, f, o->gpu);
+        vg_finding_evidence(out, f, "%s on %s: context-sized", size, glabel);
+        stray = vg_sat_add(stray, o->used_bytes);
+    }
+    vg_rule_size(w->used_known, w->used_bytes, size, sizeof(size));
+    vg_finding_evidence(out, f, "%s on %s: where it works", size, wlabel);
+    vg_stray_env_evidence(out, f, p, judged);
+    char ssize[32];
+    vg_rule_size(true, stray, ssize, sizeof(ssize));
+    vg_finding_title(out, f, "%s works on one GPU but holds contexts on %zu more (%s)", label,
+                     small, ssize);
+    if (f) {
+        f->bytes_known = true;
+        f->bytes = stray;
+    }
+    const struct vg_gpu *wg = &snap->gpus.gpus[w->gpu];
+    /* a value to paste: only a well-formed UUID (a comma in it would be several entries) */
+    vg_finding_fix(out, f,
+                   "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
+                   "starts, or before importing the framework)",
+                   (wg->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(wg->uuid)
+                       ? wg->uuid
+                       : "<the GPU's UUID>");
+    if (p->libs & VG_LIB_TORCH_CUDA)
+        vg_finding_fix(out, f, "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
+                               "torch.load(..., map_location='cuda:N'); avoid bare "
+                               ".cuda() and 'cuda' without an index");
+    vg_finding_fix(out, f, "vramguard run --gpus <GPU> -- <command>");
+}
+
 void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
@@ -310,86 +406,15 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
         if (!vg_first_of_pid(snap, i))
             continue;
         const struct vg_holding *h = &snap->holdings[i];
-        const struct vg_proc *p = h->proc;
         /* Reported already by a more specific rule: DDP ranks, NCCL, or TensorFlow/JAX
          * (whose finding lists every GPU the process holds, stray contexts included). */
         if (vg_findings_has_pid(out, "ddp-gpu0", h->pid, VG_SNAP_NO_GPU) ||
             vg_findings_has_pid(out, "nccl-all-gpus", h->pid, VG_SNAP_NO_GPU) ||
             vg_findings_has_pid(out, "preallocation", h->pid, VG_SNAP_NO_GPU))
             continue;
-        struct vg_proc_visible pv;
-        bool judged = vg_rule_proc_visible(snap, p, &pv);
-        size_t big = 0, small = 0, work = 0;
-        for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {
-            const struct vg_holding *o = &snap->holdings[k];
-            /* GPUs outside the visible set are outside-visible's to report. */
-            if (judged && !pv.allowed[o->gpu])
-                continue;
-            if (vg_big(o, max)) {
-                big++;
-                work = k;
-            } else if (vg_small(o, max)) {
-                small++;
-            }
-        }
-        if (judged)
-            vg_rule_proc_visible_release(&pv);
-        if (big != 1 || small == 0)
-            continue;
-        char label[VG_LABEL_MAX], wlabel[VG_LABEL_MAX], size[32];
-        vg_rule_proc_label(h->pid, p, label, sizeof(label));
-        const struct vg_holding *w = &snap->holdings[work];
-        vg_rule_gpu_label(snap, w->gpu, wlabel, sizeof(wlabel));
-        struct vg_finding *f = vg_finding_add(out, "stray-contexts", VG_SEV_WARNING);
-        vg_finding_pid(out, f, h->pid);
-        uint64_t stray = 0;
-        for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {
-            const struct vg_holding *o = &snap->holdings[k];
-            if (!vg_small(o, max))
-                continue;
-            char glabel[VG_LABEL_MAX];
-            vg_rule_gpu_label(snap, o->gpu, glabel, sizeof(glabel));
-            vg_rule_size(true, o->used_bytes, size, sizeof(size));
-            vg_finding_gpu(out, f, o->gpu);
-            vg_finding_evidence(out, f, "%s on %s: context-sized", size, glabel);
-            stray = vg_sat_add(stray, o->used_bytes);
-        }
-        vg_rule_size(w->used_known, w->used_bytes, size, sizeof(size));
-        vg_finding_evidence(out, f, "%s on %s: where it works", size, wlabel);
-        /* What its environment said, only as far as it was read. */
-        if (!judged && !(p->known & VG_PROC_K_ENV))
-            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                        "the job chose one; its environment could not be read, "
-                                        "so whether CUDA_VISIBLE_DEVICES was set is unknown");
-        else if (!p->env[VG_ENV_CUDA_VISIBLE_DEVICES])
-            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                        "the job chose one: CUDA_VISIBLE_DEVICES is unset in its "
-                                        "environment");
-        else
-            vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                        "the job chose one: its CUDA_VISIBLE_DEVICES='%s' lets it "
-                                        "see these GPUs (or was set after CUDA started)",
-                                p->env[VG_ENV_CUDA_VISIBLE_DEVICES]);
-        char ssize[32];
-        vg_rule_size(true, stray, ssize, sizeof(ssize));
-        vg_finding_title(out, f, "%s works on one GPU but holds contexts on %zu more (%s)",
-                         label, small, ssize);
-        if (f) {
-            f->bytes_known = true;
-            f->bytes = stray;
-        }
-        const struct vg_gpu *wg = &snap->gpus.gpus[w->gpu];
-        /* a value to paste: only a well-formed UUID (a comma in it would be several entries) */
-        vg_finding_fix(out, f,
-                       "start it with CUDA_VISIBLE_DEVICES=%s (set before the process "
-                       "starts, or before importing the framework)",
-                       (wg->known & VG_GPU_K_UUID) && vg_visible_uuid_ok(wg->uuid)
-                           ? wg->uuid
-                           : "<the GPU's UUID>");
-        if (p->libs & VG_LIB_TORCH_CUDA)
-            vg_finding_fix(out, f, "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
-                                   "torch.load(..., map_location='cuda:N'); avoid bare "
-                                   ".cuda() and 'cuda' without an index");
-        vg_finding_fix(out, f, "vramguard run --gpus <GPU> -- <command>");
+        bool judged;
+        size_t small, work;
+        if (vg_stray_shape(snap, h, max, &judged, &small, &work))
+            vg_stray_finding(out, snap, h, max, judged, small, work);
     }
 }

@@ -160,6 +160,68 @@ static bool vg_orphan_same_job(const struct vg_leftover *a, const struct vg_left
            a->confidence == b->confidence;
 }
 
+/* The title of an orphan-holder finding: how many, of which job, holding how much. */
+static void vg_orphan_title(struct vg_findings *out, struct vg_finding *f,
+                            const struct vg_leftover *first, size_t count, uint64_t total,
+                            bool any_nvml)
+{
+    bool high = first->confidence == VG_CONF_HIGH;
+    char size[32];
+    vg_rule_size(true, total, size, sizeof(size));
+    const char *es = count == 1 ? "" : "es", *s = count == 1 ? "s" : "";
+    if (high && total)
+        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
+                                 "still hold%s %s of GPU memory", count, es, (int)first->job_pgid,
+                         s, size);
+    else if (high)
+        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
+                                 "still hold%s NVIDIA device nodes open", count, es,
+                         (int)first->job_pgid, s);
+    else
+        vg_finding_title(out, f, "%zu process%s may be left over from a finished job (process "
+                                 "group %d) and hold%s %s; not sure enough to stop by default",
+                         count, es, (int)first->job_pgid, s,
+                         any_nvml ? size : "NVIDIA device nodes open");
+}
+
+/* Memory nobody accounts for on a GPU these processes hold is most likely theirs. */
+static void vg_orphan_unexplained(const struct vg_rule_ctx *ctx, struct vg_findings *out,
+                                  struct vg_finding *f, bool high)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    for (size_t k = 0; k < f->ngpus; k++) {
+        const struct vg_snap_gpu *sg = &snap->per_gpu[f->gpus[k]];
+        if (!sg->unexplained_known || sg->unexplained_bytes <= ctx->opts->unattributed_min)
+            continue;
+        char un[32], glabel[VG_LABEL_MAX];
+        vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
+        vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
+        vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
+                                    "likely what these processes keep", un, glabel);
+        if (high)
+            f->severity = VG_SEV_CRITICAL;
+    }
+}
+
+/* How to stop them (when sure), or look first (when not), and how to prevent it. */
+static void vg_orphan_fixes(struct vg_findings *out, struct vg_finding *f, bool high)
+{
+    if (high) {
+        vg_orphan_kill_fix(out, f);
+        vg_finding_fix(out, f, "or let vramguard stop them, re-checking each one first: "
+                               "vramguard clean --orphans --force");
+    } else {
+        vg_finding_fix(out, f, "look before acting: vramguard doctor --pid %d", (int)f->pids[0]);
+        vg_finding_fix(out, f, "if it is a leftover after all, name it: vramguard clean --pid %d "
+                               "--force (clean leaves it alone by default)", (int)f->pids[0]);
+    }
+    vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
+                           "descendant when the job ends");
+    vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
+                           "its device files: use multiprocessing_context='spawn' or make "
+                           "the main process exit cleanly");
+}
+
 /* One finding for the leftovers of one ended job at one confidence, starting at ls->v[i]. */
 static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings *out,
                               const struct vg_leftovers *ls, size_t i, bool *done)
@@ -190,22 +252,7 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         inherited |= (l->ev & VG_LEV_INHERITED) != 0;
         count++;
     }
-    char size[32];
-    vg_rule_size(true, total, size, sizeof(size));
-    const char *es = count == 1 ? "" : "es", *s = count == 1 ? "s" : "";
-    if (high && total)
-        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
-                                 "still hold%s %s of GPU memory", count, es, (int)first->job_pgid,
-                         s, size);
-    else if (high)
-        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
-                                 "still hold%s NVIDIA device nodes open", count, es,
-                         (int)first->job_pgid, s);
-    else
-        vg_finding_title(out, f, "%zu process%s may be left over from a finished job (process "
-                                 "group %d) and hold%s %s; not sure enough to stop by default",
-                         count, es, (int)first->job_pgid, s,
-                         any_nvml ? size : "NVIDIA device nodes open");
+    vg_orphan_title(out, f, first, count, total, any_nvml);
     /* Only NVML gives figures: a group seen through device nodes alone has an unknown amount,
      * not 0. */
     f->bytes_known = any_nvml;
@@ -221,33 +268,8 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
                                     "job's GPU memory allocated even when the driver lists "
                                     "no process for it");
-    /* Memory nobody accounts for on a GPU these processes hold is most likely theirs. */
-    for (size_t k = 0; k < f->ngpus; k++) {
-        const struct vg_snap_gpu *sg = &snap->per_gpu[f->gpus[k]];
-        if (!sg->unexplained_known || sg->unexplained_bytes <= ctx->opts->unattributed_min)
-            continue;
-        char un[32], glabel[VG_LABEL_MAX];
-        vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
-        vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
-        vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
-                                    "likely what these processes keep", un, glabel);
-        if (high)
-            f->severity = VG_SEV_CRITICAL;
-    }
-    if (high) {
-        vg_orphan_kill_fix(out, f);
-        vg_finding_fix(out, f, "or let vramguard stop them, re-checking each one first: "
-                               "vramguard clean --orphans --force");
-    } else {
-        vg_finding_fix(out, f, "look before acting: vramguard doctor --pid %d", (int)f->pids[0]);
-        vg_finding_fix(out, f, "if it is a leftover after all, name it: vramguard clean --pid %d "
-                               "--force (clean leaves it alone by default)", (int)f->pids[0]);
-    }
-    vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
-                           "descendant when the job ends");
-    vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
-                           "its device files: use multiprocessing_context='spawn' or make "
-                           "the main process exit cleanly");
+    vg_orphan_unexplained(ctx, out, f, high);
+    vg_orphan_fixes(out, f, high);
 }
 
 void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -421,6 +443,93 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
     }
 }
 
+/* What the figures say, and which processes hold the device node without a context (the likely
+ * holders); returns how many of those. */
+static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi,
+                                       struct vg_findings *out, struct vg_finding *f)
+{
+    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    char used[32], held[32], res[32];
+    vg_rule_size(true, g->mem_used, used, sizeof(used));
+    vg_rule_size(true, s->held_bytes, held, sizeof(held));
+    if (g->known & VG_GPU_K_RESERVED) {
+        vg_rule_size(true, g->mem_reserved, res, sizeof(res));
+        vg_finding_evidence(out, f, "used %s, of which holders account for %s; the driver's "
+                                    "reservation (%s) is counted apart", used, held, res);
+    } else {
+        vg_finding_evidence(out, f, "used %s, of which holders account for %s; this driver "
+                                    "counts its own reservation as used", used, held);
+    }
+    if (s->unexplained_upper_bound)
+        vg_finding_evidence(out, f, "%zu listed process%s report%s no figure, so part of "
+                                    "this may be theirs", s->nholders_unknown,
+                            s->nholders_unknown == 1 ? "" : "es",
+                            s->nholders_unknown == 1 ? "s" : "");
+    size_t first, count, fd_only = 0;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    for (size_t i = first; i < first + count; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->seen == VG_SEEN_FD) {
+            char label[VG_LABEL_MAX];
+            vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
+            vg_finding_evidence(out, f, "%s holds the device node without a context the "
+                                        "driver lists: the likely holder", label);
+            vg_finding_pid(out, f, h->pid);
+            fd_only++;
+        }
+    }
+    return fd_only;
+}
+
+/* What to do: reset now (nothing holds it), look further (nothing seen, but not everything
+ * could be), or stop the holders first. reset_id names the GPU for nvidia-smi -i. */
+static void vg_unattributed_fixes(const struct vg_snapshot *snap, size_t gi,
+                                  struct vg_findings *out, struct vg_finding *f,
+                                  const char *reset_id, size_t fd_only)
+{
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    size_t first, count;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    size_t hidden = snap->procs.n_fd_unread;
+    bool hiding = vg_snap_holders_may_hide(snap);
+    bool minor = g->known & VG_GPU_K_MINOR;
+    if (count == 0 && !hiding && minor) {
+        vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
+        vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
+                               "-i %s (vramguard never runs this for you here)", reset_id);
+        vg_finding_fix(out, f, "if the memory comes back after a reset, suspect processes in "
+                               "other containers: run vramguard on the host");
+    } else if (count == 0) {
+        /* Nothing seen is not nothing there: say what could not be seen. */
+        if (hidden)
+            vg_finding_evidence(out, f, "no process vramguard could read holds this GPU, but "
+                                        "the descriptors of %zu process%s could not be read: "
+                                        "any of them may hold it", hidden,
+                                hidden == 1 ? "" : "es");
+        else if (hiding)
+            vg_finding_evidence(out, f, "no process vramguard can see holds this GPU, but "
+                                        "other users' processes are hidden (hidepid): any of "
+                                        "them may hold it");
+        if (!minor)
+            vg_finding_evidence(out, f, "its minor number is unknown, so which processes hold "
+                                        "its device node cannot be told");
+        vg_finding_fix(out, f, "%s, and look again before any reset",
+                       hiding ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
+                                "holder"
+                              : "find the GPU's minor number (nvidia-smi -q | grep Minor)");
+    } else {
+        vg_finding_evidence(out, f, "%zu process%s still hold%s the GPU, so a reset is not "
+                                    "possible yet", count, count == 1 ? "" : "es",
+                            count == 1 ? "s" : "");
+        if (fd_only)
+            vg_finding_fix(out, f, "stop the processes that hold only the device node "
+                                   "(PIDs above), then look again");
+        vg_finding_fix(out, f, "once nothing holds the GPU: nvidia-smi --gpu-reset -i %s",
+                       reset_id);
+    }
+}
+
 void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
@@ -433,11 +542,9 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                                                                                    : 0);
         if (!s->unexplained_known || s->unexplained_bytes <= min)
             continue;
-        char glabel[VG_LABEL_MAX], un[32], used[32], held[32], res[32];
+        char glabel[VG_LABEL_MAX], un[32];
         vg_rule_gpu_label(snap, gi, glabel, sizeof(glabel));
         vg_rule_size(true, s->unexplained_bytes, un, sizeof(un));
-        vg_rule_size(true, g->mem_used, used, sizeof(used));
-        vg_rule_size(true, s->held_bytes, held, sizeof(held));
         struct vg_finding *f = vg_finding_add(out, "unattributed", VG_SEV_WARNING);
         vg_finding_gpu(out, f, gi);
         if (f) {
@@ -446,32 +553,7 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
         }
         vg_finding_title(out, f, "%s%s of memory on %s is held by no process the driver lists",
                          s->unexplained_upper_bound ? "up to " : "", un, glabel);
-        if (g->known & VG_GPU_K_RESERVED) {
-            vg_rule_size(true, g->mem_reserved, res, sizeof(res));
-            vg_finding_evidence(out, f, "used %s, of which holders account for %s; the driver's "
-                                        "reservation (%s) is counted apart", used, held, res);
-        } else {
-            vg_finding_evidence(out, f, "used %s, of which holders account for %s; this driver "
-                                        "counts its own reservation as used", used, held);
-        }
-        if (s->unexplained_upper_bound)
-            vg_finding_evidence(out, f, "%zu listed process%s report%s no figure, so part of "
-                                        "this may be theirs", s->nholders_unknown,
-                                s->nholders_unknown == 1 ? "" : "es",
-                                s->nholders_unknown == 1 ? "s" : "");
-        size_t first, count, fd_only = 0;
-        vg_snap_gpu_holdings(snap, gi, &first, &count);
-        for (size_t i = first; i < first + count; i++) {
-            const struct vg_holding *h = &snap->holdings[i];
-            if (h->seen == VG_SEEN_FD) {
-                char label[VG_LABEL_MAX];
-                vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
-                vg_finding_evidence(out, f, "%s holds the device node without a context the "
-                                            "driver lists: the likely holder", label);
-                vg_finding_pid(out, f, h->pid);
-                fd_only++;
-            }
-        }
+        size_t fd_only = vg_unattributed_evidence(snap, gi, out, f);
         /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. It
          * also takes a comma-separated list, so a UUID that is not well-formed is not used: a
          * command pasted from here must never reset another GPU. */
@@ -482,43 +564,7 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
                            : !uuid_known && (g->known & VG_GPU_K_PCI) && g->pci_bus_id
                                ? g->pci_bus_id
                                : idx;
-        size_t hidden = snap->procs.n_fd_unread;
-        bool hiding = vg_snap_holders_may_hide(snap);
-        bool minor = g->known & VG_GPU_K_MINOR;
-        if (count == 0 && !hiding && minor) {
-            vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
-            vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
-                                   "-i %s (vramguard never runs this for you here)", uuid);
-            vg_finding_fix(out, f, "if the memory comes back after a reset, suspect processes in "
-                                   "other containers: run vramguard on the host");
-        } else if (count == 0) {
-            /* Nothing seen is not nothing there: say what could not be seen. */
-            if (hidden)
-                vg_finding_evidence(out, f, "no process vramguard could read holds this GPU, but "
-                                            "the descriptors of %zu process%s could not be read: "
-                                            "any of them may hold it", hidden,
-                                    hidden == 1 ? "" : "es");
-            else if (hiding)
-                vg_finding_evidence(out, f, "no process vramguard can see holds this GPU, but "
-                                            "other users' processes are hidden (hidepid): any of "
-                                            "them may hold it");
-            if (!minor)
-                vg_finding_evidence(out, f, "its minor number is unknown, so which processes hold "
-                                            "its device node cannot be told");
-            vg_finding_fix(out, f, "%s, and look again before any reset",
-                           hiding ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
-                                    "holder"
-                                  : "find the GPU's minor number (nvidia-smi -q | grep Minor)");
-        } else {
-            vg_finding_evidence(out, f, "%zu process%s still hold%s the GPU, so a reset is not "
-                                        "possible yet", count, count == 1 ? "" : "es",
-                                count == 1 ? "s" : "");
-            if (fd_only)
-                vg_finding_fix(out, f, "stop the processes that hold only the device node "
-                                       "(PIDs above), then look again");
-            vg_finding_fix(out, f, "once nothing holds the GPU: nvidia-smi --gpu-reset -i %s",
-                           uuid);
-        }
+        vg_unattributed_fixes(snap, gi, out, f, uuid, fd_only);
     }
 }
 
