@@ -68,13 +68,9 @@ static const char vg_demo_help[] =
     "SIGTERM, a closed terminal, or a reader that goes away (`demo | head`). On a host with\n"
     "NVIDIA GPUs, run `vramguard doctor` instead.\n"
     "\n"
-    "Options:\n"
-    "  --helper PATH        the process helper (default: found beside the binary)\n"
-    "  --fake-nvml PATH     the fake libnvidia-ml.so.1 (default: found beside the binary)\n"
-    "  --keep[=DUR]         leave the simulation running as it is, for other commands to try,\n"
-    "                       until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
-    "                       then it is removed whole. One per user and $TMPDIR at a time\n"
-    "  --stop               stop and remove the simulation a --keep left running\n"
+    "Options:\n";
+
+static const char vg_demo_help_tail[] =
     "\n"
     "Both are looked for in $VRAMGUARD_DEMO_DIR, then next to the vramguard binary (the build\n"
     "tree), then in ../libexec/vramguard/ (an installed copy).\n"
@@ -1023,22 +1019,33 @@ static int vg_demo_keep_socket(int *out)
 
 enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP, VG_OPT_STOP };
 
+static const struct vg_opt vg_demo_opts[] = {
+    {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the process helper (default: found beside the binary)",
+     VG_OPT_HELPER, NULL},
+    {"fake-nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the fake libnvidia-ml.so.1 (default: found beside the binary)",
+     VG_OPT_FAKE, NULL},
+    {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR",
+     "leave the simulation running as it is, for other commands to try,\n"
+     "until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
+     "then it is removed whole. One per user and $TMPDIR at a time",
+     VG_OPT_KEEP, NULL},
+    {"stop", 0, VG_OPT_ARG_NONE, NULL,
+     "stop and remove the simulation a --keep left running",
+     VG_OPT_STOP, NULL},
+    VG_OPT_TABLE_END,
+};
+
 int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"helper", required_argument, NULL, VG_OPT_HELPER},
-        {"fake-nvml", required_argument, NULL, VG_OPT_FAKE},
-        {"keep", optional_argument, NULL, VG_OPT_KEEP},
-        {"stop", no_argument, NULL, VG_OPT_STOP},
-        {NULL, 0, NULL, 0},
-    };
     const char *helper_arg = NULL, *fake_arg = NULL, *keep_text = "1h";
     bool keep = false, stop = false;
     uint64_t keep_ms = VG_DEMO_KEEP_DEFAULT_MS;
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .longopts = longopts,
-                             .argc = argc, .argv = argv, .operands = true};
+    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .opts = vg_demo_opts,
+                             .help_tail = vg_demo_help_tail, .argc = argc, .argv = argv,
+                             .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {

@@ -22,14 +22,9 @@ static const char vg_doctor_help[] =
     "never taken as absent. Leftovers of ended jobs are judged from evidence with a\n"
     "confidence; whether they still work is measured over 0.5 s when there are any.\n"
     "\n"
-    "Options:\n"
-    "  --gpu G              only findings about GPU G (index or UUID prefix)\n"
-    "  --pid P              only findings about process P\n"
-    "  --context-max SIZE   largest amount that counts as a bare CUDA context (default 1GiB)\n"
-    "  --unattributed-min SIZE  unexplained memory reported above this (default 256MiB)\n"
-    "  --no-shell           do not check this shell's CUDA_VISIBLE_DEVICES and\n"
-    "                       CUDA_DEVICE_ORDER\n"
-    "  --list               list the rules and exit\n"
+    "Options:\n";
+
+static const char vg_doctor_help_tail[] =
     "\n"
     "Exit status: 0 no findings (or info only); 1 warnings; 2 critical; 3 could not check\n"
     "(the driver's view was unavailable and nothing critical was found); 64 bad usage.\n"
@@ -63,25 +58,39 @@ static int vg_doctor_size(const char *opt, const char *arg, uint64_t *out)
     return 0;
 }
 
+static const struct vg_opt vg_doctor_opts[] = {
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G",
+     "only findings about GPU G (index or UUID prefix)",
+     VG_OPT_GPU, NULL},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P",
+     "only findings about process P",
+     VG_OPT_PID, NULL},
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)",
+     VG_OPT_CONTEXT_MAX, NULL},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "unexplained memory reported above this (default 256MiB)",
+     VG_OPT_UNATTR_MIN, NULL},
+    {"no-shell", 0, VG_OPT_ARG_NONE, NULL,
+     "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
+     "CUDA_DEVICE_ORDER",
+     VG_OPT_NO_SHELL, NULL},
+    {"list", 0, VG_OPT_ARG_NONE, NULL,
+     "list the rules and exit",
+     VG_OPT_LIST, NULL},
+    VG_OPT_TABLE_END,
+};
+
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"gpu", required_argument, NULL, VG_OPT_GPU},
-        {"pid", required_argument, NULL, VG_OPT_PID},
-        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
-        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
-        {"no-shell", no_argument, NULL, VG_OPT_NO_SHELL},
-        {"list", no_argument, NULL, VG_OPT_LIST},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_rule_opts ropts;
     vg_rule_opts_init(&ropts);
     ropts.check_shell = true;
     const char *gpu_arg = NULL;
     struct vg_finding_filter flt = {0};
     struct vg_cmd_parse p = {.g = g, .cmd = "doctor", .help = vg_doctor_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_doctor_opts, .help_tail = vg_doctor_help_tail, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {

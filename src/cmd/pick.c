@@ -24,16 +24,9 @@ static const char vg_pick_help[] =
     "could not go into the value). Picking reserves nothing: to choose and reserve in\n"
     "one step, use 'vramguard run --gpus auto:N -- CMD'.\n"
     "\n"
-    "Options:\n"
-    "  -n, --count N        how many GPUs (default 1, at most 64)\n"
-    "  --min-free SIZE      free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
-    "                       the GPU's total with a decimal point (0.5; the default)\n"
-    "  --max-util PCT       highest utilisation accepted, 0-100 (default 50); with this\n"
-    "                       option, a GPU whose utilisation is unknown is not picked\n"
-    "  --exclude GPUS       never pick these (indices as nvidia-smi numbers them, or UUIDs)\n"
-    "  --format FMT         cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
-    "                       json: a vramguard.pick/1 document (also --json)\n"
-    "  --wait TIMEOUT       wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free\n"
+    "Options:\n";
+
+static const char vg_pick_help_tail[] =
     "\n"
     "Exit status: 0 picked; 1 not enough GPUs free (each one's reason on stderr); 3 the\n"
     "driver's view unavailable; 64 bad usage.\n"
@@ -125,22 +118,32 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
     return vg_json_finish(&j);
 }
 
+static const struct vg_opt vg_pick_opts[] = {
+    {"count", 'n', VG_OPT_ARG_REQUIRED, "N",
+     "how many GPUs (default 1, at most 64)",
+     'n', NULL},
+    VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
+                           "the GPU's total with a decimal point (0.5; the default)"),
+    VG_GPUSEL_ROW_MAX_UTIL("highest utilisation accepted, 0-100 (default 50); with this\n"
+                           "option, a GPU whose utilisation is unknown is not picked"),
+    VG_GPUSEL_ROW_EXCLUDE("never pick these (indices as nvidia-smi numbers them, or UUIDs)"),
+    {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
+     "cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
+     "json: a vramguard.pick/1 document (also --json)",
+     VG_OPT_FORMAT, NULL},
+    VG_GPUSEL_ROW_WAIT("wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free"),
+    VG_OPT_TABLE_END,
+};
+
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        VG_GPUSEL_LONGOPTS,
-        {"count", required_argument, NULL, 'n'},
-        {"format", required_argument, NULL, VG_OPT_FORMAT},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_gpusel_opts o;
     vg_gpusel_opts_init(&o, "pick", g);
     enum vg_pick_format fmt = VG_FMT_CVD;
     bool fmt_given = false;
     struct vg_err err = VG_ERR_INIT;
-    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .shortopts = "n:",
-                             .longopts = longopts, .argc = argc, .argv = argv};
+    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .opts = vg_pick_opts,
+                             .help_tail = vg_pick_help_tail, .argc = argc, .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         int r = vg_gpusel_opt(&o, c, optarg, &err);

@@ -40,28 +40,9 @@ static const char vg_serve_help[] =
     "Collection runs every --interval whatever the number of scrapers; a hung driver is given\n"
     "up on after --nvml-timeout and reported as vramguard_last_collect_success 0.\n"
     "\n"
-    "Options:\n"
-    "  --listen ADDR          HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
-    "                         HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
-    "                         address; port 0 picks a free port (printed at start)\n"
-    "  --allow-remote         allow a non-loopback address: the metrics name users, commands\n"
-    "                         and containers, so expose them only to your Prometheus\n"
-    "  --interval DUR         time between collections (default 5s; 100ms to 1h)\n"
-    "  --full-scan DUR        longest time between full /proc scans (default 60s; 0: every\n"
-    "                         collection is one); in between, only the known holders, the\n"
-    "                         PIDs the driver reports and new processes are read\n"
-    "  --per-process MODE     per-process series: top:N per GPU by memory, the rest summed in\n"
-    "                         pid=\"other\" (default top:10); all; or none\n"
-    "  --conn-timeout DUR     longest a connection may idle or spend on one request\n"
-    "                         (default 10s; 1s to 10m)\n"
-    "  --max-connections N    connections kept open at once (default 256); a new one beyond\n"
-    "                         that closes the one waiting longest without a request\n"
-    "  --max-per-client N     connections one client address (an IPv6 /64) may hold\n"
-    "                         (default 32): its new one closes its own longest-waiting one;\n"
-    "                         refused while N of its requests are being answered\n"
-    "  --context-max SIZE     largest amount that counts as a bare CUDA context (default 1GiB)\n"
-    "  --unattributed-min SIZE  unexplained memory reported as a finding above this\n"
-    "                         (default 256MiB)\n"
+    "Options:\n";
+
+static const char vg_serve_help_tail[] =
     "\n"
     "Runs until SIGTERM or SIGINT, then exits 0; SIGHUP is logged and otherwise ignored (there\n"
     "is no configuration file to read again). Exit status 64 for bad usage, 70 when it\n"
@@ -159,22 +140,53 @@ static int vg_serve_listen(const struct vg_serve_addr *addr)
     return fd;
 }
 
+static const struct vg_opt vg_serve_opts[] = {
+    {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
+     "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
+     "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
+     "address; port 0 picks a free port (printed at start)",
+     VG_OPT_LISTEN, NULL},
+    {"allow-remote", 0, VG_OPT_ARG_NONE, NULL,
+     "allow a non-loopback address: the metrics name users, commands\n"
+     "and containers, so expose them only to your Prometheus",
+     VG_OPT_ALLOW_REMOTE, NULL},
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "time between collections (default 5s; 100ms to 1h)",
+     VG_OPT_INTERVAL, NULL},
+    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest time between full /proc scans (default 60s; 0: every\n"
+     "collection is one); in between, only the known holders, the\n"
+     "PIDs the driver reports and new processes are read",
+     VG_OPT_FULL_SCAN, NULL},
+    {"per-process", 0, VG_OPT_ARG_REQUIRED, "MODE",
+     "per-process series: top:N per GPU by memory, the rest summed in\n"
+     "pid=\"other\" (default top:10); all; or none",
+     VG_OPT_PER_PROCESS, NULL},
+    {"conn-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest a connection may idle or spend on one request\n"
+     "(default 10s; 1s to 10m)",
+     VG_OPT_CONN_TIMEOUT, NULL},
+    {"max-connections", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections kept open at once (default 256); a new one beyond\n"
+     "that closes the one waiting longest without a request",
+     VG_OPT_MAX_CONN, NULL},
+    {"max-per-client", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections one client address (an IPv6 /64) may hold\n"
+     "(default 32): its new one closes its own longest-waiting one;\n"
+     "refused while N of its requests are being answered",
+     VG_OPT_MAX_PER_CLIENT, NULL},
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)",
+     VG_OPT_CONTEXT_MAX, NULL},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "unexplained memory reported as a finding above this\n"
+     "(default 256MiB)",
+     VG_OPT_UNATTR_MIN, NULL},
+    VG_OPT_TABLE_END,
+};
+
 int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"listen", required_argument, NULL, VG_OPT_LISTEN},
-        {"allow-remote", no_argument, NULL, VG_OPT_ALLOW_REMOTE},
-        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
-        {"per-process", required_argument, NULL, VG_OPT_PER_PROCESS},
-        {"conn-timeout", required_argument, NULL, VG_OPT_CONN_TIMEOUT},
-        {"max-connections", required_argument, NULL, VG_OPT_MAX_CONN},
-        {"max-per-client", required_argument, NULL, VG_OPT_MAX_PER_CLIENT},
-        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
-        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
-        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
-        {NULL, 0, NULL, 0},
-    };
     const char *listen_arg = VG_SERVE_LISTEN_DEFAULT;
     bool allow_remote = false;
     uint64_t interval_ms = 5000, conn_timeout_ms = 10000, max_conn = 256;
@@ -191,8 +203,9 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     co.diagnose = vg_serve_diagnose;
     co.render = vg_serve_render;
     co.arg = &diag;
-    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help, .opts = vg_serve_opts,
+                             .help_tail = vg_serve_help_tail, .help_col = 22, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {

@@ -48,24 +48,9 @@ static const char vg_watch_help[] =
     "hangs or recovers, an expectation is broken (alert). Nothing is printed while nothing\n"
     "changes; the first sample reports what is there ('present' events).\n"
     "\n"
-    "Options:\n"
-    "  --interval DUR       time between samples (default 2s)\n"
-    "  --expect GPU=WHO     what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
-    "                       names, comma-separated; repeatable. Memory above the threshold\n"
-    "                       held by anyone else, or on a GPU expected empty, is an alert\n"
-    "  --threshold SIZE     memory changes and alerts above this (default 10MiB)\n"
-    "  --exec CMD           run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
-    "                       variables (escaped: \\n, \\xNN), the JSON event on stdin\n"
-    "  --shell              run --exec's CMD with /bin/sh -c\n"
-    "  --exec-timeout DUR   stop an alert command after DUR (default 10s)\n"
-    "  --format FMT         text (default) or json: one vramguard.event/1 object per line\n"
-    "  --idle-after DUR     idle-holder: memory held this long with no utilisation (default 1h)\n"
-    "  --full-scan DUR      longest time between full /proc scans (default 60s; 0: every\n"
-    "                       sample is one); in between, samples read only the known holders,\n"
-    "                       the PIDs the driver reports and new processes\n"
-    "  --config FILE        read settings from FILE (key = value; see docs/config.md), a\n"
-    "                       regular file; flags win over it; SIGHUP reads it again\n"
-    "  --once               take one sample, report it, and exit\n"
+    "Options:\n";
+
+static const char vg_watch_help_tail[] =
     "\n"
     "SIGTERM and SIGINT stop it (exit 0), and with it every alert command still running\n"
     "(SIGTERM to its process group, SIGKILL a second later). SIGHUP reads --config again.\n"
@@ -504,23 +489,51 @@ static int vg_watch_flag(struct vg_watch *w, const char *key, const char *value)
     return rc;
 }
 
+static const struct vg_opt vg_watch_opts[] = {
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "time between samples (default 2s)",
+     VG_OPT_INTERVAL, NULL},
+    {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
+     "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
+     "names, comma-separated; repeatable. Memory above the threshold\n"
+     "held by anyone else, or on a GPU expected empty, is an alert",
+     VG_OPT_EXPECT, NULL},
+    {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "memory changes and alerts above this (default 10MiB)",
+     VG_OPT_THRESHOLD, NULL},
+    {"exec", 0, VG_OPT_ARG_REQUIRED, "CMD",
+     "run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
+     "variables (escaped: \\n, \\xNN), the JSON event on stdin",
+     VG_OPT_EXEC, NULL},
+    {"shell", 0, VG_OPT_ARG_NONE, NULL,
+     "run --exec's CMD with /bin/sh -c",
+     VG_OPT_SHELL, NULL},
+    {"exec-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "stop an alert command after DUR (default 10s)",
+     VG_OPT_EXEC_TIMEOUT, NULL},
+    {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
+     "text (default) or json: one vramguard.event/1 object per line",
+     VG_OPT_FORMAT, NULL},
+    {"idle-after", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "idle-holder: memory held this long with no utilisation (default 1h)",
+     VG_OPT_IDLE_AFTER, NULL},
+    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest time between full /proc scans (default 60s; 0: every\n"
+     "sample is one); in between, samples read only the known holders,\n"
+     "the PIDs the driver reports and new processes",
+     VG_OPT_FULL_SCAN, NULL},
+    {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "read settings from FILE (key = value; see docs/config.md), a\n"
+     "regular file; flags win over it; SIGHUP reads it again",
+     VG_OPT_CONFIG, NULL},
+    {"once", 0, VG_OPT_ARG_NONE, NULL,
+     "take one sample, report it, and exit",
+     VG_OPT_ONCE, NULL},
+    VG_OPT_TABLE_END,
+};
+
 static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
-        {"expect", required_argument, NULL, VG_OPT_EXPECT},
-        {"threshold", required_argument, NULL, VG_OPT_THRESHOLD},
-        {"exec", required_argument, NULL, VG_OPT_EXEC},
-        {"shell", no_argument, NULL, VG_OPT_SHELL},
-        {"exec-timeout", required_argument, NULL, VG_OPT_EXEC_TIMEOUT},
-        {"format", required_argument, NULL, VG_OPT_FORMAT},
-        {"idle-after", required_argument, NULL, VG_OPT_IDLE_AFTER},
-        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
-        {"config", required_argument, NULL, VG_OPT_CONFIG},
-        {"once", no_argument, NULL, VG_OPT_ONCE},
-        {NULL, 0, NULL, 0},
-    };
     static const char *const keys[] = {
         [VG_OPT_INTERVAL - VG_OPT_FIRST_LOCAL] = "interval",
         [VG_OPT_EXPECT - VG_OPT_FIRST_LOCAL] = "expect",
@@ -533,7 +546,8 @@ static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
         [VG_OPT_FULL_SCAN - VG_OPT_FIRST_LOCAL] = "full_scan",
     };
     struct vg_cmd_parse p = {.g = w->g, .cmd = "watch", .help = vg_watch_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_watch_opts, .help_tail = vg_watch_help_tail, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
