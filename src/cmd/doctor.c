@@ -81,13 +81,12 @@ static const struct vg_opt vg_doctor_opts[] = {
     VG_OPT_TABLE_END,
 };
 
-int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
+/* The command line into ropts, *gpu_arg and flt. -1 to go on, else an exit status (--list
+ * prints the rules and ends the command). */
+static int vg_doctor_parse(struct vg_global *g, int argc, char **argv,
+                           struct vg_rule_opts *ropts, const char **gpu_arg,
+                           struct vg_finding_filter *flt)
 {
-    struct vg_rule_opts ropts;
-    vg_rule_opts_init(&ropts);
-    ropts.check_shell = true;
-    const char *gpu_arg = NULL;
-    struct vg_finding_filter flt = {0};
     struct vg_cmd_parse p = {.g = g, .cmd = "doctor", .help = vg_doctor_help,
                              .opts = vg_doctor_opts, .help_tail = vg_doctor_help_tail, .argc = argc,
                              .argv = argv};
@@ -95,7 +94,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
         case VG_OPT_GPU:
-            gpu_arg = optarg;
+            *gpu_arg = optarg;
             break;
         case VG_OPT_PID: {
             int64_t pid;
@@ -103,20 +102,20 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
                 vg_cmd_error("doctor", "--pid takes a process id, not '%s'", optarg);
                 return VG_EXIT_USAGE;
             }
-            flt.by_pid = true;
-            flt.pid = (pid_t)pid;
+            flt->by_pid = true;
+            flt->pid = (pid_t)pid;
             break;
         }
         case VG_OPT_CONTEXT_MAX:
-            if (vg_doctor_size("--context-max", optarg, &ropts.context_max))
+            if (vg_doctor_size("--context-max", optarg, &ropts->context_max))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_UNATTR_MIN:
-            if (vg_doctor_size("--unattributed-min", optarg, &ropts.unattributed_min))
+            if (vg_doctor_size("--unattributed-min", optarg, &ropts->unattributed_min))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_NO_SHELL:
-            ropts.check_shell = false;
+            ropts->check_shell = false;
             break;
         case VG_OPT_LIST:
             return vg_doctor_list();
@@ -124,6 +123,36 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    return -1;
+}
+
+/* The exit status the selected findings call for. */
+static int vg_doctor_status(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                            const struct vg_finding_filter *flt)
+{
+    int worst = -1;
+    for (size_t i = 0; i < fs->n; i++)
+        if (vg_render_finding_selected(&fs->v[i], flt) && (int)fs->v[i].severity > worst)
+            worst = (int)fs->v[i].severity;
+    if (worst == VG_SEV_CRITICAL)
+        return VG_EXIT_CRIT;
+    if (!vg_cmd_driver_view(snap))
+        return VG_EXIT_UNKNOWN;
+    if (worst == VG_SEV_WARNING)
+        return VG_EXIT_WARN;
+    return VG_EXIT_OK;
+}
+
+int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_rule_opts ropts;
+    vg_rule_opts_init(&ropts);
+    ropts.check_shell = true;
+    const char *gpu_arg = NULL;
+    struct vg_finding_filter flt = {0};
+    int status = vg_doctor_parse(g, argc, argv, &ropts, &gpu_arg, &flt);
+    if (status >= 0)
+        return status;
     if (ropts.check_shell) {
         ropts.shell_cvd = getenv("CUDA_VISIBLE_DEVICES");
         ropts.shell_order = getenv("CUDA_DEVICE_ORDER");
@@ -132,7 +161,6 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     struct vg_snapshot *snap = NULL;
     if (vg_cmd_snapshot(g, "doctor", VG_CMD_SNAP_JUDGE, &snap))
         return VG_EXIT_UNKNOWN;
-    int status = VG_EXIT_OK;
     if (gpu_arg) {
         if (!snap->driver_ok) {
             vg_cmd_error("doctor", "--gpu needs the driver's view, which is unavailable: %s",
@@ -158,17 +186,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
         return VG_EXIT_SOFTWARE;
     }
 
-    int worst = -1;
-    for (size_t i = 0; i < fs.n; i++)
-        if (vg_render_finding_selected(&fs.v[i], &flt) && (int)fs.v[i].severity > worst)
-            worst = (int)fs.v[i].severity;
-    if (worst == VG_SEV_CRITICAL)
-        status = VG_EXIT_CRIT;
-    else if (!vg_cmd_driver_view(snap))
-        status = VG_EXIT_UNKNOWN;
-    else if (worst == VG_SEV_WARNING)
-        status = VG_EXIT_WARN;
-
+    status = vg_doctor_status(snap, &fs, &flt);
     struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),
                                 .width = vg_cmd_term_width()};
     struct vg_buf out;

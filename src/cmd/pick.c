@@ -135,6 +135,20 @@ static const struct vg_opt vg_pick_opts[] = {
     VG_OPT_TABLE_END,
 };
 
+/* --format's value. */
+static int vg_pick_parse_format(const char *arg, enum vg_pick_format *fmt, struct vg_err *err)
+{
+    if (strcmp(arg, "cvd") == 0)
+        *fmt = VG_FMT_CVD;
+    else if (strcmp(arg, "index") == 0)
+        *fmt = VG_FMT_INDEX;
+    else if (strcmp(arg, "json") == 0)
+        *fmt = VG_FMT_JSON;
+    else
+        return vg_err_set(err, -EINVAL, "--format takes cvd, index or json, not '%s'", arg);
+    return 0;
+}
+
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 {
     struct vg_gpusel_opts o;
@@ -158,16 +172,8 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
             break;
         case VG_OPT_FORMAT:
             fmt_given = true;
-            if (strcmp(optarg, "cvd") == 0) {
-                fmt = VG_FMT_CVD;
-            } else if (strcmp(optarg, "index") == 0) {
-                fmt = VG_FMT_INDEX;
-            } else if (strcmp(optarg, "json") == 0) {
-                fmt = VG_FMT_JSON;
-            } else {
-                vg_err_set(&err, -EINVAL, "--format takes cvd, index or json, not '%s'", optarg);
+            if (vg_pick_parse_format(optarg, &fmt, &err))
                 goto usage;
-            }
             break;
         }
     }
