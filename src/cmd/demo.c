@@ -229,6 +229,55 @@ static void vg_demo_reap(struct vg_demo *d)
     }
 }
 
+/* The pidfile appears once the process pid is fully in its state. Every PID it lists is
+ * tracked, however many: it is read whole (more than 64 MiB fails, -E2BIG, never cut). Returns
+ * the main PID or a negative errno. */
+static pid_t vg_demo_await_pidfile(struct vg_demo *d, pid_t pid, const char *pidfile)
+{
+    struct vg_buf pids;
+    vg_buf_init(&pids, 0);
+    int rc = -ETIMEDOUT;
+    for (int waited = 0; waited < 10000; waited += 20) {
+        rc = vg_file_read_at(AT_FDCWD, pidfile, &pids);
+        if (rc == 0 || rc == -E2BIG)
+            break;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            /* An --orphan launcher exits 0 once its carrier is ready; anything else failed. */
+            for (size_t i = 0; i < d->nprocs; i++)
+                if (d->procs[i].pid == pid)
+                    d->procs[i].child = false;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                vg_buf_release(&pids);
+                return -ECHILD;
+            }
+        }
+        vg_sleep_ms(20);
+    }
+    if (rc == -ENOENT)
+        rc = -ETIMEDOUT;
+    pid_t main_pid = -1;
+    char *save = NULL;
+    for (char *line = rc || !pids.data ? NULL : strtok_r(pids.data, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *sp = strchr(line, ' ');
+        int64_t v;
+        if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
+            continue;
+        *sp = '\0';
+        if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
+            if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
+                break;
+            if (strcmp(line, "main") == 0)
+                main_pid = (pid_t)v;
+        }
+    }
+    vg_buf_release(&pids);
+    if (rc)
+        return rc;
+    return main_pid > 0 ? main_pid : -EINVAL;
+}
+
 /* Start one simulated process and wait (bounded) for its pidfile. Returns its main PID. */
 static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[], const char *opts,
                            const char *const *env)
@@ -280,50 +329,7 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     if ((rc = vg_demo_track(d, pid, true)) != 0)
         return rc;
 
-    /* The pidfile appears once the process is fully in its state. Every PID it lists is tracked,
-     * however many: it is read whole (more than 64 MiB fails, -E2BIG, never cut). */
-    struct vg_buf pids;
-    vg_buf_init(&pids, 0);
-    rc = -ETIMEDOUT;
-    for (int waited = 0; waited < 10000; waited += 20) {
-        rc = vg_file_read_at(AT_FDCWD, pidfile, &pids);
-        if (rc == 0 || rc == -E2BIG)
-            break;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            /* An --orphan launcher exits 0 once its carrier is ready; anything else failed. */
-            for (size_t i = 0; i < d->nprocs; i++)
-                if (d->procs[i].pid == pid)
-                    d->procs[i].child = false;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                vg_buf_release(&pids);
-                return -ECHILD;
-            }
-        }
-        vg_sleep_ms(20);
-    }
-    if (rc == -ENOENT)
-        rc = -ETIMEDOUT;
-    pid_t main_pid = -1;
-    char *save = NULL;
-    for (char *line = rc || !pids.data ? NULL : strtok_r(pids.data, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *sp = strchr(line, ' ');
-        int64_t v;
-        if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
-            continue;
-        *sp = '\0';
-        if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
-            if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
-                break;
-            if (strcmp(line, "main") == 0)
-                main_pid = (pid_t)v;
-        }
-    }
-    vg_buf_release(&pids);
-    if (rc)
-        return rc;
-    return main_pid > 0 ? main_pid : -EINVAL;
+    return vg_demo_await_pidfile(d, pid, pidfile);
 }
 
 /* Our own children that have no pidfd (a kernel before 5.3, or valgrind, which does not know

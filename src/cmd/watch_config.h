@@ -13,8 +13,8 @@
  * Ownership: vg_watch_config_init()/vg_watch_config_release(); the struct owns its strings and
  * expectations. *
  * Why in cmd/: every key is an option of `watch` (and `check`), and the file is read only by
- * those commands; the reader is small enough that a generic key=value parser in util/ would
- * not pay for itself until the commands share one declarative option table (issue 13).
+ * those commands. The keys are those the option rows name (vg_watch_opts and the global
+ * --nvml-timeout, cmd/opt.h): a key no row names is unknown.
  */
 #ifndef VG_CMD_WATCH_CONFIG_H
 #define VG_CMD_WATCH_CONFIG_H
