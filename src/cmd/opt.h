@@ -51,7 +51,8 @@ int vg_opt_shortopts(const struct vg_opt *t, char *out, size_t cap);
  * when longer), then the help, its further lines indented to col + 3. */
 void vg_opt_help(FILE *f, const struct vg_opt *t, unsigned col);
 
-/* The row with this long name (NULL-safe: name may be "--name", "--name=value" or "name"). */
+/* The row with this long name, given as "--name", "--name=value" or "name"; NULL when none
+ * (or name is NULL). */
 const struct vg_opt *vg_opt_find_long(const struct vg_opt *t, const char *name);
 /* The row with this id, or NULL. */
 const struct vg_opt *vg_opt_find_id(const struct vg_opt *t, int id);
