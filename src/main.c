@@ -41,7 +41,7 @@ static void vg_main_help(FILE *f)
     for (size_t i = 0; i < sizeof(vg_commands) / sizeof(vg_commands[0]); i++)
         fprintf(f, "  %-10s %s\n", vg_commands[i].name, vg_commands[i].summary);
     fputs("\n'vramguard COMMAND --help' shows a command's options.\n\n", f);
-    fputs(vg_global_help, f);
+    vg_global_help(f);
     fputs("\nExit status: 0 ok; 1 warnings; 2 critical; 3 could not check; 64 bad usage;\n"
           "70 internal error. See vramguard(1).\n",
           f);
@@ -49,16 +49,21 @@ static void vg_main_help(FILE *f)
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+    static const struct vg_opt opts[] = {
+        {"version", 'V', VG_OPT_ARG_NONE, NULL, NULL, 'V', NULL},
+        VG_OPT_TABLE_END,
     };
+    struct option longopts[VG_OPT_MAX];
+    /* '+': stop at the command name; the command parses the rest. Messages are ours. */
+    char optstring[8] = "+:h";
+    if (vg_cmd_opt_arrays(opts, longopts, VG_OPT_MAX, optstring, sizeof(optstring))) {
+        vg_cmd_error(NULL, "internal error: too many options");
+        return VG_EXIT_SOFTWARE;
+    }
     struct vg_global g = {0};
     int c;
-    /* '+': stop at the command name; the command parses the rest. Messages are ours. */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         int r = vg_global_opt(&g, c, optarg, NULL);
         if (r < 0)
             return VG_EXIT_USAGE;

@@ -22,11 +22,9 @@ static const char vg_check_help[] =
     "a summary line (VRAMGUARD OK|WARNING|CRITICAL|UNKNOWN - ...) then one line per alert and\n"
     "finding, worst first. For cron, CI, Nagios/Icinga and container health checks.\n"
     "\n"
-    "Options:\n"
-    "  --expect GPU=WHO     what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
-    "                       names, comma-separated; repeatable (see 'vramguard watch --help')\n"
-    "  --threshold SIZE     alerts for memory above this (default 10MiB)\n"
-    "  --config FILE        take expect, threshold and nvml_timeout from a watch config file\n"
+    "Options:\n";
+
+static const char vg_check_help_tail[] =
     "\n"
     "Exit status: 0 ok (nothing, or info only); 1 warnings; 2 critical (a critical finding or\n"
     "alert, or a GPU lost or hung); 3 could not check (no driver view, /proc unreadable, or an\n"
@@ -37,6 +35,19 @@ enum {
     VG_OPT_EXPECT = VG_OPT_FIRST_LOCAL,
     VG_OPT_THRESHOLD,
     VG_OPT_CONFIG,
+};
+
+/* --expect and --threshold are the watch config keys of the same name. */
+static const struct vg_opt vg_check_opts[] = {
+    {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
+     "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
+     "names, comma-separated; repeatable (see 'vramguard watch --help')",
+     VG_OPT_EXPECT, "expect"},
+    {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE", "alerts for memory above this (default 10MiB)",
+     VG_OPT_THRESHOLD, "threshold"},
+    {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "take expect, threshold and nvml_timeout from a watch config file", VG_OPT_CONFIG, NULL},
+    VG_OPT_TABLE_END,
 };
 
 static int vg_check_flag(struct vg_watch_config *c, const char *key, const char *value)
@@ -52,27 +63,17 @@ static int vg_check_flag(struct vg_watch_config *c, const char *key, const char 
 /* Parse the command line and the config file into cfg. 0, -1 after --help, or an exit status. */
 static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_watch_config *cfg)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"expect", required_argument, NULL, VG_OPT_EXPECT},
-        {"threshold", required_argument, NULL, VG_OPT_THRESHOLD},
-        {"config", required_argument, NULL, VG_OPT_CONFIG},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_watch_config flags;
     vg_watch_config_init(&flags);
     const char *config = NULL;
-    struct vg_cmd_parse p = {.g = g, .cmd = "check", .help = vg_check_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+    struct vg_cmd_parse p = {.g = g, .cmd = "check", .help = vg_check_help, .opts = vg_check_opts,
+                             .help_tail = vg_check_help_tail, .argc = argc, .argv = argv};
     int status = 0, c;
     while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
         case VG_OPT_EXPECT:
-            if (vg_check_flag(&flags, "expect", optarg))
-                status = VG_EXIT_USAGE;
-            break;
         case VG_OPT_THRESHOLD:
-            if (vg_check_flag(&flags, "threshold", optarg))
+            if (vg_check_flag(&flags, vg_opt_find_id(vg_check_opts, c)->config_key, optarg))
                 status = VG_EXIT_USAGE;
             break;
         case VG_OPT_CONFIG:

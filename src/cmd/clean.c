@@ -45,16 +45,9 @@ static const char vg_clean_help[] =
     "manager, MPS, nvidia-smi), another user's process unless you are root, a zombie (its\n"
     "parent is the one to act on), a process stuck in the driver (D state).\n"
     "\n"
-    "Options:\n"
-    "  --gpu G              holders of GPU G (index or UUID prefix)\n"
-    "  --pid P              process P\n"
-    "  --user U             holders owned by user U (name or uid)\n"
-    "  --older-than T       holders started more than T ago (30m, 2h, 1d)\n"
-    "  --orphans            only sure leftovers of finished jobs (the default without filters)\n"
-    "  --grace D            wait D after SIGTERM before SIGKILL (default 10s)\n"
-    "  --force              act on the plan\n"
-    "  --reset              when memory is held with no process left, reset the GPU with\n"
-    "                       nvidia-smi --gpu-reset (only with --force, as root)\n"
+    "Options:\n";
+
+static const char vg_clean_help_tail[] =
     "\n"
     "Exit status: 0 plan printed, or everything freed; 1 something still held or refused;\n"
     "2 signalling failed; 3 could not check (no driver view); 64 bad usage.\n"
@@ -119,22 +112,40 @@ static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val
                   val ? val : "");
 }
 
+static const struct vg_opt vg_clean_opts[] = {
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G",
+     "holders of GPU G (index or UUID prefix)",
+     VG_OPT_GPU, NULL},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P",
+     "process P",
+     VG_OPT_PID, NULL},
+    {"user", 0, VG_OPT_ARG_REQUIRED, "U",
+     "holders owned by user U (name or uid)",
+     VG_OPT_USER, NULL},
+    {"older-than", 0, VG_OPT_ARG_REQUIRED, "T",
+     "holders started more than T ago (30m, 2h, 1d)",
+     VG_OPT_OLDER, NULL},
+    {"orphans", 0, VG_OPT_ARG_NONE, NULL,
+     "only sure leftovers of finished jobs (the default without filters)",
+     VG_OPT_ORPHANS, NULL},
+    {"grace", 0, VG_OPT_ARG_REQUIRED, "D",
+     "wait D after SIGTERM before SIGKILL (default 10s)",
+     VG_OPT_GRACE, NULL},
+    {"force", 0, VG_OPT_ARG_NONE, NULL,
+     "act on the plan",
+     VG_OPT_FORCE, NULL},
+    {"reset", 0, VG_OPT_ARG_NONE, NULL,
+     "when memory is held with no process left, reset the GPU with\n"
+     "nvidia-smi --gpu-reset (only with --force, as root)",
+     VG_OPT_RESET, NULL},
+    VG_OPT_TABLE_END,
+};
+
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"gpu", required_argument, NULL, VG_OPT_GPU},
-        {"pid", required_argument, NULL, VG_OPT_PID},
-        {"user", required_argument, NULL, VG_OPT_USER},
-        {"older-than", required_argument, NULL, VG_OPT_OLDER},
-        {"orphans", no_argument, NULL, VG_OPT_ORPHANS},
-        {"grace", required_argument, NULL, VG_OPT_GRACE},
-        {"force", no_argument, NULL, VG_OPT_FORCE},
-        {"reset", no_argument, NULL, VG_OPT_RESET},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_cmd_parse p = {.g = c->g, .cmd = "clean", .help = vg_clean_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_clean_opts, .help_tail = vg_clean_help_tail, .argc = argc,
+                             .argv = argv};
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
         switch (ch) {

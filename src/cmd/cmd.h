@@ -13,7 +13,9 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 
+#include "cmd/opt.h"
 #include "util/buf.h"
 
 /* Exit statuses (documented in the man page and README). */
@@ -52,24 +54,16 @@ enum {
     VG_OPT_FIRST_LOCAL /* commands number their own long-only options from here */
 };
 
-#define VG_GLOBAL_LONGOPTS                                                                     \
-    {"json", no_argument, NULL, VG_OPT_JSON},                                                  \
-    {"color", optional_argument, NULL, VG_OPT_COLOR},                                          \
-    {"colour", optional_argument, NULL, VG_OPT_COLOR},                                         \
-    {"proc", required_argument, NULL, VG_OPT_PROC},                                            \
-    {"dev", required_argument, NULL, VG_OPT_DEV},                                              \
-    {"nvml", required_argument, NULL, VG_OPT_NVML},                                            \
-    {"nvml-timeout", required_argument, NULL, VG_OPT_NVML_TIMEOUT},                            \
-    {"verbose", no_argument, NULL, VG_OPT_VERBOSE},                                            \
-    {"help", no_argument, NULL, VG_OPT_HELP}
+/* The global options, one row each: every command's parse puts them in front of its own. */
+extern const struct vg_opt vg_global_opts[];
 
 /* Handle one global option inside a command's getopt loop. Returns 1 when handled, 0 when c is
  * not a global option, -1 after printing an error for a bad value. cmd names the command for
  * messages (NULL before the command). */
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
 
-/* Usage text shared by every command's --help. */
-extern const char vg_global_help[];
+/* The global options' section, shared by every command's --help and the main help. */
+void vg_global_help(FILE *f);
 
 /* Print "vramguard: CMD: message" to stderr (CMD omitted when NULL), the message escaped as
  * text output is (vg_text_escape): control characters and invalid UTF-8 as \n, \xNN, so it
@@ -92,15 +86,26 @@ enum {
 struct vg_cmd_parse {
     struct vg_global *g;           /* receives the global options */
     const char *cmd;               /* the command's name, for messages */
-    const char *help;              /* its usage, printed above vg_global_help on -h/--help */
-    const char *shortopts;         /* its own short options in getopt form ("n:"); NULL: none */
-    const struct option *longopts; /* VG_GLOBAL_LONGOPTS, then its own; NULL-terminated */
+    const char *help;              /* its usage up to "Options:\n", printed on -h/--help */
+    const struct vg_opt *opts;     /* its own options (after vg_global_opts); NULL: none */
+    const char *help_tail;         /* printed after the options' lines, before the globals' */
+    unsigned help_col;             /* column of the options' help texts; 0: VG_OPT_HELP_COL */
     int argc;                      /* argv[0] is the command's name */
     char **argv;
     bool operands;                 /* false: a word after the options is a usage error */
     bool started;
     char optstring[16];
+    struct option longopts[VG_OPT_MAX];
 };
+
+/* Build the getopt_long array and short-option string of the global table followed by opts
+ * (NULL: none) into longopts and optstring (which holds its prefix, e.g. "+:h"). 0 or
+ * -ENOSPC. */
+int vg_cmd_opt_arrays(const struct vg_opt *opts, struct option *longopts, size_t cap,
+                      char *optstring, size_t optcap);
+/* Print a command's whole --help: head, its options, tail, the global options. */
+void vg_cmd_help(FILE *f, const char *head, const struct vg_opt *opts, unsigned col,
+                 const char *tail);
 
 /* The next of the command's own options, with optarg set; global options are applied to g on
  * the way. Parsing stops at the first word that is not an option (or after "--"), as git does,

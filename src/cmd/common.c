@@ -18,17 +18,53 @@
 #include "util/buf.h"
 #include "util/parse.h"
 
-const char vg_global_help[] =
-    "Global options (before or after the command):\n"
-    "  --json               machine-readable output (see docs/json.md)\n"
-    "  --color[=WHEN]       colour: auto (default, only on a terminal), always, never;\n"
-    "                       NO_COLOR in the environment means never\n"
-    "  --proc DIR           procfs to read (default /proc), e.g. a host's /proc in a container\n"
-    "  --dev DIR            where NVIDIA device nodes live (default /dev)\n"
-    "  --nvml PATH          NVML library to load (default $VRAMGUARD_NVML or libnvidia-ml.so.1)\n"
-    "  --nvml-timeout DUR   give up on a hung driver after DUR (default 10s)\n"
-    "  --verbose            say more about what was read and how\n"
-    "  --help               this help\n";
+const struct vg_opt vg_global_opts[] = {
+    {"json", 0, VG_OPT_ARG_NONE, NULL, "machine-readable output (see docs/json.md)", VG_OPT_JSON,
+     NULL},
+    {"color", 0, VG_OPT_ARG_OPTIONAL, "WHEN",
+     "colour: auto (default, only on a terminal), always, never;\n"
+     "NO_COLOR in the environment means never",
+     VG_OPT_COLOR, NULL},
+    {"colour", 0, VG_OPT_ARG_OPTIONAL, "WHEN", NULL, VG_OPT_COLOR, NULL},
+    {"proc", 0, VG_OPT_ARG_REQUIRED, "DIR",
+     "procfs to read (default /proc), e.g. a host's /proc in a container", VG_OPT_PROC, NULL},
+    {"dev", 0, VG_OPT_ARG_REQUIRED, "DIR", "where NVIDIA device nodes live (default /dev)",
+     VG_OPT_DEV, NULL},
+    {"nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "NVML library to load (default $VRAMGUARD_NVML or libnvidia-ml.so.1)", VG_OPT_NVML, NULL},
+    {"nvml-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "give up on a hung driver after DUR (default 10s)", VG_OPT_NVML_TIMEOUT, "nvml_timeout"},
+    {"verbose", 0, VG_OPT_ARG_NONE, NULL, "say more about what was read and how", VG_OPT_VERBOSE,
+     NULL},
+    {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL},
+    VG_OPT_TABLE_END,
+};
+
+void vg_global_help(FILE *f)
+{
+    fputs("Global options (before or after the command):\n", f);
+    vg_opt_help(f, vg_global_opts, VG_OPT_HELP_COL);
+}
+
+int vg_cmd_opt_arrays(const struct vg_opt *opts, struct option *longopts, size_t cap,
+                      char *optstring, size_t optcap)
+{
+    size_t n = 0;
+    if (vg_opt_longopts(vg_global_opts, longopts, &n, cap) ||
+        vg_opt_longopts(opts, longopts, &n, cap) ||
+        vg_opt_shortopts(opts, optstring, optcap))
+        return -ENOSPC;
+    return 0;
+}
+
+void vg_cmd_help(FILE *f, const char *head, const struct vg_opt *opts, unsigned col,
+                 const char *tail)
+{
+    fputs(head, f);
+    vg_opt_help(f, opts, col ? col : VG_OPT_HELP_COL);
+    fputs(tail ? tail : "", f);
+    vg_global_help(f);
+}
 
 void vg_cmd_error(const char *cmd, const char *fmt, ...)
 {
@@ -77,10 +113,10 @@ int vg_cmd_next_opt(struct vg_cmd_parse *p)
     if (!p->started) {
         /* '+': a command's options end at its first operand; ':': a missing value is told
          * apart from an unknown option. Both messages are ours (opterr = 0). */
-        const char *own = p->shortopts ? p->shortopts : "";
-        int n = snprintf(p->optstring, sizeof(p->optstring), "+:h%s", own);
-        if (n < 0 || (size_t)n >= sizeof(p->optstring)) {
-            vg_cmd_error(p->cmd, "internal error: too many short options '%s'", own);
+        snprintf(p->optstring, sizeof(p->optstring), "+:h");
+        if (vg_cmd_opt_arrays(p->opts, p->longopts, VG_OPT_MAX, p->optstring,
+                              sizeof(p->optstring))) {
+            vg_cmd_error(p->cmd, "internal error: too many options");
             return VG_CMD_OPT_USAGE;
         }
         optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
@@ -97,8 +133,7 @@ int vg_cmd_next_opt(struct vg_cmd_parse *p)
         switch (c) {
         case 'h':
         case VG_OPT_HELP:
-            fputs(p->help, stdout);
-            fputs(vg_global_help, stdout);
+            vg_cmd_help(stdout, p->help, p->opts, p->help_col, p->help_tail);
             return VG_CMD_OPT_HELP;
         case '?':
         case ':':

@@ -68,13 +68,9 @@ static const char vg_demo_help[] =
     "SIGTERM, a closed terminal, or a reader that goes away (`demo | head`). On a host with\n"
     "NVIDIA GPUs, run `vramguard doctor` instead.\n"
     "\n"
-    "Options:\n"
-    "  --helper PATH        the process helper (default: found beside the binary)\n"
-    "  --fake-nvml PATH     the fake libnvidia-ml.so.1 (default: found beside the binary)\n"
-    "  --keep[=DUR]         leave the simulation running as it is, for other commands to try,\n"
-    "                       until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
-    "                       then it is removed whole. One per user and $TMPDIR at a time\n"
-    "  --stop               stop and remove the simulation a --keep left running\n"
+    "Options:\n";
+
+static const char vg_demo_help_tail[] =
     "\n"
     "Both are looked for in $VRAMGUARD_DEMO_DIR, then next to the vramguard binary (the build\n"
     "tree), then in ../libexec/vramguard/ (an installed copy).\n"
@@ -233,6 +229,55 @@ static void vg_demo_reap(struct vg_demo *d)
     }
 }
 
+/* The pidfile appears once the process pid is fully in its state. Every PID it lists is
+ * tracked, however many: it is read whole (more than 64 MiB fails, -E2BIG, never cut). Returns
+ * the main PID or a negative errno. */
+static pid_t vg_demo_await_pidfile(struct vg_demo *d, pid_t pid, const char *pidfile)
+{
+    struct vg_buf pids;
+    vg_buf_init(&pids, 0);
+    int rc = -ETIMEDOUT;
+    for (int waited = 0; waited < 10000; waited += 20) {
+        rc = vg_file_read_at(AT_FDCWD, pidfile, &pids);
+        if (rc == 0 || rc == -E2BIG)
+            break;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            /* An --orphan launcher exits 0 once its carrier is ready; anything else failed. */
+            for (size_t i = 0; i < d->nprocs; i++)
+                if (d->procs[i].pid == pid)
+                    d->procs[i].child = false;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                vg_buf_release(&pids);
+                return -ECHILD;
+            }
+        }
+        vg_sleep_ms(20);
+    }
+    if (rc == -ENOENT)
+        rc = -ETIMEDOUT;
+    pid_t main_pid = -1;
+    char *save = NULL;
+    for (char *line = rc || !pids.data ? NULL : strtok_r(pids.data, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *sp = strchr(line, ' ');
+        int64_t v;
+        if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
+            continue;
+        *sp = '\0';
+        if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
+            if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
+                break;
+            if (strcmp(line, "main") == 0)
+                main_pid = (pid_t)v;
+        }
+    }
+    vg_buf_release(&pids);
+    if (rc)
+        return rc;
+    return main_pid > 0 ? main_pid : -EINVAL;
+}
+
 /* Start one simulated process and wait (bounded) for its pidfile. Returns its main PID. */
 static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[], const char *opts,
                            const char *const *env)
@@ -284,50 +329,7 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     if ((rc = vg_demo_track(d, pid, true)) != 0)
         return rc;
 
-    /* The pidfile appears once the process is fully in its state. Every PID it lists is tracked,
-     * however many: it is read whole (more than 64 MiB fails, -E2BIG, never cut). */
-    struct vg_buf pids;
-    vg_buf_init(&pids, 0);
-    rc = -ETIMEDOUT;
-    for (int waited = 0; waited < 10000; waited += 20) {
-        rc = vg_file_read_at(AT_FDCWD, pidfile, &pids);
-        if (rc == 0 || rc == -E2BIG)
-            break;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            /* An --orphan launcher exits 0 once its carrier is ready; anything else failed. */
-            for (size_t i = 0; i < d->nprocs; i++)
-                if (d->procs[i].pid == pid)
-                    d->procs[i].child = false;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                vg_buf_release(&pids);
-                return -ECHILD;
-            }
-        }
-        vg_sleep_ms(20);
-    }
-    if (rc == -ENOENT)
-        rc = -ETIMEDOUT;
-    pid_t main_pid = -1;
-    char *save = NULL;
-    for (char *line = rc || !pids.data ? NULL : strtok_r(pids.data, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *sp = strchr(line, ' ');
-        int64_t v;
-        if (!sp || vg_parse_i64(sp + 1, 1, INT32_MAX, &v))
-            continue;
-        *sp = '\0';
-        if (strcmp(line, "main") == 0 || strcmp(line, "child") == 0) {
-            if ((rc = vg_demo_track(d, (pid_t)v, (pid_t)v == pid)) != 0)
-                break;
-            if (strcmp(line, "main") == 0)
-                main_pid = (pid_t)v;
-        }
-    }
-    vg_buf_release(&pids);
-    if (rc)
-        return rc;
-    return main_pid > 0 ? main_pid : -EINVAL;
+    return vg_demo_await_pidfile(d, pid, pidfile);
 }
 
 /* Our own children that have no pidfd (a kernel before 5.3, or valgrind, which does not know
@@ -1023,35 +1025,51 @@ static int vg_demo_keep_socket(int *out)
 
 enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP, VG_OPT_STOP };
 
-int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
+static const struct vg_opt vg_demo_opts[] = {
+    {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the process helper (default: found beside the binary)",
+     VG_OPT_HELPER, NULL},
+    {"fake-nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the fake libnvidia-ml.so.1 (default: found beside the binary)",
+     VG_OPT_FAKE, NULL},
+    {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR",
+     "leave the simulation running as it is, for other commands to try,\n"
+     "until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
+     "then it is removed whole. One per user and $TMPDIR at a time",
+     VG_OPT_KEEP, NULL},
+    {"stop", 0, VG_OPT_ARG_NONE, NULL,
+     "stop and remove the simulation a --keep left running",
+     VG_OPT_STOP, NULL},
+    VG_OPT_TABLE_END,
+};
+
+/* What demo's options ask for. */
+struct vg_demo_args {
+    const char *helper_arg, *fake_arg, *keep_text;
+    bool keep, stop;
+    uint64_t keep_ms;
+};
+
+/* The command line into a; --stop is carried out here. -1 to go on, else an exit status. */
+static int vg_demo_parse(struct vg_global *g, int argc, char **argv, struct vg_demo_args *a)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"helper", required_argument, NULL, VG_OPT_HELPER},
-        {"fake-nvml", required_argument, NULL, VG_OPT_FAKE},
-        {"keep", optional_argument, NULL, VG_OPT_KEEP},
-        {"stop", no_argument, NULL, VG_OPT_STOP},
-        {NULL, 0, NULL, 0},
-    };
-    const char *helper_arg = NULL, *fake_arg = NULL, *keep_text = "1h";
-    bool keep = false, stop = false;
-    uint64_t keep_ms = VG_DEMO_KEEP_DEFAULT_MS;
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .longopts = longopts,
-                             .argc = argc, .argv = argv, .operands = true};
+    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .opts = vg_demo_opts,
+                             .help_tail = vg_demo_help_tail, .argc = argc, .argv = argv,
+                             .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
         case VG_OPT_HELPER:
-            helper_arg = optarg;
+            a->helper_arg = optarg;
             break;
         case VG_OPT_FAKE:
-            fake_arg = optarg;
+            a->fake_arg = optarg;
             break;
         case VG_OPT_KEEP:
-            keep = true;
-            if (optarg && (vg_parse_duration_ms(optarg, &keep_ms) != 0 || keep_ms < 1000 ||
-                           keep_ms > VG_DEMO_KEEP_MAX_MS)) {
+            a->keep = true;
+            if (optarg && (vg_parse_duration_ms(optarg, &a->keep_ms) != 0 || a->keep_ms < 1000 ||
+                           a->keep_ms > VG_DEMO_KEEP_MAX_MS)) {
                 vg_cmd_error("demo",
                              "--keep takes a duration between 1s and 12h (e.g. 30m), "
                              "not '%s'",
@@ -1059,10 +1077,10 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
                 return VG_EXIT_USAGE;
             }
             if (optarg)
-                keep_text = optarg;
+                a->keep_text = optarg;
             break;
         case VG_OPT_STOP:
-            stop = true;
+            a->stop = true;
             break;
         }
     }
@@ -1072,63 +1090,169 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
         vg_cmd_error("demo", "unexpected argument '%s'", argv[optind]);
         return VG_EXIT_USAGE;
     }
-    if (stop && (keep || helper_arg || fake_arg)) {
+    if (a->stop && (a->keep || a->helper_arg || a->fake_arg)) {
         vg_cmd_error("demo", "--stop takes no other option");
         return VG_EXIT_USAGE;
     }
-    if (stop)
+    if (a->stop)
         return vg_demo_stop_kept();
+    return -1;
+}
 
-    struct vg_demo d = {.alive_rd = -1, .alive_wr = -1};
-    char helper[PATH_MAX], fake[PATH_MAX];
-    if (vg_demo_find(helper_arg, "vg-helper", "tests/vg-helper", "../libexec/vramguard/vg-helper",
-                     helper, sizeof(helper))) {
+/* Wait for the keeper to stage (its line into line); a signal meanwhile ends the wait (*sig).
+ * 0 or a negative errno. */
+static int vg_demo_wait_staged(int fd, const sigset_t *block, char *line, size_t n, int *sig)
+{
+    unsigned long long until = vg_proc_now_ms() + VG_DEMO_STAGE_WAIT_MS;
+    while (vg_proc_now_ms() < until && !(*sig = vg_demo_pending(block))) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 100) > 0)
+            return vg_demo_read_line(fd, line, n, VG_DEMO_STOP_WAIT_MS);
+    }
+    return -ETIMEDOUT;
+}
+
+/* Show the staged simulation in dir and, with --keep, hand it over to live on: true when it
+ * was kept (*fd is then closed), else the caller stops it. The keeper's answer is read into
+ * line, the buffer dir points into. *status: set on an error. */
+static bool vg_demo_present(struct vg_global *g, const struct vg_demo_args *a, const char *dir,
+                            const char *fake, int *fd, const sigset_t *block, char *line,
+                            size_t n, int *status)
+{
+    /* With --json, stdout carries only the doctor document; the label goes to stderr. */
+    FILE *label = g->json ? stderr : stdout;
+    fprintf(label,
+            "SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
+            "On a machine with NVIDIA GPUs, run 'vramguard doctor' for the real thing.\n\n"
+            "Staged: a job whose CUDA_VISIBLE_DEVICES came too late; three DDP ranks that\n"
+            "touched cuda:0 first; a DataLoader worker orphaned by a crash; TensorFlow\n"
+            "preallocating a GPU; and memory held from another container.\n\n",
+            dir);
+    int err = vg_demo_flush(label);
+    if (!err && !vg_demo_pending(block))
+        err = vg_demo_show(g, dir, fake, a->keep, a->keep_text, block);
+    int sig = vg_demo_pending(block);
+    if (err && err != EPIPE && !sig) {
+        vg_cmd_error("demo", "cannot write the output: %s", strerror(err));
+        *status = VG_EXIT_SOFTWARE;
+    }
+    if (a->keep && !err && !sig) {
+        vg_demo_send(*fd, "keep\n");
+        if (vg_demo_read_line(*fd, line, n, VG_DEMO_STOP_WAIT_MS) == 0 &&
+            strcmp(line, "kept") == 0) {
+            close(*fd);
+            *fd = -1;
+            return true; /* it lives on, in its own session; init reaps it */
+        }
+        vg_cmd_error("demo", "--keep: the simulation's keeper did not answer; removing it");
+        *status = VG_EXIT_SOFTWARE;
+    }
+    return false;
+}
+
+/* The helper and the fake driver demo runs (PATH_MAX bytes each). -1 to go on, else an exit
+ * status. */
+static int vg_demo_paths(const struct vg_demo_args *a, char *helper, char *fake)
+{
+    if (vg_demo_find(a->helper_arg, "vg-helper", "tests/vg-helper",
+                     "../libexec/vramguard/vg-helper", helper, PATH_MAX)) {
         vg_cmd_error("demo", "cannot find the process helper vg-helper (build it with 'make', "
                              "or pass --helper PATH)");
         return VG_EXIT_UNKNOWN;
     }
-    if (vg_demo_find(fake_arg, "libnvidia-ml.so.1", "fake-nvml/full/libnvidia-ml.so.1",
-                     "../libexec/vramguard/libnvidia-ml.so.1", fake, sizeof(fake))) {
+    if (vg_demo_find(a->fake_arg, "libnvidia-ml.so.1", "fake-nvml/full/libnvidia-ml.so.1",
+                     "../libexec/vramguard/libnvidia-ml.so.1", fake, PATH_MAX)) {
         vg_cmd_error("demo", "cannot find the fake driver libnvidia-ml.so.1 (build it with "
                              "'make', or pass --fake-nvml PATH)");
         return VG_EXIT_UNKNOWN;
     }
-    d.helper = helper;
-    d.fake = fake;
-    uint64_t life_ms = keep ? keep_ms : VG_DEMO_SHOW_MAX_MS;
-    uint64_t life_s = life_ms / 1000 + VG_DEMO_SHOW_MAX_MS / 1000 + VG_DEMO_LIFETIME_MARGIN_S;
-    d.lifetime_s = (unsigned)(life_s > 86400 ? 86400 : life_s);
+    return -1;
+}
 
-    /* Interruptions wait until the simulation is cleaned up; a reader that goes away is an
-     * EPIPE, not a death. Blocked before the fork: the keeper starts with them blocked too. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
-    sigaddset(&block, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &block, &old);
+/* Interruptions wait until the simulation is cleaned up; a reader that goes away is an EPIPE,
+ * not a death. Called before the fork: the keeper starts with them blocked too. */
+static void vg_demo_block_signals(sigset_t *block, sigset_t *old)
+{
+    sigemptyset(block);
+    sigaddset(block, SIGINT);
+    sigaddset(block, SIGTERM);
+    sigaddset(block, SIGHUP);
+    sigaddset(block, SIGQUIT);
+    sigprocmask(SIG_BLOCK, block, old);
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, NULL);
+}
 
-    int status = VG_EXIT_OK, lsock = -1, pair[2] = {-1, -1};
-    int rc = keep ? vg_demo_keep_socket(&lsock) : 0;
+/* Stop the simulation: the keeper removes everything and says what it did; dir is where it
+ * was staged (NULL when staging failed). *status: set on an error. */
+static void vg_demo_stop_staged(struct vg_global *g, int *fd, pid_t keeper, const char *dir,
+                                int *status)
+{
+    char dirbuf[PATH_MAX + 64];
+    snprintf(dirbuf, sizeof(dirbuf), "%s", dir ? dir : "the simulation's directory");
+    struct vg_demo_result res = {0};
+    int rc = vg_demo_request_stop(*fd, &res, VG_DEMO_STAGE_WAIT_MS + VG_DEMO_STOP_WAIT_MS);
+    close(*fd);
+    *fd = -1;
+    waitpid(keeper, NULL, 0);
+    if (rc) {
+        vg_cmd_error("demo", "the simulation's keeper did not confirm the clean-up: %s",
+                     strerror(-rc));
+        *status = VG_EXIT_SOFTWARE;
+    } else if (dir && !g->json && !vg_demo_out_gone()) {
+        vg_demo_say_result(stdout, &res, dirbuf);
+        fflush(stdout);
+    } else if (dir && (res.survivors || !res.dir_removed)) {
+        vg_demo_say_result(stderr, &res, dirbuf);
+    }
+}
+
+/* With --keep, the socket a later --stop reaches (*lsock); the pair the keeper answers on.
+ * An exit status. */
+static int vg_demo_sockets(bool keep, int *lsock, int pair[2])
+{
+    int rc = keep ? vg_demo_keep_socket(lsock) : 0;
     if (rc == -EADDRINUSE) {
         vg_cmd_error("demo", "--keep: a kept simulation is already running (stop it with "
                              "'vramguard demo --stop')");
-        status = VG_EXIT_WARN;
-        goto restore;
+        return VG_EXIT_WARN;
     } else if (rc) {
         vg_cmd_error("demo", "--keep: cannot listen for --stop: %s", strerror(-rc));
-        status = VG_EXIT_SOFTWARE;
-        goto restore;
+        return VG_EXIT_SOFTWARE;
     }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
         vg_cmd_error("demo", "cannot create a socket pair: %s", strerror(errno));
-        status = VG_EXIT_SOFTWARE;
-        goto restore;
+        return VG_EXIT_SOFTWARE;
     }
+    return VG_EXIT_OK;
+}
+
+int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_demo_args a = {.keep_text = "1h", .keep_ms = VG_DEMO_KEEP_DEFAULT_MS};
+    int status = vg_demo_parse(g, argc, argv, &a);
+    if (status >= 0)
+        return status;
+
+    struct vg_demo d = {.alive_rd = -1, .alive_wr = -1};
+    char helper[PATH_MAX], fake[PATH_MAX];
+    if ((status = vg_demo_paths(&a, helper, fake)) >= 0)
+        return status;
+    d.helper = helper;
+    d.fake = fake;
+    uint64_t life_ms = a.keep ? a.keep_ms : VG_DEMO_SHOW_MAX_MS;
+    uint64_t life_s = life_ms / 1000 + VG_DEMO_SHOW_MAX_MS / 1000 + VG_DEMO_LIFETIME_MARGIN_S;
+    d.lifetime_s = (unsigned)(life_s > 86400 ? 86400 : life_s);
+
+    sigset_t block, old;
+    vg_demo_block_signals(&block, &old);
+
+    int lsock = -1, pair[2] = {-1, -1};
+    status = VG_EXIT_OK;
+    if ((status = vg_demo_sockets(a.keep, &lsock, pair)) != VG_EXIT_OK)
+        goto restore;
+    int rc;
     fflush(NULL); /* nothing buffered may be written twice */
     pid_t keeper = fork();
     if (keeper < 0) {
@@ -1138,7 +1262,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     }
     if (keeper == 0) {
         close(pair[0]);
-        return vg_demo_keeper(&d, pair[1], lsock, keep_ms);
+        return vg_demo_keeper(&d, pair[1], lsock, a.keep_ms);
     }
     close(pair[1]);
     pair[1] = -1;
@@ -1150,15 +1274,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     /* The keeper stages; a signal meanwhile ends the wait (the stop below waits for it). */
     char line[PATH_MAX + 64];
     int sig = 0;
-    unsigned long long until = vg_proc_now_ms() + VG_DEMO_STAGE_WAIT_MS;
-    rc = -ETIMEDOUT;
-    while (vg_proc_now_ms() < until && !(sig = vg_demo_pending(&block))) {
-        struct pollfd pf = {pair[0], POLLIN, 0};
-        if (poll(&pf, 1, 100) > 0) {
-            rc = vg_demo_read_line(pair[0], line, sizeof(line), VG_DEMO_STOP_WAIT_MS);
-            break;
-        }
-    }
+    rc = vg_demo_wait_staged(pair[0], &block, line, sizeof(line), &sig);
     const char *dir = rc == 0 && strncmp(line, "ready ", 6) == 0 ? line + 6 : NULL;
     if (sig) {
         /* Interrupted while staging: straight to the clean-up. */
@@ -1168,55 +1284,12 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
             rc = -e;
         vg_cmd_error("demo", "cannot stage the simulation: %s", strerror(rc ? -rc : EPROTO));
         status = VG_EXIT_SOFTWARE;
-    } else {
-        /* With --json, stdout carries only the doctor document; the label goes to stderr. */
-        FILE *label = g->json ? stderr : stdout;
-        fprintf(label,
-                "SIMULATION: a made-up 4-GPU host (fake NVIDIA driver + real processes in %s).\n"
-                "On a machine with NVIDIA GPUs, run 'vramguard doctor' for the real thing.\n\n"
-                "Staged: a job whose CUDA_VISIBLE_DEVICES came too late; three DDP ranks that\n"
-                "touched cuda:0 first; a DataLoader worker orphaned by a crash; TensorFlow\n"
-                "preallocating a GPU; and memory held from another container.\n\n",
-                dir);
-        int err = vg_demo_flush(label);
-        if (!err && !vg_demo_pending(&block))
-            err = vg_demo_show(g, dir, fake, keep, keep_text, &block);
-        sig = vg_demo_pending(&block);
-        if (err && err != EPIPE && !sig) {
-            vg_cmd_error("demo", "cannot write the output: %s", strerror(err));
-            status = VG_EXIT_SOFTWARE;
-        }
-        if (keep && !err && !sig) {
-            vg_demo_send(pair[0], "keep\n");
-            if (vg_demo_read_line(pair[0], line, sizeof(line), VG_DEMO_STOP_WAIT_MS) == 0 &&
-                strcmp(line, "kept") == 0) {
-                close(pair[0]);
-                pair[0] = -1;
-                goto restore; /* it lives on, in its own session; init reaps it */
-            }
-            vg_cmd_error("demo", "--keep: the simulation's keeper did not answer; removing it");
-            status = VG_EXIT_SOFTWARE;
-        }
+    } else if (vg_demo_present(g, &a, dir, fake, &pair[0], &block, line, sizeof(line),
+                               &status)) {
+        goto restore;
     }
 
-    /* Stop: the keeper removes everything and says what it did. */
-    char dirbuf[PATH_MAX + 64];
-    snprintf(dirbuf, sizeof(dirbuf), "%s", dir ? dir : "the simulation's directory");
-    struct vg_demo_result res = {0};
-    rc = vg_demo_request_stop(pair[0], &res, VG_DEMO_STAGE_WAIT_MS + VG_DEMO_STOP_WAIT_MS);
-    close(pair[0]);
-    pair[0] = -1;
-    waitpid(keeper, NULL, 0);
-    if (rc) {
-        vg_cmd_error("demo", "the simulation's keeper did not confirm the clean-up: %s",
-                     strerror(-rc));
-        status = VG_EXIT_SOFTWARE;
-    } else if (dir && !g->json && !vg_demo_out_gone()) {
-        vg_demo_say_result(stdout, &res, dirbuf);
-        fflush(stdout);
-    } else if (dir && (res.survivors || !res.dir_removed)) {
-        vg_demo_say_result(stderr, &res, dirbuf);
-    }
+    vg_demo_stop_staged(g, &pair[0], keeper, dir, &status);
 
 restore:
     if (pair[0] >= 0)

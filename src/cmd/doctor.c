@@ -22,14 +22,9 @@ static const char vg_doctor_help[] =
     "never taken as absent. Leftovers of ended jobs are judged from evidence with a\n"
     "confidence; whether they still work is measured over 0.5 s when there are any.\n"
     "\n"
-    "Options:\n"
-    "  --gpu G              only findings about GPU G (index or UUID prefix)\n"
-    "  --pid P              only findings about process P\n"
-    "  --context-max SIZE   largest amount that counts as a bare CUDA context (default 1GiB)\n"
-    "  --unattributed-min SIZE  unexplained memory reported above this (default 256MiB)\n"
-    "  --no-shell           do not check this shell's CUDA_VISIBLE_DEVICES and\n"
-    "                       CUDA_DEVICE_ORDER\n"
-    "  --list               list the rules and exit\n"
+    "Options:\n";
+
+static const char vg_doctor_help_tail[] =
     "\n"
     "Exit status: 0 no findings (or info only); 1 warnings; 2 critical; 3 could not check\n"
     "(the driver's view was unavailable and nothing critical was found); 64 bad usage.\n"
@@ -63,30 +58,43 @@ static int vg_doctor_size(const char *opt, const char *arg, uint64_t *out)
     return 0;
 }
 
-int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
+static const struct vg_opt vg_doctor_opts[] = {
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G",
+     "only findings about GPU G (index or UUID prefix)",
+     VG_OPT_GPU, NULL},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P",
+     "only findings about process P",
+     VG_OPT_PID, NULL},
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)",
+     VG_OPT_CONTEXT_MAX, NULL},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "unexplained memory reported above this (default 256MiB)",
+     VG_OPT_UNATTR_MIN, NULL},
+    {"no-shell", 0, VG_OPT_ARG_NONE, NULL,
+     "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
+     "CUDA_DEVICE_ORDER",
+     VG_OPT_NO_SHELL, NULL},
+    {"list", 0, VG_OPT_ARG_NONE, NULL,
+     "list the rules and exit",
+     VG_OPT_LIST, NULL},
+    VG_OPT_TABLE_END,
+};
+
+/* The command line into ropts, *gpu_arg and flt. -1 to go on, else an exit status (--list
+ * prints the rules and ends the command). */
+static int vg_doctor_parse(struct vg_global *g, int argc, char **argv,
+                           struct vg_rule_opts *ropts, const char **gpu_arg,
+                           struct vg_finding_filter *flt)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"gpu", required_argument, NULL, VG_OPT_GPU},
-        {"pid", required_argument, NULL, VG_OPT_PID},
-        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
-        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
-        {"no-shell", no_argument, NULL, VG_OPT_NO_SHELL},
-        {"list", no_argument, NULL, VG_OPT_LIST},
-        {NULL, 0, NULL, 0},
-    };
-    struct vg_rule_opts ropts;
-    vg_rule_opts_init(&ropts);
-    ropts.check_shell = true;
-    const char *gpu_arg = NULL;
-    struct vg_finding_filter flt = {0};
     struct vg_cmd_parse p = {.g = g, .cmd = "doctor", .help = vg_doctor_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_doctor_opts, .help_tail = vg_doctor_help_tail, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
         case VG_OPT_GPU:
-            gpu_arg = optarg;
+            *gpu_arg = optarg;
             break;
         case VG_OPT_PID: {
             int64_t pid;
@@ -94,20 +102,20 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
                 vg_cmd_error("doctor", "--pid takes a process id, not '%s'", optarg);
                 return VG_EXIT_USAGE;
             }
-            flt.by_pid = true;
-            flt.pid = (pid_t)pid;
+            flt->by_pid = true;
+            flt->pid = (pid_t)pid;
             break;
         }
         case VG_OPT_CONTEXT_MAX:
-            if (vg_doctor_size("--context-max", optarg, &ropts.context_max))
+            if (vg_doctor_size("--context-max", optarg, &ropts->context_max))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_UNATTR_MIN:
-            if (vg_doctor_size("--unattributed-min", optarg, &ropts.unattributed_min))
+            if (vg_doctor_size("--unattributed-min", optarg, &ropts->unattributed_min))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_NO_SHELL:
-            ropts.check_shell = false;
+            ropts->check_shell = false;
             break;
         case VG_OPT_LIST:
             return vg_doctor_list();
@@ -115,6 +123,36 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    return -1;
+}
+
+/* The exit status the selected findings call for. */
+static int vg_doctor_status(const struct vg_snapshot *snap, const struct vg_findings *fs,
+                            const struct vg_finding_filter *flt)
+{
+    int worst = -1;
+    for (size_t i = 0; i < fs->n; i++)
+        if (vg_render_finding_selected(&fs->v[i], flt) && (int)fs->v[i].severity > worst)
+            worst = (int)fs->v[i].severity;
+    if (worst == VG_SEV_CRITICAL)
+        return VG_EXIT_CRIT;
+    if (!vg_cmd_driver_view(snap))
+        return VG_EXIT_UNKNOWN;
+    if (worst == VG_SEV_WARNING)
+        return VG_EXIT_WARN;
+    return VG_EXIT_OK;
+}
+
+int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_rule_opts ropts;
+    vg_rule_opts_init(&ropts);
+    ropts.check_shell = true;
+    const char *gpu_arg = NULL;
+    struct vg_finding_filter flt = {0};
+    int status = vg_doctor_parse(g, argc, argv, &ropts, &gpu_arg, &flt);
+    if (status >= 0)
+        return status;
     if (ropts.check_shell) {
         ropts.shell_cvd = getenv("CUDA_VISIBLE_DEVICES");
         ropts.shell_order = getenv("CUDA_DEVICE_ORDER");
@@ -123,7 +161,6 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     struct vg_snapshot *snap = NULL;
     if (vg_cmd_snapshot(g, "doctor", VG_CMD_SNAP_JUDGE, &snap))
         return VG_EXIT_UNKNOWN;
-    int status = VG_EXIT_OK;
     if (gpu_arg) {
         if (!snap->driver_ok) {
             vg_cmd_error("doctor", "--gpu needs the driver's view, which is unavailable: %s",
@@ -149,17 +186,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
         return VG_EXIT_SOFTWARE;
     }
 
-    int worst = -1;
-    for (size_t i = 0; i < fs.n; i++)
-        if (vg_render_finding_selected(&fs.v[i], &flt) && (int)fs.v[i].severity > worst)
-            worst = (int)fs.v[i].severity;
-    if (worst == VG_SEV_CRITICAL)
-        status = VG_EXIT_CRIT;
-    else if (!vg_cmd_driver_view(snap))
-        status = VG_EXIT_UNKNOWN;
-    else if (worst == VG_SEV_WARNING)
-        status = VG_EXIT_WARN;
-
+    status = vg_doctor_status(snap, &fs, &flt);
     struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),
                                 .width = vg_cmd_term_width()};
     struct vg_buf out;

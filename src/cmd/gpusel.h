@@ -59,7 +59,7 @@ struct vg_gpusel {
 };
 
 /* The options pick and run share (--min-free, --max-util, --exclude, --wait): their codes in
- * getopt_long tables, the table rows, and their handling. */
+ * option tables, the table rows, and their handling. */
 enum {
     VG_GPUSEL_OPT_MIN_FREE = VG_OPT_FIRST_LOCAL,
     VG_GPUSEL_OPT_MAX_UTIL,
@@ -68,11 +68,16 @@ enum {
     VG_GPUSEL_OPT_FIRST_LOCAL /* pick and run number their own long-only options from here */
 };
 
-#define VG_GPUSEL_LONGOPTS                                                                     \
-    {"min-free", required_argument, NULL, VG_GPUSEL_OPT_MIN_FREE},                             \
-    {"max-util", required_argument, NULL, VG_GPUSEL_OPT_MAX_UTIL},                             \
-    {"exclude", required_argument, NULL, VG_GPUSEL_OPT_EXCLUDE},                               \
-    {"wait", required_argument, NULL, VG_GPUSEL_OPT_WAIT}
+/* Their table rows (cmd/opt.h), defined once: name, value and code; each command words the
+ * help for itself (run's apply to auto:N only). */
+#define VG_GPUSEL_ROW_MIN_FREE(help)                                                           \
+    {"min-free", 0, VG_OPT_ARG_REQUIRED, "SIZE", help, VG_GPUSEL_OPT_MIN_FREE, NULL}
+#define VG_GPUSEL_ROW_MAX_UTIL(help)                                                           \
+    {"max-util", 0, VG_OPT_ARG_REQUIRED, "PCT", help, VG_GPUSEL_OPT_MAX_UTIL, NULL}
+#define VG_GPUSEL_ROW_EXCLUDE(help)                                                            \
+    {"exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, VG_GPUSEL_OPT_EXCLUDE, NULL}
+#define VG_GPUSEL_ROW_WAIT(help)                                                               \
+    {"wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, VG_GPUSEL_OPT_WAIT, NULL}
 
 /* The defaults both commands start from: one GPU chosen with pick's policy (the default
  * --min-free and --max-util), no waiting, nothing locked. */

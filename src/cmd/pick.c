@@ -24,16 +24,9 @@ static const char vg_pick_help[] =
     "could not go into the value). Picking reserves nothing: to choose and reserve in\n"
     "one step, use 'vramguard run --gpus auto:N -- CMD'.\n"
     "\n"
-    "Options:\n"
-    "  -n, --count N        how many GPUs (default 1, at most 64)\n"
-    "  --min-free SIZE      free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
-    "                       the GPU's total with a decimal point (0.5; the default)\n"
-    "  --max-util PCT       highest utilisation accepted, 0-100 (default 50); with this\n"
-    "                       option, a GPU whose utilisation is unknown is not picked\n"
-    "  --exclude GPUS       never pick these (indices as nvidia-smi numbers them, or UUIDs)\n"
-    "  --format FMT         cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
-    "                       json: a vramguard.pick/1 document (also --json)\n"
-    "  --wait TIMEOUT       wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free\n"
+    "Options:\n";
+
+static const char vg_pick_help_tail[] =
     "\n"
     "Exit status: 0 picked; 1 not enough GPUs free (each one's reason on stderr); 3 the\n"
     "driver's view unavailable; 64 bad usage.\n"
@@ -125,22 +118,46 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
     return vg_json_finish(&j);
 }
 
+static const struct vg_opt vg_pick_opts[] = {
+    {"count", 'n', VG_OPT_ARG_REQUIRED, "N",
+     "how many GPUs (default 1, at most 64)",
+     'n', NULL},
+    VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
+                           "the GPU's total with a decimal point (0.5; the default)"),
+    VG_GPUSEL_ROW_MAX_UTIL("highest utilisation accepted, 0-100 (default 50); with this\n"
+                           "option, a GPU whose utilisation is unknown is not picked"),
+    VG_GPUSEL_ROW_EXCLUDE("never pick these (indices as nvidia-smi numbers them, or UUIDs)"),
+    {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
+     "cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
+     "json: a vramguard.pick/1 document (also --json)",
+     VG_OPT_FORMAT, NULL},
+    VG_GPUSEL_ROW_WAIT("wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free"),
+    VG_OPT_TABLE_END,
+};
+
+/* --format's value. */
+static int vg_pick_parse_format(const char *arg, enum vg_pick_format *fmt, struct vg_err *err)
+{
+    if (strcmp(arg, "cvd") == 0)
+        *fmt = VG_FMT_CVD;
+    else if (strcmp(arg, "index") == 0)
+        *fmt = VG_FMT_INDEX;
+    else if (strcmp(arg, "json") == 0)
+        *fmt = VG_FMT_JSON;
+    else
+        return vg_err_set(err, -EINVAL, "--format takes cvd, index or json, not '%s'", arg);
+    return 0;
+}
+
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        VG_GPUSEL_LONGOPTS,
-        {"count", required_argument, NULL, 'n'},
-        {"format", required_argument, NULL, VG_OPT_FORMAT},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_gpusel_opts o;
     vg_gpusel_opts_init(&o, "pick", g);
     enum vg_pick_format fmt = VG_FMT_CVD;
     bool fmt_given = false;
     struct vg_err err = VG_ERR_INIT;
-    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .shortopts = "n:",
-                             .longopts = longopts, .argc = argc, .argv = argv};
+    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .opts = vg_pick_opts,
+                             .help_tail = vg_pick_help_tail, .argc = argc, .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         int r = vg_gpusel_opt(&o, c, optarg, &err);
@@ -155,16 +172,8 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
             break;
         case VG_OPT_FORMAT:
             fmt_given = true;
-            if (strcmp(optarg, "cvd") == 0) {
-                fmt = VG_FMT_CVD;
-            } else if (strcmp(optarg, "index") == 0) {
-                fmt = VG_FMT_INDEX;
-            } else if (strcmp(optarg, "json") == 0) {
-                fmt = VG_FMT_JSON;
-            } else {
-                vg_err_set(&err, -EINVAL, "--format takes cvd, index or json, not '%s'", optarg);
+            if (vg_pick_parse_format(optarg, &fmt, &err))
                 goto usage;
-            }
             break;
         }
     }

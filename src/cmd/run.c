@@ -43,24 +43,9 @@ static const char vg_run_help[] =
     "process ('vramguard-guard') also holds the locks, sends SIGKILL to what is left of the\n"
     "job after the grace period, and lets the GPUs go once the cgroup is empty.\n"
     "\n"
-    "Options:\n"
-    "  --gpus GPUS          indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
-    "                       prefixes, comma-separated; or auto:N, N GPUs chosen like\n"
-    "                       'vramguard pick -n N' (default auto:1)\n"
-    "  --min-free SIZE      auto: free memory each GPU needs (20GiB, 512MiB, or a fraction of\n"
-    "                       its total like 0.5, the default); explicit GPUs: checked if given\n"
-    "  --max-util PCT       auto: highest utilisation accepted (default 50)\n"
-    "  --exclude GPUS       auto: never choose these\n"
-    "  --wait TIMEOUT       wait up to TIMEOUT for the GPUs to be free instead of failing\n"
-    "  --grace DURATION     time leftover processes get between SIGTERM and SIGKILL\n"
-    "                       (default 10s; also the job's, should vramguard die)\n"
-    "  --keep-env           keep an existing CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER);\n"
-    "                       without --gpus, reserve the GPUs it names; warn when it differs\n"
-    "                       from --gpus\n"
-    "  --track MODE         auto (default): a cgroup when possible, else subreaper;\n"
-    "                       cgroup: fail without one; subreaper: never create one\n"
-    "  -q, --quiet          say nothing unless something is wrong\n"
-    "  --verbose            also say how the job is tracked, and what happens to it\n"
+    "Options:\n";
+
+static const char vg_run_help_tail[] =
     "\n"
     "Reservations live in $VRAMGUARD_RUNTIME_DIR, else /run/vramguard (root, or when it\n"
     "exists and is writable), else $XDG_RUNTIME_DIR/vramguard, else /tmp/vramguard-UID.\n"
@@ -335,24 +320,48 @@ static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, stru
         vg_cmd_error("run", "checked the job's GPUs after it ended");
 }
 
+static const struct vg_opt vg_run_opts[] = {
+    {"gpus", 0, VG_OPT_ARG_REQUIRED, "GPUS",
+     "indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
+     "prefixes, comma-separated; or auto:N, N GPUs chosen like\n"
+     "'vramguard pick -n N' (default auto:1)",
+     VG_OPT_GPUS, NULL},
+    VG_GPUSEL_ROW_MIN_FREE("auto: free memory each GPU needs (20GiB, 512MiB, or a fraction of\n"
+                           "its total like 0.5, the default); explicit GPUs: checked if given"),
+    VG_GPUSEL_ROW_MAX_UTIL("auto: highest utilisation accepted (default 50)"),
+    VG_GPUSEL_ROW_EXCLUDE("auto: never choose these"),
+    VG_GPUSEL_ROW_WAIT("wait up to TIMEOUT for the GPUs to be free instead of failing"),
+    {"grace", 0, VG_OPT_ARG_REQUIRED, "DURATION",
+     "time leftover processes get between SIGTERM and SIGKILL\n"
+     "(default 10s; also the job's, should vramguard die)",
+     VG_OPT_GRACE, NULL},
+    {"keep-env", 0, VG_OPT_ARG_NONE, NULL,
+     "keep an existing CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER);\n"
+     "without --gpus, reserve the GPUs it names; warn when it differs\n"
+     "from --gpus",
+     VG_OPT_KEEP_ENV, NULL},
+    {"track", 0, VG_OPT_ARG_REQUIRED, "MODE",
+     "auto (default): a cgroup when possible, else subreaper;\n"
+     "cgroup: fail without one; subreaper: never create one",
+     VG_OPT_TRACK, NULL},
+    {"quiet", 'q', VG_OPT_ARG_NONE, NULL,
+     "say nothing unless something is wrong",
+     'q', NULL},
+    {"verbose", 0, VG_OPT_ARG_NONE, NULL,
+     "also say how the job is tracked, and what happens to it",
+     VG_OPT_VERBOSE, NULL},
+    VG_OPT_TABLE_END,
+};
+
 /* The options; -1 to go on (the command is argv[optind...]), else the exit status. */
 static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_opts *o, int argc,
                         char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        VG_GPUSEL_LONGOPTS,
-        {"gpus", required_argument, NULL, VG_OPT_GPUS},
-        {"grace", required_argument, NULL, VG_OPT_GRACE},
-        {"keep-env", no_argument, NULL, VG_OPT_KEEP_ENV},
-        {"track", required_argument, NULL, VG_OPT_TRACK},
-        {"quiet", no_argument, NULL, 'q'},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_err err = VG_ERR_INIT;
     /* .operands: the words after the options are the command to run. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "run", .help = vg_run_help, .shortopts = "q",
-                             .longopts = longopts, .argc = argc, .argv = argv, .operands = true};
+    struct vg_cmd_parse p = {.g = g, .cmd = "run", .help = vg_run_help, .opts = vg_run_opts,
+                             .help_tail = vg_run_help_tail, .argc = argc, .argv = argv,
+                             .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         int rv = vg_gpusel_opt(o, c, optarg, &err);

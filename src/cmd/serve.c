@@ -40,28 +40,9 @@ static const char vg_serve_help[] =
     "Collection runs every --interval whatever the number of scrapers; a hung driver is given\n"
     "up on after --nvml-timeout and reported as vramguard_last_collect_success 0.\n"
     "\n"
-    "Options:\n"
-    "  --listen ADDR          HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
-    "                         HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
-    "                         address; port 0 picks a free port (printed at start)\n"
-    "  --allow-remote         allow a non-loopback address: the metrics name users, commands\n"
-    "                         and containers, so expose them only to your Prometheus\n"
-    "  --interval DUR         time between collections (default 5s; 100ms to 1h)\n"
-    "  --full-scan DUR        longest time between full /proc scans (default 60s; 0: every\n"
-    "                         collection is one); in between, only the known holders, the\n"
-    "                         PIDs the driver reports and new processes are read\n"
-    "  --per-process MODE     per-process series: top:N per GPU by memory, the rest summed in\n"
-    "                         pid=\"other\" (default top:10); all; or none\n"
-    "  --conn-timeout DUR     longest a connection may idle or spend on one request\n"
-    "                         (default 10s; 1s to 10m)\n"
-    "  --max-connections N    connections kept open at once (default 256); a new one beyond\n"
-    "                         that closes the one waiting longest without a request\n"
-    "  --max-per-client N     connections one client address (an IPv6 /64) may hold\n"
-    "                         (default 32): its new one closes its own longest-waiting one;\n"
-    "                         refused while N of its requests are being answered\n"
-    "  --context-max SIZE     largest amount that counts as a bare CUDA context (default 1GiB)\n"
-    "  --unattributed-min SIZE  unexplained memory reported as a finding above this\n"
-    "                         (default 256MiB)\n"
+    "Options:\n";
+
+static const char vg_serve_help_tail[] =
     "\n"
     "Runs until SIGTERM or SIGINT, then exits 0; SIGHUP is logged and otherwise ignored (there\n"
     "is no configuration file to read again). Exit status 64 for bad usage, 70 when it\n"
@@ -159,64 +140,112 @@ static int vg_serve_listen(const struct vg_serve_addr *addr)
     return fd;
 }
 
-int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
+static const struct vg_opt vg_serve_opts[] = {
+    {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
+     "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
+     "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
+     "address; port 0 picks a free port (printed at start)",
+     VG_OPT_LISTEN, NULL},
+    {"allow-remote", 0, VG_OPT_ARG_NONE, NULL,
+     "allow a non-loopback address: the metrics name users, commands\n"
+     "and containers, so expose them only to your Prometheus",
+     VG_OPT_ALLOW_REMOTE, NULL},
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "time between collections (default 5s; 100ms to 1h)",
+     VG_OPT_INTERVAL, NULL},
+    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest time between full /proc scans (default 60s; 0: every\n"
+     "collection is one); in between, only the known holders, the\n"
+     "PIDs the driver reports and new processes are read",
+     VG_OPT_FULL_SCAN, NULL},
+    {"per-process", 0, VG_OPT_ARG_REQUIRED, "MODE",
+     "per-process series: top:N per GPU by memory, the rest summed in\n"
+     "pid=\"other\" (default top:10); all; or none",
+     VG_OPT_PER_PROCESS, NULL},
+    {"conn-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest a connection may idle or spend on one request\n"
+     "(default 10s; 1s to 10m)",
+     VG_OPT_CONN_TIMEOUT, NULL},
+    {"max-connections", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections kept open at once (default 256); a new one beyond\n"
+     "that closes the one waiting longest without a request",
+     VG_OPT_MAX_CONN, NULL},
+    {"max-per-client", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections one client address (an IPv6 /64) may hold\n"
+     "(default 32): its new one closes its own longest-waiting one;\n"
+     "refused while N of its requests are being answered",
+     VG_OPT_MAX_PER_CLIENT, NULL},
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)",
+     VG_OPT_CONTEXT_MAX, NULL},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "unexplained memory reported as a finding above this\n"
+     "(default 256MiB)",
+     VG_OPT_UNATTR_MIN, NULL},
+    VG_OPT_TABLE_END,
+};
+
+/* What serve's options set besides the diagnosis' settings. */
+struct vg_serve_cfg {
+    const char *listen_arg;
+    bool allow_remote;
+    uint64_t interval_ms, conn_timeout_ms, max_conn, max_per_client, full_scan_ms;
+};
+
+/* The --listen address into *addr, refused when it is not loopback without --allow-remote.
+ * -1 to go on, else an exit status. */
+static int vg_serve_check_listen(const struct vg_serve_cfg *sc, struct vg_serve_addr *addr)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"listen", required_argument, NULL, VG_OPT_LISTEN},
-        {"allow-remote", no_argument, NULL, VG_OPT_ALLOW_REMOTE},
-        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
-        {"per-process", required_argument, NULL, VG_OPT_PER_PROCESS},
-        {"conn-timeout", required_argument, NULL, VG_OPT_CONN_TIMEOUT},
-        {"max-connections", required_argument, NULL, VG_OPT_MAX_CONN},
-        {"max-per-client", required_argument, NULL, VG_OPT_MAX_PER_CLIENT},
-        {"context-max", required_argument, NULL, VG_OPT_CONTEXT_MAX},
-        {"unattributed-min", required_argument, NULL, VG_OPT_UNATTR_MIN},
-        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
-        {NULL, 0, NULL, 0},
-    };
-    const char *listen_arg = VG_SERVE_LISTEN_DEFAULT;
-    bool allow_remote = false;
-    uint64_t interval_ms = 5000, conn_timeout_ms = 10000, max_conn = 256;
-    uint64_t max_per_client = VG_HTTP_MAX_PER_CLIENT;
-    uint64_t full_scan_ms = VG_SAMPLER_FULL_SCAN_MS;
-    struct vg_collector_opts co;
-    memset(&co, 0, sizeof(co));
-    struct vg_serve_diag diag;
-    vg_rule_opts_init(&diag.rules);
-    diag.rules.check_shell = false;
-    vg_metrics_opts_init(&diag.metrics);
-    diag.metrics.version = VG_VERSION;
-    vg_findings_init(&diag.fs);
-    co.diagnose = vg_serve_diagnose;
-    co.render = vg_serve_render;
-    co.arg = &diag;
-    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_serve_parse_listen(sc->listen_arg, addr, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_USAGE;
+    }
+    if (!addr->loopback && !sc->allow_remote) {
+        vg_cmd_error("serve",
+                     "'%s' is not a loopback address: the metrics name users, "
+                     "processes and containers; add --allow-remote to serve them "
+                     "beyond this host",
+                     sc->listen_arg);
+        return VG_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* The command line into sc, diag and *addr. -1 to go on, else an exit status. */
+static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_serve_cfg *sc,
+                          struct vg_serve_diag *diag, struct vg_serve_addr *addr)
+{
+    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help, .opts = vg_serve_opts,
+                             .help_tail = vg_serve_help_tail, .help_col = 22, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
         case VG_OPT_LISTEN:
-            listen_arg = optarg;
+            sc->listen_arg = optarg;
             break;
         case VG_OPT_ALLOW_REMOTE:
-            allow_remote = true;
+            sc->allow_remote = true;
             break;
         case VG_OPT_INTERVAL:
-            if (vg_serve_duration("--interval", optarg, 100, VG_HOUR_MS, "100ms and 1h", &interval_ms))
+            if (vg_serve_duration("--interval", optarg, 100, VG_HOUR_MS, "100ms and 1h",
+                                  &sc->interval_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_CONN_TIMEOUT:
             if (vg_serve_duration("--conn-timeout", optarg, 1000, 600000, "1s and 10m",
-                                  &conn_timeout_ms))
+                                  &sc->conn_timeout_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_FULL_SCAN:
-            if (vg_serve_duration("--full-scan", optarg, 0, VG_DAY_MS, "0 and 1d", &full_scan_ms))
+            if (vg_serve_duration("--full-scan", optarg, 0, VG_DAY_MS, "0 and 1d",
+                                  &sc->full_scan_ms))
                 return VG_EXIT_USAGE;
             break;
         case VG_OPT_PER_PROCESS:
-            if (vg_metrics_parse_pp(optarg, &diag.metrics) != 0) {
+            if (vg_metrics_parse_pp(optarg, &diag->metrics) != 0) {
                 vg_cmd_error("serve",
                              "--per-process takes top:N (N from 1 to 100000), all or "
                              "none, not '%s'",
@@ -225,7 +254,8 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
             }
             break;
         case VG_OPT_MAX_CONN:
-            if (vg_parse_u64(optarg, &max_conn) != 0 || max_conn < 1 || max_conn > 10000) {
+            if (vg_parse_u64(optarg, &sc->max_conn) != 0 || sc->max_conn < 1 ||
+                sc->max_conn > 10000) {
                 vg_cmd_error("serve",
                              "--max-connections takes a number from 1 to 10000, not "
                              "'%s'",
@@ -234,98 +264,58 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
             }
             break;
         case VG_OPT_MAX_PER_CLIENT:
-            if (vg_parse_u64(optarg, &max_per_client) != 0 || max_per_client < 1 ||
-                max_per_client > 10000) {
+            if (vg_parse_u64(optarg, &sc->max_per_client) != 0 || sc->max_per_client < 1 ||
+                sc->max_per_client > 10000) {
                 vg_cmd_error("serve", "--max-per-client takes a number from 1 to 10000, not '%s'",
                              optarg);
                 return VG_EXIT_USAGE;
             }
             break;
         case VG_OPT_CONTEXT_MAX:
-            if (vg_serve_size("--context-max", optarg, &diag.rules.context_max))
+            if (vg_serve_size("--context-max", optarg, &diag->rules.context_max))
                 return VG_EXIT_USAGE;
-            diag.metrics.context_max = diag.rules.context_max;
+            diag->metrics.context_max = diag->rules.context_max;
             break;
         case VG_OPT_UNATTR_MIN:
-            if (vg_serve_size("--unattributed-min", optarg, &diag.rules.unattributed_min))
+            if (vg_serve_size("--unattributed-min", optarg, &diag->rules.unattributed_min))
                 return VG_EXIT_USAGE;
             break;
         }
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
-    struct vg_serve_addr addr;
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_serve_parse_listen(listen_arg, &addr, &err) != 0) {
-        vg_cmd_error("serve", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_USAGE;
-    }
-    if (!addr.loopback && !allow_remote) {
-        vg_cmd_error("serve",
-                     "'%s' is not a loopback address: the metrics name users, "
-                     "processes and containers; add --allow-remote to serve them "
-                     "beyond this host",
-                     listen_arg);
-        return VG_EXIT_USAGE;
-    }
+    return vg_serve_check_listen(sc, addr);
+}
 
-    /* Every thread started from here on (collector, driver worker, HTTP) inherits this mask,
-     * so the signals reach only the sigtimedwait() below. */
-    sigset_t stop_set;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGTERM);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+/* Block the stop signals (every thread started later inherits the mask, so they reach only
+ * the sigtimedwait() of vg_serve_wait) and listen; where: the address bound. The socket, or a
+ * negative errno. */
+static int vg_serve_open(const struct vg_serve_addr *addr, sigset_t *stop_set, char *where,
+                         size_t wn)
+{
+    sigemptyset(stop_set);
+    sigaddset(stop_set, SIGTERM);
+    sigaddset(stop_set, SIGINT);
+    sigaddset(stop_set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    int fd = vg_serve_listen(&addr);
-    if (fd < 0) {
-        vg_cmd_error("serve", "cannot listen on %s: %s", listen_arg, strerror(-fd));
-        return VG_EXIT_SOFTWARE;
-    }
+    int fd = vg_serve_listen(addr);
+    if (fd < 0)
+        return fd;
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
-    char where[96] = "?";
     if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
-        vg_serve_addr_format((struct sockaddr *)&bound, blen, where, sizeof(where));
+        vg_serve_addr_format((struct sockaddr *)&bound, blen, where, wn);
+    return fd;
+}
 
-    co.sampler.nvml_path = g->nvml_path;
-    co.sampler.nvml_timeout_ms = g->nvml_timeout_ms;
-    co.sampler.proc_root = g->proc_root;
-    co.sampler.dev_dir = g->dev_dir;
-    co.sampler.full_scan_ms = (unsigned)full_scan_ms;
-    co.sampler.full_scans_only = full_scan_ms == 0;
-    co.interval_ms = interval_ms;
-    co.log = vg_serve_log;
-    struct vg_collector *coll = NULL;
-    struct vg_http *http = NULL;
-    int status = VG_EXIT_SOFTWARE;
-    if (vg_collector_new(&co, &coll, &err) != 0 || vg_collector_start(coll, &err) != 0) {
-        vg_cmd_error("serve", "%s", vg_err_msg(&err));
-        close(fd);
-        goto out;
-    }
-    struct vg_http_opts ho = {
-        .listen_fd = fd,
-        .max_connections = (unsigned)max_conn,
-        .max_per_client = (unsigned)max_per_client,
-        .conn_timeout_s = (unsigned)((conn_timeout_ms + 999) / 1000),
-        .collector = coll,
-        .log = g->verbose ? vg_serve_log : NULL,
-        .notice = vg_serve_log,
-    };
-    if (vg_http_start(&ho, &http, &err) != 0) {
-        vg_cmd_error("serve", "%s", vg_err_msg(&err));
-        goto out;
-    }
-    vg_cmd_error("serve", "listening on http://%s/metrics (every %llu ms)", where,
-                 (unsigned long long)interval_ms);
-
+/* Serve until SIGTERM or SIGINT. */
+static void vg_serve_wait(const sigset_t *stop_set, struct vg_http *http)
+{
     for (;;) {
         struct timespec tick = {0, 250 * 1000000L};
-        int sig = sigtimedwait(&stop_set, NULL, &tick);
+        int sig = sigtimedwait(stop_set, NULL, &tick);
         if (sig == SIGHUP) {
             /* What watch does without --config: a service manager's reload (or a closed
              * terminal) must not stop the exporter. */
@@ -337,6 +327,71 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         }
         vg_http_reap(http);
     }
+}
+
+int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
+{
+    struct vg_serve_cfg sc = {.listen_arg = VG_SERVE_LISTEN_DEFAULT, .interval_ms = 5000,
+                              .conn_timeout_ms = 10000, .max_conn = 256,
+                              .max_per_client = VG_HTTP_MAX_PER_CLIENT,
+                              .full_scan_ms = VG_SAMPLER_FULL_SCAN_MS};
+    struct vg_collector_opts co;
+    memset(&co, 0, sizeof(co));
+    struct vg_serve_diag diag;
+    vg_rule_opts_init(&diag.rules);
+    diag.rules.check_shell = false;
+    vg_metrics_opts_init(&diag.metrics);
+    diag.metrics.version = VG_VERSION;
+    vg_findings_init(&diag.fs);
+    co.diagnose = vg_serve_diagnose;
+    co.render = vg_serve_render;
+    co.arg = &diag;
+    struct vg_serve_addr addr;
+    int status = vg_serve_parse(g, argc, argv, &sc, &diag, &addr);
+    if (status >= 0)
+        return status;
+    sigset_t stop_set;
+    char where[96] = "?";
+    int fd = vg_serve_open(&addr, &stop_set, where, sizeof(where));
+    if (fd < 0) {
+        vg_cmd_error("serve", "cannot listen on %s: %s", sc.listen_arg, strerror(-fd));
+        return VG_EXIT_SOFTWARE;
+    }
+
+    co.sampler.nvml_path = g->nvml_path;
+    co.sampler.nvml_timeout_ms = g->nvml_timeout_ms;
+    co.sampler.proc_root = g->proc_root;
+    co.sampler.dev_dir = g->dev_dir;
+    co.sampler.full_scan_ms = (unsigned)sc.full_scan_ms;
+    co.sampler.full_scans_only = sc.full_scan_ms == 0;
+    co.interval_ms = sc.interval_ms;
+    co.log = vg_serve_log;
+    struct vg_collector *coll = NULL;
+    struct vg_http *http = NULL;
+    struct vg_err err = VG_ERR_INIT;
+    status = VG_EXIT_SOFTWARE;
+    if (vg_collector_new(&co, &coll, &err) != 0 || vg_collector_start(coll, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        close(fd);
+        goto out;
+    }
+    struct vg_http_opts ho = {
+        .listen_fd = fd,
+        .max_connections = (unsigned)sc.max_conn,
+        .max_per_client = (unsigned)sc.max_per_client,
+        .conn_timeout_s = (unsigned)((sc.conn_timeout_ms + 999) / 1000),
+        .collector = coll,
+        .log = g->verbose ? vg_serve_log : NULL,
+        .notice = vg_serve_log,
+    };
+    if (vg_http_start(&ho, &http, &err) != 0) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        goto out;
+    }
+    vg_cmd_error("serve", "listening on http://%s/metrics (every %llu ms)", where,
+                 (unsigned long long)sc.interval_ms);
+
+    vg_serve_wait(&stop_set, http);
     status = VG_EXIT_OK;
 out:
     vg_http_stop(http);

@@ -17,8 +17,9 @@ static const char vg_status_help[] =
     "cannot tell), type (C compute, G graphics, M MPS), state, how it was seen (nvml: in the\n"
     "driver's process list; fd: holds /dev/nvidiaN open; both), container and command.\n"
     "\n"
-    "Options:\n"
-    "  --no-nvml            do not load the driver; show device-node holders only\n"
+    "Options:\n";
+
+static const char vg_status_help_tail[] =
     "\n"
     "Exit status: 0 shown in full; 3 the driver's view was unavailable (what /proc shows is\n"
     "still printed); 64 bad usage; 70 internal error.\n"
@@ -26,15 +27,17 @@ static const char vg_status_help[] =
 
 enum { VG_OPT_NO_NVML = VG_OPT_FIRST_LOCAL };
 
+static const struct vg_opt vg_status_opts[] = {
+    {"no-nvml", 0, VG_OPT_ARG_NONE, NULL,
+     "do not load the driver; show device-node holders only", VG_OPT_NO_NVML, NULL},
+    VG_OPT_TABLE_END,
+};
+
 int vg_cmd_status(struct vg_global *g, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"no-nvml", no_argument, NULL, VG_OPT_NO_NVML},
-        {NULL, 0, NULL, 0},
-    };
     struct vg_cmd_parse p = {.g = g, .cmd = "status", .help = vg_status_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_status_opts, .help_tail = vg_status_help_tail, .argc = argc,
+                             .argv = argv};
     bool no_nvml = false;
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {

@@ -20,9 +20,9 @@ static const char vg_visible_help[] =
     "stops reading the list and why, duplicates, unknown UUIDs, MIG devices, and whether CUDA\n"
     "and nvidia-smi number the GPUs differently here.\n"
     "\n"
-    "Options:\n"
-    "  --order ORDER        CUDA_DEVICE_ORDER to assume (default: this shell's)\n"
-    "  --unset              resolve as if CUDA_VISIBLE_DEVICES were unset\n"
+    "Options:\n";
+
+static const char vg_visible_help_tail[] =
     "\n"
     "Exit status: 0 the value is fine; 1 it has an entry CUDA stops at or ignores;\n"
     "3 the driver's view was unavailable; 64 bad usage.\n"
@@ -30,28 +30,34 @@ static const char vg_visible_help[] =
 
 enum { VG_OPT_ORDER = VG_OPT_FIRST_LOCAL, VG_OPT_UNSET };
 
-int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
+static const struct vg_opt vg_visible_opts[] = {
+    {"order", 0, VG_OPT_ARG_REQUIRED, "ORDER",
+     "CUDA_DEVICE_ORDER to assume (default: this shell's)",
+     VG_OPT_ORDER, NULL},
+    {"unset", 0, VG_OPT_ARG_NONE, NULL,
+     "resolve as if CUDA_VISIBLE_DEVICES were unset",
+     VG_OPT_UNSET, NULL},
+    VG_OPT_TABLE_END,
+};
+
+/* Whether word is an option that takes its value as the next word ("--order ORDER"), as the
+ * option tables say. */
+static bool vg_visible_takes_next(const char *word)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"order", required_argument, NULL, VG_OPT_ORDER},
-        {"unset", no_argument, NULL, VG_OPT_UNSET},
-        {NULL, 0, NULL, 0},
-    };
-    const char *order = getenv("CUDA_DEVICE_ORDER");
-    const char *value = getenv("CUDA_VISIBLE_DEVICES");
-    bool unset = false;
-    /* The value may stand anywhere among the options and may itself start with '-' ("-1",
-     * "-1,0"), which getopt would take for an option, so it is picked out first and getopt
-     * parses the rest. */
-    char **opts = calloc((size_t)argc + 1, sizeof(*opts));
-    if (!opts) {
-        vg_cmd_error("visible", "out of memory");
-        return VG_EXIT_SOFTWARE;
-    }
-    int nopts = 0;
-    const char *picked = NULL;
-    opts[nopts++] = argv[0];
+    if (strncmp(word, "--", 2) != 0 || strchr(word, '='))
+        return false;
+    const struct vg_opt *o = vg_opt_find_long(vg_visible_opts, word);
+    if (!o)
+        o = vg_opt_find_long(vg_global_opts, word);
+    return o && o->arg == VG_OPT_ARG_REQUIRED;
+}
+
+/* The value may stand anywhere among the options and may itself start with '-' ("-1",
+ * "-1,0"), which getopt would take for an option, so it is picked out first (into *picked)
+ * and the options go to opts (argv[0] first) for getopt. -1 to go on, else an exit status. */
+static int vg_visible_split(int argc, char **argv, char **opts, int *nopts, const char **picked)
+{
+    opts[(*nopts)++] = argv[0];
     bool operands = false; /* after "--": every word is a value, none an option */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -61,62 +67,68 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
         }
         bool is_value = operands || a[0] != '-' || (a[1] >= '0' && a[1] <= '9');
         if (!is_value) {
-            opts[nopts++] = argv[i];
+            opts[(*nopts)++] = argv[i];
             /* An option that takes its value as the next word keeps it. */
-            static const char *const with_arg[] = {"--order", "--proc", "--dev", "--nvml",
-                                                   "--nvml-timeout"};
-            for (size_t k = 0; k < sizeof(with_arg) / sizeof(with_arg[0]); k++)
-                if (strcmp(argv[i], with_arg[k]) == 0 && i + 1 < argc)
-                    opts[nopts++] = argv[++i];
+            if (vg_visible_takes_next(a) && i + 1 < argc)
+                opts[(*nopts)++] = argv[++i];
             continue;
         }
-        if (picked) {
+        if (*picked) {
             vg_cmd_error("visible", "one value at a time; unexpected '%s' (quote a value with "
                                     "spaces)", a);
-            free(opts);
             return VG_EXIT_USAGE;
         }
-        picked = a;
+        *picked = a;
+    }
+    return -1;
+}
+
+/* The command line into *value and *order. -1 to go on, else an exit status. */
+static int vg_visible_parse(struct vg_global *g, int argc, char **argv, const char **value,
+                            const char **order)
+{
+    char **opts = calloc((size_t)argc + 1, sizeof(*opts));
+    if (!opts) {
+        vg_cmd_error("visible", "out of memory");
+        return VG_EXIT_SOFTWARE;
+    }
+    int nopts = 0;
+    const char *picked = NULL;
+    bool unset = false;
+    int status = vg_visible_split(argc, argv, opts, &nopts, &picked);
+    if (status >= 0) {
+        free(opts);
+        return status;
     }
     /* .operands: the values were set apart above; what is left over gets visible's own message. */
     struct vg_cmd_parse p = {.g = g, .cmd = "visible", .help = vg_visible_help,
-                             .longopts = longopts, .argc = nopts, .argv = opts, .operands = true};
+                             .opts = vg_visible_opts, .help_tail = vg_visible_help_tail,
+                             .argc = nopts, .argv = opts, .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_ORDER:
-            order = optarg;
-            break;
-        case VG_OPT_UNSET:
+        if (c == VG_OPT_ORDER)
+            *order = optarg;
+        else if (c == VG_OPT_UNSET)
             unset = true;
-            break;
-        }
     }
-    int status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
+    status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
     if (status < 0 && optind < nopts) {
         vg_cmd_error("visible", "unexpected argument '%s'", opts[optind]);
         status = VG_EXIT_USAGE;
     }
     free(opts);
-    if (status >= 0)
-        return status;
     if (picked)
-        value = picked;
+        *value = picked;
     if (unset)
-        value = NULL;
+        *value = NULL;
+    return status;
+}
 
-    struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "visible", VG_CMD_SNAP_GPUS_ONLY, &snap))
-        return VG_EXIT_UNKNOWN;
-    if (!snap->driver_ok) {
-        vg_cmd_error("visible", "cannot resolve without the driver's list of GPUs: %s",
-                     snap->driver_error ? snap->driver_error : "unknown reason");
-        vg_snap_free(snap);
-        return VG_EXIT_UNKNOWN;
-    }
-    /* A GPU whose calls hang is listed with what was read before the hang: its UUID or compute
-     * capability (CUDA's order) may be missing, so the answer may be incomplete; with every GPU
-     * hung there is nothing to resolve against. */
+/* A GPU whose calls hang is listed with what was read before the hang: its UUID or compute
+ * capability (CUDA's order) may be missing, so the answer may be incomplete; with every GPU
+ * hung there is nothing to resolve against. Warns about each; false when all hang. */
+static bool vg_visible_check_hung(const struct vg_snapshot *snap)
+{
     size_t nhung = 0;
     for (size_t i = 0; i < snap->gpus.ngpus; i++) {
         const struct vg_gpu *hg = &snap->gpus.gpus[i];
@@ -131,7 +143,27 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
                      m.err || !m.len ? "a driver call hangs" : vg_buf_str(&m));
         vg_buf_release(&m);
     }
-    if (nhung && nhung == snap->gpus.ngpus) {
+    return !(nhung && nhung == snap->gpus.ngpus);
+}
+
+int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
+{
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    const char *value = getenv("CUDA_VISIBLE_DEVICES");
+    int status = vg_visible_parse(g, argc, argv, &value, &order);
+    if (status >= 0)
+        return status;
+
+    struct vg_snapshot *snap = NULL;
+    if (vg_cmd_snapshot(g, "visible", VG_CMD_SNAP_GPUS_ONLY, &snap))
+        return VG_EXIT_UNKNOWN;
+    if (!snap->driver_ok) {
+        vg_cmd_error("visible", "cannot resolve without the driver's list of GPUs: %s",
+                     snap->driver_error ? snap->driver_error : "unknown reason");
+        vg_snap_free(snap);
+        return VG_EXIT_UNKNOWN;
+    }
+    if (!vg_visible_check_hung(snap)) {
         vg_snap_free(snap);
         return VG_EXIT_UNKNOWN;
     }

@@ -48,24 +48,9 @@ static const char vg_watch_help[] =
     "hangs or recovers, an expectation is broken (alert). Nothing is printed while nothing\n"
     "changes; the first sample reports what is there ('present' events).\n"
     "\n"
-    "Options:\n"
-    "  --interval DUR       time between samples (default 2s)\n"
-    "  --expect GPU=WHO     what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
-    "                       names, comma-separated; repeatable. Memory above the threshold\n"
-    "                       held by anyone else, or on a GPU expected empty, is an alert\n"
-    "  --threshold SIZE     memory changes and alerts above this (default 10MiB)\n"
-    "  --exec CMD           run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
-    "                       variables (escaped: \\n, \\xNN), the JSON event on stdin\n"
-    "  --shell              run --exec's CMD with /bin/sh -c\n"
-    "  --exec-timeout DUR   stop an alert command after DUR (default 10s)\n"
-    "  --format FMT         text (default) or json: one vramguard.event/1 object per line\n"
-    "  --idle-after DUR     idle-holder: memory held this long with no utilisation (default 1h)\n"
-    "  --full-scan DUR      longest time between full /proc scans (default 60s; 0: every\n"
-    "                       sample is one); in between, samples read only the known holders,\n"
-    "                       the PIDs the driver reports and new processes\n"
-    "  --config FILE        read settings from FILE (key = value; see docs/config.md), a\n"
-    "                       regular file; flags win over it; SIGHUP reads it again\n"
-    "  --once               take one sample, report it, and exit\n"
+    "Options:\n";
+
+static const char vg_watch_help_tail[] =
     "\n"
     "SIGTERM and SIGINT stop it (exit 0), and with it every alert command still running\n"
     "(SIGTERM to its process group, SIGKILL a second later). SIGHUP reads --config again.\n"
@@ -73,19 +58,6 @@ static const char vg_watch_help[] =
     "70 internal error.\n"
     "\n";
 
-enum {
-    VG_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
-    VG_OPT_EXPECT,
-    VG_OPT_THRESHOLD,
-    VG_OPT_EXEC,
-    VG_OPT_SHELL,
-    VG_OPT_EXEC_TIMEOUT,
-    VG_OPT_FORMAT,
-    VG_OPT_IDLE_AFTER,
-    VG_OPT_FULL_SCAN,
-    VG_OPT_CONFIG,
-    VG_OPT_ONCE,
-};
 
 struct vg_watch {
     struct vg_global *g;
@@ -488,76 +460,38 @@ static void vg_watch_drain(struct vg_watch *w, int sfd)
     }
 }
 
-static int vg_watch_flag(struct vg_watch *w, const char *key, const char *value)
+static int vg_watch_flag(struct vg_watch *w, const struct vg_opt *o, const char *value)
 {
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_watch_config_set(&w->flags, key, value, &err);
-    if (rc) {
-        char flag[32]; /* the key as the flag is spelt: idle_after -> idle-after */
-        size_t i = 0;
-        for (; key[i] && i + 1 < sizeof(flag); i++)
-            flag[i] = key[i] == '_' ? '-' : key[i];
-        flag[i] = '\0';
-        vg_cmd_error("watch", "--%s: %s", flag, vg_err_msg(&err));
-    }
+    int rc = vg_watch_config_set(&w->flags, o->config_key, value, &err);
+    if (rc)
+        vg_cmd_error("watch", "--%s: %s", o->name, vg_err_msg(&err));
     vg_err_release(&err);
     return rc;
 }
 
 static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        VG_GLOBAL_LONGOPTS,
-        {"interval", required_argument, NULL, VG_OPT_INTERVAL},
-        {"expect", required_argument, NULL, VG_OPT_EXPECT},
-        {"threshold", required_argument, NULL, VG_OPT_THRESHOLD},
-        {"exec", required_argument, NULL, VG_OPT_EXEC},
-        {"shell", no_argument, NULL, VG_OPT_SHELL},
-        {"exec-timeout", required_argument, NULL, VG_OPT_EXEC_TIMEOUT},
-        {"format", required_argument, NULL, VG_OPT_FORMAT},
-        {"idle-after", required_argument, NULL, VG_OPT_IDLE_AFTER},
-        {"full-scan", required_argument, NULL, VG_OPT_FULL_SCAN},
-        {"config", required_argument, NULL, VG_OPT_CONFIG},
-        {"once", no_argument, NULL, VG_OPT_ONCE},
-        {NULL, 0, NULL, 0},
-    };
-    static const char *const keys[] = {
-        [VG_OPT_INTERVAL - VG_OPT_FIRST_LOCAL] = "interval",
-        [VG_OPT_EXPECT - VG_OPT_FIRST_LOCAL] = "expect",
-        [VG_OPT_THRESHOLD - VG_OPT_FIRST_LOCAL] = "threshold",
-        [VG_OPT_EXEC - VG_OPT_FIRST_LOCAL] = "exec",
-        [VG_OPT_SHELL - VG_OPT_FIRST_LOCAL] = "shell",
-        [VG_OPT_EXEC_TIMEOUT - VG_OPT_FIRST_LOCAL] = "exec_timeout",
-        [VG_OPT_FORMAT - VG_OPT_FIRST_LOCAL] = "format",
-        [VG_OPT_IDLE_AFTER - VG_OPT_FIRST_LOCAL] = "idle_after",
-        [VG_OPT_FULL_SCAN - VG_OPT_FIRST_LOCAL] = "full_scan",
-    };
     struct vg_cmd_parse p = {.g = w->g, .cmd = "watch", .help = vg_watch_help,
-                             .longopts = longopts, .argc = argc, .argv = argv};
+                             .opts = vg_watch_opts, .help_tail = vg_watch_help_tail, .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         switch (c) {
-        case VG_OPT_SHELL:
-            if (vg_watch_flag(w, "shell", "true"))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_CONFIG:
+        case VG_WATCH_OPT_CONFIG:
             w->config_path = optarg;
             break;
-        case VG_OPT_ONCE:
+        case VG_WATCH_OPT_ONCE:
             w->once = true;
             break;
-        case VG_OPT_INTERVAL:
-        case VG_OPT_EXPECT:
-        case VG_OPT_THRESHOLD:
-        case VG_OPT_EXEC:
-        case VG_OPT_EXEC_TIMEOUT:
-        case VG_OPT_FORMAT:
-        case VG_OPT_IDLE_AFTER:
-        case VG_OPT_FULL_SCAN:
-            if (vg_watch_flag(w, keys[c - VG_OPT_FIRST_LOCAL], optarg))
+        default: {
+            /* The rest are settings: the table names the config key each one sets. */
+            const struct vg_opt *o = vg_opt_find_id(vg_watch_opts, c);
+            if (o && o->config_key &&
+                vg_watch_flag(w, o, o->arg == VG_OPT_ARG_NONE ? "true" : optarg))
                 return VG_EXIT_USAGE;
             break;
+        }
         }
     }
     if (c != VG_CMD_OPT_END)

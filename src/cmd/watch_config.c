@@ -139,6 +139,49 @@ static int vg_set_full_scan(struct vg_watch_config *c, const char *v, struct vg_
     return 0;
 }
 
+const struct vg_opt vg_watch_opts[] = {
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "time between samples (default 2s)",
+     VG_WATCH_OPT_INTERVAL, "interval"},
+    {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
+     "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
+     "names, comma-separated; repeatable. Memory above the threshold\n"
+     "held by anyone else, or on a GPU expected empty, is an alert",
+     VG_WATCH_OPT_EXPECT, "expect"},
+    {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "memory changes and alerts above this (default 10MiB)",
+     VG_WATCH_OPT_THRESHOLD, "threshold"},
+    {"exec", 0, VG_OPT_ARG_REQUIRED, "CMD",
+     "run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
+     "variables (escaped: \\n, \\xNN), the JSON event on stdin",
+     VG_WATCH_OPT_EXEC, "exec"},
+    {"shell", 0, VG_OPT_ARG_NONE, NULL,
+     "run --exec's CMD with /bin/sh -c",
+     VG_WATCH_OPT_SHELL, "shell"},
+    {"exec-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "stop an alert command after DUR (default 10s)",
+     VG_WATCH_OPT_EXEC_TIMEOUT, "exec_timeout"},
+    {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
+     "text (default) or json: one vramguard.event/1 object per line",
+     VG_WATCH_OPT_FORMAT, "format"},
+    {"idle-after", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "idle-holder: memory held this long with no utilisation (default 1h)",
+     VG_WATCH_OPT_IDLE_AFTER, "idle_after"},
+    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest time between full /proc scans (default 60s; 0: every\n"
+     "sample is one); in between, samples read only the known holders,\n"
+     "the PIDs the driver reports and new processes",
+     VG_WATCH_OPT_FULL_SCAN, "full_scan"},
+    {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "read settings from FILE (key = value; see docs/config.md), a\n"
+     "regular file; flags win over it; SIGHUP reads it again",
+     VG_WATCH_OPT_CONFIG, NULL},
+    {"once", 0, VG_OPT_ARG_NONE, NULL,
+     "take one sample, report it, and exit",
+     VG_WATCH_OPT_ONCE, NULL},
+    VG_OPT_TABLE_END,
+};
+
 static const struct vg_wcfg_key {
     const char *name;
     unsigned bit;
@@ -160,6 +203,9 @@ static const struct vg_wcfg_key {
 
 static const struct vg_wcfg_key *vg_wcfg_find(const char *key, size_t n)
 {
+    /* The option tables say which keys exist; this file says how each is parsed. */
+    if (!vg_opt_find_key(vg_watch_opts, key, n) && !vg_opt_find_key(vg_global_opts, key, n))
+        return NULL;
     for (size_t i = 0; i < VG_WCFG_NKEYS; i++)
         if (strlen(vg_wcfg_keys[i].name) == n && memcmp(vg_wcfg_keys[i].name, key, n) == 0)
             return &vg_wcfg_keys[i];

@@ -13,8 +13,8 @@
  * Ownership: vg_watch_config_init()/vg_watch_config_release(); the struct owns its strings and
  * expectations. *
  * Why in cmd/: every key is an option of `watch` (and `check`), and the file is read only by
- * those commands; the reader is small enough that a generic key=value parser in util/ would
- * not pay for itself until the commands share one declarative option table (issue 13).
+ * those commands. The keys are those the option rows name (vg_watch_opts and the global
+ * --nvml-timeout, cmd/opt.h): a key no row names is unknown.
  */
 #ifndef VG_CMD_WATCH_CONFIG_H
 #define VG_CMD_WATCH_CONFIG_H
@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cmd/cmd.h"
 #include "rules/expect.h"
 #include "util/err.h"
 #include "util/parse.h"
@@ -63,6 +64,23 @@ struct vg_watch_config {
     unsigned full_scan_ms;       /* longest time between full /proc scans; 0: every sample is
                                   * one (no incremental scans) */
 };
+
+/* watch's options (check takes some of them too). Every setting is an option whose row names
+ * its config_key; the file knows exactly the keys of these rows and the global options'. */
+enum {
+    VG_WATCH_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
+    VG_WATCH_OPT_EXPECT,
+    VG_WATCH_OPT_THRESHOLD,
+    VG_WATCH_OPT_EXEC,
+    VG_WATCH_OPT_SHELL,
+    VG_WATCH_OPT_EXEC_TIMEOUT,
+    VG_WATCH_OPT_FORMAT,
+    VG_WATCH_OPT_IDLE_AFTER,
+    VG_WATCH_OPT_FULL_SCAN,
+    VG_WATCH_OPT_CONFIG,
+    VG_WATCH_OPT_ONCE,
+};
+extern const struct vg_opt vg_watch_opts[];
 
 /* Defaults, nothing set. */
 void vg_watch_config_init(struct vg_watch_config *c);

@@ -1,33 +1,38 @@
 /*
  * Unit tests for the option parse every command shares (src/cmd/common.c, vg_cmd_next_opt):
  * the command's own options come back with their values, global options are applied on the
- * way, and help, bad usage and stray words end the parse with a distinct value.
+ * way, and help, bad usage and stray words end the parse with a distinct value. Also the option
+ * tables (src/cmd/opt.c): the getopt arrays, help lines and config keys derived from them.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cmd/cmd.h"
+#include "cmd/opt.h"
+#include "cmd/watch_config.h"
 
 enum { OPT_COUNT = VG_OPT_FIRST_LOCAL, OPT_FLAG };
 
-static const struct option longopts[] = {
-    VG_GLOBAL_LONGOPTS,
-    {"count", required_argument, NULL, OPT_COUNT},
-    {"flag", no_argument, NULL, OPT_FLAG},
-    {NULL, 0, NULL, 0},
+static const struct vg_opt opts[] = {
+    {"count", 0, VG_OPT_ARG_REQUIRED, "N", "how many", OPT_COUNT, NULL},
+    {"number", 'n', VG_OPT_ARG_REQUIRED, "N", "a number", 'n', NULL},
+    {"flag", 0, VG_OPT_ARG_NONE, NULL, "a flag", OPT_FLAG, NULL},
+    VG_OPT_TABLE_END,
 };
 
 static struct vg_cmd_parse parse(struct vg_global *g, int argc, char **argv, bool operands)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "t", .help = "usage: t\n", .shortopts = "n:",
-                             .longopts = longopts, .argc = argc, .argv = argv,
+    struct vg_cmd_parse p = {.g = g, .cmd = "t", .help = "usage: t\n", .opts = opts,
+                             .argc = argc, .argv = argv,
                              .operands = operands};
     return p;
 }
@@ -117,6 +122,120 @@ static void test_bad_usage(void **state)
     assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_USAGE);
 }
 
+/* The text vg_opt_help prints for t at col. */
+static char *help_of(const struct vg_opt *t, unsigned col)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    vg_opt_help(f, t, col);
+    fclose(f);
+    return text;
+}
+
+static void test_table_help(void **state)
+{
+    (void)state;
+    static const struct vg_opt t[] = {
+        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL},
+        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "first line\nsecond line", 1, NULL},
+        {"alias", 0, VG_OPT_ARG_NONE, NULL, NULL, 2, NULL},
+        {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE", "too long for the column", 3,
+         NULL},
+        {"once", 0, VG_OPT_ARG_NONE, NULL, "one", 4, NULL},
+        VG_OPT_TABLE_END,
+    };
+    char *h = help_of(t, 20);
+    assert_string_equal(h, "  -n, --count N        how many\n"
+                           "  --keep[=DUR]         first line\n"
+                           "                       second line\n"
+                           "  --unattributed-min SIZE  too long for the column\n"
+                           "  --once               one\n");
+    free(h);
+    h = help_of(t + 4, 22);
+    assert_string_equal(h, "  --once                 one\n");
+    free(h);
+    assert_int_equal(vg_opt_count(t), 5);
+
+    /* The globals' section, as every --help ends. */
+    h = help_of(vg_global_opts, VG_OPT_HELP_COL);
+    assert_non_null(strstr(h, "  --color[=WHEN]       colour: auto (default, only on a terminal), "
+                              "always, never;\n                       NO_COLOR"));
+    assert_null(strstr(h, "colour["));
+    free(h);
+}
+
+static void test_table_getopt(void **state)
+{
+    (void)state;
+    static const struct vg_opt t[] = {
+        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL},
+        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "keep", 300, NULL},
+        {"verbose", 0, VG_OPT_ARG_NONE, NULL, "own words for a global", VG_OPT_VERBOSE, NULL},
+        {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "quiet", 'q', NULL},
+        VG_OPT_TABLE_END,
+    };
+    struct option lo[VG_OPT_MAX];
+    char os[16] = "+:h";
+    assert_int_equal(vg_cmd_opt_arrays(t, lo, VG_OPT_MAX, os, sizeof(os)), 0);
+    assert_string_equal(os, "+:hn:q");
+    size_t nglobal = vg_opt_count(vg_global_opts), n = 0;
+    while (lo[n].name)
+        n++;
+    /* --verbose is a global already: listed once. */
+    assert_int_equal(n, nglobal + 3);
+    assert_string_equal(lo[0].name, "json");
+    assert_string_equal(lo[nglobal].name, "count");
+    assert_int_equal(lo[nglobal].has_arg, required_argument);
+    assert_int_equal(lo[nglobal].val, 'n');
+    assert_int_equal(lo[nglobal + 1].has_arg, optional_argument);
+    assert_int_equal(lo[nglobal + 1].val, 300);
+    assert_string_equal(lo[nglobal + 2].name, "quiet");
+
+    /* Too small: refused, never cut short. */
+    char small[4] = "+:h";
+    assert_int_equal(vg_cmd_opt_arrays(t, lo, VG_OPT_MAX, small, sizeof(small)), -ENOSPC);
+    assert_int_equal(vg_cmd_opt_arrays(t, lo, 4, os, sizeof(os)), -ENOSPC);
+
+    /* Lookups visible uses to know which words carry a value. */
+    assert_ptr_equal(vg_opt_find_long(vg_global_opts, "--nvml-timeout"), &vg_global_opts[6]);
+    assert_int_equal(vg_opt_find_long(vg_global_opts, "--proc")->arg, VG_OPT_ARG_REQUIRED);
+    assert_null(vg_opt_find_long(vg_global_opts, "--nvml-time"));
+    assert_int_equal(vg_opt_find_id(t, 300)->arg, VG_OPT_ARG_OPTIONAL);
+    assert_null(vg_opt_find_id(t, 999));
+}
+
+static void test_table_config_keys(void **state)
+{
+    (void)state;
+    const struct vg_opt *o = vg_opt_find_key(vg_watch_opts, "idle_after", 10);
+    assert_non_null(o);
+    assert_string_equal(o->name, "idle-after");
+    o = vg_opt_find_key(vg_global_opts, "nvml_timeout", 12);
+    assert_non_null(o);
+    assert_string_equal(o->name, "nvml-timeout");
+    assert_null(vg_opt_find_key(vg_watch_opts, "config", 6));
+    assert_null(vg_opt_find_key(vg_watch_opts, "idle-after", 10));
+
+    /* Every key the table names is one the config parser knows, and nothing else is. */
+    struct vg_watch_config c;
+    vg_watch_config_init(&c);
+    for (const struct vg_opt *r = vg_watch_opts; r->name; r++) {
+        if (!r->config_key)
+            continue;
+        struct vg_err err = VG_ERR_INIT;
+        vg_watch_config_set(&c, r->config_key, "", &err);
+        assert_null(strstr(vg_err_msg(&err), "unknown key"));
+        vg_err_release(&err);
+    }
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_watch_config_set(&c, "once", "true", &err), -EINVAL);
+    assert_string_equal(vg_err_msg(&err), "unknown key 'once'");
+    vg_err_release(&err);
+    vg_watch_config_release(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +243,9 @@ int main(void)
         cmocka_unit_test(test_stops_at_operand),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_table_help),
+        cmocka_unit_test(test_table_getopt),
+        cmocka_unit_test(test_table_config_keys),
     };
     return cmocka_run_group_tests_name("cmd", tests, NULL, NULL);
 }

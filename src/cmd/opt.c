@@ -1,0 +1,120 @@
+/*
+ * Option tables (opt.h): getopt_long arrays, short-option strings, help lines and config-key
+ * lookups, all derived from the one row per option.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "cmd/opt.h"
+
+size_t vg_opt_count(const struct vg_opt *t)
+{
+    size_t n = 0;
+    while (t && t[n].name)
+        n++;
+    return n;
+}
+
+int vg_opt_longopts(const struct vg_opt *t, struct option *out, size_t *n, size_t cap)
+{
+    static const int has_arg[] = {
+        [VG_OPT_ARG_NONE] = no_argument,
+        [VG_OPT_ARG_REQUIRED] = required_argument,
+        [VG_OPT_ARG_OPTIONAL] = optional_argument,
+    };
+    for (; t && t->name; t++) {
+        bool dup = false;
+        for (size_t i = 0; i < *n && !dup; i++)
+            dup = strcmp(out[i].name, t->name) == 0;
+        if (dup)
+            continue;
+        if (*n + 1 >= cap)
+            return -ENOSPC;
+        /* The short letter is what the parse returns for an option that has one, so -n and
+         * --count are one case. */
+        out[*n] = (struct option){t->name, has_arg[t->arg], NULL,
+                                  t->short_name ? t->short_name : t->id};
+        (*n)++;
+    }
+    if (*n >= cap)
+        return -ENOSPC;
+    out[*n] = (struct option){NULL, 0, NULL, 0};
+    return 0;
+}
+
+int vg_opt_shortopts(const struct vg_opt *t, char *out, size_t cap)
+{
+    size_t len = strnlen(out, cap);
+    for (; t && t->name; t++) {
+        if (!t->short_name)
+            continue;
+        const char *suffix = t->arg == VG_OPT_ARG_REQUIRED   ? ":"
+                             : t->arg == VG_OPT_ARG_OPTIONAL ? "::"
+                                                             : "";
+        size_t add = 1 + strlen(suffix);
+        if (len + add >= cap)
+            return -ENOSPC;
+        out[len] = t->short_name;
+        memcpy(out + len + 1, suffix, strlen(suffix));
+        len += add;
+        out[len] = '\0';
+    }
+    return 0;
+}
+
+void vg_opt_help(FILE *f, const struct vg_opt *t, unsigned col)
+{
+    for (; t && t->name; t++) {
+        if (!t->help)
+            continue;
+        int w = 0;
+        if (t->short_name)
+            w += fprintf(f, "  -%c, --%s", t->short_name, t->name);
+        else
+            w += fprintf(f, "  --%s", t->name);
+        if (t->metavar)
+            w += fprintf(f, t->arg == VG_OPT_ARG_OPTIONAL ? "[=%s]" : " %s", t->metavar);
+        /* Pad to the column; a name too long for it keeps two spaces before its text. */
+        int pad = (int)col + 3 - w;
+        fprintf(f, "%*s", pad >= 1 ? pad : 2, "");
+        for (const char *h = t->help;;) {
+            const char *nl = strchr(h, '\n');
+            if (!nl) {
+                fprintf(f, "%s\n", h);
+                break;
+            }
+            fprintf(f, "%.*s\n%*s", (int)(nl - h), h, (int)col + 3, "");
+            h = nl + 1;
+        }
+    }
+}
+
+const struct vg_opt *vg_opt_find_long(const struct vg_opt *t, const char *name)
+{
+    if (!name)
+        return NULL;
+    if (name[0] == '-' && name[1] == '-')
+        name += 2;
+    size_t n = strcspn(name, "=");
+    for (; t && t->name; t++)
+        if (strlen(t->name) == n && memcmp(t->name, name, n) == 0)
+            return t;
+    return NULL;
+}
+
+const struct vg_opt *vg_opt_find_id(const struct vg_opt *t, int id)
+{
+    for (; t && t->name; t++)
+        if (t->id == id)
+            return t;
+    return NULL;
+}
+
+const struct vg_opt *vg_opt_find_key(const struct vg_opt *t, const char *key, size_t n)
+{
+    for (; t && t->name; t++)
+        if (t->config_key && strlen(t->config_key) == n && memcmp(t->config_key, key, n) == 0)
+            return t;
+    return NULL;
+}
