@@ -23,8 +23,7 @@ static size_t vg_afterrun_snap_gpu(const struct vg_snapshot *snap, const char *u
 }
 
 /* Memory in use on after that was not before, while nothing holds it (count holders). */
-static bool vg_afterrun_grew(const struct vg_gpu *before, const struct vg_gpu *after,
-                             size_t count)
+static bool vg_afterrun_grew(const struct vg_gpu *before, const struct vg_gpu *after, size_t count)
 {
     return count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
            after->mem_used > vg_sat_add(before->mem_used, VG_AFTERRUN_GROWTH_BYTES);
@@ -67,8 +66,8 @@ static bool vg_afterrun_held_before(const struct vg_gpu *before, pid_t pid)
 }
 
 /* Classify what a->snap shows on the job's GPUs. */
-static int vg_afterrun_classify(struct vg_afterrun *a, const struct vg_afterrun_gpu *gpus,
-                                size_t n, const struct vg_job *job)
+static int vg_afterrun_classify(struct vg_afterrun *a, const struct vg_afterrun_gpu *gpus, size_t n,
+                                const struct vg_job *job)
 {
     const struct vg_snapshot *snap = a->snap;
     a->grew = calloc(n ? n : 1, sizeof(*a->grew));

@@ -47,8 +47,8 @@ struct vg_afterrun_holder {
 };
 
 struct vg_afterrun {
-    struct vg_snapshot *snap;         /* NULL when the last look could not be taken */
-    struct vg_afterrun_holder *v;     /* by GPU, in the snapshot's order within one */
+    struct vg_snapshot *snap;     /* NULL when the last look could not be taken */
+    struct vg_afterrun_holder *v; /* by GPU, in the snapshot's order within one */
     size_t n;
     uint64_t *grew; /* per GPU given: memory in use beyond what it was before the job while no
                      * process holds it, when above VG_AFTERRUN_GROWTH_BYTES; else 0 */

@@ -45,8 +45,8 @@ static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
     va_start(ap, fmt);
     vg_buf_vprintf(&msg, fmt, ap);
     va_end(ap);
-    job->log(job->log_ctx, msg.err ? "(a note about the job was lost: out of memory)"
-                                   : vg_buf_str(&msg));
+    job->log(job->log_ctx,
+             msg.err ? "(a note about the job was lost: out of memory)" : vg_buf_str(&msg));
     vg_buf_release(&msg);
 }
 

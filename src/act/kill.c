@@ -243,8 +243,8 @@ int vg_kill_nvml_lists(void *arg, pid_t pid)
     struct vg_gpu_list l;
     vg_gpu_list_init(&l);
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_gpu_collect(n->path, n->timeout_ms ? n->timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l,
-                            &err);
+    int rc =
+        vg_gpu_collect(n->path, n->timeout_ms ? n->timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l, &err);
     vg_err_release(&err);
     int found = rc ? -1 : 0;
     for (size_t i = 0; !rc && i < l.ngpus && !found; i++) {

@@ -1,7 +1,8 @@
 /*
  * Stopping a process that holds a GPU, safely: the rules about what may never be signalled, the
  * identity re-check right before a signal, then the SIGTERM-then-SIGKILL sequence of act/stop.h
- * through a pidfd. `clean` plans with vg_kill_check() and acts with vg_kill_start()/vg_kill_finish().
+ * through a pidfd. `clean` plans with vg_kill_check() and acts with
+ * vg_kill_start()/vg_kill_finish().
  *
  * What is never signalled (enum vg_kill_refusal): PID 1, vramguard itself and its ancestors,
  * kernel threads, infrastructure recognised by name (display servers, the persistence daemon,
@@ -33,26 +34,26 @@
 
 enum vg_kill_refusal {
     VG_KILL_ALLOWED = 0,
-    VG_KILL_INIT,        /* PID 1 */
-    VG_KILL_SELF,        /* vramguard itself */
-    VG_KILL_ANCESTOR,    /* the shell or tool that runs vramguard */
-    VG_KILL_KTHREAD,     /* a kernel thread */
-    VG_KILL_PROTECTED,   /* infrastructure, by name */
-    VG_KILL_OTHER_USER,  /* another user's, and the caller is not root */
-    VG_KILL_ZOMBIE,      /* defunct: act on its parent */
-    VG_KILL_DSTATE,      /* a thread in uninterruptible sleep */
-    VG_KILL_UNREADABLE,  /* its identity (stat, status) could not be read */
-    VG_KILL_NOT_VISIBLE, /* the driver lists the PID, this /proc does not show it */
-    VG_KILL_NAMESPACE,   /* only the driver saw it and vramguard runs in a PID namespace: the
-                          * driver's PID may name another process here */
-    VG_KILL_NOT_HOLDER,  /* named with --pid but holds no GPU */
-    VG_KILL_CHANGED,     /* at signal time: start time or uid differ (the PID was reused) */
-    VG_KILL_RELEASED,    /* at signal time: no longer holds the GPU; left alone */
-    VG_KILL_STALE,       /* the driver lists the PID, but the process under it now holds no
-                          * node of the GPU: a stale entry, the number reused */
-    VG_KILL_UNSURE,      /* a leftover of medium confidence: not a default target */
-    VG_KILL_NOT_LEFTOVER,/* looks orphaned, but is not a leftover (detached on purpose, a
-                          * job's leader, stopped...): not a default target */
+    VG_KILL_INIT,         /* PID 1 */
+    VG_KILL_SELF,         /* vramguard itself */
+    VG_KILL_ANCESTOR,     /* the shell or tool that runs vramguard */
+    VG_KILL_KTHREAD,      /* a kernel thread */
+    VG_KILL_PROTECTED,    /* infrastructure, by name */
+    VG_KILL_OTHER_USER,   /* another user's, and the caller is not root */
+    VG_KILL_ZOMBIE,       /* defunct: act on its parent */
+    VG_KILL_DSTATE,       /* a thread in uninterruptible sleep */
+    VG_KILL_UNREADABLE,   /* its identity (stat, status) could not be read */
+    VG_KILL_NOT_VISIBLE,  /* the driver lists the PID, this /proc does not show it */
+    VG_KILL_NAMESPACE,    /* only the driver saw it and vramguard runs in a PID namespace: the
+                           * driver's PID may name another process here */
+    VG_KILL_NOT_HOLDER,   /* named with --pid but holds no GPU */
+    VG_KILL_CHANGED,      /* at signal time: start time or uid differ (the PID was reused) */
+    VG_KILL_RELEASED,     /* at signal time: no longer holds the GPU; left alone */
+    VG_KILL_STALE,        /* the driver lists the PID, but the process under it now holds no
+                           * node of the GPU: a stale entry, the number reused */
+    VG_KILL_UNSURE,       /* a leftover of medium confidence: not a default target */
+    VG_KILL_NOT_LEFTOVER, /* looks orphaned, but is not a leftover (detached on purpose, a
+                           * job's leader, stopped...): not a default target */
 };
 
 /* Stable identifier for JSON ("init", "self", "ancestor", "kernel-thread", "infrastructure",
@@ -128,7 +129,7 @@ struct vg_kill {
     enum vg_kill_refusal refusal; /* VG_KILL_REFUSED */
     int error;                    /* VG_KILL_FAILED: negative errno; -ETIMEDOUT when it
                                    * outlived SIGKILL */
-    uint64_t now_start_ticks; /* VG_KILL_CHANGED: what was found */
+    uint64_t now_start_ticks;     /* VG_KILL_CHANGED: what was found */
     uid_t now_uid;
 };
 

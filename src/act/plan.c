@@ -304,7 +304,8 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
         bool dup = false;
         for (size_t k = 0; k < out->n && !dup; k++)
             dup = out->v[k].id.pid == h->pid;
-        enum vg_plan_sel sel = dup ? VG_SEL_NO : vg_plan_selected(snap, fs, &ls, o, h->pid, h->proc);
+        enum vg_plan_sel sel =
+            dup ? VG_SEL_NO : vg_plan_selected(snap, fs, &ls, o, h->pid, h->proc);
         if (sel == VG_SEL_NO)
             continue;
         if (out->n == cap) {

@@ -81,7 +81,7 @@ struct vg_plan {
     struct vg_plan_entry *v; /* by pid */
     size_t n;
     size_t nsignal, nrefused, nleft; /* nrefused excludes the nleft left alone */
-    size_t *scope; /* GPUs the plan is about (snapshot indices, ascending) */
+    size_t *scope;                   /* GPUs the plan is about (snapshot indices, ascending) */
     size_t nscope;
 };
 

@@ -21,8 +21,7 @@ extern char **environ;
 #define VG_RESET_WAIT_MS 300000u
 
 int vg_reset_needed(const struct vg_plan *plan, const struct vg_snapshot *before,
-                    const struct vg_snapshot *snap, uint64_t min, struct vg_reset **out,
-                    size_t *n)
+                    const struct vg_snapshot *snap, uint64_t min, struct vg_reset **out, size_t *n)
 {
     *out = NULL;
     *n = 0;

@@ -30,8 +30,7 @@ struct vg_reset {
 /* The GPUs of plan's scope (indices into before) that snap shows needing a reset, with
  * unexplained memory above min as the rules count it. 0 or -ENOMEM. */
 int vg_reset_needed(const struct vg_plan *plan, const struct vg_snapshot *before,
-                    const struct vg_snapshot *snap, uint64_t min, struct vg_reset **out,
-                    size_t *n);
+                    const struct vg_snapshot *snap, uint64_t min, struct vg_reset **out, size_t *n);
 
 /* A fresh snapshot for the look before each reset, its NVML session closed (so that
  * vramguard itself holds nothing while the reset runs): 0, or nonzero when none could be

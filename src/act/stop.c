@@ -154,8 +154,7 @@ int vg_stop_signal_if(pid_t pid, int sig, bool (*same)(void *ctx), void *ctx)
     return kill(pid, sig) == 0 ? 0 : -errno;
 }
 
-void vg_stop_group_step(pid_t pgid, uint64_t term_at, unsigned grace_ms, bool *termed,
-                        uint64_t now)
+void vg_stop_group_step(pid_t pgid, uint64_t term_at, unsigned grace_ms, bool *termed, uint64_t now)
 {
     if (!*termed && now >= term_at) {
         kill(-pgid, SIGTERM);

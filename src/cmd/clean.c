@@ -113,27 +113,18 @@ static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val
 }
 
 static const struct vg_opt vg_clean_opts[] = {
-    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G",
-     "holders of GPU G (index or UUID prefix)",
-     VG_OPT_GPU, NULL},
-    {"pid", 0, VG_OPT_ARG_REQUIRED, "P",
-     "process P",
-     VG_OPT_PID, NULL},
-    {"user", 0, VG_OPT_ARG_REQUIRED, "U",
-     "holders owned by user U (name or uid)",
-     VG_OPT_USER, NULL},
-    {"older-than", 0, VG_OPT_ARG_REQUIRED, "T",
-     "holders started more than T ago (30m, 2h, 1d)",
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "holders of GPU G (index or UUID prefix)", VG_OPT_GPU,
+     NULL},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "process P", VG_OPT_PID, NULL},
+    {"user", 0, VG_OPT_ARG_REQUIRED, "U", "holders owned by user U (name or uid)", VG_OPT_USER,
+     NULL},
+    {"older-than", 0, VG_OPT_ARG_REQUIRED, "T", "holders started more than T ago (30m, 2h, 1d)",
      VG_OPT_OLDER, NULL},
     {"orphans", 0, VG_OPT_ARG_NONE, NULL,
-     "only sure leftovers of finished jobs (the default without filters)",
-     VG_OPT_ORPHANS, NULL},
-    {"grace", 0, VG_OPT_ARG_REQUIRED, "D",
-     "wait D after SIGTERM before SIGKILL (default 10s)",
+     "only sure leftovers of finished jobs (the default without filters)", VG_OPT_ORPHANS, NULL},
+    {"grace", 0, VG_OPT_ARG_REQUIRED, "D", "wait D after SIGTERM before SIGKILL (default 10s)",
      VG_OPT_GRACE, NULL},
-    {"force", 0, VG_OPT_ARG_NONE, NULL,
-     "act on the plan",
-     VG_OPT_FORCE, NULL},
+    {"force", 0, VG_OPT_ARG_NONE, NULL, "act on the plan", VG_OPT_FORCE, NULL},
     {"reset", 0, VG_OPT_ARG_NONE, NULL,
      "when memory is held with no process left, reset the GPU with\n"
      "nvidia-smi --gpu-reset (only with --force, as root)",
@@ -143,8 +134,12 @@ static const struct vg_opt vg_clean_opts[] = {
 
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = c->g, .cmd = "clean", .help = vg_clean_help,
-                             .opts = vg_clean_opts, .help_tail = vg_clean_help_tail, .argc = argc,
+    struct vg_cmd_parse p = {.g = c->g,
+                             .cmd = "clean",
+                             .help = vg_clean_help,
+                             .opts = vg_clean_opts,
+                             .help_tail = vg_clean_help_tail,
+                             .argc = argc,
                              .argv = argv};
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
@@ -458,8 +453,8 @@ int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
     if ((status = vg_clean_prepare(&c)) < 0) {
         if (c.force)
             status = vg_clean_act(&c);
-        else if (vg_reset_needed(&c.plan, c.before, c.before, c.ropts.unattributed_min,
-                                 &c.resets, &c.nresets)) {
+        else if (vg_reset_needed(&c.plan, c.before, c.before, c.ropts.unattributed_min, &c.resets,
+                                 &c.nresets)) {
             vg_cmd_error("clean", "out of memory");
             status = VG_EXIT_SOFTWARE;
         }

@@ -20,25 +20,25 @@
 
 /* Exit statuses (documented in the man page and README). */
 enum vg_exit {
-    VG_EXIT_OK = 0,      /* success; for diagnosing commands: nothing found */
-    VG_EXIT_WARN = 1,    /* findings at warning level (or a command's own soft failure) */
-    VG_EXIT_CRIT = 2,    /* findings at critical level */
-    VG_EXIT_UNKNOWN = 3, /* could not check: no driver view, /proc unreadable, ... */
-    VG_EXIT_USAGE = 64,  /* bad command line (EX_USAGE) */
+    VG_EXIT_OK = 0,       /* success; for diagnosing commands: nothing found */
+    VG_EXIT_WARN = 1,     /* findings at warning level (or a command's own soft failure) */
+    VG_EXIT_CRIT = 2,     /* findings at critical level */
+    VG_EXIT_UNKNOWN = 3,  /* could not check: no driver view, /proc unreadable, ... */
+    VG_EXIT_USAGE = 64,   /* bad command line (EX_USAGE) */
     VG_EXIT_SOFTWARE = 70 /* internal error, e.g. out of memory (EX_SOFTWARE) */
 };
 
 enum vg_color { VG_COLOR_AUTO, VG_COLOR_ALWAYS, VG_COLOR_NEVER };
 
 struct vg_global {
-    const char *nvml_path;   /* --nvml */
-    const char *proc_root;   /* --proc */
-    const char *dev_dir;     /* --dev, resolved (points into dev_abs) */
-    char dev_abs[PATH_MAX];  /* storage for the resolved --dev: /proc shows canonical targets */
-    unsigned nvml_timeout_ms;/* --nvml-timeout; 0 = default */
-    bool json;               /* --json */
-    bool verbose;            /* --verbose */
-    enum vg_color color;     /* --color */
+    const char *nvml_path;    /* --nvml */
+    const char *proc_root;    /* --proc */
+    const char *dev_dir;      /* --dev, resolved (points into dev_abs) */
+    char dev_abs[PATH_MAX];   /* storage for the resolved --dev: /proc shows canonical targets */
+    unsigned nvml_timeout_ms; /* --nvml-timeout; 0 = default */
+    bool json;                /* --json */
+    bool verbose;             /* --verbose */
+    enum vg_color color;      /* --color */
 };
 
 /* Option codes of the global options inside getopt_long tables. */
@@ -84,15 +84,15 @@ enum {
  * unknown options, missing values and stray words alike. The caller fills the public fields
  * and calls vg_cmd_next_opt until it returns a negative value; the rest is its own state. */
 struct vg_cmd_parse {
-    struct vg_global *g;           /* receives the global options */
-    const char *cmd;               /* the command's name, for messages */
-    const char *help;              /* its usage up to "Options:\n", printed on -h/--help */
-    const struct vg_opt *opts;     /* its own options (after vg_global_opts); NULL: none */
-    const char *help_tail;         /* printed after the options' lines, before the globals' */
-    unsigned help_col;             /* column of the options' help texts; 0: VG_OPT_HELP_COL */
-    int argc;                      /* argv[0] is the command's name */
+    struct vg_global *g;       /* receives the global options */
+    const char *cmd;           /* the command's name, for messages */
+    const char *help;          /* its usage up to "Options:\n", printed on -h/--help */
+    const struct vg_opt *opts; /* its own options (after vg_global_opts); NULL: none */
+    const char *help_tail;     /* printed after the options' lines, before the globals' */
+    unsigned help_col;         /* column of the options' help texts; 0: VG_OPT_HELP_COL */
+    int argc;                  /* argv[0] is the command's name */
     char **argv;
-    bool operands;                 /* false: a word after the options is a usage error */
+    bool operands; /* false: a word after the options is a usage error */
     bool started;
     char optstring[16];
     struct option longopts[VG_OPT_MAX];
@@ -122,10 +122,10 @@ int vg_cmd_write_out(const struct vg_buf *b);
 /* Build a snapshot from the global options; prints the error itself ("vramguard: CMD: ...")
  * and returns non-zero when even /proc could not be read. flags: VG_CMD_SNAP_*. */
 enum {
-    VG_CMD_SNAP_NO_NVML = 1u << 0, /* /proc alone (--no-nvml) */
-    VG_CMD_SNAP_JUDGE = 1u << 1,   /* the command judges leftovers: measure whether the
-                                    * suspects work (VG_SNAP_ACTIVITY_MS more, only when there
-                                    * is one) */
+    VG_CMD_SNAP_NO_NVML = 1u << 0,   /* /proc alone (--no-nvml) */
+    VG_CMD_SNAP_JUDGE = 1u << 1,     /* the command judges leftovers: measure whether the
+                                      * suspects work (VG_SNAP_ACTIVITY_MS more, only when there
+                                      * is one) */
     VG_CMD_SNAP_GPUS_ONLY = 1u << 2, /* the driver's GPUs alone, no /proc read (visible) */
 };
 struct vg_snapshot;
@@ -141,8 +141,7 @@ bool vg_cmd_driver_view(const struct vg_snapshot *snap);
 int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status);
 /* A GPU named on the command line: its NVML index or a UUID (prefix). -1 with a message when
  * nothing or more than one GPU matches. */
-int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text,
-                    size_t *gpu);
+int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text, size_t *gpu);
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);

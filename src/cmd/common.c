@@ -51,8 +51,7 @@ int vg_cmd_opt_arrays(const struct vg_opt *opts, struct option *longopts, size_t
 {
     size_t n = 0;
     if (vg_opt_longopts(vg_global_opts, longopts, &n, cap) ||
-        vg_opt_longopts(opts, longopts, &n, cap) ||
-        vg_opt_shortopts(opts, optstring, optcap))
+        vg_opt_longopts(opts, longopts, &n, cap) || vg_opt_shortopts(opts, optstring, optcap))
         return -ENOSPC;
     return 0;
 }
@@ -101,8 +100,8 @@ void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
         vg_cmd_error(*cmd ? cmd : NULL, "option '%s' needs a value (see 'vramguard %s%s--help')",
                      bad, cmd, sp);
     else if (optopt > 0 && optopt < 0x100)
-        vg_cmd_error(*cmd ? cmd : NULL, "unknown option '-%c' (see 'vramguard %s%s--help')",
-                     optopt, cmd, sp);
+        vg_cmd_error(*cmd ? cmd : NULL, "unknown option '-%c' (see 'vramguard %s%s--help')", optopt,
+                     cmd, sp);
     else
         vg_cmd_error(*cmd ? cmd : NULL, "unknown option '%s' (see 'vramguard %s%s--help')", bad,
                      cmd, sp);
@@ -198,8 +197,10 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
     case VG_OPT_NVML_TIMEOUT: {
         uint64_t ms;
         if (vg_parse_duration_ms(arg, &ms) || ms == 0 || ms > VG_HOUR_MS) {
-            vg_cmd_error(cmd, "--nvml-timeout takes a duration between 1ms and 1h "
-                              "(e.g. 500ms, 10s), not '%s'", arg);
+            vg_cmd_error(cmd,
+                         "--nvml-timeout takes a duration between 1ms and 1h "
+                         "(e.g. 500ms, 10s), not '%s'",
+                         arg);
             return -1;
         }
         g->nvml_timeout_ms = (unsigned)ms;
@@ -294,15 +295,14 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status)
     return status;
 }
 
-int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text,
-                    size_t *gpu)
+int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text, size_t *gpu)
 {
     enum vg_gpu_lookup r = vg_gpu_list_lookup(&snap->gpus, text, gpu);
     if (r == VG_GPU_LOOKUP_OK)
         return 0;
     if (r == VG_GPU_LOOKUP_NO_INDEX)
-        vg_cmd_error(cmd, "no GPU with index %s on this host (%zu GPU%s)", text,
-                     snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s");
+        vg_cmd_error(cmd, "no GPU with index %s on this host (%zu GPU%s)", text, snap->gpus.ngpus,
+                     snap->gpus.ngpus == 1 ? "" : "s");
     else
         vg_cmd_error(cmd, "'%s' %s", text,
                      r == VG_GPU_LOOKUP_SEVERAL

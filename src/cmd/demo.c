@@ -430,10 +430,15 @@ static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
 
 /* Everything the demo writes, so removal needs no recursive walk of a /tmp directory. */
 static const char *const vg_demo_names[] = {
-    "dev/nvidia0", "dev/nvidia1", "dev/nvidia2", "dev/nvidia3", "dev/nvidiactl",
-    "dev/nvidia-uvm", "lib/libcuda.so.1", "lib/libtorch_cuda.so", "lib/libnccl.so.2",
-    "lib/libtensorflow_framework.so.2", "scenario", "late.pid", "rank1.pid", "rank2.pid",
-    "rank3.pid", "worker.pid", "tf.pid",
+    "dev/nvidia0",      "dev/nvidia1",
+    "dev/nvidia2",      "dev/nvidia3",
+    "dev/nvidiactl",    "dev/nvidia-uvm",
+    "lib/libcuda.so.1", "lib/libtorch_cuda.so",
+    "lib/libnccl.so.2", "lib/libtensorflow_framework.so.2",
+    "scenario",         "late.pid",
+    "rank1.pid",        "rank2.pid",
+    "rank3.pid",        "worker.pid",
+    "tf.pid",
 };
 #define VG_DEMO_NFILES 10 /* the first names: created before any process starts */
 
@@ -497,10 +502,11 @@ static int vg_demo_scenario(struct vg_demo *d, pid_t late, const pid_t rank[3], 
     static const char *const used[] = {"auto", "auto", "27GiB", "auto"};
     static const unsigned util[] = {0, 88, 91, 3};
     for (unsigned i = 0; i < 4; i++)
-        vg_buf_printf(&b, "gpu index=%u uuid=GPU-%u%u7c4e1d-5a2b-4c3d-9e8f-0a1b2c3d4e5%u "
-                          "name=\"NVIDIA H100 80GB HBM3\" minor=%u bus=%s total=80GiB "
-                          "reserved=512MiB used=%s util=%u mem_util=%u cc=9.0 persistence=1 "
-                          "compute_mode=0 mig=0\n",
+        vg_buf_printf(&b,
+                      "gpu index=%u uuid=GPU-%u%u7c4e1d-5a2b-4c3d-9e8f-0a1b2c3d4e5%u "
+                      "name=\"NVIDIA H100 80GB HBM3\" minor=%u bus=%s total=80GiB "
+                      "reserved=512MiB used=%s util=%u mem_util=%u cc=9.0 persistence=1 "
+                      "compute_mode=0 mig=0\n",
                       i, i, 9 - i, i, vg_demo_minor[i], bus[i], used[i], util[i], util[i] / 2);
     /* 1. CUDA_VISIBLE_DEVICES=1, but a context on GPU 0 too. */
     vg_buf_printf(&b, "proc gpu=1 pid=%d type=compute mem=18GiB\n", (int)late);
@@ -546,9 +552,10 @@ static int vg_demo_run_stories(struct vg_demo *d)
     pid_t rc;
 
     /* 1. The variable was set after the framework had started. */
-    opts = vg_demo_fmt(&ob, "--open %s/nvidia0 --open %s/nvidia1 --open %s/nvidiactl "
-                                 "--map %s/libcuda.so.1 --map %s/libtorch_cuda.so --comm python",
-             dev, dev, dev, lib, lib);
+    opts = vg_demo_fmt(&ob,
+                       "--open %s/nvidia0 --open %s/nvidia1 --open %s/nvidiactl "
+                       "--map %s/libcuda.so.1 --map %s/libtorch_cuda.so --comm python",
+                       dev, dev, dev, lib, lib);
     char *late_argv[] = {"python", "train.py", "--model", "resnet50", NULL};
     const char *late_env[] = {"CUDA_VISIBLE_DEVICES=1", "USER=alice", NULL};
     pid_t late = vg_demo_spawn(d, "late", late_argv, opts, late_env);
@@ -564,13 +571,15 @@ static int vg_demo_run_stories(struct vg_demo *d)
         snprintf(tag, sizeof(tag), "rank%d", r + 1);
         snprintf(lr, sizeof(lr), "LOCAL_RANK=%d", r + 1);
         snprintf(gr, sizeof(gr), "RANK=%d", r + 1);
-        opts = vg_demo_fmt(&ob, "--open %s/nvidia0 --open %s/nvidia%u --open %s/nvidiactl "
-                                     "--map %s/libcuda.so.1 --map %s/libtorch_cuda.so "
-                                     "--map %s/libnccl.so.2 --comm python",
-                 dev, dev, vg_demo_minor[r + 1], dev, lib, lib, lib);
+        opts = vg_demo_fmt(&ob,
+                           "--open %s/nvidia0 --open %s/nvidia%u --open %s/nvidiactl "
+                           "--map %s/libcuda.so.1 --map %s/libtorch_cuda.so "
+                           "--map %s/libnccl.so.2 --comm python",
+                           dev, dev, vg_demo_minor[r + 1], dev, lib, lib, lib);
         char *argv[] = {"python", "-u", "train_ddp.py", "--epochs", "90", NULL};
-        const char *env[] = {lr, gr, "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=4",
-                             "TORCHELASTIC_RUN_ID=demo-ddp-7f3a", NULL};
+        const char *env[] = {
+            lr,  gr, "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=4", "TORCHELASTIC_RUN_ID=demo-ddp-7f3a",
+            NULL};
         rank[r] = vg_demo_spawn(d, tag, argv, opts, env);
         if (rank[r] < 0) {
             rc = rank[r];
@@ -580,9 +589,10 @@ static int vg_demo_run_stories(struct vg_demo *d)
 
     /* 3. A DataLoader worker whose job died: re-parented, its session gone, the device file
      *    still open. (GPU 2 is /dev/nvidia3 on this host.) */
-    opts = vg_demo_fmt(&ob, "--open %s/nvidia3 --open %s/nvidiactl --open %s/nvidia-uvm "
-                                 "--orphan --setsid --comm pt_data_worker",
-             dev, dev, dev);
+    opts = vg_demo_fmt(&ob,
+                       "--open %s/nvidia3 --open %s/nvidiactl --open %s/nvidia-uvm "
+                       "--orphan --setsid --comm pt_data_worker",
+                       dev, dev, dev);
     char *worker_argv[] = {"python", "train.py", "--data", "/datasets/imagenet", NULL};
     const char *worker_env[] = {"USER=bob", NULL};
     pid_t worker = vg_demo_spawn(d, "worker", worker_argv, opts, worker_env);
@@ -592,9 +602,10 @@ static int vg_demo_run_stories(struct vg_demo *d)
     }
 
     /* 4. TensorFlow with its default preallocation. (GPU 3 is /dev/nvidia2.) */
-    opts = vg_demo_fmt(&ob, "--open %s/nvidia2 --open %s/nvidiactl --map %s/libcuda.so.1 "
-                                 "--map %s/libtensorflow_framework.so.2 --comm python3",
-             dev, dev, lib, lib);
+    opts = vg_demo_fmt(&ob,
+                       "--open %s/nvidia2 --open %s/nvidiactl --map %s/libcuda.so.1 "
+                       "--map %s/libtensorflow_framework.so.2 --comm python3",
+                       dev, dev, lib, lib);
     char *tf_argv[] = {"python3", "serve_model.py", "--port", "8500", NULL};
     const char *tf_env[] = {"USER=carol", NULL};
     pid_t tf = vg_demo_spawn(d, "tf", tf_argv, opts, tf_env);
@@ -1027,18 +1038,15 @@ enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP, VG_OPT_STOP
 
 static const struct vg_opt vg_demo_opts[] = {
     {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
-     "the process helper (default: found beside the binary)",
-     VG_OPT_HELPER, NULL},
+     "the process helper (default: found beside the binary)", VG_OPT_HELPER, NULL},
     {"fake-nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
-     "the fake libnvidia-ml.so.1 (default: found beside the binary)",
-     VG_OPT_FAKE, NULL},
+     "the fake libnvidia-ml.so.1 (default: found beside the binary)", VG_OPT_FAKE, NULL},
     {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR",
      "leave the simulation running as it is, for other commands to try,\n"
      "until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
      "then it is removed whole. One per user and $TMPDIR at a time",
      VG_OPT_KEEP, NULL},
-    {"stop", 0, VG_OPT_ARG_NONE, NULL,
-     "stop and remove the simulation a --keep left running",
+    {"stop", 0, VG_OPT_ARG_NONE, NULL, "stop and remove the simulation a --keep left running",
      VG_OPT_STOP, NULL},
     VG_OPT_TABLE_END,
 };
@@ -1054,8 +1062,13 @@ struct vg_demo_args {
 static int vg_demo_parse(struct vg_global *g, int argc, char **argv, struct vg_demo_args *a)
 {
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "demo", .help = vg_demo_help, .opts = vg_demo_opts,
-                             .help_tail = vg_demo_help_tail, .argc = argc, .argv = argv,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "demo",
+                             .help = vg_demo_help,
+                             .opts = vg_demo_opts,
+                             .help_tail = vg_demo_help_tail,
+                             .argc = argc,
+                             .argv = argv,
                              .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
@@ -1116,8 +1129,8 @@ static int vg_demo_wait_staged(int fd, const sigset_t *block, char *line, size_t
  * was kept (*fd is then closed), else the caller stops it. The keeper's answer is read into
  * line, the buffer dir points into. *status: set on an error. */
 static bool vg_demo_present(struct vg_global *g, const struct vg_demo_args *a, const char *dir,
-                            const char *fake, int *fd, const sigset_t *block, char *line,
-                            size_t n, int *status)
+                            const char *fake, int *fd, const sigset_t *block, char *line, size_t n,
+                            int *status)
 {
     /* With --json, stdout carries only the doctor document; the label goes to stderr. */
     FILE *label = g->json ? stderr : stdout;
@@ -1284,8 +1297,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
             rc = -e;
         vg_cmd_error("demo", "cannot stage the simulation: %s", strerror(rc ? -rc : EPROTO));
         status = VG_EXIT_SOFTWARE;
-    } else if (vg_demo_present(g, &a, dir, fake, &pair[0], &block, line, sizeof(line),
-                               &status)) {
+    } else if (vg_demo_present(g, &a, dir, fake, &pair[0], &block, line, sizeof(line), &status)) {
         goto restore;
     }
 

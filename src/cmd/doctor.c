@@ -59,36 +59,32 @@ static int vg_doctor_size(const char *opt, const char *arg, uint64_t *out)
 }
 
 static const struct vg_opt vg_doctor_opts[] = {
-    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G",
-     "only findings about GPU G (index or UUID prefix)",
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "only findings about GPU G (index or UUID prefix)",
      VG_OPT_GPU, NULL},
-    {"pid", 0, VG_OPT_ARG_REQUIRED, "P",
-     "only findings about process P",
-     VG_OPT_PID, NULL},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "only findings about process P", VG_OPT_PID, NULL},
     {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "largest amount that counts as a bare CUDA context (default 1GiB)",
-     VG_OPT_CONTEXT_MAX, NULL},
+     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_OPT_CONTEXT_MAX, NULL},
     {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "unexplained memory reported above this (default 256MiB)",
-     VG_OPT_UNATTR_MIN, NULL},
+     "unexplained memory reported above this (default 256MiB)", VG_OPT_UNATTR_MIN, NULL},
     {"no-shell", 0, VG_OPT_ARG_NONE, NULL,
      "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
      "CUDA_DEVICE_ORDER",
      VG_OPT_NO_SHELL, NULL},
-    {"list", 0, VG_OPT_ARG_NONE, NULL,
-     "list the rules and exit",
-     VG_OPT_LIST, NULL},
+    {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit", VG_OPT_LIST, NULL},
     VG_OPT_TABLE_END,
 };
 
 /* The command line into ropts, *gpu_arg and flt. -1 to go on, else an exit status (--list
  * prints the rules and ends the command). */
-static int vg_doctor_parse(struct vg_global *g, int argc, char **argv,
-                           struct vg_rule_opts *ropts, const char **gpu_arg,
-                           struct vg_finding_filter *flt)
+static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg_rule_opts *ropts,
+                           const char **gpu_arg, struct vg_finding_filter *flt)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "doctor", .help = vg_doctor_help,
-                             .opts = vg_doctor_opts, .help_tail = vg_doctor_help_tail, .argc = argc,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "doctor",
+                             .help = vg_doctor_help,
+                             .opts = vg_doctor_opts,
+                             .help_tail = vg_doctor_help_tail,
+                             .argc = argc,
                              .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {

@@ -70,14 +70,22 @@ enum {
 
 /* Their table rows (cmd/opt.h), defined once: name, value and code; each command words the
  * help for itself (run's apply to auto:N only). */
-#define VG_GPUSEL_ROW_MIN_FREE(help)                                                           \
-    {"min-free", 0, VG_OPT_ARG_REQUIRED, "SIZE", help, VG_GPUSEL_OPT_MIN_FREE, NULL}
-#define VG_GPUSEL_ROW_MAX_UTIL(help)                                                           \
-    {"max-util", 0, VG_OPT_ARG_REQUIRED, "PCT", help, VG_GPUSEL_OPT_MAX_UTIL, NULL}
-#define VG_GPUSEL_ROW_EXCLUDE(help)                                                            \
-    {"exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, VG_GPUSEL_OPT_EXCLUDE, NULL}
-#define VG_GPUSEL_ROW_WAIT(help)                                                               \
-    {"wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, VG_GPUSEL_OPT_WAIT, NULL}
+#define VG_GPUSEL_ROW_MIN_FREE(help)                                                               \
+    {                                                                                              \
+        "min-free", 0, VG_OPT_ARG_REQUIRED, "SIZE", help, VG_GPUSEL_OPT_MIN_FREE, NULL             \
+    }
+#define VG_GPUSEL_ROW_MAX_UTIL(help)                                                               \
+    {                                                                                              \
+        "max-util", 0, VG_OPT_ARG_REQUIRED, "PCT", help, VG_GPUSEL_OPT_MAX_UTIL, NULL              \
+    }
+#define VG_GPUSEL_ROW_EXCLUDE(help)                                                                \
+    {                                                                                              \
+        "exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, VG_GPUSEL_OPT_EXCLUDE, NULL               \
+    }
+#define VG_GPUSEL_ROW_WAIT(help)                                                                   \
+    {                                                                                              \
+        "wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, VG_GPUSEL_OPT_WAIT, NULL                  \
+    }
 
 /* The defaults both commands start from: one GPU chosen with pick's policy (the default
  * --min-free and --max-util), no waiting, nothing locked. */

@@ -33,8 +33,8 @@ int vg_opt_longopts(const struct vg_opt *t, struct option *out, size_t *n, size_
             return -ENOSPC;
         /* The short letter is what the parse returns for an option that has one, so -n and
          * --count are one case. */
-        out[*n] = (struct option){t->name, has_arg[t->arg], NULL,
-                                  t->short_name ? t->short_name : t->id};
+        out[*n] =
+            (struct option){t->name, has_arg[t->arg], NULL, t->short_name ? t->short_name : t->id};
         (*n)++;
     }
     if (*n >= cap)

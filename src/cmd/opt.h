@@ -17,8 +17,8 @@
 enum vg_opt_arg { VG_OPT_ARG_NONE, VG_OPT_ARG_REQUIRED, VG_OPT_ARG_OPTIONAL };
 
 struct vg_opt {
-    const char *name;       /* long name without "--"; NULL ends a table */
-    char short_name;        /* 0: none */
+    const char *name; /* long name without "--"; NULL ends a table */
+    char short_name;  /* 0: none */
     enum vg_opt_arg arg;
     const char *metavar;    /* shown after the name: "--name METAVAR", "--name[=METAVAR]" */
     const char *help;       /* --help text: lines joined by '\n' (none at the end), which the
@@ -28,7 +28,10 @@ struct vg_opt {
     const char *config_key; /* the config-file key that means the same; NULL: none */
 };
 
-#define VG_OPT_TABLE_END {NULL, 0, VG_OPT_ARG_NONE, NULL, NULL, 0, NULL}
+#define VG_OPT_TABLE_END                                                                           \
+    {                                                                                              \
+        NULL, 0, VG_OPT_ARG_NONE, NULL, NULL, 0, NULL                                              \
+    }
 
 /* Default column at which help texts start ("  --name METAVAR" padded to it). */
 #define VG_OPT_HELP_COL 20u

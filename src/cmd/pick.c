@@ -119,9 +119,7 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
 }
 
 static const struct vg_opt vg_pick_opts[] = {
-    {"count", 'n', VG_OPT_ARG_REQUIRED, "N",
-     "how many GPUs (default 1, at most 64)",
-     'n', NULL},
+    {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many GPUs (default 1, at most 64)", 'n', NULL},
     VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
                            "the GPU's total with a decimal point (0.5; the default)"),
     VG_GPUSEL_ROW_MAX_UTIL("highest utilisation accepted, 0-100 (default 50); with this\n"
@@ -156,8 +154,13 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
     enum vg_pick_format fmt = VG_FMT_CVD;
     bool fmt_given = false;
     struct vg_err err = VG_ERR_INIT;
-    struct vg_cmd_parse p = {.g = g, .cmd = "pick", .help = vg_pick_help, .opts = vg_pick_opts,
-                             .help_tail = vg_pick_help_tail, .argc = argc, .argv = argv};
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "pick",
+                             .help = vg_pick_help,
+                             .opts = vg_pick_opts,
+                             .help_tail = vg_pick_help_tail,
+                             .argc = argc,
+                             .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         int r = vg_gpusel_opt(&o, c, optarg, &err);

@@ -344,11 +344,8 @@ static const struct vg_opt vg_run_opts[] = {
      "auto (default): a cgroup when possible, else subreaper;\n"
      "cgroup: fail without one; subreaper: never create one",
      VG_OPT_TRACK, NULL},
-    {"quiet", 'q', VG_OPT_ARG_NONE, NULL,
-     "say nothing unless something is wrong",
-     'q', NULL},
-    {"verbose", 0, VG_OPT_ARG_NONE, NULL,
-     "also say how the job is tracked, and what happens to it",
+    {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "say nothing unless something is wrong", 'q', NULL},
+    {"verbose", 0, VG_OPT_ARG_NONE, NULL, "also say how the job is tracked, and what happens to it",
      VG_OPT_VERBOSE, NULL},
     VG_OPT_TABLE_END,
 };
@@ -359,8 +356,13 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
 {
     struct vg_err err = VG_ERR_INIT;
     /* .operands: the words after the options are the command to run. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "run", .help = vg_run_help, .opts = vg_run_opts,
-                             .help_tail = vg_run_help_tail, .argc = argc, .argv = argv,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "run",
+                             .help = vg_run_help,
+                             .opts = vg_run_opts,
+                             .help_tail = vg_run_help_tail,
+                             .argc = argc,
+                             .argv = argv,
                              .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
@@ -481,8 +483,7 @@ static int vg_run_job(struct vg_run *r, const struct vg_gpusel *s, struct vg_job
 
 /* With the GPUs reserved: the job's environment and inherited reservations, then the job. */
 static int vg_run_with_gpus(struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job,
-                            char *const *cmd, const char *old_cvd, const char *old_order,
-                            bool kept)
+                            char *const *cmd, const char *old_cvd, const char *old_order, bool kept)
 {
     char **env = NULL;
     char *owned[1] = {NULL};

@@ -151,8 +151,7 @@ static const struct vg_opt vg_serve_opts[] = {
      "and containers, so expose them only to your Prometheus",
      VG_OPT_ALLOW_REMOTE, NULL},
     {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "time between collections (default 5s; 100ms to 1h)",
-     VG_OPT_INTERVAL, NULL},
+     "time between collections (default 5s; 100ms to 1h)", VG_OPT_INTERVAL, NULL},
     {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
      "longest time between full /proc scans (default 60s; 0: every\n"
      "collection is one); in between, only the known holders, the\n"
@@ -176,8 +175,7 @@ static const struct vg_opt vg_serve_opts[] = {
      "refused while N of its requests are being answered",
      VG_OPT_MAX_PER_CLIENT, NULL},
     {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "largest amount that counts as a bare CUDA context (default 1GiB)",
-     VG_OPT_CONTEXT_MAX, NULL},
+     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_OPT_CONTEXT_MAX, NULL},
     {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
      "unexplained memory reported as a finding above this\n"
      "(default 256MiB)",
@@ -217,8 +215,13 @@ static int vg_serve_check_listen(const struct vg_serve_cfg *sc, struct vg_serve_
 static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_serve_cfg *sc,
                           struct vg_serve_diag *diag, struct vg_serve_addr *addr)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "serve", .help = vg_serve_help, .opts = vg_serve_opts,
-                             .help_tail = vg_serve_help_tail, .help_col = 22, .argc = argc,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "serve",
+                             .help = vg_serve_help,
+                             .opts = vg_serve_opts,
+                             .help_tail = vg_serve_help_tail,
+                             .help_col = 22,
+                             .argc = argc,
                              .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
@@ -331,8 +334,10 @@ static void vg_serve_wait(const sigset_t *stop_set, struct vg_http *http)
 
 int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
 {
-    struct vg_serve_cfg sc = {.listen_arg = VG_SERVE_LISTEN_DEFAULT, .interval_ms = 5000,
-                              .conn_timeout_ms = 10000, .max_conn = 256,
+    struct vg_serve_cfg sc = {.listen_arg = VG_SERVE_LISTEN_DEFAULT,
+                              .interval_ms = 5000,
+                              .conn_timeout_ms = 10000,
+                              .max_conn = 256,
                               .max_per_client = VG_HTTP_MAX_PER_CLIENT,
                               .full_scan_ms = VG_SAMPLER_FULL_SCAN_MS};
     struct vg_collector_opts co;

@@ -28,15 +28,19 @@ static const char vg_status_help_tail[] =
 enum { VG_OPT_NO_NVML = VG_OPT_FIRST_LOCAL };
 
 static const struct vg_opt vg_status_opts[] = {
-    {"no-nvml", 0, VG_OPT_ARG_NONE, NULL,
-     "do not load the driver; show device-node holders only", VG_OPT_NO_NVML, NULL},
+    {"no-nvml", 0, VG_OPT_ARG_NONE, NULL, "do not load the driver; show device-node holders only",
+     VG_OPT_NO_NVML, NULL},
     VG_OPT_TABLE_END,
 };
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "status", .help = vg_status_help,
-                             .opts = vg_status_opts, .help_tail = vg_status_help_tail, .argc = argc,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "status",
+                             .help = vg_status_help,
+                             .opts = vg_status_opts,
+                             .help_tail = vg_status_help_tail,
+                             .argc = argc,
                              .argv = argv};
     bool no_nvml = false;
     int c;
@@ -60,9 +64,10 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     };
     struct vg_buf out;
     vg_buf_init(&out, 0);
-    int rc = g->json ? vg_render_status_json(snap, &ro, &out)
-                     : vg_render_status_text(snap, &ro, &out);
-    int status = vg_cmd_emit("status", rc, &out, vg_cmd_driver_view(snap) ? VG_EXIT_OK : VG_EXIT_UNKNOWN);
+    int rc =
+        g->json ? vg_render_status_json(snap, &ro, &out) : vg_render_status_text(snap, &ro, &out);
+    int status =
+        vg_cmd_emit("status", rc, &out, vg_cmd_driver_view(snap) ? VG_EXIT_OK : VG_EXIT_UNKNOWN);
     vg_buf_release(&out);
     vg_snap_free(snap);
     return status;

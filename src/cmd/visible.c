@@ -32,10 +32,8 @@ enum { VG_OPT_ORDER = VG_OPT_FIRST_LOCAL, VG_OPT_UNSET };
 
 static const struct vg_opt vg_visible_opts[] = {
     {"order", 0, VG_OPT_ARG_REQUIRED, "ORDER",
-     "CUDA_DEVICE_ORDER to assume (default: this shell's)",
-     VG_OPT_ORDER, NULL},
-    {"unset", 0, VG_OPT_ARG_NONE, NULL,
-     "resolve as if CUDA_VISIBLE_DEVICES were unset",
+     "CUDA_DEVICE_ORDER to assume (default: this shell's)", VG_OPT_ORDER, NULL},
+    {"unset", 0, VG_OPT_ARG_NONE, NULL, "resolve as if CUDA_VISIBLE_DEVICES were unset",
      VG_OPT_UNSET, NULL},
     VG_OPT_TABLE_END,
 };
@@ -74,8 +72,10 @@ static int vg_visible_split(int argc, char **argv, char **opts, int *nopts, cons
             continue;
         }
         if (*picked) {
-            vg_cmd_error("visible", "one value at a time; unexpected '%s' (quote a value with "
-                                    "spaces)", a);
+            vg_cmd_error("visible",
+                         "one value at a time; unexpected '%s' (quote a value with "
+                         "spaces)",
+                         a);
             return VG_EXIT_USAGE;
         }
         *picked = a;
@@ -101,9 +101,14 @@ static int vg_visible_parse(struct vg_global *g, int argc, char **argv, const ch
         return status;
     }
     /* .operands: the values were set apart above; what is left over gets visible's own message. */
-    struct vg_cmd_parse p = {.g = g, .cmd = "visible", .help = vg_visible_help,
-                             .opts = vg_visible_opts, .help_tail = vg_visible_help_tail,
-                             .argc = nopts, .argv = opts, .operands = true};
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "visible",
+                             .help = vg_visible_help,
+                             .opts = vg_visible_opts,
+                             .help_tail = vg_visible_help_tail,
+                             .argc = nopts,
+                             .argv = opts,
+                             .operands = true};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         if (c == VG_OPT_ORDER)

@@ -58,7 +58,6 @@ static const char vg_watch_help_tail[] =
     "70 internal error.\n"
     "\n";
 
-
 struct vg_watch {
     struct vg_global *g;
     const char *config_path;
@@ -67,9 +66,9 @@ struct vg_watch {
     bool once;
     bool color;
     struct vg_sampler *sampler;
-    unsigned full_scan_ms;        /* the full_scan the sampler was built with */
-    struct vg_exec *exec;         /* NULL until a command is configured */
-    bool exec_on;                 /* a reload may turn it off while children still run */
+    unsigned full_scan_ms; /* the full_scan the sampler was built with */
+    struct vg_exec *exec;  /* NULL until a command is configured */
+    bool exec_on;          /* a reload may turn it off while children still run */
     struct vg_watch_view *view;
     char *problem_shown;
     uint64_t samples;
@@ -136,8 +135,7 @@ static void vg_watch_reload(struct vg_watch *w)
     vg_watch_config_init(&next);
     struct vg_err err = VG_ERR_INIT;
     if (vg_watch_effective(w, &next, &err) != 0) {
-        vg_cmd_error("watch", "SIGHUP: %s; keeping the configuration in effect",
-                     vg_err_msg(&err));
+        vg_cmd_error("watch", "SIGHUP: %s; keeping the configuration in effect", vg_err_msg(&err));
         vg_err_release(&err);
         vg_watch_config_release(&next);
         return;
@@ -297,10 +295,9 @@ static int vg_watch_emit(struct vg_watch *w, const struct vg_events *evs,
 
 static void vg_watch_problem(struct vg_watch *w)
 {
-    const char *p = vg_watch_view_frozen(w->view) ? w->problem_shown
-                                                  : vg_watch_view_problem(w->view);
-    if ((!p && !w->problem_shown) ||
-        (p && w->problem_shown && strcmp(p, w->problem_shown) == 0))
+    const char *p =
+        vg_watch_view_frozen(w->view) ? w->problem_shown : vg_watch_view_problem(w->view);
+    if ((!p && !w->problem_shown) || (p && w->problem_shown && strcmp(p, w->problem_shown) == 0))
         return;
     if (p)
         vg_cmd_error("watch", "%s", p);
@@ -365,14 +362,15 @@ static int vg_watch_sample(struct vg_watch *w)
     if (w->g->verbose) {
         struct vg_sampler_stats ss;
         vg_sampler_stats(w->sampler, &ss);
-        fprintf(stderr, "vramguard: watch: sample %llu: %.1f ms, %.2f ms CPU, %zu holdings, %zu events; ",
+        fprintf(stderr,
+                "vramguard: watch: sample %llu: %.1f ms, %.2f ms CPU, %zu holdings, %zu events; ",
                 (unsigned long long)w->samples, ss.last_sample_seconds * 1e3,
                 (vg_cpu_seconds() - cpu0) * 1e3, snap->nholdings, evs.n);
         if (ss.last_full_reason)
             fprintf(stderr, "full scan (%s)", ss.last_full_reason);
         else
-            fprintf(stderr, "incremental scan (%zu of %zu processes carried over)",
-                    ss.last_carried, ss.last_listed);
+            fprintf(stderr, "incremental scan (%zu of %zu processes carried over)", ss.last_carried,
+                    ss.last_listed);
         fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs\n",
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
@@ -472,8 +470,12 @@ static int vg_watch_flag(struct vg_watch *w, const struct vg_opt *o, const char 
 
 static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = w->g, .cmd = "watch", .help = vg_watch_help,
-                             .opts = vg_watch_opts, .help_tail = vg_watch_help_tail, .argc = argc,
+    struct vg_cmd_parse p = {.g = w->g,
+                             .cmd = "watch",
+                             .help = vg_watch_help,
+                             .opts = vg_watch_opts,
+                             .help_tail = vg_watch_help_tail,
+                             .argc = argc,
                              .argv = argv};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {

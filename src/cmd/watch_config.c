@@ -140,8 +140,7 @@ static int vg_set_full_scan(struct vg_watch_config *c, const char *v, struct vg_
 }
 
 const struct vg_opt vg_watch_opts[] = {
-    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "time between samples (default 2s)",
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR", "time between samples (default 2s)",
      VG_WATCH_OPT_INTERVAL, "interval"},
     {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
      "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
@@ -149,24 +148,21 @@ const struct vg_opt vg_watch_opts[] = {
      "held by anyone else, or on a GPU expected empty, is an alert",
      VG_WATCH_OPT_EXPECT, "expect"},
     {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "memory changes and alerts above this (default 10MiB)",
-     VG_WATCH_OPT_THRESHOLD, "threshold"},
+     "memory changes and alerts above this (default 10MiB)", VG_WATCH_OPT_THRESHOLD, "threshold"},
     {"exec", 0, VG_OPT_ARG_REQUIRED, "CMD",
      "run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
      "variables (escaped: \\n, \\xNN), the JSON event on stdin",
      VG_WATCH_OPT_EXEC, "exec"},
-    {"shell", 0, VG_OPT_ARG_NONE, NULL,
-     "run --exec's CMD with /bin/sh -c",
-     VG_WATCH_OPT_SHELL, "shell"},
-    {"exec-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "stop an alert command after DUR (default 10s)",
+    {"shell", 0, VG_OPT_ARG_NONE, NULL, "run --exec's CMD with /bin/sh -c", VG_WATCH_OPT_SHELL,
+     "shell"},
+    {"exec-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR", "stop an alert command after DUR (default 10s)",
      VG_WATCH_OPT_EXEC_TIMEOUT, "exec_timeout"},
     {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
-     "text (default) or json: one vramguard.event/1 object per line",
-     VG_WATCH_OPT_FORMAT, "format"},
+     "text (default) or json: one vramguard.event/1 object per line", VG_WATCH_OPT_FORMAT,
+     "format"},
     {"idle-after", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "idle-holder: memory held this long with no utilisation (default 1h)",
-     VG_WATCH_OPT_IDLE_AFTER, "idle_after"},
+     "idle-holder: memory held this long with no utilisation (default 1h)", VG_WATCH_OPT_IDLE_AFTER,
+     "idle_after"},
     {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
      "longest time between full /proc scans (default 60s; 0: every\n"
      "sample is one); in between, samples read only the known holders,\n"
@@ -176,9 +172,8 @@ const struct vg_opt vg_watch_opts[] = {
      "read settings from FILE (key = value; see docs/config.md), a\n"
      "regular file; flags win over it; SIGHUP reads it again",
      VG_WATCH_OPT_CONFIG, NULL},
-    {"once", 0, VG_OPT_ARG_NONE, NULL,
-     "take one sample, report it, and exit",
-     VG_WATCH_OPT_ONCE, NULL},
+    {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", VG_WATCH_OPT_ONCE,
+     NULL},
     VG_OPT_TABLE_END,
 };
 

@@ -51,18 +51,18 @@ enum {
 #define VG_WATCH_FULL_SCAN_MAX_MS VG_DAY_MS
 
 struct vg_watch_config {
-    unsigned set;                /* VG_WCFG_* */
+    unsigned set; /* VG_WCFG_* */
     uint64_t interval_ms;
-    uint64_t threshold;          /* bytes */
+    uint64_t threshold; /* bytes */
     struct vg_expect_set expect;
-    char *exec;                  /* NULL: no command */
+    char *exec; /* NULL: no command */
     bool shell;
     uint64_t exec_timeout_ms;
     enum vg_watch_format format;
     uint64_t idle_after_ms;
-    unsigned nvml_timeout_ms;    /* 0: the global option or its default */
-    unsigned full_scan_ms;       /* longest time between full /proc scans; 0: every sample is
-                                  * one (no incremental scans) */
+    unsigned nvml_timeout_ms; /* 0: the global option or its default */
+    unsigned full_scan_ms;    /* longest time between full /proc scans; 0: every sample is
+                               * one (no incremental scans) */
 };
 
 /* watch's options (check takes some of them too). Every setting is an option whose row names

@@ -76,8 +76,7 @@ bool vg_gpu_list_by_uuid(const struct vg_gpu_list *list, const char *uuid, size_
     return false;
 }
 
-enum vg_gpu_lookup vg_gpu_list_lookup(const struct vg_gpu_list *list, const char *text,
-                                      size_t *pos)
+enum vg_gpu_lookup vg_gpu_list_lookup(const struct vg_gpu_list *list, const char *text, size_t *pos)
 {
     uint64_t idx;
     if (vg_parse_u64(text, &idx) == 0) {

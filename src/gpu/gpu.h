@@ -25,18 +25,18 @@ enum {
 
 struct vg_gpu_proc {
     uint32_t pid;
-    unsigned types;          /* VG_PTYPE_* */
-    bool used_known;         /* false when NVML said NVML_VALUE_NOT_AVAILABLE */
+    unsigned types;  /* VG_PTYPE_* */
+    bool used_known; /* false when NVML said NVML_VALUE_NOT_AVAILABLE */
     uint64_t used_bytes;
-    bool instance_known;     /* gpu/compute instance ids came from a v2+ entry */
-    uint32_t gpu_instance;   /* MIG GI id, as NVML reports it */
+    bool instance_known;   /* gpu/compute instance ids came from a v2+ entry */
+    uint32_t gpu_instance; /* MIG GI id, as NVML reports it */
     uint32_t compute_instance;
-    bool bogus_pid;          /* PID 0 or UINT32_MAX: the driver's bookkeeping, not a process */
+    bool bogus_pid; /* PID 0 or UINT32_MAX: the driver's bookkeeping, not a process */
     /* SM utilisation from nvmlDeviceGetProcessUtilization: the highest among the samples the
      * driver still buffers for this PID, 0 when it has none (the GPU's VG_GPU_K_PROC_UTIL bit
      * says whether the call answered at all). */
     bool util_known;
-    unsigned sm_util;        /* percent */
+    unsigned sm_util; /* percent */
 };
 
 enum {
@@ -51,7 +51,7 @@ enum {
     VG_GPU_K_PERSIST = 1u << 8,
     VG_GPU_K_COMPUTE_MODE = 1u << 9,
     VG_GPU_K_MIG_MODE = 1u << 10,
-    VG_GPU_K_PROCS = 1u << 11,   /* every process list that could hold processes was read */
+    VG_GPU_K_PROCS = 1u << 11,    /* every process list that could hold processes was read */
     VG_GPU_K_INSTANCE = 1u << 12, /* MIG devices: gpu/compute instance ids */
     VG_GPU_K_PROC_UTIL = 1u << 13 /* per-process utilisation was read (procs[].util_known) */
 };
@@ -59,9 +59,9 @@ enum {
 /* One problem NVML reported while reading a device; kept so one bad field or one lost GPU
  * never hides the rest. */
 struct vg_gpu_error {
-    char *func;   /* the NVML function that failed */
-    int status;   /* its nvmlReturn_t */
-    char *msg;    /* "GPU 2: nvmlDeviceGetMemoryInfo_v2: GPU is lost" */
+    char *func; /* the NVML function that failed */
+    int status; /* its nvmlReturn_t */
+    char *msg;  /* "GPU 2: nvmlDeviceGetMemoryInfo_v2: GPU is lost" */
 };
 
 /* A GPU's compute mode, with NVML's values (nvmlComputeMode_t; gpu/nvml.c checks they agree), so
@@ -74,30 +74,30 @@ enum vg_compute_mode {
 };
 
 struct vg_gpu {
-    unsigned index;          /* NVML index (PCI bus order); MIG devices: index under the parent */
+    unsigned index; /* NVML index (PCI bus order); MIG devices: index under the parent */
     bool is_mig;
-    unsigned known;          /* VG_GPU_K_* */
+    unsigned known; /* VG_GPU_K_* */
     char *name;
-    char *uuid;              /* "GPU-..." or "MIG-..." */
-    unsigned minor;          /* /dev/nvidia<minor>; MIG devices share their parent's */
-    char *pci_bus_id;        /* "00000000:17:00.0" */
+    char *uuid;       /* "GPU-..." or "MIG-..." */
+    unsigned minor;   /* /dev/nvidia<minor>; MIG devices share their parent's */
+    char *pci_bus_id; /* "00000000:17:00.0" */
     unsigned pci_domain, pci_bus, pci_device;
     uint64_t mem_total, mem_used, mem_free, mem_reserved;
     unsigned util_gpu, util_mem; /* percent */
     int cc_major, cc_minor;
     bool persistence;
-    unsigned compute_mode;   /* enum vg_compute_mode (the driver's number, also when unnamed) */
+    unsigned compute_mode; /* enum vg_compute_mode (the driver's number, also when unnamed) */
     unsigned mig_current, mig_pending;
     unsigned gpu_instance, compute_instance; /* MIG devices only */
-    bool lost;               /* the device answered GPU_IS_LOST (or could not be opened) */
-    bool hung;               /* a call for this GPU did not return in time: only the identity
-                              * read before it (name, UUID, minor, PCI) is known, the rest is
-                              * unknown, and an error names the call */
+    bool lost; /* the device answered GPU_IS_LOST (or could not be opened) */
+    bool hung; /* a call for this GPU did not return in time: only the identity
+                * read before it (name, UUID, minor, PCI) is known, the rest is
+                * unknown, and an error names the call */
 
     struct vg_gpu_proc *procs; /* sorted by pid, one entry per pid */
     size_t nprocs;
 
-    struct vg_gpu *mig;      /* MIG devices of this GPU (none when MIG is off) */
+    struct vg_gpu *mig; /* MIG devices of this GPU (none when MIG is off) */
     size_t nmig;
 
     struct vg_gpu_error *errors;
@@ -105,14 +105,14 @@ struct vg_gpu {
 };
 
 struct vg_gpu_list {
-    bool loaded;             /* the library was found and initialised */
-    char *library;           /* the path dlopen was given */
-    char *driver_version;    /* NULL when unknown */
-    char *nvml_version;      /* NULL when unknown */
-    int cuda_version;        /* e.g. 12040; 0 when unknown */
-    bool proc_stride_535;    /* process lists were read with the 535.43 32-byte stride */
-    const char *proc_api;    /* "v3", "v2" or "v1": which process-list generation answered */
-    const char *mem_api;     /* "v2" or "v1" */
+    bool loaded;          /* the library was found and initialised */
+    char *library;        /* the path dlopen was given */
+    char *driver_version; /* NULL when unknown */
+    char *nvml_version;   /* NULL when unknown */
+    int cuda_version;     /* e.g. 12040; 0 when unknown */
+    bool proc_stride_535; /* process lists were read with the 535.43 32-byte stride */
+    const char *proc_api; /* "v3", "v2" or "v1": which process-list generation answered */
+    const char *mem_api;  /* "v2" or "v1" */
 
     struct vg_gpu *gpus;
     size_t ngpus;

@@ -1093,8 +1093,7 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
     unsigned count = 0;
     vg_nvml_at(d, &f->proc_util);
     nvmlReturn_t st = f->proc_util(d->dev, NULL, &count, 0);
-    for (int tries = 0; st == NVML_ERROR_INSUFFICIENT_SIZE && tries < VG_NVML_PROC_TRIES;
-         tries++) {
+    for (int tries = 0; st == NVML_ERROR_INSUFFICIENT_SIZE && tries < VG_NVML_PROC_TRIES; tries++) {
         size_t want = (size_t)count + count / 4 + 4;
         if (want <= cap)
             want = cap * 2;

@@ -179,11 +179,9 @@ typedef nvmlReturn_t (*nvml_mem_v2_fn)(nvmlDevice_t dev, nvmlMemory_v2_t *mem);
 typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t dev, nvmlUtilization_t *util);
 /* Process lists: infos points at an array of the version's entry type. */
 typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t dev, unsigned int *count, void *infos);
-typedef nvmlReturn_t (*nvml_mig_handle_fn)(nvmlDevice_t dev, unsigned int index,
-                                           nvmlDevice_t *mig);
+typedef nvmlReturn_t (*nvml_mig_handle_fn)(nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig);
 typedef nvmlReturn_t (*nvml_dev_from_mig_fn)(nvmlDevice_t mig, nvmlDevice_t *dev);
-typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev,
-                                          nvmlProcessUtilizationSample_t *samples,
+typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev, nvmlProcessUtilizationSample_t *samples,
                                           unsigned int *count,
                                           unsigned long long lastSeenTimeStamp);
 

@@ -76,9 +76,9 @@ int vg_collector_gpu_ids_set(struct vg_collector_gpu_ids *ids, const struct vg_s
 
 struct vg_collector {
     struct vg_collector_opts o;
-    struct vg_sampler *sampler;          /* collector thread only (and the first call) */
+    struct vg_sampler *sampler;            /* collector thread only (and the first call) */
     struct vg_collector_gpu_ids last_good; /* collector thread only */
-    char *last_error;                    /* collector thread only: the failure last logged */
+    char *last_error;                      /* collector thread only: the failure last logged */
 
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t cv;

@@ -78,7 +78,7 @@ struct vg_collector_opts {
     struct vg_sampler_opts sampler;
     vg_collector_diagnose_fn diagnose;
     vg_collector_render_fn render;
-    void *arg; /* of diagnose and render, called from one thread at a time */
+    void *arg;            /* of diagnose and render, called from one thread at a time */
     uint64_t interval_ms; /* between the starts of two collections */
     vg_serve_log_fn log;
     void *log_arg;

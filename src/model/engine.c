@@ -18,24 +18,24 @@
 #include "util/buf.h"
 
 struct vg_watch_gpu {
-    char *key;              /* UUID, or "index:N" */
+    char *key; /* UUID, or "index:N" */
     unsigned index;
     char *uuid, *name;
     bool minor_known;
     unsigned minor;
-    bool listed;            /* in the driver's latest answer */
+    bool listed; /* in the driver's latest answer */
     bool lost;
-    bool hung;              /* a driver call for it did not return in time */
+    bool hung; /* a driver call for it did not return in time */
     bool mem_known;
     uint64_t used, total;
 };
 
 struct vg_watch_holder {
-    char *key;              /* "m002|-01|0000004182|00000000000000123456" */
+    char *key; /* "m002|-01|0000004182|00000000000000123456" */
     bool gpu_known;
     unsigned gpu_index;
     char *gpu_uuid;
-    size_t snap_gpu;        /* index into this step's snapshot, or VG_SNAP_NO_GPU */
+    size_t snap_gpu; /* index into this step's snapshot, or VG_SNAP_NO_GPU */
     bool minor_known;
     unsigned minor;
     int mig;
@@ -44,25 +44,25 @@ struct vg_watch_holder {
     uint64_t start;
     unsigned seen;
     bool in_proc;
-    bool stale;             /* the driver's entry outlived its process: user and command are
-                             * what the PID names now */
+    bool stale; /* the driver's entry outlived its process: user and command are
+                 * what the PID names now */
     char *user, *command;
     bool mem_known;
     uint64_t mem;
-    bool reported_known;    /* the memory figure last reported in an event */
+    bool reported_known; /* the memory figure last reported in an event */
     uint64_t reported;
     bool idle;
-    uint64_t idle_since;    /* now_ms when it was first seen idle in this stretch */
+    uint64_t idle_since; /* now_ms when it was first seen idle in this stretch */
 };
 
 struct vg_watch_finding {
-    char *key;              /* "rule|gpu keys|pids" */
+    char *key; /* "rule|gpu keys|pids" */
     const char *rule;
     enum vg_severity severity;
     char *title;
     unsigned *gpus;
     size_t ngpus;
-    char *gpu_uuid;         /* of the first GPU */
+    char *gpu_uuid; /* of the first GPU */
     pid_t *pids;
     size_t npids;
     bool bytes_known;
@@ -70,8 +70,8 @@ struct vg_watch_finding {
 };
 
 struct vg_watch_alert {
-    char *key;              /* "kind|gpu key|pid|start" */
-    struct vg_alert a;      /* strings owned; a.gpu is meaningless once the snapshot is gone */
+    char *key;         /* "kind|gpu key|pid|start" */
+    struct vg_alert a; /* strings owned; a.gpu is meaningless once the snapshot is gone */
     unsigned gpu_index;
     char *gpu_uuid;
 };
@@ -113,7 +113,7 @@ static const char *const vg_event_names[] = {
 const char *vg_event_name(enum vg_event_type t)
 {
     return (size_t)t < sizeof(vg_event_names) / sizeof(vg_event_names[0]) ? vg_event_names[t]
-                                                                           : "unknown";
+                                                                          : "unknown";
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
@@ -734,8 +734,8 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
     size_t nf = v->nfindings, na = v->nalerts;
     for (size_t i = 0; i < prev->nfindings && !s->err; i++) {
         const struct vg_watch_finding *f = &prev->findings[i];
-        if (hung_only && (vg_find(v->findings, nf, sizeof(*f), f->key) ||
-                          !vg_watch_finding_on_hung(v, f)))
+        if (hung_only &&
+            (vg_find(v->findings, nf, sizeof(*f), f->key) || !vg_watch_finding_on_hung(v, f)))
             continue;
         struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
         if (!d)
@@ -793,8 +793,8 @@ static void vg_diff_driver(struct vg_step *s)
         t = v->hung ? VG_EV_DRIVER_HUNG : VG_EV_DRIVER_ERROR;
         /* unchanged: still hung, or the same error */
         if (p && !p->driver_ok && p->hung == v->hung &&
-            (v->hung || (p->driver_error && v->driver_error &&
-                         strcmp(p->driver_error, v->driver_error) == 0)))
+            (v->hung ||
+             (p->driver_error && v->driver_error && strcmp(p->driver_error, v->driver_error) == 0)))
             return;
     }
     struct vg_event *ev = vg_ev_new(s, t,
@@ -990,8 +990,8 @@ static void vg_diff_verdicts(struct vg_step *s)
         if (!vg_find(v->findings, v->nfindings, sizeof(*v->findings), prev->findings[i].key))
             vg_watch_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
     for (size_t i = 0; i < v->nfindings; i++)
-        if (!prev || !vg_find(prev->findings, prev->nfindings, sizeof(*v->findings),
-                              v->findings[i].key))
+        if (!prev ||
+            !vg_find(prev->findings, prev->nfindings, sizeof(*v->findings), v->findings[i].key))
             vg_watch_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
                                    &v->findings[i]);
     for (size_t i = 0; prev && i < prev->nalerts; i++)
@@ -1003,15 +1003,20 @@ static void vg_diff_verdicts(struct vg_step *s)
 }
 
 int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap, bool hung,
-                  uint64_t now_ms, const struct vg_watch_view *prev,
-                  struct vg_watch_view **out, struct vg_events *events, struct vg_err *err)
+                  uint64_t now_ms, const struct vg_watch_view *prev, struct vg_watch_view **out,
+                  struct vg_events *events, struct vg_err *err)
 {
     *out = NULL;
     struct vg_watch_view *v = calloc(1, sizeof(*v));
     if (!v)
         return vg_err_set(err, -ENOMEM, "out of memory");
     struct vg_step s = {
-        .o = o, .snap = snap, .prev = prev, .v = v, .events = events, .now = now_ms,
+        .o = o,
+        .snap = snap,
+        .prev = prev,
+        .v = v,
+        .events = events,
+        .now = now_ms,
         .first = prev == NULL,
     };
     v->driver_ok = snap->driver_ok;

@@ -73,36 +73,36 @@ struct vg_event {
     enum vg_severity severity;
     /* what it is about; unknown fields are NULL, false or empty */
     bool gpu_known;
-    unsigned gpu;             /* NVML index (the first, for findings) */
+    unsigned gpu; /* NVML index (the first, for findings) */
     char *gpu_uuid;
-    int mig;                  /* MIG device, or -1 */
-    unsigned *gpus;           /* every GPU concerned (findings); NULL when none */
+    int mig;        /* MIG device, or -1 */
+    unsigned *gpus; /* every GPU concerned (findings); NULL when none */
     size_t ngpus;
     bool pid_known;
-    pid_t pid;                /* the first, for findings */
+    pid_t pid; /* the first, for findings */
     pid_t *pids;
     size_t npids;
     char *user, *command;
     bool mem_known;
-    uint64_t mem;             /* holder memory, alert memory, GPU used memory, finding bytes */
+    uint64_t mem; /* holder memory, alert memory, GPU used memory, finding bytes */
     bool prev_known;
-    uint64_t prev;            /* holder-memory: the figure reported before */
-    const char *rule;         /* finding events: the rule id (static) */
-    const char *alert;        /* alert events: VG_ALERT_* (static) */
-    char *expect;             /* alert events: the expectation */
-    char *driver_error;       /* driver events */
+    uint64_t prev;      /* holder-memory: the figure reported before */
+    const char *rule;   /* finding events: the rule id (static) */
+    const char *alert;  /* alert events: VG_ALERT_* (static) */
+    char *expect;       /* alert events: the expectation */
+    char *driver_error; /* driver events */
     /* what only the words of an event need */
-    char *gpu_name;           /* GPU events; NULL when unknown */
-    uint64_t total;           /* GPU events: the GPU's total memory, when mem_known */
-    bool unlisted;            /* gpu-lost: the driver no longer lists it (not "GPU is lost") */
-    size_t listed;            /* driver-recovered: GPUs the driver lists */
-    bool frozen;              /* driver-hung, driver-error: the view is held as it was */
-    bool minor_known;         /* holder events: the device node, when the GPU is unknown */
+    char *gpu_name;   /* GPU events; NULL when unknown */
+    uint64_t total;   /* GPU events: the GPU's total memory, when mem_known */
+    bool unlisted;    /* gpu-lost: the driver no longer lists it (not "GPU is lost") */
+    size_t listed;    /* driver-recovered: GPUs the driver lists */
+    bool frozen;      /* driver-hung, driver-error: the view is held as it was */
+    bool minor_known; /* holder events: the device node, when the GPU is unknown */
     unsigned minor;
-    bool node_only;           /* holder events: seen through the device node only */
-    bool in_proc;             /* holder events: the process is in this /proc */
-    bool stale;               /* holder events: the driver's entry outlived its process */
-    char *text;               /* finding events: the title; alert events: the message */
+    bool node_only; /* holder events: seen through the device node only */
+    bool in_proc;   /* holder events: the process is in this /proc */
+    bool stale;     /* holder events: the driver's entry outlived its process */
+    char *text;     /* finding events: the title; alert events: the message */
 };
 
 struct vg_events {
@@ -120,12 +120,11 @@ struct vg_watch_view;
  * supplies this (rules/health.h's vg_health_watch_judge). 0, or -ENOMEM with err set. */
 typedef int (*vg_watch_judge_fn)(void *ctx, const struct vg_snapshot *snap,
                                  const struct vg_idle_info *idle, size_t nidle,
-                                 struct vg_findings *fs, struct vg_alerts *as,
-                                 struct vg_err *err);
+                                 struct vg_findings *fs, struct vg_alerts *as, struct vg_err *err);
 
 struct vg_watch_opts {
-    uint64_t threshold;            /* bytes: memory changes */
-    vg_watch_judge_fn judge;       /* NULL: no findings, no alerts */
+    uint64_t threshold;      /* bytes: memory changes */
+    vg_watch_judge_fn judge; /* NULL: no findings, no alerts */
     void *judge_ctx;
     /* Does the process (pid, start time when known) still exist? Used only for holders
      * carried over while the driver's view is missing. NULL: assume it does. */
@@ -139,8 +138,8 @@ struct vg_watch_opts {
  * events what changed since prev (NULL for the first sample). 0, or -ENOMEM with err set.
  */
 int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap, bool hung,
-                  uint64_t now_ms, const struct vg_watch_view *prev,
-                  struct vg_watch_view **out, struct vg_events *events, struct vg_err *err);
+                  uint64_t now_ms, const struct vg_watch_view *prev, struct vg_watch_view **out,
+                  struct vg_events *events, struct vg_err *err);
 void vg_watch_view_free(struct vg_watch_view *v);
 
 /* Why some expectation could not be checked in this view (NULL when all could): `watch`

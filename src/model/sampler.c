@@ -24,16 +24,16 @@
 struct vg_sampler {
     struct vg_sampler_opts opts; /* strings below are our copies */
     char *nvml_path, *proc_root, *dev_dir;
-    struct vg_gpu_worker *w;     /* NULL with skip_nvml */
-    struct timespec hung_since;  /* CLOCK_MONOTONIC, when the unanswered request was made */
+    struct vg_gpu_worker *w;    /* NULL with skip_nvml */
+    struct timespec hung_since; /* CLOCK_MONOTONIC, when the unanswered request was made */
     struct vg_proc_cache *cache;
     struct vg_proc_index *index;
     struct vg_proc_devwatch *devwatch; /* NULL: no incremental scans (devwatch_error says why) */
-    char *devwatch_error;        /* "no device-node watch: why", when devwatch is NULL */
-    bool last_poll_events;       /* the last poll saw a device-node event */
-    struct timespec last_full;   /* CLOCK_MONOTONIC, when the last full scan started */
-    char *reason;                /* why this sample is a full scan, when not a fixed string */
-    struct vg_snap_cpu_marks cpu; /* the last sample's CPU times: whether processes work */
+    char *devwatch_error;              /* "no device-node watch: why", when devwatch is NULL */
+    bool last_poll_events;             /* the last poll saw a device-node event */
+    struct timespec last_full;         /* CLOCK_MONOTONIC, when the last full scan started */
+    char *reason;                      /* why this sample is a full scan, when not a fixed string */
+    struct vg_snap_cpu_marks cpu;      /* the last sample's CPU times: whether processes work */
     struct vg_sampler_stats stats;
 };
 
@@ -46,8 +46,7 @@ static int vg_sampler_dup(const char *src, char **dst)
     return *dst ? 0 : -ENOMEM;
 }
 
-int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
-                   struct vg_err *err)
+int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, struct vg_err *err)
 {
     *out = NULL;
     struct vg_sampler *s = calloc(1, sizeof(*s));
@@ -80,8 +79,7 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
             vg_sampler_free(s);
             return vg_err_set(err, rc, "out of memory");
         }
-        if (rc &&
-            asprintf(&s->devwatch_error, "no device-node watch: %s", vg_err_msg(&werr)) < 0) {
+        if (rc && asprintf(&s->devwatch_error, "no device-node watch: %s", vg_err_msg(&werr)) < 0) {
             s->devwatch_error = NULL;
             vg_err_release(&werr);
             vg_sampler_free(s);
@@ -174,8 +172,8 @@ static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, boo
     if (s->devwatch) {
         struct vg_err werr = VG_ERR_INIT;
         ev = vg_proc_devwatch_poll(s->devwatch, &werr);
-        if (ev < 0 && asprintf(&s->reason, "the device-node watch failed: %s",
-                               vg_err_msg(&werr)) < 0) {
+        if (ev < 0 &&
+            asprintf(&s->reason, "the device-node watch failed: %s", vg_err_msg(&werr)) < 0) {
             s->reason = NULL;
             vg_err_release(&werr);
             return -ENOMEM;

@@ -49,29 +49,28 @@ struct vg_sampler_opts {
     const char *proc_root;    /* NULL: /proc */
     const char *dev_dir;      /* NULL: /dev */
     bool skip_nvml;
-    unsigned full_scan_ms;    /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
-    bool full_scans_only;     /* no incremental scans */
+    unsigned full_scan_ms; /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
+    bool full_scans_only;  /* no incremental scans */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u
 
 struct vg_sampler_stats {
     uint64_t samples;
-    uint64_t driver_hangs;    /* samples in which the driver did not answer in time */
-    uint64_t driver_errors;   /* samples in which NVML failed (not loaded, init failed, ...) */
-    uint64_t cache_hits;      /* processes whose details came from the cache */
+    uint64_t driver_hangs;  /* samples in which the driver did not answer in time */
+    uint64_t driver_errors; /* samples in which NVML failed (not loaded, init failed, ...) */
+    uint64_t cache_hits;    /* processes whose details came from the cache */
     uint64_t cache_misses;
     double last_sample_seconds;
-    uint64_t full_scans;      /* samples that read every process's descriptors */
+    uint64_t full_scans; /* samples that read every process's descriptors */
     uint64_t incremental_scans;
-    size_t last_carried;      /* processes the last sample carried over unread */
-    size_t last_listed;       /* processes the last sample listed */
+    size_t last_carried;          /* processes the last sample carried over unread */
+    size_t last_listed;           /* processes the last sample listed */
     const char *last_full_reason; /* why the last sample was a full scan; NULL when it was
                                    * incremental. Valid until the next sample. */
 };
 
-int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out,
-                   struct vg_err *err);
+int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, struct vg_err *err);
 void vg_sampler_free(struct vg_sampler *s);
 
 /* One sample. Fails only when /proc cannot be read or memory runs out; driver trouble is in

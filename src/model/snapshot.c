@@ -479,8 +479,7 @@ static size_t vg_snap_lower(const struct vg_snapshot *snap, size_t gpu)
     return lo;
 }
 
-void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first,
-                          size_t *count)
+void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first, size_t *count)
 {
     /* called once per GPU by every renderer: two binary searches, not a walk from the start */
     size_t i = vg_snap_lower(snap, gpu);
@@ -524,7 +523,8 @@ void vg_snap_measure_activity(struct vg_snapshot *snap, const pid_t *pids, size_
 
 static int vg_cmp_mark(const void *a, const void *b)
 {
-    pid_t x = ((const struct vg_snap_cpu_mark *)a)->pid, y = ((const struct vg_snap_cpu_mark *)b)->pid;
+    pid_t x = ((const struct vg_snap_cpu_mark *)a)->pid,
+          y = ((const struct vg_snap_cpu_mark *)b)->pid;
     return x < y ? -1 : x > y;
 }
 
@@ -590,13 +590,20 @@ unsigned vg_snap_gpu_unchecked(const struct vg_snapshot *snap, size_t gpu)
 const char *vg_snap_unchecked_id(unsigned bit)
 {
     switch (bit) {
-    case VG_SNAP_UNCHECKED_DRIVER: return "driver";
-    case VG_SNAP_UNCHECKED_LOST: return "lost";
-    case VG_SNAP_UNCHECKED_MEMORY: return "memory";
-    case VG_SNAP_UNCHECKED_PROCESSES: return "processes";
-    case VG_SNAP_UNCHECKED_MINOR: return "minor";
-    case VG_SNAP_UNCHECKED_DESCRIPTORS: return "descriptors";
-    case VG_SNAP_UNCHECKED_HUNG: return "hung";
+    case VG_SNAP_UNCHECKED_DRIVER:
+        return "driver";
+    case VG_SNAP_UNCHECKED_LOST:
+        return "lost";
+    case VG_SNAP_UNCHECKED_MEMORY:
+        return "memory";
+    case VG_SNAP_UNCHECKED_PROCESSES:
+        return "processes";
+    case VG_SNAP_UNCHECKED_MINOR:
+        return "minor";
+    case VG_SNAP_UNCHECKED_DESCRIPTORS:
+        return "descriptors";
+    case VG_SNAP_UNCHECKED_HUNG:
+        return "hung";
     }
     return NULL;
 }

@@ -33,10 +33,10 @@ enum vg_seen {
 };
 
 struct vg_holding {
-    size_t gpu;                 /* index into snap->gpus.gpus, or VG_SNAP_NO_GPU (minor unknown
-                                 * to NVML, or no driver) */
-    int mig;                    /* index into that GPU's mig[], or -1 */
-    unsigned minor;             /* device minor the fd pointed at (fd-seen), else the GPU's */
+    size_t gpu;     /* index into snap->gpus.gpus, or VG_SNAP_NO_GPU (minor unknown
+                     * to NVML, or no driver) */
+    int mig;        /* index into that GPU's mig[], or -1 */
+    unsigned minor; /* device minor the fd pointed at (fd-seen), else the GPU's */
     bool minor_known;
     pid_t pid;
     const struct vg_proc *proc; /* NULL when this procfs does not show the PID, or when the
@@ -47,18 +47,18 @@ struct vg_holding {
      * is kept here for display only and never acted on. proc is NULL. */
     bool stale;
     const struct vg_proc *stale_proc;
-    unsigned seen;              /* VG_SEEN_* */
-    unsigned types;             /* VG_PTYPE_* from NVML; 0 when fd-only */
+    unsigned seen;  /* VG_SEEN_* */
+    unsigned types; /* VG_PTYPE_* from NVML; 0 when fd-only */
     bool used_known;
     uint64_t used_bytes;
-    bool bogus_pid;             /* NVML reported PID 0 or UINT32_MAX */
+    bool bogus_pid; /* NVML reported PID 0 or UINT32_MAX */
 };
 
 /* Per-GPU sums derived from the holdings. */
 struct vg_snap_gpu {
-    size_t nholders;            /* holdings on this GPU (MIG devices included) */
-    size_t nholders_unknown;    /* of those, with memory unknown */
-    uint64_t held_bytes;        /* sum of known holder memory */
+    size_t nholders;         /* holdings on this GPU (MIG devices included) */
+    size_t nholders_unknown; /* of those, with memory unknown */
+    uint64_t held_bytes;     /* sum of known holder memory */
     /* used memory no holder accounts for. With the v1 memory API the driver's reservation is
      * inside "used", so it is inside this figure too (unexplained_has_reserved). When some
      * holder's memory is unknown this is an upper bound (unexplained_upper_bound). */
@@ -69,14 +69,14 @@ struct vg_snap_gpu {
 };
 
 struct vg_snapshot {
-    struct timespec taken_at;   /* CLOCK_REALTIME */
-    uint64_t scanned_ms;        /* vg_clock_ms() when /proc had been read: where an activity
-                                 * window starts */
+    struct timespec taken_at; /* CLOCK_REALTIME */
+    uint64_t scanned_ms;      /* vg_clock_ms() when /proc had been read: where an activity
+                               * window starts */
     char *proc_root;
     char *dev_dir;
 
-    bool driver_ok;             /* NVML answered: gpus is meaningful */
-    char *driver_error;         /* why not, one line; NULL when driver_ok */
+    bool driver_ok;     /* NVML answered: gpus is meaningful */
+    char *driver_error; /* why not, one line; NULL when driver_ok */
     struct vg_gpu_list gpus;
     struct vg_snap_gpu *per_gpu; /* gpus.ngpus entries */
 
@@ -95,14 +95,14 @@ enum vg_snap_part {
 };
 
 struct vg_snap_opts {
-    unsigned parts;             /* VG_SNAP_PART_*; 0: all. Without PROCS the process table and
-                                 * the fd side of the holdings are empty, and no /proc is read */
-    const char *nvml_path;      /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
-    unsigned nvml_timeout_ms;   /* 0: VG_SNAP_NVML_TIMEOUT_MS */
-    const char *proc_root;      /* NULL: /proc */
-    const char *dev_dir;        /* NULL: /dev */
-    bool skip_nvml;             /* build from /proc alone */
-    bool all_procs;             /* read every process in full, not only holders */
+    unsigned parts;           /* VG_SNAP_PART_*; 0: all. Without PROCS the process table and
+                               * the fd side of the holdings are empty, and no /proc is read */
+    const char *nvml_path;    /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
+    unsigned nvml_timeout_ms; /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+    const char *proc_root;    /* NULL: /proc */
+    const char *dev_dir;      /* NULL: /dev */
+    bool skip_nvml;           /* build from /proc alone */
+    bool all_procs;           /* read every process in full, not only holders */
 };
 
 /* The window the commands that judge leftovers (doctor, check, clean) measure activity over. */
@@ -118,8 +118,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
 void vg_snap_free(struct vg_snapshot *snap);
 
 /* Holdings of one GPU are contiguous: [*first, *first + *count). */
-void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first,
-                          size_t *count);
+void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first, size_t *count);
 
 /* The join, separated from the reading so it can be unit-tested on hand-made inputs: takes
  * ownership of gpus and procs (their contents are moved into snap, the arguments left empty). */

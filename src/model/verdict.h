@@ -25,26 +25,26 @@ enum vg_severity { VG_SEV_INFO, VG_SEV_WARNING, VG_SEV_CRITICAL };
 enum vg_confidence { VG_CONF_LOW, VG_CONF_MEDIUM, VG_CONF_HIGH };
 
 struct vg_finding {
-    const char *rule;        /* static id, e.g. "orphan-holder" */
+    const char *rule; /* static id, e.g. "orphan-holder" */
     enum vg_severity severity;
     enum vg_confidence confidence; /* VG_CONF_HIGH unless the rule says otherwise */
-    char *title;             /* one line: what is wrong, with numbers */
-    size_t *gpus;            /* indices into snap->gpus.gpus */
+    char *title;                   /* one line: what is wrong, with numbers */
+    size_t *gpus;                  /* indices into snap->gpus.gpus */
     size_t ngpus;
     pid_t *pids;
     size_t npids;
-    char **evidence;         /* the facts it saw */
+    char **evidence; /* the facts it saw */
     size_t nevidence;
-    char **fix;              /* what to do: commands, variables, lines of code */
+    char **fix; /* what to do: commands, variables, lines of code */
     size_t nfix;
-    bool bytes_known;        /* the memory the finding concerns */
+    bool bytes_known; /* the memory the finding concerns */
     uint64_t bytes;
 };
 
 struct vg_findings {
     struct vg_finding *v;
     size_t n;
-    int err;                 /* first failure while building (sticky): out of memory */
+    int err; /* first failure while building (sticky): out of memory */
 };
 
 void vg_findings_init(struct vg_findings *f);
@@ -55,7 +55,7 @@ void vg_findings_release(struct vg_findings *f);
 struct vg_idle_info {
     pid_t pid;
     size_t gpu;
-    uint64_t idle_ms;        /* how long this holding has shown zero utilisation */
+    uint64_t idle_ms; /* how long this holding has shown zero utilisation */
 };
 
 /* Alert kinds (static strings, part of the JSON interface). */
@@ -63,27 +63,27 @@ struct vg_idle_info {
 #define VG_ALERT_GPU_NOT_EMPTY "gpu-not-empty"
 
 struct vg_alert {
-    const char *kind;           /* VG_ALERT_* */
+    const char *kind; /* VG_ALERT_* */
     enum vg_severity severity;
-    size_t gpu;                 /* index into the snapshot's GPU list */
-    int mig;                    /* MIG device of the holding, or -1 */
-    bool has_pid;               /* unexpected-holder */
+    size_t gpu;   /* index into the snapshot's GPU list */
+    int mig;      /* MIG device of the holding, or -1 */
+    bool has_pid; /* unexpected-holder */
     pid_t pid;
     bool start_known;
     uint64_t start_ticks;
-    char *user;                 /* NULL when unknown */
-    char *command;              /* NULL when unknown */
+    char *user;    /* NULL when unknown */
+    char *command; /* NULL when unknown */
     bool bytes_known;
-    uint64_t bytes;             /* the holder's memory, or the GPU's used memory */
-    char *expect;               /* the expectation(s) for the GPU, "0=alice,bob" */
-    char *message;              /* one line, without severity */
+    uint64_t bytes; /* the holder's memory, or the GPU's used memory */
+    char *expect;   /* the expectation(s) for the GPU, "0=alice,bob" */
+    char *message;  /* one line, without severity */
 };
 
 struct vg_alerts {
     struct vg_alert *v;
     size_t n;
-    char *problem;              /* why some expectation could not be checked (no such GPU,
-                                 * no driver view); NULL when all could */
+    char *problem; /* why some expectation could not be checked (no such GPU,
+                    * no driver view); NULL when all could */
 };
 
 void vg_alerts_init(struct vg_alerts *a);

@@ -69,16 +69,26 @@ bool vg_visible_uuid_ok(const char *uuid)
 const char *vg_vis_problem_str(enum vg_vis_problem p)
 {
     switch (p) {
-    case VG_VIS_OK: return "ok";
-    case VG_VIS_EMPTY_ENTRY: return "empty entry";
-    case VG_VIS_NEGATIVE: return "negative index";
-    case VG_VIS_BAD_INDEX: return "no such GPU index";
-    case VG_VIS_UNKNOWN_UUID: return "no GPU or MIG device has this UUID";
-    case VG_VIS_AMBIGUOUS_UUID: return "UUID prefix matches several devices";
-    case VG_VIS_DUPLICATE: return "duplicate";
-    case VG_VIS_MIXED: return "mixes indices and UUIDs";
-    case VG_VIS_EXTRA_MIG: return "a second MIG device (CUDA uses only the first)";
-    case VG_VIS_AFTER_CUT: return "ignored: after the entry where CUDA stopped";
+    case VG_VIS_OK:
+        return "ok";
+    case VG_VIS_EMPTY_ENTRY:
+        return "empty entry";
+    case VG_VIS_NEGATIVE:
+        return "negative index";
+    case VG_VIS_BAD_INDEX:
+        return "no such GPU index";
+    case VG_VIS_UNKNOWN_UUID:
+        return "no GPU or MIG device has this UUID";
+    case VG_VIS_AMBIGUOUS_UUID:
+        return "UUID prefix matches several devices";
+    case VG_VIS_DUPLICATE:
+        return "duplicate";
+    case VG_VIS_MIXED:
+        return "mixes indices and UUIDs";
+    case VG_VIS_EXTRA_MIG:
+        return "a second MIG device (CUDA uses only the first)";
+    case VG_VIS_AFTER_CUT:
+        return "ignored: after the entry where CUDA stopped";
     }
     return "?";
 }
@@ -206,8 +216,7 @@ static enum vg_vis_problem vg_vis_uuid(const char *text, const struct vg_gpu_lis
 }
 
 static enum vg_vis_problem vg_vis_classify(struct vg_visible *v, struct vg_vis_entry *e,
-                                           const struct vg_gpu_list *gpus,
-                                           enum vg_vis_form *form)
+                                           const struct vg_gpu_list *gpus, enum vg_vis_form *form)
 {
     const char *t = e->text;
     if (!*t)
@@ -290,8 +299,8 @@ static int vg_vis_correct(struct vg_visible *v, const struct vg_gpu_list *gpus)
     bool mig_used = false;
     for (size_t i = 0; i < v->nentries; i++) {
         struct vg_vis_entry *e = &v->entries[i];
-        bool names = e->problem == VG_VIS_OK || e->problem == VG_VIS_MIXED ||
-                     e->problem == VG_VIS_AFTER_CUT;
+        bool names =
+            e->problem == VG_VIS_OK || e->problem == VG_VIS_MIXED || e->problem == VG_VIS_AFTER_CUT;
         if (!names || e->gpu >= gpus->ngpus)
             continue;
         if (e->problem == VG_VIS_AFTER_CUT && e->text[0] == '\0')
@@ -366,8 +375,7 @@ int vg_visible_resolve(const char *value, const char *order, const struct vg_gpu
         e->problem = vg_vis_classify(out, e, gpus, &form);
         if (e->problem == VG_VIS_OK && vg_vis_has(out->devices, out->ndevices, e->gpu, e->mig))
             e->problem = VG_VIS_DUPLICATE;
-        if (e->problem == VG_VIS_OK && e->mig >= 0 &&
-            vg_vis_has_mig(out->devices, out->ndevices)) {
+        if (e->problem == VG_VIS_OK && e->mig >= 0 && vg_vis_has_mig(out->devices, out->ndevices)) {
             e->problem = VG_VIS_EXTRA_MIG;
             continue;
         }

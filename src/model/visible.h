@@ -33,43 +33,43 @@ enum vg_vis_order { VG_ORDER_FASTEST_FIRST, VG_ORDER_PCI_BUS_ID };
 
 enum vg_vis_problem {
     VG_VIS_OK,
-    VG_VIS_EMPTY_ENTRY,     /* "0,,1" */
-    VG_VIS_NEGATIVE,        /* "-1": the conventional way to hide every GPU */
-    VG_VIS_BAD_INDEX,       /* not a number, or no such index */
-    VG_VIS_UNKNOWN_UUID,    /* no GPU or MIG device has this UUID (prefix) */
-    VG_VIS_AMBIGUOUS_UUID,  /* the prefix matches several devices */
-    VG_VIS_DUPLICATE,       /* names a device already in the list */
-    VG_VIS_MIXED,           /* an index after UUIDs or a UUID after indices */
-    VG_VIS_EXTRA_MIG,       /* a second MIG device: ignored, not a cut */
-    VG_VIS_AFTER_CUT,       /* comes after the entry where CUDA stopped */
+    VG_VIS_EMPTY_ENTRY,    /* "0,,1" */
+    VG_VIS_NEGATIVE,       /* "-1": the conventional way to hide every GPU */
+    VG_VIS_BAD_INDEX,      /* not a number, or no such index */
+    VG_VIS_UNKNOWN_UUID,   /* no GPU or MIG device has this UUID (prefix) */
+    VG_VIS_AMBIGUOUS_UUID, /* the prefix matches several devices */
+    VG_VIS_DUPLICATE,      /* names a device already in the list */
+    VG_VIS_MIXED,          /* an index after UUIDs or a UUID after indices */
+    VG_VIS_EXTRA_MIG,      /* a second MIG device: ignored, not a cut */
+    VG_VIS_AFTER_CUT,      /* comes after the entry where CUDA stopped */
 };
 
 struct vg_vis_entry {
-    char *text;             /* the entry with surrounding blanks removed */
+    char *text; /* the entry with surrounding blanks removed */
     enum vg_vis_problem problem;
-    size_t gpu;             /* index into the GPU list, when resolved */
-    int mig;                /* MIG device index under it, or -1 */
+    size_t gpu; /* index into the GPU list, when resolved */
+    int mig;    /* MIG device index under it, or -1 */
 };
 
 struct vg_vis_device {
-    size_t gpu;             /* index into the GPU list */
-    int mig;                /* MIG device index, or -1 for the whole GPU */
+    size_t gpu; /* index into the GPU list */
+    int mig;    /* MIG device index, or -1 for the whole GPU */
 };
 
 struct vg_visible {
-    bool set;               /* the variable was set */
+    bool set; /* the variable was set */
     enum vg_vis_order order;
-    bool order_invalid;     /* CUDA_DEVICE_ORDER had a value CUDA ignores */
+    bool order_invalid; /* CUDA_DEVICE_ORDER had a value CUDA ignores */
     struct vg_vis_entry *entries;
     size_t nentries;
-    size_t cut;             /* index of the entry CUDA stopped at; nentries when none */
+    size_t cut;                    /* index of the entry CUDA stopped at; nentries when none */
     struct vg_vis_device *devices; /* cuda:0, cuda:1, ... */
     size_t ndevices;
-    size_t *enum_order;     /* CUDA's enumeration of the whole host: enum_order[i] is the GPU
-                             * list index of CUDA ordinal i when the variable is unset */
+    size_t *enum_order; /* CUDA's enumeration of the whole host: enum_order[i] is the GPU
+                         * list index of CUDA ordinal i when the variable is unset */
     size_t nenum;
-    bool order_differs;     /* enum_order differs from NVML (nvidia-smi) order */
-    char *corrected;        /* a value without the problems, or NULL when there are none */
+    bool order_differs; /* enum_order differs from NVML (nvidia-smi) order */
+    char *corrected;    /* a value without the problems, or NULL when there are none */
 };
 
 /* value NULL = unset; order NULL = unset. */

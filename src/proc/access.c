@@ -129,10 +129,10 @@ static bool vg_acc_hidepid(struct vg_proc_ctx *c)
                     if (q[0] == ' ' && q[1] == '-' && q[2] == ' ')
                         dash = q + 3;
                 for (const char *q = dash; q && q < le; q++) {
-                    if ((q == dash || q[-1] == ',' || q[-1] == ' ') &&
-                        (size_t)(le - q) > 8 && memcmp(q, "hidepid=", 8) == 0)
-                        hide = !(q[8] == '0' || ((size_t)(le - q) >= 11 &&
-                                                 memcmp(q + 8, "off", 3) == 0));
+                    if ((q == dash || q[-1] == ',' || q[-1] == ' ') && (size_t)(le - q) > 8 &&
+                        memcmp(q, "hidepid=", 8) == 0)
+                        hide = !(q[8] == '0' ||
+                                 ((size_t)(le - q) >= 11 && memcmp(q + 8, "off", 3) == 0));
                 }
             }
             s = nl ? nl + 1 : e;

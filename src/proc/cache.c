@@ -14,16 +14,15 @@
 #include <string.h>
 
 /* The known bits an entry can carry. */
-#define VG_PROC_CACHED_BITS                                                                    \
-    (VG_PROC_K_CMDLINE | VG_PROC_K_ENV | VG_PROC_K_CGROUP | VG_PROC_K_MAPS)
+#define VG_PROC_CACHED_BITS (VG_PROC_K_CMDLINE | VG_PROC_K_ENV | VG_PROC_K_CGROUP | VG_PROC_K_MAPS)
 
 struct vg_proc_cache_entry {
     pid_t pid;
     uint64_t start_ticks;
     char *comm;
-    uint64_t gen;            /* last scan that used it */
-    unsigned known;          /* VG_PROC_CACHED_BITS that were read */
-    bool denied;             /* one of those files was denied */
+    uint64_t gen;   /* last scan that used it */
+    unsigned known; /* VG_PROC_CACHED_BITS that were read */
+    bool denied;    /* one of those files was denied */
     char *cmdline;
     char *env[VG_ENV_COUNT];
     char *cgroup, *container_id, *pod_uid;

@@ -86,9 +86,9 @@ static bool vg_pid_alive(int root_fd, pid_t pid)
  * Whether the parent lives, its session, and whether it is the init of its PID namespace:
  * how an orphan adopted by init, a subreaper or a container's init is told from a child of the
  * process that started it. Read fresh every scan (a parent may die). Liveness comes from
- * reading the parent's stat, so a live parent costs no separate check. A parent younger than the process is not its parent (the parent died and its
- * pid was reused between the two reads): then nothing more is known, nor when its files cannot
- * be read.
+ * reading the parent's stat, so a live parent costs no separate check. A parent younger than the
+ * process is not its parent (the parent died and its pid was reused between the two reads): then
+ * nothing more is known, nor when its files cannot be read.
  */
 static int vg_detail_parent(struct vg_proc_ctx *c, struct vg_proc *p)
 {

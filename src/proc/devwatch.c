@@ -32,18 +32,18 @@
 
 #define VG_DEVWATCH_BUF ((size_t)64 << 10)
 
-#define VG_DEVWATCH_DIR_MASK                                                                   \
-    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |     \
+#define VG_DEVWATCH_DIR_MASK                                                                       \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |         \
      IN_ONLYDIR)
 #define VG_DEVWATCH_NODE_MASK (IN_OPEN | IN_DELETE_SELF | IN_MOVE_SELF)
-#define VG_DEVWATCH_SUBDIR_MASK                                                                \
-    (IN_OPEN | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |          \
+#define VG_DEVWATCH_SUBDIR_MASK                                                                    \
+    (IN_OPEN | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |              \
      IN_MOVE_SELF | IN_ONLYDIR)
 
 struct vg_proc_devwatch {
     char *dir;
-    int fd;      /* the inotify instance; -1 between a failed rebuild and the next */
-    int dir_wd;  /* the watch on dir itself */
+    int fd;       /* the inotify instance; -1 between a failed rebuild and the next */
+    int dir_wd;   /* the watch on dir itself */
     size_t nodes; /* node watches, directories included */
     char *buf;
 };
@@ -105,8 +105,7 @@ static int vg_devwatch_build(struct vg_proc_devwatch *w, struct vg_err *err)
                 continue;
             /* A node that cannot be watched (unreadable, out of watches) could be opened
              * unseen: no incremental scans at all rather than wrong ones. */
-            rc = vg_err_set(err, -e, "cannot watch '%s/%s': %s", w->dir, de->d_name,
-                            strerror(e));
+            rc = vg_err_set(err, -e, "cannot watch '%s/%s': %s", w->dir, de->d_name, strerror(e));
             break;
         }
         w->nodes++;

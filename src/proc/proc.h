@@ -76,39 +76,39 @@ const char *vg_lib_name(unsigned bit);
 
 /* Fields that were read; a clear bit means unknown (not read, vanished, or denied). */
 enum {
-    VG_PROC_K_STAT = 1u << 0,    /* ppid, pgid, sid, state, start time, comm */
-    VG_PROC_K_STATUS = 1u << 1,  /* uid, nspid */
+    VG_PROC_K_STAT = 1u << 0,   /* ppid, pgid, sid, state, start time, comm */
+    VG_PROC_K_STATUS = 1u << 1, /* uid, nspid */
     VG_PROC_K_CMDLINE = 1u << 2,
     VG_PROC_K_ENV = 1u << 3,
     VG_PROC_K_CGROUP = 1u << 4,
     VG_PROC_K_MAPS = 1u << 5,
     VG_PROC_K_FDS = 1u << 6,
     VG_PROC_K_THREADS = 1u << 7,
-    VG_PROC_K_USER = 1u << 8,    /* user name resolved from uid */
-    VG_PROC_K_SIGIGN = 1u << 9,  /* sig_ignored ("SigIgn:" of status) */
+    VG_PROC_K_USER = 1u << 8,   /* user name resolved from uid */
+    VG_PROC_K_SIGIGN = 1u << 9, /* sig_ignored ("SigIgn:" of status) */
 };
 
 struct vg_proc {
     pid_t pid;
-    unsigned known;         /* VG_PROC_K_* */
+    unsigned known; /* VG_PROC_K_* */
 
     /* stat */
-    char *comm;             /* as the kernel has it (may contain spaces, ')' and newlines) */
-    char state;             /* 'R', 'S', 'D', 'Z', 'T', ... */
+    char *comm; /* as the kernel has it (may contain spaces, ')' and newlines) */
+    char state; /* 'R', 'S', 'D', 'Z', 'T', ... */
     pid_t ppid, pgid, sid;
-    uint64_t start_ticks;   /* start time since boot, in clock ticks: with pid, the identity */
-    unsigned flags;         /* PF_* from stat; kernel threads have PF_KTHREAD */
-    int tty_nr;             /* controlling terminal (0: none, as for a daemon) */
-    uint64_t cpu_ticks;     /* utime + stime, in clock ticks, when stat was read */
+    uint64_t start_ticks; /* start time since boot, in clock ticks: with pid, the identity */
+    unsigned flags;       /* PF_* from stat; kernel threads have PF_KTHREAD */
+    int tty_nr;           /* controlling terminal (0: none, as for a daemon) */
+    uint64_t cpu_ticks;   /* utime + stime, in clock ticks, when stat was read */
 
     /* status */
-    uid_t uid;              /* real uid */
-    uint64_t sig_ignored;   /* signals set to SIG_IGN, bit N-1 for signal N (VG_PROC_K_SIGIGN):
-                             * SIGHUP ignored is how nohup detaches a job from its terminal */
-    pid_t *nspid;           /* NSpid chain, outermost first (nspid[0] == pid); NULL with
-                             * nnspid 0 when status has no NSpid line (Linux < 4.1) */
+    uid_t uid;            /* real uid */
+    uint64_t sig_ignored; /* signals set to SIG_IGN, bit N-1 for signal N (VG_PROC_K_SIGIGN):
+                           * SIGHUP ignored is how nohup detaches a job from its terminal */
+    pid_t *nspid;         /* NSpid chain, outermost first (nspid[0] == pid); NULL with
+                           * nnspid 0 when status has no NSpid line (Linux < 4.1) */
     size_t nnspid;
-    char *user;             /* user name, or the uid as text when it has no name */
+    char *user; /* user name, or the uid as text when it has no name */
 
     /* cmdline: arguments joined by single spaces; NULL when unreadable. Empty for kernel
      * threads and zombies. */
@@ -118,22 +118,22 @@ struct vg_proc {
     char *env[VG_ENV_COUNT];
 
     /* cgroup */
-    char *cgroup;           /* the path naming the container or pod (v2 line first), else the
-                             * v2 path, else the first v1 path */
-    char *container_id;     /* 64 hex digits for docker/containerd/CRI-O/podman; NULL if none */
-    char *pod_uid;          /* Kubernetes pod UID with dashes; NULL if none */
+    char *cgroup;       /* the path naming the container or pod (v2 line first), else the
+                         * v2 path, else the first v1 path */
+    char *container_id; /* 64 hex digits for docker/containerd/CRI-O/podman; NULL if none */
+    char *pod_uid;      /* Kubernetes pod UID with dashes; NULL if none */
 
     /* maps */
-    unsigned libs;          /* VG_LIB_* */
+    unsigned libs; /* VG_LIB_* */
 
     /* fds: NVIDIA device nodes held open */
-    unsigned *dev_minors;   /* distinct GPU minors held (the N of /dev/nvidiaN), ascending; at
-                             * most VG_DEV_GPU_MINOR_MAX + 1 of them */
+    unsigned *dev_minors; /* distinct GPU minors held (the N of /dev/nvidiaN), ascending; at
+                           * most VG_DEV_GPU_MINOR_MAX + 1 of them */
     size_t ndev_minors;
-    unsigned dev_fd_count;  /* descriptors referring to any NVIDIA node */
-    bool has_ctl;           /* nvidiactl */
-    bool has_uvm;           /* nvidia-uvm or nvidia-uvm-tools */
-    unsigned fd_total;      /* descriptors seen in fd/ */
+    unsigned dev_fd_count; /* descriptors referring to any NVIDIA node */
+    bool has_ctl;          /* nvidiactl */
+    bool has_uvm;          /* nvidia-uvm or nvidia-uvm-tools */
+    unsigned fd_total;     /* descriptors seen in fd/ */
     /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
      * one of its descriptors names (readlink, as the process sees it: another mount namespace
      * shows its own path; NULL when the descriptor changed while being read). At most
@@ -144,26 +144,26 @@ struct vg_proc {
 
     /* threads (task/) */
     unsigned nthreads;
-    unsigned threads_d;     /* threads in D state */
-    unsigned threads_live;  /* threads not in Z/X state */
+    unsigned threads_d;    /* threads in D state */
+    unsigned threads_live; /* threads not in Z/X state */
 
     /* liveness of the job it came from */
-    bool parent_alive;      /* ppid's /proc entry exists (ppid 0 counts as alive) */
-    bool parent_known;      /* parent_sid, parent_pgid and parent_ns_init were read */
-    pid_t parent_sid;       /* the parent's session: another session than the process's own
-                             * means it was re-parented to a subreaper (systemd --user) */
-    pid_t parent_pgid;      /* the parent's process group: a worker shares its parent's group,
-                             * so another group (with the process's own group leader gone)
-                             * means a subreaper in the same session adopted it */
-    bool parent_ns_init;    /* the parent is pid 1 of its PID namespace: init, or a
-                             * container's init (tini, dumb-init) that adopted it */
-    bool sid_alive;         /* session leader still exists */
-    bool pgid_alive;        /* process group leader still exists */
+    bool parent_alive;   /* ppid's /proc entry exists (ppid 0 counts as alive) */
+    bool parent_known;   /* parent_sid, parent_pgid and parent_ns_init were read */
+    pid_t parent_sid;    /* the parent's session: another session than the process's own
+                          * means it was re-parented to a subreaper (systemd --user) */
+    pid_t parent_pgid;   /* the parent's process group: a worker shares its parent's group,
+                          * so another group (with the process's own group leader gone)
+                          * means a subreaper in the same session adopted it */
+    bool parent_ns_init; /* the parent is pid 1 of its PID namespace: init, or a
+                          * container's init (tini, dumb-init) that adopted it */
+    bool sid_alive;      /* session leader still exists */
+    bool pgid_alive;     /* process group leader still exists */
 
     /* Whether it works: CPU time used over a short window after the scan, measured by the
      * snapshot for the processes whose job may have ended (model/snapshot.h). */
     bool activity_known;
-    unsigned activity_ms;   /* the window's length */
+    unsigned activity_ms;     /* the window's length */
     uint64_t activity_cpu_ms; /* CPU time (user + system) used in it */
 };
 
@@ -181,7 +181,7 @@ enum {
 };
 
 struct vg_proc_table {
-    struct vg_proc *procs;  /* sorted by pid */
+    struct vg_proc *procs; /* sorted by pid */
     size_t n;
     size_t n_scanned;       /* processes listed: read in phase one, or carried over */
     size_t n_carried;       /* of those, carried over unread by an incremental scan */
@@ -209,8 +209,8 @@ struct vg_proc_table {
 struct vg_proc_cache;
 
 struct vg_proc_cache_stats {
-    uint64_t hits;          /* processes whose stable details came from the cache */
-    uint64_t misses;        /* processes read in full */
+    uint64_t hits;   /* processes whose stable details came from the cache */
+    uint64_t misses; /* processes read in full */
     size_t entries;
 };
 
@@ -286,15 +286,15 @@ size_t vg_proc_devwatch_nodes(const struct vg_proc_devwatch *w);
 int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
 
 struct vg_proc_opts {
-    const char *proc_root;  /* default "/proc" */
-    const char *dev_dir;    /* default "/dev": whose nvidia* nodes count by inode (see
-                             * vg_proc_devset); NVIDIA character devices count anywhere */
-    const pid_t *want;      /* PIDs to read in full even without device fds (NVML's) */
+    const char *proc_root; /* default "/proc" */
+    const char *dev_dir;   /* default "/dev": whose nvidia* nodes count by inode (see
+                            * vg_proc_devset); NVIDIA character devices count anywhere */
+    const pid_t *want;     /* PIDs to read in full even without device fds (NVML's) */
     size_t nwant;
-    bool all;               /* read every process in full, holders or not */
+    bool all;                    /* read every process in full, holders or not */
     struct vg_proc_cache *cache; /* optional: reuse stable details between scans */
     struct vg_proc_index *index; /* optional: record what this scan saw, for the next one */
-    bool incremental;       /* with a primed index: carry unchanged non-holders over unread */
+    bool incremental;            /* with a primed index: carry unchanged non-holders over unread */
 };
 
 void vg_proc_table_init(struct vg_proc_table *t);
@@ -372,8 +372,8 @@ enum vg_dev_kind { VG_DEV_NONE, VG_DEV_GPU, VG_DEV_CTL, VG_DEV_UVM, VG_DEV_OTHER
 /* The character-device majors of the NVIDIA driver; 0 when /proc/devices does not list one. */
 #define VG_DEV_OTHER_MAJORS 4
 struct vg_dev_majors {
-    unsigned nvidia; /* "nvidia-frontend", else "nvidia" */
-    unsigned uvm;    /* "nvidia-uvm" */
+    unsigned nvidia;                     /* "nvidia-frontend", else "nvidia" */
+    unsigned uvm;                        /* "nvidia-uvm" */
     unsigned other[VG_DEV_OTHER_MAJORS]; /* nvidia-caps, -caps-imex-channels, -nvlink, -nvswitch */
 };
 
@@ -416,7 +416,6 @@ int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m);
 /* The name of an entry of --dev DIR ("nvidia3"; not NUL-terminated necessarily): 1 with *kind
  * and *minor set for an nvidia* name (nvidiaN with N plain decimal 0..253: GPU N; nvidiactl;
  * nvidia-uvm, nvidia-uvm-tools; any other nvidia* name: OTHER), 0 and VG_DEV_NONE otherwise. */
-int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind,
-                            unsigned *minor);
+int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind, unsigned *minor);
 
 #endif

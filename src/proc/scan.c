@@ -231,9 +231,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     }
     t->n_fd_unread += !fds_read;
     /* phase one's outcome: a skipped process was read too, and held nothing */
-    unsigned flags = !fds_read ? VG_PROC_IX_UNREAD
+    unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
-                                                                  : 0;
+                                                                 : 0;
     if (rc == VG_ONE_KEEP)
         t->n++;
     if (idx)

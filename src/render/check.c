@@ -141,9 +141,10 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
             continue;
         char uuid[32];
         vg_text_short_uuid((g->known & VG_GPU_K_UUID) ? g->uuid : NULL, uuid, sizeof(uuid));
-        vg_buf_printf(out, "%sCRITICAL%s gpu-lost: GPU %u (%s) answers \"GPU is lost\": it has "
-                           "fallen off the bus or its driver state is broken; see 'dmesg' (Xid), "
-                           "then a GPU reset or a reboot\n",
+        vg_buf_printf(out,
+                      "%sCRITICAL%s gpu-lost: GPU %u (%s) answers \"GPU is lost\": it has "
+                      "fallen off the bus or its driver state is broken; see 'dmesg' (Xid), "
+                      "then a GPU reset or a reboot\n",
                       st.red, st.reset, g->index, uuid);
     }
     for (size_t i = 0; i < snap->gpus.ngpus && snap->driver_ok; i++) {
@@ -254,8 +255,7 @@ static void vg_json_alert(struct vg_json *j, const struct vg_snapshot *snap,
 }
 
 int vg_render_check_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                         const struct vg_alerts *as, enum vg_health_state state,
-                         struct vg_buf *out)
+                         const struct vg_alerts *as, enum vg_health_state state, struct vg_buf *out)
 {
     struct vg_buf summary;
     vg_buf_init(&summary, 0);

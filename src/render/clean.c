@@ -540,9 +540,11 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
         vg_buf_addc(out, '\n');
     }
     if (p->nleft) {
-        vg_buf_printf(out, "Left alone: %zu process%s that look%s orphaned but %s not a sure "
-                           "leftover:\n", p->nleft, p->nleft == 1 ? "" : "es",
-                      p->nleft == 1 ? "s" : "", p->nleft == 1 ? "is" : "are");
+        vg_buf_printf(out,
+                      "Left alone: %zu process%s that look%s orphaned but %s not a sure "
+                      "leftover:\n",
+                      p->nleft, p->nleft == 1 ? "" : "es", p->nleft == 1 ? "s" : "",
+                      p->nleft == 1 ? "is" : "are");
         for (size_t i = 0; i < p->n; i++)
             if (p->v[i].leave)
                 vg_text_entry(out, v, i, ro, &st);

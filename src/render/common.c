@@ -18,11 +18,16 @@ const char *vg_render_seen(unsigned seen)
 const char *vg_render_compute_mode(unsigned mode)
 {
     switch (mode) {
-    case VG_COMPUTE_DEFAULT: return "default";
-    case VG_COMPUTE_EXCLUSIVE_THREAD: return "exclusive_thread";
-    case VG_COMPUTE_PROHIBITED: return "prohibited";
-    case VG_COMPUTE_EXCLUSIVE_PROCESS: return "exclusive_process";
-    default: return "unknown";
+    case VG_COMPUTE_DEFAULT:
+        return "default";
+    case VG_COMPUTE_EXCLUSIVE_THREAD:
+        return "exclusive_thread";
+    case VG_COMPUTE_PROHIBITED:
+        return "prohibited";
+    case VG_COMPUTE_EXCLUSIVE_PROCESS:
+        return "exclusive_process";
+    default:
+        return "unknown";
     }
 }
 
@@ -56,12 +61,18 @@ void vg_render_access_hint(struct vg_buf *out, unsigned access)
 const char *vg_render_access_id(unsigned bit)
 {
     switch (bit) {
-    case VG_PROC_ACC_NOT_ROOT: return "not-root";
-    case VG_PROC_ACC_NO_PTRACE: return "no-ptrace";
-    case VG_PROC_ACC_NO_DAC_READ: return "no-dac-read";
-    case VG_PROC_ACC_HIDEPID: return "hidepid";
-    case VG_PROC_ACC_USERNS: return "user-namespace";
-    case VG_PROC_ACC_UNKNOWN: return "unknown";
+    case VG_PROC_ACC_NOT_ROOT:
+        return "not-root";
+    case VG_PROC_ACC_NO_PTRACE:
+        return "no-ptrace";
+    case VG_PROC_ACC_NO_DAC_READ:
+        return "no-dac-read";
+    case VG_PROC_ACC_HIDEPID:
+        return "hidepid";
+    case VG_PROC_ACC_USERNS:
+        return "user-namespace";
+    case VG_PROC_ACC_UNKNOWN:
+        return "unknown";
     }
     return NULL;
 }
@@ -69,15 +80,22 @@ const char *vg_render_access_id(unsigned bit)
 const char *vg_render_unchecked_text(unsigned bit)
 {
     switch (bit) {
-    case VG_SNAP_UNCHECKED_DRIVER: return "the driver's view is unavailable";
-    case VG_SNAP_UNCHECKED_LOST: return "the GPU is lost";
-    case VG_SNAP_UNCHECKED_MEMORY: return "its memory figures could not be read";
-    case VG_SNAP_UNCHECKED_PROCESSES: return "the driver's process list failed";
-    case VG_SNAP_UNCHECKED_MINOR: return "its minor number is unknown, so its device node's "
-                                         "holders cannot be told";
-    case VG_SNAP_UNCHECKED_DESCRIPTORS: return "some processes' descriptors could not be read";
-    case VG_SNAP_UNCHECKED_HUNG: return "a driver call for it did not return in time, so its "
-                                        "figures and holders are unknown";
+    case VG_SNAP_UNCHECKED_DRIVER:
+        return "the driver's view is unavailable";
+    case VG_SNAP_UNCHECKED_LOST:
+        return "the GPU is lost";
+    case VG_SNAP_UNCHECKED_MEMORY:
+        return "its memory figures could not be read";
+    case VG_SNAP_UNCHECKED_PROCESSES:
+        return "the driver's process list failed";
+    case VG_SNAP_UNCHECKED_MINOR:
+        return "its minor number is unknown, so its device node's "
+               "holders cannot be told";
+    case VG_SNAP_UNCHECKED_DESCRIPTORS:
+        return "some processes' descriptors could not be read";
+    case VG_SNAP_UNCHECKED_HUNG:
+        return "a driver call for it did not return in time, so its "
+               "figures and holders are unknown";
     }
     return "?";
 }
@@ -85,7 +103,7 @@ const char *vg_render_unchecked_text(unsigned bit)
 /* What could not be read at all, with its cause: every verdict above stands only for what was
  * seen. */
 void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
-                             const struct vg_style *st)
+                           const struct vg_style *st)
 {
     const struct vg_proc_table *t = &snap->procs;
     size_t envs = vg_snap_unread_envs(snap);
@@ -97,12 +115,14 @@ void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
         vg_buf_adds(out, " other users' processes are not even listed, so any GPU holders among "
                          "them are missing above;");
     if (t->n_fd_unread)
-        vg_buf_printf(out, " the open files of %zu process%s could not be read, so any GPU "
-                           "holders among them are missing above;", t->n_fd_unread,
-                      t->n_fd_unread == 1 ? "" : "es");
+        vg_buf_printf(out,
+                      " the open files of %zu process%s could not be read, so any GPU "
+                      "holders among them are missing above;",
+                      t->n_fd_unread, t->n_fd_unread == 1 ? "" : "es");
     if (envs)
-        vg_buf_printf(out, " the environment of %zu holder%s could not be read, so rules that "
-                           "judge CUDA_VISIBLE_DEVICES and rank variables could not judge %s;",
+        vg_buf_printf(out,
+                      " the environment of %zu holder%s could not be read, so rules that "
+                      "judge CUDA_VISIBLE_DEVICES and rank variables could not judge %s;",
                       envs, envs == 1 ? "" : "s", envs == 1 ? "it" : "them");
     vg_buf_adds(out, " ");
     vg_render_access_hint(out, t->access);
@@ -128,4 +148,3 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
     vg_json_arr_end(j);
     vg_json_obj_end(j);
 }
-

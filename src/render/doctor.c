@@ -57,8 +57,10 @@ static void vg_doctor_gpu_head(struct vg_buf *o, const struct vg_gpu *g, const s
     else
         vg_buf_adds(o, "memory n/a\n");
     if (g->lost)
-        vg_buf_printf(o, "  %sthe GPU answered \"GPU is lost\": it may have fallen off the bus "
-                         "(check dmesg for Xid 79)%s\n", st->red, st->reset);
+        vg_buf_printf(o,
+                      "  %sthe GPU answered \"GPU is lost\": it may have fallen off the bus "
+                      "(check dmesg for Xid 79)%s\n",
+                      st->red, st->reset);
     if (g->hung)
         vg_buf_printf(o,
                       "  %sa driver call for this GPU did not return in time: its figures "
@@ -80,8 +82,10 @@ static void vg_doctor_who_unknown(struct vg_buf *o, const struct vg_snapshot *sn
     if (!minor_known)
         vg_buf_adds(o, "its minor number is unknown, so who holds its node cannot be told");
     else if (hidden)
-        vg_buf_printf(o, "no process vramguard could read holds its node, but %zu could "
-                         "not be read", hidden);
+        vg_buf_printf(o,
+                      "no process vramguard could read holds its node, but %zu could "
+                      "not be read",
+                      hidden);
     else if (vg_snap_holders_may_hide(snap))
         vg_buf_adds(o, "no process vramguard can see holds its node, but other users' "
                        "processes are hidden (hidepid)");
@@ -140,8 +144,10 @@ static void vg_doctor_who(struct vg_buf *o, const struct vg_snapshot *snap, size
         if (count > 6)
             vg_buf_printf(o, "        ... and %zu more (vramguard status)\n", count - 6);
         if (!procs_known)
-            vg_buf_printf(o, "        %s(the driver's process list failed: some holders may be "
-                             "missing)%s\n", st->yellow, st->reset);
+            vg_buf_printf(o,
+                          "        %s(the driver's process list failed: some holders may be "
+                          "missing)%s\n",
+                          st->yellow, st->reset);
     }
 }
 
@@ -269,8 +275,7 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
             u &= ~(VG_SNAP_UNCHECKED_MEMORY | VG_SNAP_UNCHECKED_PROCESSES);
         if (!u)
             continue;
-        vg_buf_printf(out, "%sGPU %u: not fully checked: ", st.yellow,
-                      snap->gpus.gpus[gi].index);
+        vg_buf_printf(out, "%sGPU %u: not fully checked: ", st.yellow, snap->gpus.gpus[gi].index);
         size_t k = 0;
         for (unsigned bit = 1; bit & VG_SNAP_UNCHECKED_ALL; bit <<= 1)
             if (u & bit)
@@ -285,11 +290,12 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
         for (size_t gi = 0; gi < snap->gpus.ngpus && !partial; gi++)
             partial = vg_snap_gpu_unchecked(snap, gi) != 0;
         partial = partial || vg_snap_unread_envs(snap) > 0;
-        vg_buf_printf(out, "%sNo problems found%s.%s Checked %zu GPU%s and %zu holder%s against "
-                           "%zu rules (vramguard doctor --list).\n",
+        vg_buf_printf(out,
+                      "%sNo problems found%s.%s Checked %zu GPU%s and %zu holder%s against "
+                      "%zu rules (vramguard doctor --list).\n",
                       partial ? st.yellow : st.green, partial ? " in what could be checked" : "",
-                      st.reset, snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s",
-                      snap->nholdings, snap->nholdings == 1 ? "" : "s", nrules);
+                      st.reset, snap->gpus.ngpus, snap->gpus.ngpus == 1 ? "" : "s", snap->nholdings,
+                      snap->nholdings == 1 ? "" : "s", nrules);
     } else {
         vg_buf_printf(out, "%zu finding%s: %zu critical, %zu warning%s, %zu info.\n", shown,
                       shown == 1 ? "" : "s", counts[VG_SEV_CRITICAL], counts[VG_SEV_WARNING],

@@ -16,7 +16,6 @@
 #include "util/clock.h"
 #include "util/parse.h"
 
-
 static void vg_event_driver(const struct vg_event *ev, struct vg_buf *m)
 {
     if (ev->type == VG_EV_DRIVER_RECOVERED) {

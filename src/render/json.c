@@ -75,10 +75,22 @@ static void vg_json_close(struct vg_json *j, char c)
     vg_json_put(j, &c, 1);
 }
 
-void vg_json_obj_begin(struct vg_json *j) { vg_json_open(j, '{'); }
-void vg_json_obj_end(struct vg_json *j) { vg_json_close(j, '}'); }
-void vg_json_arr_begin(struct vg_json *j) { vg_json_open(j, '['); }
-void vg_json_arr_end(struct vg_json *j) { vg_json_close(j, ']'); }
+void vg_json_obj_begin(struct vg_json *j)
+{
+    vg_json_open(j, '{');
+}
+void vg_json_obj_end(struct vg_json *j)
+{
+    vg_json_close(j, '}');
+}
+void vg_json_arr_begin(struct vg_json *j)
+{
+    vg_json_open(j, '[');
+}
+void vg_json_arr_end(struct vg_json *j)
+{
+    vg_json_close(j, ']');
+}
 
 int vg_json_escape(struct vg_buf *out, const char *s, size_t n)
 {
@@ -102,8 +114,12 @@ int vg_json_escape(struct vg_buf *out, const char *s, size_t n)
             rc = vg_buf_add(out, e, 2);
             i++;
         } else if (c < 0x20) {
-            const char *named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
-                              : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+            const char *named = c == '\n'   ? "\\n"
+                                : c == '\t' ? "\\t"
+                                : c == '\r' ? "\\r"
+                                : c == '\b' ? "\\b"
+                                : c == '\f' ? "\\f"
+                                            : NULL;
             if (named) {
                 rc = vg_buf_add(out, named, 2);
             } else {
@@ -189,8 +205,14 @@ void vg_json_double(struct vg_json *j, double v)
         j->rc = -EINVAL;
 }
 
-void vg_json_bool(struct vg_json *j, bool v) { vg_json_raw(j, v ? "true" : "false"); }
-void vg_json_null(struct vg_json *j) { vg_json_raw(j, "null"); }
+void vg_json_bool(struct vg_json *j, bool v)
+{
+    vg_json_raw(j, v ? "true" : "false");
+}
+void vg_json_null(struct vg_json *j)
+{
+    vg_json_raw(j, "null");
+}
 
 void vg_json_kstr(struct vg_json *j, const char *key, const char *s)
 {

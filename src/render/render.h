@@ -26,7 +26,7 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
                           struct vg_buf *out);
 
 /* Shared vocabulary, so text and JSON say the same words. */
-const char *vg_render_seen(unsigned seen);              /* "both", "nvml", "fd" */
+const char *vg_render_seen(unsigned seen); /* "both", "nvml", "fd" */
 /* Why processes could not be read, from the causes the scan saw (VG_PROC_ACC_*): "run as root
  * to see other users' processes", "vramguard lacks CAP_SYS_PTRACE ...". Appended to out. */
 void vg_render_access_hint(struct vg_buf *out, unsigned access);
@@ -43,7 +43,7 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap);
 /* The VG_PROC_ACC_* causes as stable ids ("not-root", "no-ptrace", "no-dac-read", "hidepid",
  * "user-namespace", "unknown"), for JSON; bit is one of them. */
 const char *vg_render_access_id(unsigned bit);
-const char *vg_render_compute_mode(unsigned mode);      /* "default", "exclusive_process", ... */
+const char *vg_render_compute_mode(unsigned mode); /* "default", "exclusive_process", ... */
 /* "C", "G", "M", "C+G"...; "-" when none. */
 const char *vg_render_types_short(unsigned types);
 
@@ -53,7 +53,7 @@ const char *vg_render_types_short(unsigned types);
 
 struct vg_finding_filter {
     bool by_gpu;
-    size_t gpu;              /* index into the snapshot's GPU list */
+    size_t gpu; /* index into the snapshot's GPU list */
     bool by_pid;
     pid_t pid;
 };

@@ -188,8 +188,9 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_snapshot *snap, size_
         vg_json_null(j);
     }
     vg_json_kbool_opt(j, "persistence_mode", g->known & VG_GPU_K_PERSIST, g->persistence);
-    vg_json_kstr(j, "compute_mode", (g->known & VG_GPU_K_COMPUTE_MODE)
-                                        ? vg_render_compute_mode(g->compute_mode) : NULL);
+    vg_json_kstr(j, "compute_mode",
+                 (g->known & VG_GPU_K_COMPUTE_MODE) ? vg_render_compute_mode(g->compute_mode)
+                                                    : NULL);
     vg_json_key(j, "mig_mode");
     vg_json_obj_begin(j);
     vg_json_kbool_opt(j, "current", g->known & VG_GPU_K_MIG_MODE, g->mig_current);

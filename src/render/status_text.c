@@ -76,8 +76,8 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
     /* One letter in the two-column ST field, then the separator. */
     vg_buf_printf(o, "%s%s%s  ", bad_state ? st->red : "", state, bad_state ? st->reset : "");
     const char *seen = vg_render_seen(h->seen);
-    const char *color = (h->seen & VG_SEEN_NVML) ? ((h->seen & VG_SEEN_FD) ? "" : st->magenta)
-                                                  : st->yellow;
+    const char *color =
+        (h->seen & VG_SEEN_NVML) ? ((h->seen & VG_SEEN_FD) ? "" : st->magenta) : st->yellow;
     vg_buf_printf(o, "%s", color);
     vg_text_pad(o, seen, 4, false);
     vg_buf_printf(o, "%s ", *color ? st->reset : "");
@@ -124,8 +124,10 @@ static void vg_text_holders(struct vg_buf *o, const struct vg_snapshot *snap, si
         if (h->mig != mig)
             continue;
         if (!*header) {
-            vg_buf_printf(o, "%s      PID USER          MEMORY TYPE  ST SEEN CONTAINER    "
-                             "COMMAND%s\n", st->dim, st->reset);
+            vg_buf_printf(o,
+                          "%s      PID USER          MEMORY TYPE  ST SEEN CONTAINER    "
+                          "COMMAND%s\n",
+                          st->dim, st->reset);
             *header = true;
         }
         vg_text_holder(o, snap, h, ro, st);
@@ -247,8 +249,10 @@ static void vg_text_unmatched(struct vg_buf *o, const struct vg_snapshot *snap,
             header = false;
         }
         if (!header) {
-            vg_buf_printf(o, "%s      PID USER          MEMORY TYPE  ST SEEN CONTAINER    "
-                             "COMMAND%s\n", st->dim, st->reset);
+            vg_buf_printf(o,
+                          "%s      PID USER          MEMORY TYPE  ST SEEN CONTAINER    "
+                          "COMMAND%s\n",
+                          st->dim, st->reset);
             header = true;
         }
         vg_text_holder(o, snap, h, ro, st);

@@ -8,8 +8,8 @@
 void vg_style_init(struct vg_style *st, bool color)
 {
     if (color) {
-        *st = (struct vg_style){"\033[1m", "\033[2m", "\033[31m", "\033[33m", "\033[32m",
-                                "\033[35m", "\033[36m", "\033[0m"};
+        *st = (struct vg_style){"\033[1m",  "\033[2m",  "\033[31m", "\033[33m",
+                                "\033[32m", "\033[35m", "\033[36m", "\033[0m"};
     } else {
         *st = (struct vg_style){"", "", "", "", "", "", "", ""};
     }

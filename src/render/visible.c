@@ -117,9 +117,11 @@ static void vg_vis_suggest_text(struct vg_buf *out, const struct vg_visible *v,
 {
     vg_buf_printf(out, "\n%sSuggested:%s ", st->bold, st->reset);
     if (v->corrected[0] && v->cut < v->nentries)
-        vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n  (every entry that names a "
-                           "GPU, by UUID, including those after the cut: check that this is "
-                           "what was meant)\n", v->corrected);
+        vg_buf_printf(out,
+                      "export CUDA_VISIBLE_DEVICES=%s\n  (every entry that names a "
+                      "GPU, by UUID, including those after the cut: check that this is "
+                      "what was meant)\n",
+                      v->corrected);
     else if (v->corrected[0])
         vg_buf_printf(out, "export CUDA_VISIBLE_DEVICES=%s\n", v->corrected);
     else
@@ -130,8 +132,9 @@ static void vg_vis_suggest_text(struct vg_buf *out, const struct vg_visible *v,
 static void vg_vis_ordering_text(struct vg_buf *out, const struct vg_snapshot *snap,
                                  const struct vg_visible *v, const struct vg_style *st)
 {
-    vg_buf_printf(out, "\n%sOrdering:%s this host mixes GPU models, so CUDA (FASTEST_FIRST) "
-                       "and nvidia-smi (PCI bus order) number them differently:\n",
+    vg_buf_printf(out,
+                  "\n%sOrdering:%s this host mixes GPU models, so CUDA (FASTEST_FIRST) "
+                  "and nvidia-smi (PCI bus order) number them differently:\n",
                   st->yellow, st->reset);
     for (size_t i = 0; i < v->nenum; i++) {
         vg_buf_printf(out, "  CUDA index %zu = nvidia-smi ", i);
@@ -210,9 +213,9 @@ static void vg_vis_dev_json(struct vg_json *j, const struct vg_snapshot *snap, s
 
 static const char *vg_vis_problem_id(enum vg_vis_problem p)
 {
-    static const char *const ids[] = {"ok", "empty", "negative", "bad_index", "unknown_uuid",
-                                      "ambiguous_uuid", "duplicate", "mixed", "extra_mig",
-                                      "after_cut"};
+    static const char *const ids[] = {"ok",           "empty",          "negative",  "bad_index",
+                                      "unknown_uuid", "ambiguous_uuid", "duplicate", "mixed",
+                                      "extra_mig",    "after_cut"};
     return (size_t)p < sizeof(ids) / sizeof(ids[0]) ? ids[p] : "unknown";
 }
 

@@ -232,8 +232,8 @@ static bool vg_rule_resolve(const struct vg_snapshot *snap, const char *value, c
         return false;
     }
     free(given);
-    int rc = vg_visible_resolve(value, order, restricted ? &view.list : &snap->gpus, &pv->vis,
-                                NULL);
+    int rc =
+        vg_visible_resolve(value, order, restricted ? &view.list : &snap->gpus, &pv->vis, NULL);
     if (rc) {
         vg_rule_view_release(&view);
         vg_rule_proc_visible_release(pv);
@@ -277,8 +277,10 @@ void vg_rule_visible_evidence(struct vg_findings *out, struct vg_finding *f,
         for (size_t i = 0; i < pv->nsubset; i++)
             vg_buf_printf(&b, "%sGPU %u", i ? (i + 1 == pv->nsubset ? " and " : ", ") : "",
                           snap->gpus.gpus[pv->subset[i]].index);
-        vg_buf_printf(&b, " (NVIDIA_VISIBLE_DEVICES=%.200s); its CUDA numbers them %s, not in "
-                          "the variable's order", p->env[VG_ENV_NVIDIA_VISIBLE_DEVICES], order);
+        vg_buf_printf(&b,
+                      " (NVIDIA_VISIBLE_DEVICES=%.200s); its CUDA numbers them %s, not in "
+                      "the variable's order",
+                      p->env[VG_ENV_NVIDIA_VISIBLE_DEVICES], order);
     } else {
         vg_buf_printf(&b, "CUDA numbers this host's GPUs %s", order);
     }
@@ -296,8 +298,7 @@ void vg_rule_visible_evidence(struct vg_findings *out, struct vg_finding *f,
     }
     if (pv->nunknown)
         vg_buf_printf(&b, "; %zu entr%s of NVIDIA_VISIBLE_DEVICES name%s no device here",
-                      pv->nunknown, pv->nunknown == 1 ? "y" : "ies",
-                      pv->nunknown == 1 ? "s" : "");
+                      pv->nunknown, pv->nunknown == 1 ? "y" : "ies", pv->nunknown == 1 ? "s" : "");
     if (b.err) {
         if (!out->err)
             out->err = b.err;

@@ -62,22 +62,17 @@ static enum vg_env_var vg_rank_var(const struct vg_proc *p)
 }
 
 struct vg_ddp_cand {
-    size_t hold;           /* the small holding */
-    size_t own;            /* the rank's own (big) holding */
-    char key[640];         /* vg_rule_job_key: ids are cut at 100 bytes each */
+    size_t hold;   /* the small holding */
+    size_t own;    /* the rank's own (big) holding */
+    char key[640]; /* vg_rule_job_key: ids are cut at 100 bytes each */
     char label[128];
     bool done;
 };
 
-void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+/* The ranks holding a small context on one GPU besides a big holding of their own elsewhere,
+ * with their job keys, into c (room for every holding). Returns how many. */
+static size_t vg_ddp_candidates(const struct vg_snapshot *snap, uint64_t max, struct vg_ddp_cand *c)
 {
-    const struct vg_snapshot *snap = ctx->snap;
-    uint64_t max = ctx->opts->context_max;
-    struct vg_ddp_cand *c = calloc(snap->nholdings ? snap->nholdings : 1, sizeof(*c));
-    if (!c) {
-        out->err = out->err ? out->err : -ENOMEM;
-        return;
-    }
     size_t nc = 0;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
@@ -96,6 +91,19 @@ void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             }
         }
     }
+    return nc;
+}
+
+void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    const struct vg_snapshot *snap = ctx->snap;
+    uint64_t max = ctx->opts->context_max;
+    struct vg_ddp_cand *c = calloc(snap->nholdings ? snap->nholdings : 1, sizeof(*c));
+    if (!c) {
+        out->err = out->err ? out->err : -ENOMEM;
+        return;
+    }
+    size_t nc = vg_ddp_candidates(snap, max, c);
     for (size_t a = 0; a < nc; a++) {
         if (c[a].done)
             continue;
@@ -129,22 +137,28 @@ void vg_rule_ddp_gpu0(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             total = vg_sat_add(total, hb->used_bytes);
         }
         vg_rule_size(true, total, size, sizeof(size));
-        vg_finding_title(out, f, "%zu ranks of one job (%s) each hold a stray context on %s, "
-                                 "%s in all", members, c[a].label, glabel, size);
+        vg_finding_title(out, f,
+                         "%zu ranks of one job (%s) each hold a stray context on %s, "
+                         "%s in all",
+                         members, c[a].label, glabel, size);
         if (f) {
             f->bytes_known = true;
             f->bytes = total;
         }
-        vg_finding_evidence(out, f, "every rank created a context on this GPU before selecting "
-                                    "its own: typically a CUDA call (or torch.load of CUDA "
-                                    "tensors) before torch.cuda.set_device(local_rank)");
-        vg_finding_fix(out, f, "call torch.cuda.set_device(local_rank) before any CUDA call, "
-                               "and pass device_id=torch.device('cuda', local_rank) to "
-                               "init_process_group");
-        vg_finding_fix(out, f, "load checkpoints with torch.load(path, map_location=f'cuda:"
-                               "{local_rank}') (or 'cpu')");
-        vg_finding_fix(out, f, "or give each rank only its GPU: CUDA_VISIBLE_DEVICES per rank, "
-                               "e.g. through 'vramguard run --gpus'");
+        vg_finding_evidence(out, f,
+                            "every rank created a context on this GPU before selecting "
+                            "its own: typically a CUDA call (or torch.load of CUDA "
+                            "tensors) before torch.cuda.set_device(local_rank)");
+        vg_finding_fix(out, f,
+                       "call torch.cuda.set_device(local_rank) before any CUDA call, "
+                       "and pass device_id=torch.device('cuda', local_rank) to "
+                       "init_process_group");
+        vg_finding_fix(out, f,
+                       "load checkpoints with torch.load(path, map_location=f'cuda:"
+                       "{local_rank}') (or 'cpu')");
+        vg_finding_fix(out, f,
+                       "or give each rank only its GPU: CUDA_VISIBLE_DEVICES per rank, "
+                       "e.g. through 'vramguard run --gpus'");
     }
     free(c);
 }
@@ -184,8 +198,10 @@ void vg_rule_nccl_all_gpus(const struct vg_rule_ctx *ctx, struct vg_findings *ou
         char label[VG_LABEL_MAX];
         vg_rule_proc_label(h->pid, p, label, sizeof(label));
         struct vg_finding *f = vg_finding_add(out, "nccl-all-gpus", VG_SEV_WARNING);
-        vg_finding_title(out, f, "%s has NCCL loaded and a context on every one of its %zu "
-                                 "visible GPUs, %zu of them context-sized", label, nvis, small);
+        vg_finding_title(out, f,
+                         "%s has NCCL loaded and a context on every one of its %zu "
+                         "visible GPUs, %zu of them context-sized",
+                         label, nvis, small);
         vg_finding_pid(out, f, h->pid);
         for (size_t k = 0; vg_next_of(snap, h->pid, &k); k++) {
             const struct vg_holding *o = &snap->holdings[k];
@@ -195,14 +211,17 @@ void vg_rule_nccl_all_gpus(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             vg_finding_gpu(out, f, o->gpu);
             vg_finding_evidence(out, f, "%s on %s", size, glabel);
         }
-        vg_finding_evidence(out, f, "libnccl is mapped: distributed initialisation or a "
-                                    "collective touched every visible GPU");
-        vg_finding_fix(out, f, "one GPU per rank: torch.cuda.set_device(local_rank) before "
-                               "init_process_group(..., device_id=torch.device('cuda', "
-                               "local_rank))");
+        vg_finding_evidence(out, f,
+                            "libnccl is mapped: distributed initialisation or a "
+                            "collective touched every visible GPU");
+        vg_finding_fix(out, f,
+                       "one GPU per rank: torch.cuda.set_device(local_rank) before "
+                       "init_process_group(..., device_id=torch.device('cuda', "
+                       "local_rank))");
         vg_finding_fix(out, f, "call torch.distributed.destroy_process_group() when done");
-        vg_finding_fix(out, f, "or restrict each rank with CUDA_VISIBLE_DEVICES "
-                               "('vramguard run --gpus')");
+        vg_finding_fix(out, f,
+                       "or restrict each rank with CUDA_VISIBLE_DEVICES "
+                       "('vramguard run --gpus')");
     }
 }
 
@@ -215,9 +234,31 @@ static void vg_prealloc_env(struct vg_findings *out, struct vg_finding *f, const
                                            VG_ENV_XLA_PYTHON_CLIENT_MEM_FRACTION};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         if (p->env[vars[i]])
-            vg_finding_evidence(out, f, "it already has %s=%s, yet holds this much (set after "
-                                        "the framework started, or overridden in code?)",
+            vg_finding_evidence(out, f,
+                                "it already has %s=%s, yet holds this much (set after "
+                                "the framework started, or overridden in code?)",
                                 vg_env_name(vars[i]), p->env[vars[i]]);
+}
+
+/* The framework's own settings that stop preallocation. */
+static void vg_prealloc_fixes(struct vg_findings *out, struct vg_finding *f, bool tf, bool jax)
+{
+    if (tf) {
+        vg_finding_fix(out, f,
+                       "TensorFlow: export TF_FORCE_GPU_ALLOW_GROWTH=true (or "
+                       "tf.config.experimental.set_memory_growth(gpu, True))");
+        vg_finding_fix(out, f,
+                       "TensorFlow: tf.config.set_visible_devices(gpus[i], 'GPU') "
+                       "before any op, to use only the GPU it needs");
+    }
+    if (jax) {
+        vg_finding_fix(out, f,
+                       "JAX: export XLA_PYTHON_CLIENT_PREALLOCATE=false (or "
+                       "XLA_PYTHON_CLIENT_MEM_FRACTION=.30)");
+        vg_finding_fix(out, f,
+                       "JAX: export CUDA_VISIBLE_DEVICES to the GPU it should use "
+                       "before starting Python");
+    }
 }
 
 void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -284,21 +325,12 @@ void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             f->bytes_known = true;
             f->bytes = total;
         }
-        vg_finding_evidence(out, f, "%s reserves most of each GPU it sees at start-up by default, "
-                                    "whether the model needs it or not", fw);
+        vg_finding_evidence(out, f,
+                            "%s reserves most of each GPU it sees at start-up by default, "
+                            "whether the model needs it or not",
+                            fw);
         vg_prealloc_env(out, f, p);
-        if (tf) {
-            vg_finding_fix(out, f, "TensorFlow: export TF_FORCE_GPU_ALLOW_GROWTH=true (or "
-                                   "tf.config.experimental.set_memory_growth(gpu, True))");
-            vg_finding_fix(out, f, "TensorFlow: tf.config.set_visible_devices(gpus[i], 'GPU') "
-                                   "before any op, to use only the GPU it needs");
-        }
-        if (jax) {
-            vg_finding_fix(out, f, "JAX: export XLA_PYTHON_CLIENT_PREALLOCATE=false (or "
-                                   "XLA_PYTHON_CLIENT_MEM_FRACTION=.30)");
-            vg_finding_fix(out, f, "JAX: export CUDA_VISIBLE_DEVICES to the GPU it should use "
-                                   "before starting Python");
-        }
+        vg_prealloc_fixes(out, f, tf, jax);
     }
 }
 
@@ -334,17 +366,20 @@ static void vg_stray_env_evidence(struct vg_findings *out, struct vg_finding *f,
                                   const struct vg_proc *p, bool judged)
 {
     if (!judged && !(p->known & VG_PROC_K_ENV))
-        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                    "the job chose one; its environment could not be read, "
-                                    "so whether CUDA_VISIBLE_DEVICES was set is unknown");
+        vg_finding_evidence(out, f,
+                            "the framework initialised every GPU it could see before "
+                            "the job chose one; its environment could not be read, "
+                            "so whether CUDA_VISIBLE_DEVICES was set is unknown");
     else if (!p->env[VG_ENV_CUDA_VISIBLE_DEVICES])
-        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                    "the job chose one: CUDA_VISIBLE_DEVICES is unset in its "
-                                    "environment");
+        vg_finding_evidence(out, f,
+                            "the framework initialised every GPU it could see before "
+                            "the job chose one: CUDA_VISIBLE_DEVICES is unset in its "
+                            "environment");
     else
-        vg_finding_evidence(out, f, "the framework initialised every GPU it could see before "
-                                    "the job chose one: its CUDA_VISIBLE_DEVICES='%s' lets it "
-                                    "see these GPUs (or was set after CUDA started)",
+        vg_finding_evidence(out, f,
+                            "the framework initialised every GPU it could see before "
+                            "the job chose one: its CUDA_VISIBLE_DEVICES='%s' lets it "
+                            "see these GPUs (or was set after CUDA started)",
                             p->env[VG_ENV_CUDA_VISIBLE_DEVICES]);
 }
 
@@ -392,9 +427,10 @@ static void vg_stray_finding(struct vg_findings *out, const struct vg_snapshot *
                        ? wg->uuid
                        : "<the GPU's UUID>");
     if (p->libs & VG_LIB_TORCH_CUDA)
-        vg_finding_fix(out, f, "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
-                               "torch.load(..., map_location='cuda:N'); avoid bare "
-                               ".cuda() and 'cuda' without an index");
+        vg_finding_fix(out, f,
+                       "PyTorch: torch.cuda.set_device(N) before any CUDA call; "
+                       "torch.load(..., map_location='cuda:N'); avoid bare "
+                       ".cuda() and 'cuda' without an index");
     vg_finding_fix(out, f, "vramguard run --gpus <GPU> -- <command>");
 }
 

@@ -74,8 +74,8 @@ static int vg_who_parse(const char *s, size_t n, struct vg_who *w, const char *t
         uint64_t v;
         if (n >= sizeof(num) || (memcpy(num, s, n), num[n] = '\0', vg_parse_u64(num, &v)) ||
             v == 0 || v > VG_PID_MAX)
-            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a process id", text,
-                              (int)n, s);
+            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a process id", text, (int)n,
+                              s);
         w->kind = VG_WHO_PID;
         w->pid = (pid_t)v;
         return 0;
@@ -85,16 +85,15 @@ static int vg_who_parse(const char *s, size_t n, struct vg_who *w, const char *t
         if (n - 4 >= sizeof(num) || !vg_all_digits(s + 4, n - 4) ||
             (memcpy(num, s + 4, n - 4), num[n - 4] = '\0', vg_parse_u64(num, &v)) ||
             v > 0xfffffffeu)
-            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a uid", text, (int)n,
-                              s);
+            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a uid", text, (int)n, s);
         w->kind = VG_WHO_UID;
         w->uid = (uid_t)v;
         return 0;
     }
     if (!vg_user_ok(s, n))
         return vg_err_set(err, -EINVAL,
-                          "expect '%s': '%.*s' is neither none, a PID, uid:N nor a user name",
-                          text, (int)n, s);
+                          "expect '%s': '%.*s' is neither none, a PID, uid:N nor a user name", text,
+                          (int)n, s);
     w->kind = VG_WHO_USER;
     if (!(w->user = strndup(s, n)))
         return vg_err_set(err, -ENOMEM, "out of memory");
@@ -112,8 +111,8 @@ int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *
     size_t glen = (size_t)(eq - text);
     for (size_t i = 0; i < glen; i++)
         if ((unsigned char)text[i] <= ' ' || text[i] == ',')
-            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a GPU index or UUID",
-                              text, (int)glen, text);
+            return vg_err_set(err, -EINVAL, "expect '%s': '%.*s' is not a GPU index or UUID", text,
+                              (int)glen, text);
     for (size_t i = 0; i < set->n; i++)
         if (strlen(set->v[i].gpu) == glen && memcmp(set->v[i].gpu, text, glen) == 0)
             return vg_err_set(err, -EINVAL,
@@ -142,8 +141,7 @@ int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *
         s = comma + 1;
     }
     if (none && e.nwho > 1) {
-        rc = vg_err_set(err, -EINVAL, "expect '%s': none cannot be combined with others",
-                        text);
+        rc = vg_err_set(err, -EINVAL, "expect '%s': none cannot be combined with others", text);
         goto out;
     }
     struct vg_expect *v = realloc(set->v, (set->n + 1) * sizeof(*v));
@@ -177,10 +175,17 @@ static size_t vg_expect_gpu(const struct vg_snapshot *snap, const char *gpu, con
 {
     size_t pos;
     switch (vg_gpu_list_lookup(&snap->gpus, gpu, &pos)) {
-    case VG_GPU_LOOKUP_OK: return pos;
-    case VG_GPU_LOOKUP_NO_INDEX: *why = "no GPU with that index"; break;
-    case VG_GPU_LOOKUP_SEVERAL: *why = "the UUID prefix matches several GPUs"; break;
-    case VG_GPU_LOOKUP_NO_UUID: *why = "no GPU with that UUID"; break;
+    case VG_GPU_LOOKUP_OK:
+        return pos;
+    case VG_GPU_LOOKUP_NO_INDEX:
+        *why = "no GPU with that index";
+        break;
+    case VG_GPU_LOOKUP_SEVERAL:
+        *why = "the UUID prefix matches several GPUs";
+        break;
+    case VG_GPU_LOOKUP_NO_UUID:
+        *why = "no GPU with that UUID";
+        break;
     }
     return VG_SNAP_NO_GPU;
 }
@@ -205,9 +210,9 @@ static bool vg_who_allows(const struct vg_who *w, const struct vg_holding *h)
 struct vg_gpu_rule {
     const struct vg_expect **e;
     size_t n;
-    bool empty;               /* every one of them says none */
-    struct vg_buf text;       /* "1=none" or "0=alice; GPU-11=bob" */
-    struct vg_buf allowed;    /* "alice, bob" */
+    bool empty;            /* every one of them says none */
+    struct vg_buf text;    /* "1=none" or "0=alice; GPU-11=bob" */
+    struct vg_buf allowed; /* "alice, bob" */
 };
 
 static bool vg_rule_allows(const struct vg_gpu_rule *r, const struct vg_holding *h)
@@ -305,8 +310,9 @@ static void vg_rule_head(struct vg_buf *b, const struct vg_snapshot *snap, size_
                       vg_buf_str(&r->text));
 }
 
-static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const struct vg_gpu_rule *r,
-                        uint64_t threshold, struct vg_alerts *out)
+static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu,
+                               const struct vg_gpu_rule *r, uint64_t threshold,
+                               struct vg_alerts *out)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     bool used_over = (g->known & VG_GPU_K_MEM) && g->mem_used > threshold;
@@ -368,10 +374,13 @@ static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu, const
     struct vg_buf msg;
     vg_buf_init(&msg, 0);
     vg_rule_head(&msg, snap, gpu, r);
-    vg_buf_printf(&msg, " but %s of %s is used%s, and no process the driver lists holds more "
-                        "than the threshold",
-                  used, total, (g->known & VG_GPU_K_RESERVED) ? "" : " (the driver's "
-                  "reservation included)");
+    vg_buf_printf(&msg,
+                  " but %s of %s is used%s, and no process the driver lists holds more "
+                  "than the threshold",
+                  used, total,
+                  (g->known & VG_GPU_K_RESERVED) ? ""
+                                                 : " (the driver's "
+                                                   "reservation included)");
     int rc = vg_alert_strings(a, NULL, r, &msg);
     vg_buf_release(&msg);
     return rc;

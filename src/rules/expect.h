@@ -38,10 +38,10 @@ struct vg_who {
 };
 
 struct vg_expect {
-    char *gpu;          /* as given: index or UUID (prefix) */
+    char *gpu; /* as given: index or UUID (prefix) */
     struct vg_who *who;
     size_t nwho;
-    char *text;         /* "1=none", as given: for messages */
+    char *text; /* "1=none", as given: for messages */
 };
 
 struct vg_expect_set {

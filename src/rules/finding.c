@@ -153,9 +153,12 @@ int vg_findings_max_severity(const struct vg_findings *f)
 const char *vg_severity_str(enum vg_severity s)
 {
     switch (s) {
-    case VG_SEV_INFO: return "info";
-    case VG_SEV_WARNING: return "warning";
-    case VG_SEV_CRITICAL: return "critical";
+    case VG_SEV_INFO:
+        return "info";
+    case VG_SEV_WARNING:
+        return "warning";
+    case VG_SEV_CRITICAL:
+        return "critical";
     }
     return "?";
 }
@@ -163,9 +166,12 @@ const char *vg_severity_str(enum vg_severity s)
 const char *vg_confidence_str(enum vg_confidence c)
 {
     switch (c) {
-    case VG_CONF_LOW: return "low";
-    case VG_CONF_MEDIUM: return "medium";
-    case VG_CONF_HIGH: return "high";
+    case VG_CONF_LOW:
+        return "low";
+    case VG_CONF_MEDIUM:
+        return "medium";
+    case VG_CONF_HIGH:
+        return "high";
     }
     return "?";
 }

@@ -29,22 +29,29 @@ void vg_rule_stale_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
         vg_finding_pid(out, f, h->pid);
         f->bytes_known = h->used_known;
         f->bytes = h->used_bytes;
-        vg_finding_title(out, f, "the driver lists PID %u with %s on %s, but that PID is now "
-                                 "another process, which holds no node of the GPU",
+        vg_finding_title(out, f,
+                         "the driver lists PID %u with %s on %s, but that PID is now "
+                         "another process, which holds no node of the GPU",
                          (unsigned)h->pid, size, glabel);
-        vg_finding_evidence(out, f, "%s: its open descriptors were read and none is the GPU's "
-                                    "device node, which a process keeps open for as long as it "
-                                    "has a context there", label);
-        vg_finding_evidence(out, f, "the driver keeps a PID listed for a while after its process "
-                                    "exits, and PIDs are reused: this entry belongs to a process "
-                                    "that is gone");
-        vg_finding_fix(out, f, "do not stop PID %u for this: it is not the holder, and "
-                               "vramguard clean never signals it on the driver's word",
+        vg_finding_evidence(out, f,
+                            "%s: its open descriptors were read and none is the GPU's "
+                            "device node, which a process keeps open for as long as it "
+                            "has a context there",
+                            label);
+        vg_finding_evidence(out, f,
+                            "the driver keeps a PID listed for a while after its process "
+                            "exits, and PIDs are reused: this entry belongs to a process "
+                            "that is gone");
+        vg_finding_fix(out, f,
+                       "do not stop PID %u for this: it is not the holder, and "
+                       "vramguard clean never signals it on the driver's word",
                        (unsigned)h->pid);
-        vg_finding_fix(out, f, "the memory should come back once the driver tears the old "
-                               "context down: look again in a minute (vramguard doctor)");
-        vg_finding_fix(out, f, "if the entry stays, the context is stuck: a GPU reset once "
-                               "nothing holds the GPU (vramguard clean --reset)");
+        vg_finding_fix(out, f,
+                       "the memory should come back once the driver tears the old "
+                       "context down: look again in a minute (vramguard doctor)");
+        vg_finding_fix(out, f,
+                       "if the entry stays, the context is stuck: a GPU reset once "
+                       "nothing holds the GPU (vramguard clean --reset)");
     }
 }
 
@@ -76,9 +83,10 @@ void vg_rule_unmatched_node(const struct vg_rule_ctx *ctx, struct vg_findings *o
             nproc++;
         }
     }
-    vg_finding_title(out, f, "%zu process%s hold%s the device node of a GPU the driver does not "
-                             "report by that minor number", nproc, nproc == 1 ? "" : "es",
-                     nproc == 1 ? "s" : "");
+    vg_finding_title(out, f,
+                     "%zu process%s hold%s the device node of a GPU the driver does not "
+                     "report by that minor number",
+                     nproc, nproc == 1 ? "" : "es", nproc == 1 ? "s" : "");
     size_t unknown_minor = 0;
     for (size_t g = 0; g < snap->gpus.ngpus; g++) {
         const struct vg_gpu *gp = &snap->gpus.gpus[g];
@@ -88,17 +96,23 @@ void vg_rule_unmatched_node(const struct vg_rule_ctx *ctx, struct vg_findings *o
         char glabel[VG_LABEL_MAX];
         vg_rule_gpu_label(snap, g, glabel, sizeof(glabel));
         vg_finding_gpu(out, f, g);
-        vg_finding_evidence(out, f, "%s%s: its minor number is unknown, so these may be its "
-                                    "holders", glabel, gp->lost ? " is lost" : "");
+        vg_finding_evidence(out, f,
+                            "%s%s: its minor number is unknown, so these may be its "
+                            "holders",
+                            glabel, gp->lost ? " is lost" : "");
     }
     if (!unknown_minor)
-        vg_finding_evidence(out, f, "every GPU the driver reports has another minor number: the "
-                                    "node belongs to a GPU the driver does not list (fallen off "
-                                    "the bus, or hidden from this driver view)");
-    vg_finding_fix(out, f, "these processes keep the GPU's memory and stop it from being reset: "
-                           "look at each one (vramguard doctor --pid %d)", (int)f->pids[0]);
-    vg_finding_fix(out, f, "a lost GPU comes back only with a reset or a reboot, once nothing "
-                           "holds its node (check dmesg for Xid errors)");
+        vg_finding_evidence(out, f,
+                            "every GPU the driver reports has another minor number: the "
+                            "node belongs to a GPU the driver does not list (fallen off "
+                            "the bus, or hidden from this driver view)");
+    vg_finding_fix(out, f,
+                   "these processes keep the GPU's memory and stop it from being reset: "
+                   "look at each one (vramguard doctor --pid %d)",
+                   (int)f->pids[0]);
+    vg_finding_fix(out, f,
+                   "a lost GPU comes back only with a reset or a reboot, once nothing "
+                   "holds its node (check dmesg for Xid errors)");
 }
 
 /* Whether an earlier finding of these rules already explains pid. */
@@ -129,34 +143,43 @@ static void vg_cache_fixes(struct vg_findings *out, struct vg_finding *f, const 
     unsigned libs = (p->known & VG_PROC_K_MAPS) ? p->libs : 0;
     bool known = libs & (VG_LIB_TORCH_CUDA | VG_LIB_TENSORFLOW | VG_LIB_JAX);
     if (libs & VG_LIB_TORCH_CUDA) {
-        vg_finding_evidence(out, f, "PyTorch is loaded: its caching allocator keeps the memory "
-                                    "of freed tensors reserved for reuse, and nvidia-smi counts "
-                                    "it as used");
-        vg_finding_fix(out, f, "PyTorch: del the tensors you no longer need, then "
-                               "torch.cuda.empty_cache() returns the cached blocks "
-                               "(torch.cuda.memory_summary() shows what is cached)");
-        vg_finding_fix(out, f, "PyTorch: PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6"
-                               " or expandable_segments:True makes the cache give memory back "
-                               "sooner");
+        vg_finding_evidence(out, f,
+                            "PyTorch is loaded: its caching allocator keeps the memory "
+                            "of freed tensors reserved for reuse, and nvidia-smi counts "
+                            "it as used");
+        vg_finding_fix(out, f,
+                       "PyTorch: del the tensors you no longer need, then "
+                       "torch.cuda.empty_cache() returns the cached blocks "
+                       "(torch.cuda.memory_summary() shows what is cached)");
+        vg_finding_fix(out, f,
+                       "PyTorch: PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.6"
+                       " or expandable_segments:True makes the cache give memory back "
+                       "sooner");
     }
     if (libs & VG_LIB_TENSORFLOW) {
-        vg_finding_evidence(out, f, "TensorFlow is loaded: it keeps what it reserved until the "
-                                    "process exits");
-        vg_finding_fix(out, f, "TensorFlow: export TF_FORCE_GPU_ALLOW_GROWTH=true before it "
-                               "starts (or tf.config.experimental.set_memory_growth)");
+        vg_finding_evidence(out, f,
+                            "TensorFlow is loaded: it keeps what it reserved until the "
+                            "process exits");
+        vg_finding_fix(out, f,
+                       "TensorFlow: export TF_FORCE_GPU_ALLOW_GROWTH=true before it "
+                       "starts (or tf.config.experimental.set_memory_growth)");
     }
     if (libs & VG_LIB_JAX) {
-        vg_finding_evidence(out, f, "JAX is loaded: it preallocates most of the GPU and keeps "
-                                    "it");
-        vg_finding_fix(out, f, "JAX: export XLA_PYTHON_CLIENT_PREALLOCATE=false, or "
-                               "XLA_PYTHON_CLIENT_ALLOCATOR=platform to free memory as arrays "
-                               "go");
+        vg_finding_evidence(out, f,
+                            "JAX is loaded: it preallocates most of the GPU and keeps "
+                            "it");
+        vg_finding_fix(out, f,
+                       "JAX: export XLA_PYTHON_CLIENT_PREALLOCATE=false, or "
+                       "XLA_PYTHON_CLIENT_ALLOCATOR=platform to free memory as arrays "
+                       "go");
     }
     if (!known)
-        vg_finding_evidence(out, f, "a framework's allocator (PyTorch, TensorFlow, JAX, CuPy) "
-                                    "keeps freed memory for reuse instead of giving it back");
-    vg_finding_fix(out, f, "if it is an idle notebook kernel or a finished script waiting for "
-                           "input, shut it down: the memory comes back when the process exits");
+        vg_finding_evidence(out, f,
+                            "a framework's allocator (PyTorch, TensorFlow, JAX, CuPy) "
+                            "keeps freed memory for reuse instead of giving it back");
+    vg_finding_fix(out, f,
+                   "if it is an idle notebook kernel or a finished script waiting for "
+                   "input, shut it down: the memory comes back when the process exits");
 }
 
 void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -197,8 +220,10 @@ void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *
         f->bytes_known = true;
         f->bytes = idle;
         vg_finding_pid(out, f, h->pid);
-        vg_finding_title(out, f, "%s holds %s but did no GPU work in the driver's recent "
-                                 "samples: memory its framework keeps, not a leak", label, size);
+        vg_finding_title(out, f,
+                         "%s holds %s but did no GPU work in the driver's recent "
+                         "samples: memory its framework keeps, not a leak",
+                         label, size);
         for (size_t k = 0; k < snap->nholdings; k++) {
             const struct vg_holding *o = &snap->holdings[k];
             if (o->pid != h->pid || !(o->seen & VG_SEEN_NVML) || o->gpu == VG_SNAP_NO_GPU ||
@@ -208,11 +233,14 @@ void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *
             vg_rule_gpu_label(snap, o->gpu, glabel, sizeof(glabel));
             vg_rule_size(true, o->used_bytes, osize, sizeof(osize));
             vg_finding_gpu(out, f, o->gpu);
-            vg_finding_evidence(out, f, "%s on %s: 0%% in every utilisation sample the driver "
-                                        "keeps for it (its last few seconds)", osize, glabel);
+            vg_finding_evidence(out, f,
+                                "%s on %s: 0%% in every utilisation sample the driver "
+                                "keeps for it (its last few seconds)",
+                                osize, glabel);
         }
-        vg_finding_evidence(out, f, "the process is alive and nothing is lost: the memory comes "
-                                    "back when it exits");
+        vg_finding_evidence(out, f,
+                            "the process is alive and nothing is lost: the memory comes "
+                            "back when it exits");
         vg_cache_fixes(out, f, p);
     }
 }

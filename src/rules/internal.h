@@ -31,11 +31,11 @@ void vg_rule_size(bool known, uint64_t bytes, char *out, size_t n);
  * then CUDA_DEVICE_ORDER; subset lists them so (host indices) and nunknown counts entries of
  * the variable that named no device here. */
 struct vg_proc_visible {
-    bool *allowed;           /* snap->gpus.ngpus entries */
+    bool *allowed; /* snap->gpus.ngpus entries */
     const char *value;
     const char *order;
     struct vg_visible vis;
-    size_t *subset;          /* host GPU index of each GPU the container sees, in bus order */
+    size_t *subset; /* host GPU index of each GPU the container sees, in bus order */
     size_t nsubset;
     size_t nunknown;
 };

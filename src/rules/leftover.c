@@ -106,8 +106,8 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
             l->nvml = true;
             if (h->used_known) {
                 l->bytes_known = true;
-                l->bytes = h->used_bytes > UINT64_MAX - l->bytes ? UINT64_MAX
-                                                                 : l->bytes + h->used_bytes;
+                l->bytes =
+                    h->used_bytes > UINT64_MAX - l->bytes ? UINT64_MAX : l->bytes + h->used_bytes;
             }
         }
     }
@@ -122,8 +122,7 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
         ev |= VG_LEV_PARENT_NS_INIT;
     else if (p->parent_known && p->parent_sid != p->sid && p->sid != p->pid)
         ev |= VG_LEV_PARENT_REAPER; /* (a session leader's parent is in another session anyway) */
-    else if (p->parent_known && p->parent_pgid != p->pgid && p->pgid != p->pid &&
-             !p->pgid_alive)
+    else if (p->parent_known && p->parent_pgid != p->pgid && p->pgid != p->pid && !p->pgid_alive)
         ev |= VG_LEV_PARENT_SHELL;
     if (p->pgid != p->pid && !p->pgid_alive)
         ev |= VG_LEV_GROUP_GONE;
@@ -163,8 +162,8 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
     l->ev = ev;
 }
 
-#define VG_LEV_ADOPTED                                                                          \
-    (VG_LEV_PARENT_INIT | VG_LEV_PARENT_NS_INIT | VG_LEV_PARENT_REAPER | VG_LEV_PARENT_SHELL | \
+#define VG_LEV_ADOPTED                                                                             \
+    (VG_LEV_PARENT_INIT | VG_LEV_PARENT_NS_INIT | VG_LEV_PARENT_REAPER | VG_LEV_PARENT_SHELL |     \
      VG_LEV_PARENT_DEAD | VG_LEV_PARENT_LEFTOVER)
 
 /* The verdict from the facts; cap is the highest confidence allowed (a worker's worker is

@@ -16,9 +16,9 @@
 
 /* Holder facts for one PID over all its holdings. */
 struct vg_pid_hold {
-    uint64_t bytes;         /* NVML memory, known part */
+    uint64_t bytes; /* NVML memory, known part */
     bool nvml, fd;
-    size_t first;           /* first holding index */
+    size_t first; /* first holding index */
 };
 
 static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid_hold *ph)
@@ -78,8 +78,10 @@ static void vg_orphan_parent(struct vg_buf *b, const struct vg_leftover *l)
         vg_buf_printf(b, "; its process group and session leader (PID %d) has exited",
                       (int)p->pgid);
     else if ((ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE))
-        vg_buf_printf(b, "; its process group leader (PID %d) and session leader (PID %d) have "
-                         "exited", (int)p->pgid, (int)p->sid);
+        vg_buf_printf(b,
+                      "; its process group leader (PID %d) and session leader (PID %d) have "
+                      "exited",
+                      (int)p->pgid, (int)p->sid);
     else if (ev & VG_LEV_GROUP_GONE)
         vg_buf_printf(b, "; its process group leader (PID %d) has exited", (int)p->pgid);
     else if (ev & VG_LEV_SESSION_GONE)
@@ -156,8 +158,7 @@ static void vg_orphan_kill_fix(struct vg_findings *out, struct vg_finding *f)
 
 static bool vg_orphan_same_job(const struct vg_leftover *a, const struct vg_leftover *b)
 {
-    return a->job_pgid == b->job_pgid && a->job_sid == b->job_sid &&
-           a->confidence == b->confidence;
+    return a->job_pgid == b->job_pgid && a->job_sid == b->job_sid && a->confidence == b->confidence;
 }
 
 /* The title of an orphan-holder finding: how many, of which job, holding how much. */
@@ -170,16 +171,19 @@ static void vg_orphan_title(struct vg_findings *out, struct vg_finding *f,
     vg_rule_size(true, total, size, sizeof(size));
     const char *es = count == 1 ? "" : "es", *s = count == 1 ? "s" : "";
     if (high && total)
-        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
-                                 "still hold%s %s of GPU memory", count, es, (int)first->job_pgid,
-                         s, size);
+        vg_finding_title(out, f,
+                         "%zu leftover process%s of a finished job (process group %d) "
+                         "still hold%s %s of GPU memory",
+                         count, es, (int)first->job_pgid, s, size);
     else if (high)
-        vg_finding_title(out, f, "%zu leftover process%s of a finished job (process group %d) "
-                                 "still hold%s NVIDIA device nodes open", count, es,
-                         (int)first->job_pgid, s);
+        vg_finding_title(out, f,
+                         "%zu leftover process%s of a finished job (process group %d) "
+                         "still hold%s NVIDIA device nodes open",
+                         count, es, (int)first->job_pgid, s);
     else
-        vg_finding_title(out, f, "%zu process%s may be left over from a finished job (process "
-                                 "group %d) and hold%s %s; not sure enough to stop by default",
+        vg_finding_title(out, f,
+                         "%zu process%s may be left over from a finished job (process "
+                         "group %d) and hold%s %s; not sure enough to stop by default",
                          count, es, (int)first->job_pgid, s,
                          any_nvml ? size : "NVIDIA device nodes open");
 }
@@ -196,8 +200,10 @@ static void vg_orphan_unexplained(const struct vg_rule_ctx *ctx, struct vg_findi
         char un[32], glabel[VG_LABEL_MAX];
         vg_rule_size(true, sg->unexplained_bytes, un, sizeof(un));
         vg_rule_gpu_label(snap, f->gpus[k], glabel, sizeof(glabel));
-        vg_finding_evidence(out, f, "%s on %s is held by no process the driver lists: most "
-                                    "likely what these processes keep", un, glabel);
+        vg_finding_evidence(out, f,
+                            "%s on %s is held by no process the driver lists: most "
+                            "likely what these processes keep",
+                            un, glabel);
         if (high)
             f->severity = VG_SEV_CRITICAL;
     }
@@ -208,18 +214,23 @@ static void vg_orphan_fixes(struct vg_findings *out, struct vg_finding *f, bool 
 {
     if (high) {
         vg_orphan_kill_fix(out, f);
-        vg_finding_fix(out, f, "or let vramguard stop them, re-checking each one first: "
-                               "vramguard clean --orphans --force");
+        vg_finding_fix(out, f,
+                       "or let vramguard stop them, re-checking each one first: "
+                       "vramguard clean --orphans --force");
     } else {
         vg_finding_fix(out, f, "look before acting: vramguard doctor --pid %d", (int)f->pids[0]);
-        vg_finding_fix(out, f, "if it is a leftover after all, name it: vramguard clean --pid %d "
-                               "--force (clean leaves it alone by default)", (int)f->pids[0]);
+        vg_finding_fix(out, f,
+                       "if it is a leftover after all, name it: vramguard clean --pid %d "
+                       "--force (clean leaves it alone by default)",
+                       (int)f->pids[0]);
     }
-    vg_finding_fix(out, f, "prevent it: start jobs with 'vramguard run', which reaps every "
-                           "descendant when the job ends");
-    vg_finding_fix(out, f, "in PyTorch, DataLoader workers forked after CUDA started inherit "
-                           "its device files: use multiprocessing_context='spawn' or make "
-                           "the main process exit cleanly");
+    vg_finding_fix(out, f,
+                   "prevent it: start jobs with 'vramguard run', which reaps every "
+                   "descendant when the job ends");
+    vg_finding_fix(out, f,
+                   "in PyTorch, DataLoader workers forked after CUDA started inherit "
+                   "its device files: use multiprocessing_context='spawn' or make "
+                   "the main process exit cleanly");
 }
 
 /* One finding for the leftovers of one ended job at one confidence, starting at ls->v[i]. */
@@ -260,14 +271,16 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
     if (high && total)
         f->severity = VG_SEV_CRITICAL;
     if (high)
-        vg_finding_evidence(out, f, "confidence high: adopted after its job's leader exited, a "
-                                    "worker of that job by its marks, and idle");
+        vg_finding_evidence(out, f,
+                            "confidence high: adopted after its job's leader exited, a "
+                            "worker of that job by its marks, and idle");
     else
         vg_finding_evidence(out, f, "confidence medium: %s", first->why_not);
     if (inherited)
-        vg_finding_evidence(out, f, "a worker that inherited the device file keeps the dead "
-                                    "job's GPU memory allocated even when the driver lists "
-                                    "no process for it");
+        vg_finding_evidence(out, f,
+                            "a worker that inherited the device file keeps the dead "
+                            "job's GPU memory allocated even when the driver lists "
+                            "no process for it");
     vg_orphan_unexplained(ctx, out, f, high);
     vg_orphan_fixes(out, f, high);
 }
@@ -315,24 +328,28 @@ void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
         vg_add_gpus_of(out, f, snap, h->pid);
         bool live = (p->known & VG_PROC_K_THREADS) && p->threads_live > 0;
         if (live) {
-            vg_finding_title(out, f, "%s is defunct, but %u of its threads still run%s and "
-                                     "hold%s the GPU (%s)", label, p->threads_live,
-                             p->threads_live == 1 ? "s" : "", p->threads_live == 1 ? "s" : "",
-                             ph.nvml ? size : "device node open");
-            vg_finding_evidence(out, f, "its main thread exited (state Z) while other threads "
-                                        "kept going: the process is alive and keeps its GPU "
-                                        "memory and device files");
+            vg_finding_title(out, f,
+                             "%s is defunct, but %u of its threads still run%s and "
+                             "hold%s the GPU (%s)",
+                             label, p->threads_live, p->threads_live == 1 ? "s" : "",
+                             p->threads_live == 1 ? "s" : "", ph.nvml ? size : "device node open");
+            vg_finding_evidence(out, f,
+                                "its main thread exited (state Z) while other threads "
+                                "kept going: the process is alive and keeps its GPU "
+                                "memory and device files");
             vg_finding_fix(out, f, "end the whole process: kill -KILL %d", (int)h->pid);
         } else {
             vg_finding_title(out, f, "%s is a zombie still listed on the GPU (%s)", label,
                              ph.nvml ? size : "device node open");
             vg_finding_evidence(out, f, "it has exited; its parent, PID %d, has not reaped it",
                                 (int)p->ppid);
-            vg_finding_fix(out, f, "act on the parent, PID %d: it must wait() for its child; "
-                                   "if it is stuck, stop the parent and init reaps the zombie",
+            vg_finding_fix(out, f,
+                           "act on the parent, PID %d: it must wait() for its child; "
+                           "if it is stuck, stop the parent and init reaps the zombie",
                            (int)p->ppid);
-            vg_finding_fix(out, f, "signalling the zombie itself does nothing: it has already "
-                                   "exited");
+            vg_finding_fix(out, f,
+                           "signalling the zombie itself does nothing: it has already "
+                           "exited");
         }
         if (f) {
             f->bytes_known = ph.nvml;
@@ -359,16 +376,22 @@ void vg_rule_d_state_holder(const struct vg_rule_ctx *ctx, struct vg_findings *o
         struct vg_finding *f = vg_finding_add(out, "d-state-holder", VG_SEV_WARNING);
         vg_finding_pid(out, f, h->pid);
         vg_add_gpus_of(out, f, snap, h->pid);
-        vg_finding_title(out, f, "%s has %u thread%s in uninterruptible sleep (D) while holding "
-                                 "the GPU", label, d, d == 1 ? "" : "s");
-        vg_finding_evidence(out, f, "a thread in D state waits inside the kernel, usually the "
-                                    "NVIDIA driver; no signal reaches it until the call returns");
+        vg_finding_title(out, f,
+                         "%s has %u thread%s in uninterruptible sleep (D) while holding "
+                         "the GPU",
+                         label, d, d == 1 ? "" : "s");
+        vg_finding_evidence(out, f,
+                            "a thread in D state waits inside the kernel, usually the "
+                            "NVIDIA driver; no signal reaches it until the call returns");
         if (p->state == 'Z')
             vg_finding_evidence(out, f, "the process is also defunct: it is stuck exiting");
-        vg_finding_fix(out, f, "D can be brief: look again in a minute (vramguard doctor --pid "
-                               "%d)", (int)h->pid);
-        vg_finding_fix(out, f, "if it stays: check 'dmesg' for NVRM Xid errors; only a GPU "
-                               "reset (when nothing else uses the GPU) or a reboot frees it");
+        vg_finding_fix(out, f,
+                       "D can be brief: look again in a minute (vramguard doctor --pid "
+                       "%d)",
+                       (int)h->pid);
+        vg_finding_fix(out, f,
+                       "if it stays: check 'dmesg' for NVRM Xid errors; only a GPU "
+                       "reset (when nothing else uses the GPU) or a reboot frees it");
     }
 }
 
@@ -412,33 +435,43 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             f->bytes_known = true;
             f->bytes = ph.bytes;
         }
-        vg_finding_title(out, f, "the driver reports PID %u holding %s, but %s shows no such "
-                                 "process", (unsigned)h->pid, size, snap->proc_root);
+        vg_finding_title(out, f,
+                         "the driver reports PID %u holding %s, but %s shows no such "
+                         "process",
+                         (unsigned)h->pid, size, snap->proc_root);
         pid_t depth = snap->procs.self_nspid_depth;
         if (depth > 1) {
-            vg_finding_evidence(out, f, "vramguard runs inside a PID namespace (NSpid depth %d): "
-                                        "the driver speaks in the host's PIDs, which this /proc "
-                                        "cannot show", (int)depth);
-            vg_finding_fix(out, f, "run vramguard on the host, or give it the host's /proc: "
-                                   "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
-                                   "--proc /host/proc");
+            vg_finding_evidence(out, f,
+                                "vramguard runs inside a PID namespace (NSpid depth %d): "
+                                "the driver speaks in the host's PIDs, which this /proc "
+                                "cannot show",
+                                (int)depth);
+            vg_finding_fix(out, f,
+                           "run vramguard on the host, or give it the host's /proc: "
+                           "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
+                           "--proc /host/proc");
         } else if (!vg_is_default_proc(snap->proc_root)) {
-            vg_finding_evidence(out, f, "%s is another procfs: the process may live in a PID "
-                                        "namespace it does not cover", snap->proc_root);
+            vg_finding_evidence(out, f,
+                                "%s is another procfs: the process may live in a PID "
+                                "namespace it does not cover",
+                                snap->proc_root);
             vg_finding_fix(out, f, "point --proc at the host's procfs");
         } else {
             /* NSpid has one level both in the root namespace and in a container that mounted
              * its own /proc, so this cannot tell those two apart: say both. */
-            vg_finding_evidence(out, f, "/proc shows vramguard in no nested PID namespace: "
-                                        "the process lives in a namespace this /proc does not "
-                                        "show (another container, or vramguard itself runs in "
-                                        "one with its own /proc), or has exited while the "
-                                        "driver still holds its memory");
-            vg_finding_fix(out, f, "if vramguard runs in a container, run it on the host or "
-                                   "give it the host's /proc (--proc)");
-            vg_finding_fix(out, f, "if it is gone, the memory should return once the driver "
-                                   "tears the context down; if it stays, a GPU reset when "
-                                   "nothing else holds the GPU");
+            vg_finding_evidence(out, f,
+                                "/proc shows vramguard in no nested PID namespace: "
+                                "the process lives in a namespace this /proc does not "
+                                "show (another container, or vramguard itself runs in "
+                                "one with its own /proc), or has exited while the "
+                                "driver still holds its memory");
+            vg_finding_fix(out, f,
+                           "if vramguard runs in a container, run it on the host or "
+                           "give it the host's /proc (--proc)");
+            vg_finding_fix(out, f,
+                           "if it is gone, the memory should return once the driver "
+                           "tears the context down; if it stays, a GPU reset when "
+                           "nothing else holds the GPU");
         }
     }
 }
@@ -455,16 +488,21 @@ static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi
     vg_rule_size(true, s->held_bytes, held, sizeof(held));
     if (g->known & VG_GPU_K_RESERVED) {
         vg_rule_size(true, g->mem_reserved, res, sizeof(res));
-        vg_finding_evidence(out, f, "used %s, of which holders account for %s; the driver's "
-                                    "reservation (%s) is counted apart", used, held, res);
+        vg_finding_evidence(out, f,
+                            "used %s, of which holders account for %s; the driver's "
+                            "reservation (%s) is counted apart",
+                            used, held, res);
     } else {
-        vg_finding_evidence(out, f, "used %s, of which holders account for %s; this driver "
-                                    "counts its own reservation as used", used, held);
+        vg_finding_evidence(out, f,
+                            "used %s, of which holders account for %s; this driver "
+                            "counts its own reservation as used",
+                            used, held);
     }
     if (s->unexplained_upper_bound)
-        vg_finding_evidence(out, f, "%zu listed process%s report%s no figure, so part of "
-                                    "this may be theirs", s->nholders_unknown,
-                            s->nholders_unknown == 1 ? "" : "es",
+        vg_finding_evidence(out, f,
+                            "%zu listed process%s report%s no figure, so part of "
+                            "this may be theirs",
+                            s->nholders_unknown, s->nholders_unknown == 1 ? "" : "es",
                             s->nholders_unknown == 1 ? "s" : "");
     size_t first, count, fd_only = 0;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
@@ -473,8 +511,10 @@ static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi
         if (h->seen == VG_SEEN_FD) {
             char label[VG_LABEL_MAX];
             vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
-            vg_finding_evidence(out, f, "%s holds the device node without a context the "
-                                        "driver lists: the likely holder", label);
+            vg_finding_evidence(out, f,
+                                "%s holds the device node without a context the "
+                                "driver lists: the likely holder",
+                                label);
             vg_finding_pid(out, f, h->pid);
             fd_only++;
         }
@@ -496,35 +536,43 @@ static void vg_unattributed_fixes(const struct vg_snapshot *snap, size_t gi,
     bool minor = g->known & VG_GPU_K_MINOR;
     if (count == 0 && !hiding && minor) {
         vg_finding_evidence(out, f, "no process holds this GPU: a reset is possible now");
-        vg_finding_fix(out, f, "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
-                               "-i %s (vramguard never runs this for you here)", reset_id);
-        vg_finding_fix(out, f, "if the memory comes back after a reset, suspect processes in "
-                               "other containers: run vramguard on the host");
+        vg_finding_fix(out, f,
+                       "as root, with nothing using the GPU: nvidia-smi --gpu-reset "
+                       "-i %s (vramguard never runs this for you here)",
+                       reset_id);
+        vg_finding_fix(out, f,
+                       "if the memory comes back after a reset, suspect processes in "
+                       "other containers: run vramguard on the host");
     } else if (count == 0) {
         /* Nothing seen is not nothing there: say what could not be seen. */
         if (hidden)
-            vg_finding_evidence(out, f, "no process vramguard could read holds this GPU, but "
-                                        "the descriptors of %zu process%s could not be read: "
-                                        "any of them may hold it", hidden,
-                                hidden == 1 ? "" : "es");
+            vg_finding_evidence(out, f,
+                                "no process vramguard could read holds this GPU, but "
+                                "the descriptors of %zu process%s could not be read: "
+                                "any of them may hold it",
+                                hidden, hidden == 1 ? "" : "es");
         else if (hiding)
-            vg_finding_evidence(out, f, "no process vramguard can see holds this GPU, but "
-                                        "other users' processes are hidden (hidepid): any of "
-                                        "them may hold it");
+            vg_finding_evidence(out, f,
+                                "no process vramguard can see holds this GPU, but "
+                                "other users' processes are hidden (hidepid): any of "
+                                "them may hold it");
         if (!minor)
-            vg_finding_evidence(out, f, "its minor number is unknown, so which processes hold "
-                                        "its device node cannot be told");
+            vg_finding_evidence(out, f,
+                                "its minor number is unknown, so which processes hold "
+                                "its device node cannot be told");
         vg_finding_fix(out, f, "%s, and look again before any reset",
                        hiding ? "run vramguard as root (with CAP_SYS_PTRACE) to see every "
                                 "holder"
                               : "find the GPU's minor number (nvidia-smi -q | grep Minor)");
     } else {
-        vg_finding_evidence(out, f, "%zu process%s still hold%s the GPU, so a reset is not "
-                                    "possible yet", count, count == 1 ? "" : "es",
-                            count == 1 ? "s" : "");
+        vg_finding_evidence(out, f,
+                            "%zu process%s still hold%s the GPU, so a reset is not "
+                            "possible yet",
+                            count, count == 1 ? "" : "es", count == 1 ? "s" : "");
         if (fd_only)
-            vg_finding_fix(out, f, "stop the processes that hold only the device node "
-                                   "(PIDs above), then look again");
+            vg_finding_fix(out, f,
+                           "stop the processes that hold only the device node "
+                           "(PIDs above), then look again");
         vg_finding_fix(out, f, "once nothing holds the GPU: nvidia-smi --gpu-reset -i %s",
                        reset_id);
     }
@@ -538,8 +586,8 @@ void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out
         const struct vg_gpu *g = &snap->gpus.gpus[gi];
         /* With the v1 memory call the driver's own reservation (a few hundred MiB) is part of
          * "used", so allow for it before calling anything unexplained. */
-        uint64_t min = ctx->opts->unattributed_min + (s->unexplained_has_reserved ? 512ull << 20
-                                                                                   : 0);
+        uint64_t min =
+            ctx->opts->unattributed_min + (s->unexplained_has_reserved ? 512ull << 20 : 0);
         if (!s->unexplained_known || s->unexplained_bytes <= min)
             continue;
         char glabel[VG_LABEL_MAX], un[32];
@@ -592,10 +640,11 @@ void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
             f->bytes_known = true;
             f->bytes = h->used_bytes;
         }
-        vg_finding_title(out, f, "%s has held %s on %s for %llu min with no GPU utilisation",
-                         label, size, glabel, (unsigned long long)(id->idle_ms / 60000));
-        vg_finding_evidence(out, f, "typical of a forgotten notebook kernel or an interactive "
-                                    "session left open");
+        vg_finding_title(out, f, "%s has held %s on %s for %llu min with no GPU utilisation", label,
+                         size, glabel, (unsigned long long)(id->idle_ms / 60000));
+        vg_finding_evidence(out, f,
+                            "typical of a forgotten notebook kernel or an interactive "
+                            "session left open");
         vg_finding_fix(out, f, "ask its owner (%s) to release it",
                        h->proc && h->proc->user ? h->proc->user : "see 'vramguard status'");
     }

@@ -157,7 +157,6 @@ int vg_reason_gpu_build(const struct vg_snapshot *snap, size_t gi, const struct 
     return 0;
 }
 
-
 void vg_reason_gpu_release(struct vg_reason_gpu *g)
 {
     free(g->h);

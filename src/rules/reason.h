@@ -54,7 +54,7 @@ bool vg_reason_holder_known(const struct vg_reason_holder *h);
 struct vg_reason_gpu {
     struct vg_reason_holder *h; /* by PID */
     size_t n;
-    bool known;              /* the process lists could be read */
+    bool known; /* the process lists could be read */
     uint64_t bytes[VG_REASON_COUNT];
     bool unattributed_known; /* bytes[VG_REASON_UNATTRIBUTED] includes the unexplained rest */
 };

@@ -39,10 +39,12 @@ static void vg_vis_fix(struct vg_findings *out, struct vg_finding *f, const stru
     if (v->corrected && v->corrected[0])
         vg_finding_fix(out, f, "export CUDA_VISIBLE_DEVICES=%s", v->corrected);
     else
-        vg_finding_fix(out, f, "no entry names a GPU on this host: list the GPUs with "
-                               "'vramguard visible' and use their UUIDs");
-    vg_finding_fix(out, f, "or start the job with 'vramguard run --gpus ...', which sets it by "
-                           "UUID");
+        vg_finding_fix(out, f,
+                       "no entry names a GPU on this host: list the GPUs with "
+                       "'vramguard visible' and use their UUIDs");
+    vg_finding_fix(out, f,
+                   "or start the job with 'vramguard run --gpus ...', which sets it by "
+                   "UUID");
 }
 
 void vg_rule_invalid_visible(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -54,8 +56,10 @@ void vg_rule_invalid_visible(const struct vg_rule_ctx *ctx, struct vg_findings *
         if (vg_rule_host_visible(snap, ctx->opts->shell_cvd, ctx->opts->shell_order, &pv)) {
             if (vg_vis_is_problem(&pv.vis)) {
                 struct vg_finding *f = vg_finding_add(out, "invalid-visible", VG_SEV_WARNING);
-                vg_finding_title(out, f, "CUDA_VISIBLE_DEVICES='%s' in this shell has an entry "
-                                         "CUDA stops at", ctx->opts->shell_cvd);
+                vg_finding_title(out, f,
+                                 "CUDA_VISIBLE_DEVICES='%s' in this shell has an entry "
+                                 "CUDA stops at",
+                                 ctx->opts->shell_cvd);
                 vg_vis_evidence(out, f, &pv.vis, "this shell");
                 vg_vis_fix(out, f, &pv.vis);
             }
@@ -78,8 +82,10 @@ void vg_rule_invalid_visible(const struct vg_rule_ctx *ctx, struct vg_findings *
         if (pv.value && vg_vis_is_problem(&pv.vis)) {
             struct vg_finding *f = vg_finding_add(out, "invalid-visible", VG_SEV_WARNING);
             vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
-            vg_finding_title(out, f, "%s started with CUDA_VISIBLE_DEVICES='%s', which has an "
-                                     "entry CUDA stops at", label, pv.value);
+            vg_finding_title(out, f,
+                             "%s started with CUDA_VISIBLE_DEVICES='%s', which has an "
+                             "entry CUDA stops at",
+                             label, pv.value);
             vg_finding_pid(out, f, h->pid);
             vg_vis_evidence(out, f, &pv.vis, "its value");
             vg_vis_fix(out, f, &pv.vis);
@@ -117,17 +123,22 @@ void vg_rule_outside_visible(const struct vg_rule_ctx *ctx, struct vg_findings *
             size_t n = 0;
             for (size_t g = 0; g < snap->gpus.ngpus; g++)
                 n += pv.allowed[g];
-            vg_finding_evidence(out, f, "its environment at exec time allows %zu GPU%s, not "
-                                        "this one", n, n == 1 ? "" : "s");
+            vg_finding_evidence(out, f,
+                                "its environment at exec time allows %zu GPU%s, not "
+                                "this one",
+                                n, n == 1 ? "" : "s");
             vg_rule_visible_evidence(out, f, snap, h->proc, &pv);
-            vg_finding_evidence(out, f, "/proc/%u/environ shows the environment the process "
-                                        "was started with: a value changed later inside the "
-                                        "program (os.environ[...] = ...) is invisible here, and "
-                                        "comes too late if the framework had already "
-                                        "initialised CUDA", (unsigned)h->pid);
-            vg_finding_fix(out, f, "set CUDA_VISIBLE_DEVICES in the shell or launcher before "
-                                   "the process starts, or in Python before importing torch, "
-                                   "tensorflow or jax");
+            vg_finding_evidence(out, f,
+                                "/proc/%u/environ shows the environment the process "
+                                "was started with: a value changed later inside the "
+                                "program (os.environ[...] = ...) is invisible here, and "
+                                "comes too late if the framework had already "
+                                "initialised CUDA",
+                                (unsigned)h->pid);
+            vg_finding_fix(out, f,
+                           "set CUDA_VISIBLE_DEVICES in the shell or launcher before "
+                           "the process starts, or in Python before importing torch, "
+                           "tensorflow or jax");
             vg_finding_fix(out, f, "vramguard run --gpus <GPU> -- <command>");
         }
         vg_rule_proc_visible_release(&pv);
@@ -167,8 +178,10 @@ static void vg_order_evidence(const struct vg_snapshot *snap, const struct vg_pr
          * the i-th GPU the container was given */
         size_t bus = pv->subset ? (i < pv->nsubset ? pv->subset[i] : i) : i;
         if (v->enum_order[i] != bus)
-            vg_finding_evidence(out, f, "CUDA's device %zu is %s; nvidia-smi's GPU %zu is "
-                                        "another GPU", i, label, i);
+            vg_finding_evidence(out, f,
+                                "CUDA's device %zu is %s; nvidia-smi's GPU %zu is "
+                                "another GPU",
+                                i, label, i);
     }
 }
 
@@ -186,15 +199,18 @@ void vg_rule_order_mismatch(const struct vg_rule_ctx *ctx, struct vg_findings *o
         if (!pci && vg_rule_host_visible(snap, NULL, order, &pv)) {
             if (pv.vis.order_differs) {
                 bool idx = vg_uses_indices(ctx->opts->shell_cvd);
-                struct vg_finding *f = vg_finding_add(out, "order-mismatch",
-                                                      idx ? VG_SEV_WARNING : VG_SEV_INFO);
-                vg_finding_title(out, f, "this host mixes GPU models and CUDA_DEVICE_ORDER is "
-                                         "%s in this shell: CUDA and nvidia-smi number the GPUs "
-                                         "differently", order ? "not PCI_BUS_ID" : "unset");
+                struct vg_finding *f =
+                    vg_finding_add(out, "order-mismatch", idx ? VG_SEV_WARNING : VG_SEV_INFO);
+                vg_finding_title(out, f,
+                                 "this host mixes GPU models and CUDA_DEVICE_ORDER is "
+                                 "%s in this shell: CUDA and nvidia-smi number the GPUs "
+                                 "differently",
+                                 order ? "not PCI_BUS_ID" : "unset");
                 vg_order_evidence(snap, &pv, out, f);
                 if (idx)
-                    vg_finding_evidence(out, f, "this shell's CUDA_VISIBLE_DEVICES='%s' uses "
-                                                "indices, which CUDA reads in its own order",
+                    vg_finding_evidence(out, f,
+                                        "this shell's CUDA_VISIBLE_DEVICES='%s' uses "
+                                        "indices, which CUDA reads in its own order",
                                         ctx->opts->shell_cvd);
                 vg_finding_fix(out, f, "%s", fix);
             }
@@ -204,8 +220,8 @@ void vg_rule_order_mismatch(const struct vg_rule_ctx *ctx, struct vg_findings *o
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         const struct vg_proc *p = h->proc;
-        if (!p || !(p->known & VG_PROC_K_ENV) || vg_findings_has_pid(out, "order-mismatch",
-                                                                     h->pid, VG_SNAP_NO_GPU))
+        if (!p || !(p->known & VG_PROC_K_ENV) ||
+            vg_findings_has_pid(out, "order-mismatch", h->pid, VG_SNAP_NO_GPU))
             continue;
         const char *cvd = p->env[VG_ENV_CUDA_VISIBLE_DEVICES];
         const char *order = p->env[VG_ENV_CUDA_DEVICE_ORDER];
@@ -218,9 +234,11 @@ void vg_rule_order_mismatch(const struct vg_rule_ctx *ctx, struct vg_findings *o
             char label[VG_LABEL_MAX];
             vg_rule_proc_label(h->pid, p, label, sizeof(label));
             struct vg_finding *f = vg_finding_add(out, "order-mismatch", VG_SEV_WARNING);
-            vg_finding_title(out, f, "%s picks GPUs by index (CUDA_VISIBLE_DEVICES='%s') "
-                                     "without CUDA_DEVICE_ORDER=PCI_BUS_ID on a host with mixed "
-                                     "GPU models", label, cvd);
+            vg_finding_title(out, f,
+                             "%s picks GPUs by index (CUDA_VISIBLE_DEVICES='%s') "
+                             "without CUDA_DEVICE_ORDER=PCI_BUS_ID on a host with mixed "
+                             "GPU models",
+                             label, cvd);
             vg_finding_pid(out, f, h->pid);
             vg_order_evidence(snap, &pv, out, f);
             vg_finding_fix(out, f, "%s", fix);

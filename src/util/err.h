@@ -15,7 +15,10 @@ struct vg_err {
     char *msg; /* owned; NULL when unset */
 };
 
-#define VG_ERR_INIT { 0, NULL }
+#define VG_ERR_INIT                                                                                \
+    {                                                                                              \
+        0, NULL                                                                                    \
+    }
 
 /* Record a failure and return code (which should be negative), so callers can write
  * `return vg_err_set(err, -ENOENT, "cannot open '%s'", path);`. A previous message is

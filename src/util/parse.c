@@ -115,12 +115,22 @@ int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_
                   double *fraction)
 {
     static const struct vg_unit units[] = {
-        {"", 1},           {"B", 1},
-        {"K", 1024.0},     {"KiB", 1024.0},     {"k", 1024.0},
-        {"M", 1048576.0},  {"MiB", 1048576.0},
-        {"G", 1073741824.0}, {"GiB", 1073741824.0},
-        {"T", 1099511627776.0}, {"TiB", 1099511627776.0},
-        {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"", 1},
+        {"B", 1},
+        {"K", 1024.0},
+        {"KiB", 1024.0},
+        {"k", 1024.0},
+        {"M", 1048576.0},
+        {"MiB", 1048576.0},
+        {"G", 1073741824.0},
+        {"GiB", 1073741824.0},
+        {"T", 1099511627776.0},
+        {"TiB", 1099511627776.0},
+        {"kB", 1e3},
+        {"KB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
         {NULL, 0},
     };
     if (!s)
@@ -156,8 +166,8 @@ int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_
 int vg_parse_duration_ms(const char *s, uint64_t *ms)
 {
     static const struct vg_unit units[] = {
-        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
-        {"h", VG_HOUR_MS}, {"d", VG_DAY_MS}, {NULL, 0},
+        {"", 1000},     {"ms", 1},         {"s", 1000},      {"m", 60000},
+        {"min", 60000}, {"h", VG_HOUR_MS}, {"d", VG_DAY_MS}, {NULL, 0},
     };
     if (!s)
         return -EINVAL;

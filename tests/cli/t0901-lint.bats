@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # t0901-lint: scripts/lint (what `make lint` runs) over small fake source trees: one violation of
 # each kind is reported as file:line with its reason and fails the run, a clean tree passes, and
-# the format check (LINT_FORMAT_FILES) reports without failing.
+# the format check (LINT_FORMAT_FILES) fails on the files given that clang-format would change.
 
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 LINT=$ROOT/scripts/lint
@@ -136,13 +136,16 @@ EOF
     [[ "$output" != *"vg_render_all"* ]]
 }
 
-@test "the format check reports the files given, and only reports" {
+@test "the format check fails on the files given that are not formatted, and only those" {
     command -v clang-format >/dev/null || skip "no clang-format"
     cp "$ROOT/.clang-format" "$T/"
     printf 'int  f( void ){return 0;}\n' >"$T/src/util/ugly.c"
     LINT_FORMAT_FILES="$T/src/util/ugly.c" run "$LINT" "$T/src"
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 1 ]
     [[ "$output" == *"$T/src/util/ugly.c:1: not clang-formatted"* ]]
+    printf 'int f(void)\n{\n    return 0;\n}\n' >"$T/src/util/ugly.c"
+    LINT_FORMAT_FILES="$T/src/util/ugly.c" run "$LINT" "$T/src"
+    [ "$status" -eq 0 ]
     # not listed: not checked
     run "$LINT" "$T/src"
     [ -z "$output" ]
