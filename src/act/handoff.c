@@ -348,6 +348,13 @@ static void vg_handoff_round_release(struct vg_handoff_round *r)
     free(r->ids);
 }
 
+/* Whether the driver answered for the GPU at the last look (not lost, hung or missing). */
+static bool vg_handoff_seen(const struct vg_handoff_gpu *g)
+{
+    return !g->why || (strcmp(g->why, "lost") != 0 && strcmp(g->why, "hung") != 0 &&
+                       strcmp(g->why, "missing") != 0);
+}
+
 /* This job's holders, present at this look, not signalled yet: allowed ones join the round;
  * the others keep the reason they may not be signalled. */
 static int vg_handoff_pick(struct vg_handoff_result *res, const struct vg_snapshot *snap,
@@ -356,6 +363,9 @@ static int vg_handoff_pick(struct vg_handoff_result *res, const struct vg_snapsh
     for (size_t g = 0; g < res->ngpus; g++)
         for (size_t i = 0; i < res->gpus[g].nholders; i++) {
             struct vg_handoff_holder *h = &res->gpus[g].holders[i];
+            /* Without the driver's view of a GPU nothing is done about it. */
+            if (!vg_handoff_seen(&res->gpus[g]))
+                break;
             if (!h->present || h->owner != VG_HANDOFF_JOB || h->signalled ||
                 vg_handoff_signalled(res, h->pid, h->start_ticks) ||
                 vg_handoff_in_round(r, h->pid))
