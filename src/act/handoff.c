@@ -4,6 +4,7 @@
  * look and from what was done.
  */
 #include "act/handoff.h"
+#include "rules/reason.h"
 #include "util/clock.h"
 #include "util/sat.h"
 
@@ -12,9 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The driver's reservation where the v1 memory call counts it as used: the figure clean takes
- * (act/plan.c), since v1 does not report it. */
-#define VG_HANDOFF_V1_RESERVED (512ull << 20)
 #define VG_HANDOFF_POLL_DEFAULT_MS 250u
 /* After SIGKILL a process normally goes at once; one stuck in the kernel never does. */
 #define VG_HANDOFF_KILL_WAIT_MS 5000u
@@ -474,7 +472,7 @@ static void vg_handoff_judge(struct vg_handoff_gpu *g, const struct vg_snapshot 
     g->used = g->mem_known ? d->mem_used : 0;
     g->baseline = vg_sat_add(req->tolerance, t.infra_bytes);
     if (snap->gpus.mem_api && strcmp(snap->gpus.mem_api, "v1") == 0)
-        g->baseline = vg_sat_add(g->baseline, VG_HANDOFF_V1_RESERVED);
+        g->baseline = vg_sat_add(g->baseline, VG_REASON_V1_RESERVED);
     bool excess = g->mem_known && g->used > g->baseline;
     *settled = true;
 #define VG_VERDICT(st, w)                                                                          \

@@ -20,6 +20,7 @@
 #include "model/snapshot.h"
 #include "proc/signal.h"
 #include "render/handoff.h"
+#include "rules/reason.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
@@ -90,7 +91,6 @@ static const struct vg_opt vg_handoff_opts[] = {
 
 #define VG_HANDOFF_TIMEOUT_DEFAULT_MS 30000u
 #define VG_HANDOFF_GRACE_DEFAULT_MS 5000u
-#define VG_HANDOFF_TOLERANCE_DEFAULT (64ull << 20)
 /* scontrol answers at once or the controller is gone; an epilog must not hang on it. */
 #define VG_HANDOFF_DRAIN_TIMEOUT_MS 20000u
 
@@ -504,7 +504,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     struct vg_handoff h = {.g = g};
     h.req.timeout_ms = VG_HANDOFF_TIMEOUT_DEFAULT_MS;
     h.req.grace_ms = VG_HANDOFF_GRACE_DEFAULT_MS;
-    h.req.tolerance = VG_HANDOFF_TOLERANCE_DEFAULT;
+    h.req.tolerance = VG_REASON_DIRTY_TOLERANCE;
     h.req.proc_root_fd = -1;
     int status = vg_handoff_parse(&h, argc, argv);
     if (status < 0 && (vg_handoff_job(&h) || vg_handoff_gpus(&h)))
