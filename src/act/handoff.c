@@ -25,7 +25,7 @@ const char *vg_handoff_state_id(enum vg_handoff_state s)
 
 const char *vg_handoff_owner_id(enum vg_handoff_owner o)
 {
-    static const char *const ids[] = {"job", "infrastructure", "other", "unseen"};
+    static const char *const ids[] = {"job", "infrastructure", "other", "unseen", "leftover"};
     return (unsigned)o < sizeof(ids) / sizeof(ids[0]) ? ids[o] : "other";
 }
 
@@ -430,7 +430,7 @@ static int vg_handoff_stop(struct vg_handoff_result *res, const struct vg_snapsh
 /* ---- judging -------------------------------------------------------------------------------- */
 
 struct vg_handoff_tally {
-    bool dstate, survived, other, unseen, job;
+    bool dstate, survived, other, unseen, job, leftover;
     uint64_t infra_bytes;
 };
 
@@ -456,6 +456,9 @@ static void vg_handoff_tally(const struct vg_handoff_gpu *g, struct vg_handoff_t
             break;
         case VG_HANDOFF_UNSEEN:
             t->unseen = true;
+            break;
+        case VG_HANDOFF_LEFTOVER:
+            t->leftover = true;
             break;
         }
     }
@@ -630,4 +633,77 @@ out:
     vg_handoff_finish(res, start);
     vg_snap_free(snap);
     return rc;
+}
+
+/* ---- node mode ------------------------------------------------------------------------------ */
+
+static void vg_handoff_node_gpu(struct vg_handoff_gpu *g, const struct vg_snapshot *snap,
+                                size_t gi, const struct vg_reason_gpu *rg, uint64_t tolerance)
+{
+    const struct vg_gpu *d = &snap->gpus.gpus[gi];
+    struct vg_handoff_tally t;
+    /* The reasons name the leftovers: orphan (a sure one) and zombie. */
+    for (size_t i = 0; i < g->nholders; i++)
+        for (size_t k = 0; k < rg->n; k++)
+            if ((pid_t)rg->h[k].pid == g->holders[i].pid && g->holders[i].owner != VG_HANDOFF_INFRA &&
+                (rg->h[k].reason == VG_REASON_ORPHAN || rg->h[k].reason == VG_REASON_ZOMBIE))
+                g->holders[i].owner = VG_HANDOFF_LEFTOVER;
+    vg_handoff_tally(g, &t);
+    g->mem_known = (d->known & VG_GPU_K_MEM) && !d->lost && !d->hung;
+    g->used = g->mem_known ? d->mem_used : 0;
+    g->baseline = vg_sat_add(tolerance, snap->per_gpu[gi].unexplained_has_reserved
+                                            ? VG_REASON_V1_RESERVED
+                                            : 0);
+    bool reserved = snap->per_gpu[gi].unexplained_has_reserved;
+    if (d->lost) {
+        g->state = VG_HANDOFF_WEDGED, g->why = "lost";
+    } else if (d->hung) {
+        g->state = VG_HANDOFF_WEDGED, g->why = "hung";
+    } else if (t.dstate) {
+        g->state = VG_HANDOFF_WEDGED, g->why = "d-state";
+    } else if (vg_reason_gpu_dirty(rg, reserved, tolerance)) {
+        g->state = VG_HANDOFF_DIRTY, g->why = t.leftover ? "leftover" : "unexplained";
+    } else if (!g->mem_known || !rg->known) {
+        g->state = VG_HANDOFF_UNKNOWN, g->why = "memory-unknown";
+    } else {
+        g->state = VG_HANDOFF_CLEAN, g->why = "free";
+    }
+}
+
+int vg_handoff_node(const struct vg_handoff_req *req, const struct vg_snapshot *snap,
+                    const struct vg_findings *fs, struct vg_handoff_result *res,
+                    struct vg_err *err)
+{
+    uint64_t start = vg_clock_ms();
+    res->looks = 1;
+    res->state = VG_HANDOFF_UNKNOWN;
+    res->driver_ok = snap->driver_ok;
+    if (!snap->driver_ok) {
+        res->driver_error = vg_handoff_dup(snap->driver_error);
+        return 0;
+    }
+    size_t n = snap->gpus.ngpus;
+    if (n && !(res->gpus = calloc(n, sizeof(*res->gpus))))
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    res->ngpus = n;
+    for (size_t i = 0; i < n; i++) {
+        struct vg_handoff_gpu *g = &res->gpus[i];
+        const struct vg_gpu *d = &snap->gpus.gpus[i];
+        struct vg_reason_gpu rg = {0};
+        g->found = true;
+        g->index = d->index;
+        g->minor = d->minor;
+        g->minor_known = (d->known & VG_GPU_K_MINOR) != 0;
+        if (((d->known & VG_GPU_K_UUID) && !(g->uuid = strdup(d->uuid))) ||
+            ((d->known & VG_GPU_K_NAME) && !(g->name = strdup(d->name))) ||
+            vg_handoff_update(g, snap, i, req) ||
+            vg_reason_gpu_build(snap, i, fs, VG_RULE_CONTEXT_MAX_DEFAULT, &rg)) {
+            vg_reason_gpu_release(&rg);
+            return vg_err_set(err, -ENOMEM, "out of memory");
+        }
+        vg_handoff_node_gpu(g, snap, i, &rg, req->tolerance);
+        vg_reason_gpu_release(&rg);
+    }
+    vg_handoff_finish(res, start);
+    return 0;
 }

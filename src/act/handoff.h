@@ -42,7 +42,10 @@
 #include "model/snapshot.h"
 #include "util/err.h"
 
-enum vg_handoff_mode { VG_HANDOFF_PROLOG, VG_HANDOFF_EPILOG };
+/* node: every GPU, no job, nothing touched: is memory held that no running job holds (the
+ * periodic check of a node, e.g. Kubernetes' Node Problem Detector or Slurm's
+ * HealthCheckProgram)? */
+enum vg_handoff_mode { VG_HANDOFF_PROLOG, VG_HANDOFF_EPILOG, VG_HANDOFF_NODE };
 
 /* Ordered from best to worst; the overall state is the worst of the GPUs'. */
 enum vg_handoff_state {
@@ -61,9 +64,10 @@ enum vg_handoff_owner {
     VG_HANDOFF_INFRA,  /* infrastructure, vramguard, its ancestors: expected, never acted on */
     VG_HANDOFF_OTHER,  /* another user's, another job's, or no mark of this job */
     VG_HANDOFF_UNSEEN, /* the driver lists a PID this /proc does not show (or a stale one) */
+    VG_HANDOFF_LEFTOVER, /* node: a sure leftover of an ended job, or a zombie (the findings) */
 };
 
-/* "job", "infrastructure", "other", "unseen" */
+/* "job", "infrastructure", "other", "unseen", "leftover" */
 const char *vg_handoff_owner_id(enum vg_handoff_owner o);
 
 /* Why a process is (or is not) the job's, as bits. */
@@ -143,15 +147,15 @@ struct vg_handoff_holder {
 };
 
 struct vg_handoff_gpu {
-    const struct vg_handoff_sel *sel; /* what named it */
+    const struct vg_handoff_sel *sel; /* what named it; NULL in node mode (every GPU) */
     bool found;                       /* the driver lists it */
     char *uuid, *name;                /* owned; NULL when unknown */
     unsigned index, minor;
     bool minor_known;
     enum vg_handoff_state state;
     const char *why; /* static id of the state's cause: "free", "stopped", "holder",
-                      * "unexplained", "memory-unknown", "d-state", "survived", "stuck",
-                      * "lost", "hung", "missing" */
+                      * "leftover", "unexplained", "memory-unknown", "d-state", "survived",
+                      * "stuck", "lost", "hung", "missing" */
     bool mem_known;
     uint64_t used, baseline; /* bytes; used as the driver reports it at the last look */
     struct vg_handoff_holder *holders; /* every holder seen, in pid order */
@@ -183,5 +187,14 @@ typedef int (*vg_handoff_look_fn)(void *ctx, struct vg_snapshot **snap);
  * positive value when a look failed (res holds what was seen before), or -ENOMEM (err set). */
 int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, void *ctx,
                    struct vg_handoff_result *res, struct vg_err *err);
+
+/* Node mode, from one snapshot and its findings (judged with activity measured): every GPU of
+ * snap, each clean, dirty (memory no running job holds beyond req->tolerance: rules/reason.h's
+ * leftover memory), unknown or wedged (lost, hung, a holder in D state). Nothing is signalled.
+ * 0, or -ENOMEM (err set). */
+struct vg_findings;
+int vg_handoff_node(const struct vg_handoff_req *req, const struct vg_snapshot *snap,
+                    const struct vg_findings *fs, struct vg_handoff_result *res,
+                    struct vg_err *err);
 
 #endif

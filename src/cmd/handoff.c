@@ -21,11 +21,12 @@
 #include "proc/signal.h"
 #include "render/handoff.h"
 #include "rules/reason.h"
+#include "rules/rules.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
 static const char vg_handoff_help[] =
-    "usage: vramguard handoff prolog|epilog [--gpus LIST] [--job ID] [--uid U]\n"
+    "usage: vramguard handoff prolog|epilog|node [--gpus LIST] [--job ID] [--uid U]\n"
     "                        [--timeout D] [--grace D] [--tolerance SIZE] [--drain]\n"
     "                        [--node NAME] [options]\n"
     "\n"
@@ -33,7 +34,10 @@ static const char vg_handoff_help[] =
     "and healthy? Nothing is touched. 'epilog', after a job: stop what that job left holding\n"
     "its GPUs (processes of the job's uid whose environment or cgroup names the job; never\n"
     "another user's, another job's or infrastructure), with the identity checks of clean\n"
-    "--force, then wait until each GPU's memory is back to its baseline.\n"
+    "--force, then wait until each GPU's memory is back to its baseline. 'node', at any time\n"
+    "(Kubernetes' Node Problem Detector, Slurm's HealthCheckProgram): is memory held on any\n"
+    "GPU that no running job holds (sure leftovers, zombies, no process at all)? Nothing is\n"
+    "touched.\n"
     "\n"
     "Prints one line on stdout, fit for 'scontrol update nodename=N state=drain reason=...':\n"
     "clean, cleaned (leftovers stopped, memory back), dirty (held by someone who is not this\n"
@@ -159,8 +163,10 @@ static int vg_handoff_mode(struct vg_handoff *h, const char *word)
         h->req.mode = VG_HANDOFF_PROLOG;
     else if (strcmp(word, "epilog") == 0)
         h->req.mode = VG_HANDOFF_EPILOG;
+    else if (strcmp(word, "node") == 0)
+        h->req.mode = VG_HANDOFF_NODE;
     else {
-        vg_cmd_error("handoff", "'%s' is neither 'prolog' nor 'epilog'", word);
+        vg_cmd_error("handoff", "'%s' is not 'prolog', 'epilog' or 'node'", word);
         return -1;
     }
     return 0;
@@ -190,7 +196,8 @@ static int vg_handoff_parse(struct vg_handoff *h, int argc, char **argv)
     if (first)
         return -1;
     if (optind >= argc) {
-        vg_cmd_error("handoff", "say which end of a job: 'handoff prolog' or 'handoff epilog'");
+        vg_cmd_error("handoff", "say which check: 'handoff prolog', 'handoff epilog' or "
+                                "'handoff node'");
         return VG_EXIT_USAGE;
     }
     if (vg_handoff_mode(h, argv[optind]))
@@ -334,6 +341,26 @@ static int vg_handoff_look(void *ctx, struct vg_snapshot **snap)
 {
     const struct vg_handoff *h = ctx;
     return vg_cmd_snapshot(h->g, "handoff", 0, snap);
+}
+
+/* Node mode: one look, judged as doctor judges (activity measured), then act/handoff.h. */
+static int vg_handoff_node_run(struct vg_handoff *h, struct vg_handoff_result *res,
+                               struct vg_err *err)
+{
+    struct vg_snapshot *snap = NULL;
+    if (vg_cmd_snapshot(h->g, "handoff", VG_CMD_SNAP_JUDGE, &snap))
+        return 1;
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    int rc = vg_rules_run(snap, &ro, &fs, err);
+    if (rc == 0)
+        rc = vg_handoff_node(&h->req, snap, &fs, res, err);
+    vg_findings_release(&fs);
+    vg_snap_free(snap);
+    return rc;
 }
 
 /* Who is asking, as this procfs numbers processes: vramguard and its ancestors (slurmd, the
@@ -507,7 +534,12 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     h.req.tolerance = VG_REASON_DIRTY_TOLERANCE;
     h.req.proc_root_fd = -1;
     int status = vg_handoff_parse(&h, argc, argv);
-    if (status < 0 && (vg_handoff_job(&h) || vg_handoff_gpus(&h)))
+    if (status < 0 && h.req.mode == VG_HANDOFF_NODE && (h.gpus_arg || h.req.job.id || h.uid_arg)) {
+        vg_cmd_error("handoff", "node checks every GPU and no job: --gpus, --job and --uid are "
+                                "for prolog and epilog");
+        status = VG_EXIT_USAGE;
+    }
+    if (status < 0 && h.req.mode != VG_HANDOFF_NODE && (vg_handoff_job(&h) || vg_handoff_gpus(&h)))
         status = VG_EXIT_USAGE;
     if (status < 0 && vg_handoff_who(&h))
         status = VG_EXIT_UNKNOWN;
@@ -520,7 +552,9 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         struct vg_handoff_result res;
         vg_handoff_result_init(&res);
         struct vg_err err = VG_ERR_INIT;
-        int rc = vg_handoff_run(&h.req, vg_handoff_look, &h, &res, &err);
+        int rc = h.req.mode == VG_HANDOFF_NODE
+                     ? vg_handoff_node_run(&h, &res, &err)
+                     : vg_handoff_run(&h.req, vg_handoff_look, &h, &res, &err);
         if (rc < 0) {
             vg_cmd_error("handoff", "%s", vg_err_msg(&err));
             status = VG_EXIT_SOFTWARE;

@@ -15,7 +15,7 @@
 
 const char *vg_render_handoff_mode(enum vg_handoff_mode m)
 {
-    return m == VG_HANDOFF_PROLOG ? "prolog" : "epilog";
+    return m == VG_HANDOFF_PROLOG ? "prolog" : m == VG_HANDOFF_EPILOG ? "epilog" : "node";
 }
 
 static void vg_handoff_size(struct vg_buf *out, uint64_t bytes)
@@ -64,8 +64,9 @@ static const struct vg_handoff_holder *vg_handoff_culprit(const struct vg_handof
         const struct vg_handoff_holder *h = &g->holders[i];
         if (!h->present || h->owner == VG_HANDOFF_INFRA)
             continue;
-        bool match = strcmp(g->why, "d-state") == 0   ? h->state == 'D'
+        bool match = strcmp(g->why, "d-state") == 0    ? h->state == 'D'
                      : strcmp(g->why, "survived") == 0 ? h->owner == VG_HANDOFF_JOB
+                     : strcmp(g->why, "leftover") == 0 ? h->owner == VG_HANDOFF_LEFTOVER
                                                        : h->owner != VG_HANDOFF_JOB;
         if (match && (!pick || (h->mem_known && (!pick->mem_known || h->mem_bytes > pick->mem_bytes))))
             pick = h;
@@ -115,6 +116,14 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
             vg_buf_adds(out, ", not ");
             vg_handoff_job_words(out, v);
         }
+        if (h->mem_known) {
+            vg_buf_adds(out, ", ");
+            vg_handoff_size(out, h->mem_bytes);
+        }
+    } else if (strcmp(w, "leftover") == 0 && h) {
+        vg_buf_adds(out, " held by ");
+        vg_handoff_who(out, h);
+        vg_buf_adds(out, h->state == 'Z' ? ", a zombie" : ", a leftover of an ended job");
         if (h->mem_known) {
             vg_buf_adds(out, ", ");
             vg_handoff_size(out, h->mem_bytes);
@@ -289,8 +298,8 @@ static void vg_handoff_gpu_json(struct vg_json *j, const struct vg_handoff_view 
                                 const struct vg_handoff_gpu *g)
 {
     vg_json_obj_begin(j);
-    vg_json_kstr(j, "named", g->sel->text);
-    vg_json_kstr(j, "named_as", vg_handoff_sel_kind(g->sel->kind));
+    vg_json_kstr(j, "named", g->sel ? g->sel->text : NULL);
+    vg_json_kstr(j, "named_as", g->sel ? vg_handoff_sel_kind(g->sel->kind) : NULL);
     vg_json_kbool(j, "found", g->found);
     vg_json_ku64_opt(j, "index", g->found, g->index);
     vg_json_ku64_opt(j, "minor", g->found && g->minor_known, g->minor);

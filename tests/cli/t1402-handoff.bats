@@ -212,9 +212,11 @@ show() {
     gpus
     unset SLURM_JOB_GPUS SLURM_JOB_ID SLURM_JOB_UID CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS
     ho
-    [ "$status" -eq 64 ] && [[ $stderr == *"say which end of a job"* ]]
+    [ "$status" -eq 64 ] && [[ $stderr == *"say which check"* ]]
     ho teardown
-    [ "$status" -eq 64 ] && [[ $stderr == *"neither 'prolog' nor 'epilog'"* ]]
+    [ "$status" -eq 64 ] && [[ $stderr == *"is not 'prolog', 'epilog' or 'node'"* ]]
+    ho node --gpus 0
+    [ "$status" -eq 64 ] && [[ $stderr == *"node checks every GPU and no job"* ]]
     ho prolog
     [ "$status" -eq 64 ] && [[ $stderr == *"no GPUs named"* ]]
     ho epilog --gpus 0
@@ -246,4 +248,25 @@ show() {
     [ "$(sed -n 2p "$TMP/scontrol.args")" = nodename=gpu-node-7 ]
     [ "$(sed -n 3p "$TMP/scontrol.args")" = state=drain ]
     [ "$(sed -n 4p "$TMP/scontrol.args")" = "reason=vramguard: dirty: GPU 1: 3 GiB used and no process holds it" ]
+}
+
+@test "node: leftover memory of an ended job is dirty (nothing signalled); a working job is not" {
+    start L --pgrp --orphan --comm pt_data_worker --open "$DEVDIR/nvidia2" -- python train.py
+    start J --open "$DEVDIR/nvidia0" -- python serve.py
+    gpus "proc gpu=2 pid=$L type=compute mem=3GiB sm=0 exits=1" "proc gpu=0 pid=$J type=compute mem=30GiB sm=90 exits=1"
+    unset SLURM_JOB_GPUS SLURM_JOB_ID SLURM_JOB_UID
+    ho node --json
+    show
+    [ "$status" -eq 1 ]
+    [ "$(json '.gpus | length')" = 4 ]
+    [ "$(json '.gpus[0].outcome')" = clean ]
+    [ "$(json '.gpus[2].outcome')" = dirty ] && [ "$(json '.gpus[2].cause')" = leftover ]
+    [[ $(json .reason) == "vramguard: dirty: GPU 2 held by pid $L ("*"), a leftover of an ended job, 3 GiB" ]]
+    [ "$(json .signalled)" = 0 ]
+    ! signalled "$L"
+    kill "$L"
+    wait_for "vg_gone $L"
+    ho node
+    show
+    [ "$status" -eq 0 ] && [ "$output" = "vramguard: clean: GPUs 0,1,2,3 free" ]
 }

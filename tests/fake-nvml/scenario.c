@@ -42,9 +42,10 @@ enum {
     K_PARENT = FK_PARSER << 3, K_TARGET = FK_PARSER << 4, K_PID = FK_PARSER << 5,
     K_TYPE = FK_PARSER << 6, K_FUNC = FK_PARSER << 7, K_CODE = FK_PARSER << 8,
     K_SECS = FK_PARSER << 9, K_BY = FK_PARSER << 10, K_TIMES = FK_PARSER << 11,
-    K_MEM = FK_PARSER << 12, K_SM = FK_PARSER << 13,
+    K_MEM = FK_PARSER << 12,
 };
-/* Past what an enum constant may hold. */
+/* Past what an int enum constant holds (bit 31 would sign-extend into a uint64_t). */
+#define K_SM ((uint64_t)FK_PARSER << 13)
 #define K_EXITS ((uint64_t)FK_PARSER << 14)
 
 enum { D_GPU = 1, D_MIG = 2, D_PROC = 4, D_ERROR = 8, D_HANG = 16, D_GROW = 32 };
