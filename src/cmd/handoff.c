@@ -53,7 +53,8 @@ static const char vg_handoff_help[] =
 static const char vg_handoff_help_tail[] =
     "\n"
     "Exit status: 0 clean or cleaned (ready for the next job); 1 dirty; 2 wedged; 3 could not\n"
-    "check (no driver view); 64 bad usage. The JSON document (--json) is vramguard.handoff/1,\n"
+    "check (no driver view); 64 bad usage; 70 with --drain, when the node needed draining and\n"
+    "scontrol failed. The JSON document (--json) is vramguard.handoff/1,\n"
     "described in docs/json.md; contrib/slurm/ has the prolog and epilog scripts.\n"
     "\n";
 
@@ -516,9 +517,13 @@ static int vg_handoff_emit(struct vg_handoff *h, const struct vg_handoff_result 
         vg_buf_printf(&out, "%s\n", vg_buf_str(&reason));
         rc = rc ? rc : out.err;
     }
-    if (rc == 0 && h->drain && d.error)
-        vg_cmd_error("handoff", "--drain: %s", d.error);
     status = vg_cmd_emit("handoff", rc, &out, status);
+    /* The node needed draining and was not: a caller (the contrib epilog) must know, so that
+     * the scheduler drains it by its own means. */
+    if (rc == 0 && h->drain && status != VG_EXIT_OK && (!d.ran || d.status != 0)) {
+        vg_cmd_error("handoff", "--drain failed: %s", d.error ? d.error : "scontrol failed");
+        status = VG_EXIT_SOFTWARE;
+    }
     free(d.error);
     vg_buf_release(&d.cmd);
     vg_buf_release(&reason);
