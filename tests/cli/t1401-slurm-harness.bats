@@ -27,10 +27,9 @@ teardown_file() {
 # Each test leaves the node as it found it: recorders exiting 0, the node idle.
 teardown() {
     rm -f "$REC/prolog.rc" "$REC/epilog.rc"
-    if [[ -n ${VG_SLURM_DIR:-} && $(vg_slurm_node_state) != IDLE ]]; then
-        scancel --full --quiet $(squeue -h -o %i) 2>/dev/null || true
-        scontrol update nodename="$VG_SLURM_NODE" state=resume 2>/dev/null || true
-        vg_slurm_wait_node IDLE 20 || true
+    if [[ -n ${VG_SLURM_DIR:-} && -f $SLURM_CONF && $(vg_slurm_node_state) != IDLE ]]; then
+        vg_slurm_cancel_all 20 || true
+        vg_slurm_resume 20 || true
     fi
     vg_cleanup
 }

@@ -52,6 +52,8 @@
 #   vg_slurm_wait_node STATE [TIMEOUT]  waits until vg_slurm_node_state prints exactly STATE.
 #   vg_slurm_node_reason        prints the node's drain reason (sinfo -R), empty when none.
 #   vg_slurm_resume             scontrol update state=resume, then waits for IDLE.
+#   vg_slurm_cancel_all [TIMEOUT]  cancels every job (all its processes) and waits until none is
+#                        pending, running or completing.
 #   vg_slurm_recorder PATH DIR [NAME]  writes an executable PATH that, run as a prolog or epilog,
 #                        records into DIR: NAME.JOBID.env (its environment, sorted),
 #                        NAME.JOBID.id (`id`), NAME.JOBID.time (start and end, epoch seconds),
@@ -87,16 +89,41 @@
 # - With --export=NONE, slurmd runs `su - USER` to get a login environment for the job.
 
 VG_SLURM_START_TIMEOUT=${VG_SLURM_START_TIMEOUT:-60}
+VG_SLURM_CLIENT_TIMEOUT=${VG_SLURM_CLIENT_TIMEOUT:-20}
 VG_SLURM_LIFETIME=${VG_SLURM_LIFETIME:-900}
 VG_SLURM_SBIN=${VG_SLURM_SBIN:-/usr/sbin}
 
+# The client commands, bounded: a Slurm client whose controller is gone, or whose SLURM_CONF
+# has been removed, retries for minutes. Each runs under timeout(1) (VG_SLURM_CLIENT_TIMEOUT,
+# default 20 s), and fails at once, saying so, when the cluster's slurm.conf is gone (stopped,
+# or removed by the watchdog). These functions shadow the programs for the test files too.
+_vg_slurm_client() {
+    local prog=$1
+    shift
+    if [[ -n ${SLURM_CONF:-} && ! -f $SLURM_CONF ]]; then
+        echo "$prog: the test cluster is gone ($SLURM_CONF is missing)" >&2
+        return 1
+    fi
+    timeout -k 2 "$VG_SLURM_CLIENT_TIMEOUT" "$prog" "$@"
+}
+sbatch() { _vg_slurm_client sbatch "$@"; }
+scontrol() { _vg_slurm_client scontrol "$@"; }
+sinfo() { _vg_slurm_client sinfo "$@"; }
+squeue() { _vg_slurm_client squeue "$@"; }
+scancel() { _vg_slurm_client scancel "$@"; }
+srun() { _vg_slurm_client srun "$@"; }
+
 # vg_slurm_wait COND [TIMEOUT]: evaluates COND every 0.1 s until it succeeds; fails with a
-# message after TIMEOUT seconds (default 30).
+# message after TIMEOUT seconds (default 30), or at once when the cluster has been stopped.
 vg_slurm_wait() {
     local cond=$1 timeout=${2:-30} start now
     start=${EPOCHREALTIME//[!0-9]/}
     while :; do
         if eval "$cond"; then return 0; fi
+        if [[ -n ${VG_SLURM_DIR:-} && ! -d $VG_SLURM_DIR/run ]]; then
+            echo "vg_slurm_wait: the test cluster is gone: $cond" >&2
+            return 1
+        fi
         now=${EPOCHREALTIME//[!0-9]/}
         if ((now - start >= timeout * 1000000)); then break; fi
         sleep 0.1
@@ -396,6 +423,9 @@ vg_slurm_sbatch() {
         as=(runuser -u "$2" --)
         shift 2
     fi
+    if [[ ${#as[@]} -gt 0 ]]; then
+        as=("${as[@]}" timeout -k 2 "$VG_SLURM_CLIENT_TIMEOUT")
+    fi
     VG_SLURM_TAG=$VG_SLURM_DIR "${as[@]}" sbatch --parsable --chdir="$VG_SLURM_JOBDIR" \
         --input="$VG_SLURM_DIR/empty" --output="$VG_SLURM_JOBDIR/%j.out" "$@" </dev/null 3>&-
 }
@@ -438,6 +468,16 @@ vg_slurm_node_reason() {
 vg_slurm_resume() {
     scontrol update nodename="$VG_SLURM_NODE" state=resume || return 1
     vg_slurm_wait_node IDLE "${1:-30}"
+}
+
+vg_slurm_cancel_all() {
+    local ids
+    ids=$(squeue -h -o %i) || return 1
+    if [[ -n $ids ]]; then
+        # shellcheck disable=SC2086 # one argument per job id
+        scancel --full $ids || return 1
+    fi
+    vg_slurm_wait '[[ -z $(squeue -h -t PD,R,CG,S -o %i) ]]' "${1:-30}"
 }
 
 vg_slurm_recorder() {
