@@ -251,31 +251,36 @@ EOF
 }
 
 # The watchdog: kills the cluster and removes its directory when the process that started it
-# (OWNER) is gone, or after VG_SLURM_LIFETIME seconds. Outside the cgroup, so that it outlives
-# what it kills; deaf to INT, TERM and HUP (a ^C or a timeout's TERM is what it is there for);
-# vg_slurm_stop ends it with SIGKILL. It waits on a FIFO nobody writes, not on sleep(1), so
-# that killing it leaves no child behind.
+# (OWNER) is gone, or after VG_SLURM_LIFETIME seconds. A bash of its own that loads this file,
+# in a session of its own and outside the cgroup, so that it outlives what it kills, a ^C to
+# the terminal's process group and a SIGKILL to bats' whole group alike; deaf to INT, TERM and
+# HUP; vg_slurm_stop ends it with SIGKILL. It waits on a FIFO nobody writes, not on sleep(1),
+# so that killing it leaves no child behind.
 _vg_slurm_watchdog() {
-    local owner=$1 d=$VG_SLURM_DIR
+    local d=$VG_SLURM_DIR
     mkfifo "$d/run/tick" || return 1
     (
-        (
-            set +e # bats' errexit would end it at the first timed-out read
-            trap '' INT TERM HUP
-            end=$((SECONDS + VG_SLURM_LIFETIME))
-            while kill -0 "$owner" 2>/dev/null && ((SECONDS < end)); do
-                { read -r -t 1 <>"$d/run/tick"; } 2>/dev/null
-                # Stopped already: its directory, and so the FIFO, is gone.
-                [[ $? -gt 128 || -p $d/run/tick ]] || exit 0
-            done
-            if [[ -d $d/run ]]; then
-                echo "watchdog: owner $owner gone or lifetime over: stopping the cluster" >>"$d/log/watchdog.out"
-                VG_SLURM_DIR=$d _vg_slurm_kill
-                if [[ ${VG_SLURM_KEEP:-0} != 1 ]]; then rm -rf -- "$d"; fi
-            fi
-        ) </dev/null >/dev/null 2>&1 &
-        printf '%s\n' "$!" >"$d/run/watchdog.pid"
+        setsid bash -c 'source "$1" && _vg_slurm_watch "$2" "$3"' vg-slurm-watchdog \
+            "${BASH_SOURCE[0]}" "$1" "$d" </dev/null >/dev/null 2>&1 &
     ) 3>&-
+    vg_slurm_wait "[[ -s $d/run/watchdog.pid ]]" 10
+}
+
+_vg_slurm_watch() {
+    local owner=$1 d=$2 end
+    echo "$$" >"$d/run/watchdog.pid"
+    trap '' INT TERM HUP
+    end=$((SECONDS + VG_SLURM_LIFETIME))
+    while kill -0 "$owner" 2>/dev/null && ((SECONDS < end)); do
+        { read -r -t 1 <>"$d/run/tick"; } 2>/dev/null
+        # Stopped already: its directory, and so the FIFO, is gone.
+        [[ $? -gt 128 || -p $d/run/tick ]] || exit 0
+    done
+    if [[ -d $d/run ]]; then
+        echo "watchdog: owner $owner gone or lifetime over: stopping the cluster" >>"$d/log/watchdog.out"
+        VG_SLURM_DIR=$d _vg_slurm_kill
+        if [[ ${VG_SLURM_KEEP:-0} != 1 ]]; then rm -rf -- "$d"; fi
+    fi
 }
 
 # vg_slurm_start: see the top of the file.
