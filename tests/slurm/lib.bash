@@ -34,8 +34,9 @@
 # process the cluster started dies, daemons, slurmstepd, prolog, epilog and job processes, also
 # those that called setsid and were reparented: all of them are in a cgroup made for the cluster
 # (the cgroup v2 tree, else v1's pids tree), killed through cgroup.kill or pid by pid until it is
-# empty; where no cgroup can be made, the daemons' pids and every process whose environment holds
-# VG_SLURM_TAG=$VG_SLURM_DIR (the daemons' and vg_slurm_sbatch's jobs') are killed instead. Then
+# empty; where no cgroup can be made (or VG_SLURM_CGROUP=0), the jobs are cancelled first, then
+# the daemons' pids and every process whose environment holds VG_SLURM_TAG=$VG_SLURM_DIR (the
+# daemons' and the jobs vg_slurm_sbatch submitted, their leftovers too) are killed. Then
 # the directory is removed (VG_SLURM_KEEP=1 keeps it, for reading the logs).
 #
 # Jobs and the node (every wait is a bounded poll):
@@ -158,6 +159,7 @@ _vg_slurm_port() {
 # when none can be made (a read-only /sys/fs/cgroup in a container).
 _vg_slurm_cgroup() {
     local root name=vg-slurm.${VG_SLURM_DIR##*.}
+    if [[ ${VG_SLURM_CGROUP:-1} == 0 ]]; then return 0; fi
     for root in $(findmnt -n -t cgroup2 -o TARGET 2>/dev/null) \
         $(findmnt -n -t cgroup -O pids -o TARGET 2>/dev/null); do
         if mkdir "$root/$name" 2>/dev/null; then
@@ -363,6 +365,11 @@ _vg_slurm_kill() {
     [[ -n $d && -d $d/run ]] || return 0
     : >"$d/run/stopped"
     cg=$(cat "$d/run/cgroup" 2>/dev/null) || cg=
+    # Without a cgroup, slurmstepd (whose environment Slurm empties) is found by no tag: the
+    # jobs are cancelled first, so that their slurmstepd exit by themselves (bounded).
+    if [[ -z $cg && -f $d/slurm.conf ]]; then
+        SLURM_CONF=$d/slurm.conf VG_SLURM_DIR=$d VG_SLURM_CLIENT_TIMEOUT=5 vg_slurm_cancel_all 10 >/dev/null 2>&1 || true
+    fi
     for ((i = 0; i < 100; i++)); do
         left=
         if [[ -n $cg && -d $cg ]]; then
