@@ -24,10 +24,14 @@ teardown_file() {
     vg_slurm_stop
 }
 
+setup() {
+    vg_slurm_require
+}
+
 # Each test leaves the node as it found it: recorders exiting 0, the node idle.
 teardown() {
     rm -f "$REC/prolog.rc" "$REC/epilog.rc"
-    if [[ -n ${VG_SLURM_DIR:-} && -f $SLURM_CONF && $(vg_slurm_node_state) != IDLE ]]; then
+    if [[ -n ${VG_SLURM_DIR:-} && -f ${SLURM_CONF:-} && $(vg_slurm_node_state) != IDLE ]]; then
         vg_slurm_cancel_all 20 || true
         vg_slurm_resume 20 || true
     fi

@@ -23,8 +23,11 @@
 #   VG_SLURM_LIFETIME    seconds after which a watchdog kills the cluster whatever happens
 #                        (default 900); it also kills it as soon as the bats process that started
 #                        it is gone (bats killed midway, even with SIGKILL).
-# It skips (bats `skip`, with the reason) when not root, when a program is missing, when the
-# device nodes cannot be made or when the daemons do not come up (their logs' tails on stderr).
+# It skips, with the reason, when not root, when a program is missing, when the device nodes
+# cannot be made or when the daemons do not come up (their logs' tails on stderr), having
+# stopped what it started: inside a test with bats' `skip`; in setup_file, where bats 1.8 has
+# no skip, it exports VG_SLURM_SKIP (the reason) and returns 0, and the file's setup() calls
+# vg_slurm_require, which skips each test with that reason.
 # After it: SLURM_CONF (exported: every client command finds the cluster through it),
 # VG_SLURM_DIR, VG_SLURM_NODE (the node's name), VG_SLURM_DEVDIR (the stand-in GPUs),
 # VG_SLURM_JOBDIR (world-writable: the default working directory and output of jobs). They are
@@ -134,12 +137,25 @@ vg_slurm_wait() {
 }
 
 # A skip inside bats, a message and a failure outside it (or with VG_SLURM_REQUIRE=1).
+# The cluster could not start: what was started is stopped (the logs are printed before), then
+# a failure with VG_SLURM_REQUIRE=1 or outside bats; inside a test, a skip; in setup_file (where
+# bats 1.8 cannot skip), VG_SLURM_SKIP is exported with the reason for vg_slurm_require.
 _vg_slurm_skip() {
+    vg_slurm_stop
     if [[ ${VG_SLURM_REQUIRE:-0} == 1 ]] || ! declare -F skip >/dev/null; then
         echo "vg_slurm_start: $1" >&2
         return 1
     fi
-    skip "$1"
+    export VG_SLURM_SKIP="Slurm cannot start here: $1"
+    if [[ -n ${BATS_TEST_NAME:-} ]]; then skip "$VG_SLURM_SKIP"; fi
+    echo "vg_slurm_start: $VG_SLURM_SKIP: every test of the file skips" >&2
+    return 0
+}
+
+# vg_slurm_require: in setup(), skips the test with the reason when vg_slurm_start could not
+# start the cluster in setup_file.
+vg_slurm_require() {
+    if [[ -n ${VG_SLURM_SKIP:-} ]]; then skip "$VG_SLURM_SKIP"; fi
 }
 
 # A loopback port nobody listens on, below the usual ephemeral range.
@@ -269,14 +285,17 @@ _vg_slurm_watchdog() {
 }
 
 _vg_slurm_watch() {
-    local owner=$1 d=$2 end
+    local owner=$1 d=$2 end fd
     echo "$$" >"$d/run/watchdog.pid"
     trap '' INT TERM HUP
+    # Opened once: a FIFO opened read-write never blocks the open, and reopening it by name
+    # each time would create a plain file where vg_slurm_stop is removing the directory.
+    exec {fd}<>"$d/run/tick" || exit 1
     end=$((SECONDS + VG_SLURM_LIFETIME))
     while kill -0 "$owner" 2>/dev/null && ((SECONDS < end)); do
-        { read -r -t 1 <>"$d/run/tick"; } 2>/dev/null
-        # Stopped already: its directory, and so the FIFO, is gone.
-        [[ $? -gt 128 || -p $d/run/tick ]] || exit 0
+        read -r -t 1 -u "$fd"
+        # Stopped already.
+        [[ -d $d/run && ! -e $d/run/stopped ]] || exit 0
     done
     if [[ -d $d/run ]]; then
         echo "watchdog: owner $owner gone or lifetime over: stopping the cluster" >>"$d/log/watchdog.out"
@@ -288,6 +307,7 @@ _vg_slurm_watch() {
 # vg_slurm_start: see the top of the file.
 vg_slurm_start() {
     local prog ctld_port d_port i d limit
+    unset VG_SLURM_SKIP
     [[ $(id -u) -eq 0 ]] || { _vg_slurm_skip "the Slurm tests need root (slurmd runs jobs as their users)"; return; }
     for prog in munged mungekey slurmctld slurmd sbatch scontrol sinfo squeue scancel findmnt; do
         if ! command -v "$prog" >/dev/null && [[ ! -x $VG_SLURM_SBIN/$prog ]]; then
@@ -336,7 +356,7 @@ vg_slurm_start() {
     if ! vg_slurm_wait "[[ -S $d/munge/run/munge.socket ]] || ! kill -0 $(cat "$d/run/munged.pid") 2>/dev/null" \
         "$VG_SLURM_START_TIMEOUT" || [[ ! -S $d/munge/run/munge.socket ]]; then
         vg_slurm_logs >&2
-        _vg_slurm_skip "munged did not start (its log is above)"
+        _vg_slurm_skip "munged did not start; $(_vg_slurm_last_error)"
         return
     fi
     _vg_slurm_spawn slurmctld slurmctld -D -f "$SLURM_CONF"
@@ -344,9 +364,16 @@ vg_slurm_start() {
     limit=$VG_SLURM_START_TIMEOUT
     if ! vg_slurm_wait '_vg_slurm_up' "$limit" || [[ $(vg_slurm_node_state) != IDLE ]]; then
         vg_slurm_logs >&2
-        _vg_slurm_skip "Slurm did not start: node $VG_SLURM_NODE not idle after ${limit}s (logs above)"
+        _vg_slurm_skip "node $VG_SLURM_NODE not idle after ${limit}s; $(_vg_slurm_last_error)"
         return
     fi
+}
+
+# The last error a daemon printed (for a skip's reason: bats shows no output of setup_file).
+_vg_slurm_last_error() {
+    local line
+    line=$(grep -hiE 'error|fatal' "$VG_SLURM_DIR"/log/*.out 2>/dev/null | tail -n 2 | paste -sd ';')
+    printf '%s\n' "${line:-no error in the logs of the daemons}"
 }
 
 # True when the node is IDLE; false (and stops waiting: the caller checks the state) when a
@@ -357,6 +384,14 @@ _vg_slurm_up() {
         kill -0 "$(cat "$VG_SLURM_DIR/run/$name.pid")" 2>/dev/null || return 0
     done
     [[ $(vg_slurm_node_state 2>/dev/null) == IDLE ]]
+}
+
+# _vg_slurm_dead PID: true when PID runs no more (gone, or a zombie waiting for its parent).
+_vg_slurm_dead() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) }
+    [[ ${stat:0:1} == [ZX] ]]
 }
 
 # Kills everything the cluster started (see the top of the file); waits (bounded) until it is gone.
@@ -390,7 +425,7 @@ _vg_slurm_kill() {
         # A killed process stays a zombie until its parent reaps it: only live ones count.
         [[ -n $left ]] || break
         for pid in $left; do
-            if [[ $(sed 's/.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null) != [ZX] ]]; then
+            if ! _vg_slurm_dead "$pid"; then
                 sleep 0.1
                 continue 2
             fi
@@ -411,7 +446,10 @@ vg_slurm_stop() {
     local d=${VG_SLURM_DIR:-} pid
     [[ -n $d && -d $d ]] || return 0
     _vg_slurm_kill
-    if pid=$(cat "$d/run/watchdog.pid" 2>/dev/null); then kill -KILL "$pid" 2>/dev/null || true; fi
+    if pid=$(cat "$d/run/watchdog.pid" 2>/dev/null); then
+        kill -KILL "$pid" 2>/dev/null || true
+        vg_slurm_wait "_vg_slurm_dead $pid" 10 || true
+    fi
     if [[ ${VG_SLURM_KEEP:-0} == 1 ]]; then
         echo "vg_slurm_stop: kept $d" >&2
     else
