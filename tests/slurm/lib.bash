@@ -63,6 +63,12 @@
 #                        NAME.JOBID.id (`id`), NAME.JOBID.time (start and end, epoch seconds),
 #                        and exits with the number in DIR/NAME.rc (0 when absent). NAME defaults
 #                        to PATH's base name.
+#   vg_slurm_wrap PATH [NAME=VALUE...] -- CMD [ARGS...]  writes, atomically (so it may replace
+#                        the Prolog or Epilog of a running cluster between jobs: slurmd runs the
+#                        file afresh for each job), an executable PATH that sets a plain PATH and
+#                        the NAME=VALUEs (e.g. FAKE_NVML_SCENARIO: slurmd gives its scripts an
+#                        environment of its own), runs CMD ARGS, appends "job JOBID: rc N" and
+#                        CMD's output to PATH.log, and exits with CMD's status.
 #   vg_slurm_wait COND [TIMEOUT] evaluates the shell command COND every 0.1 s until it succeeds.
 #   vg_slurm_logs               prints the tails of the daemons' logs (for a failing test).
 #
@@ -528,6 +534,29 @@ vg_slurm_cancel_all() {
         scancel --full $ids || return 1
     fi
     vg_slurm_wait '[[ -z $(squeue -h -t PD,R,CG,S -o %i) ]]' "${1:-30}"
+}
+
+vg_slurm_wrap() {
+    local path=$1 a tmp
+    shift
+    tmp=$path.tmp.$BASHPID
+    {
+        echo '#!/bin/bash'
+        echo '# Written by tests/slurm/lib.bash (vg_slurm_wrap): bash, for the quoting of %q.'
+        echo 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+        echo 'export PATH'
+        while [[ $# -gt 0 && $1 != -- ]]; do
+            printf 'export %q\n' "$1"
+            shift
+        done
+        [[ ${1:-} == -- ]] && shift
+        printf 'out=$('
+        for a in "$@"; do printf '%q ' "$a"; done
+        printf '2>&1)\n'
+        echo 'rc=$?'
+        printf 'printf "job %%s: rc %%s\\n%%s\\n" "${SLURM_JOB_ID:-none}" "$rc" "$out" >>%q\n' "$path.log"
+        echo 'exit "$rc"'
+    } >"$tmp" && chmod 755 "$tmp" && mv -f "$tmp" "$path"
 }
 
 vg_slurm_recorder() {
