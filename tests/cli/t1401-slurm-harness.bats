@@ -28,9 +28,12 @@ setup() {
     vg_slurm_require
 }
 
-# Each test leaves the node as it found it: recorders exiting 0, the node idle.
+# Each test leaves the node as it found it: the recorders in place and exiting 0, the node idle.
 teardown() {
     rm -f "$REC/prolog.rc" "$REC/epilog.rc"
+    if [[ -n ${VG_SLURM_DIR:-} ]] && ! grep -q vg_slurm_recorder "$VG_SLURM_EPILOG"; then
+        vg_slurm_recorder "$VG_SLURM_EPILOG" "$REC"
+    fi
     if [[ -n ${VG_SLURM_DIR:-} && -f ${SLURM_CONF:-} && $(vg_slurm_node_state) != IDLE ]]; then
         vg_slurm_cancel_all 20 || true
         vg_slurm_resume 20 || true
@@ -146,6 +149,19 @@ var() {
     scancel "$j"
     rm -f "$REC/prolog.rc"
     vg_slurm_resume 20
+}
+
+@test "an epilog replaced between jobs (vg_slurm_wrap) runs with the variables it sets" {
+    local j saved=$BATS_TEST_TMPDIR/recorder
+    cp "$VG_SLURM_EPILOG" "$saved"
+    vg_slurm_wrap "$VG_SLURM_EPILOG" VG_HANDOFF_TEST='two words' -- "$saved"
+    j=$(vg_slurm_sbatch --gres=gpu:1 --wrap true)
+    [ "$(vg_slurm_wait_job "$j" 30)" = COMPLETED ]
+    [ "$(var "$REC/epilog.$j.env" VG_HANDOFF_TEST)" = 'two words' ]
+    [ "$(var "$REC/epilog.$j.env" SLURM_JOB_ID)" = "$j" ]
+    grep -qx "job $j: rc 0" "$VG_SLURM_EPILOG.log"
+    vg_slurm_recorder "$VG_SLURM_EPILOG" "$REC"
+    vg_slurm_wait_node IDLE 20
 }
 
 @test "vg_slurm_stop leaves no process, cgroup, mount or directory, even a job's setsid leftover" {
