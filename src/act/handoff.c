@@ -245,10 +245,19 @@ static int vg_handoff_holder_fill(struct vg_handoff_holder *h, const struct vg_h
     h->uid = p->uid;
     /* In a prolog the job has not started: whoever holds its GPUs is someone else. */
     struct vg_handoff_job none = {.id = NULL, .uid_known = false};
-    h->owner = vg_handoff_owner_of(p, req->mode == VG_HANDOFF_EPILOG ? &req->job : &none,
-                                   &req->who, &h->evidence, &h->protected_name);
-    if (fresh && ((p->user && !(h->user = strdup(p->user))) ||
-                  (p->comm && !(h->comm = strdup(p->comm)))))
+    unsigned ev;
+    const char *pname;
+    enum vg_handoff_owner owner = vg_handoff_owner_of(
+        p, req->mode == VG_HANDOFF_EPILOG ? &req->job : &none, &req->who, &ev, &pname);
+    /* Same pid and start time, same process: once seen as the job's it stays so, when it has
+     * become a zombie whose environment is gone too. */
+    if (fresh || h->owner != VG_HANDOFF_JOB) {
+        h->owner = owner;
+        h->evidence = ev;
+        h->protected_name = pname;
+    }
+    if (fresh &&
+        ((p->user && !(h->user = strdup(p->user))) || (p->comm && !(h->comm = strdup(p->comm)))))
         return -ENOMEM;
     return 0;
 }
@@ -365,8 +374,7 @@ static int vg_handoff_pick(struct vg_handoff_result *res, const struct vg_snapsh
             if (!vg_handoff_seen(&res->gpus[g]))
                 break;
             if (!h->present || h->owner != VG_HANDOFF_JOB || h->signalled ||
-                vg_handoff_signalled(res, h->pid, h->start_ticks) ||
-                vg_handoff_in_round(r, h->pid))
+                vg_handoff_signalled(res, h->pid, h->start_ticks) || vg_handoff_in_round(r, h->pid))
                 continue;
             const struct vg_proc *p = vg_proc_table_find(&snap->procs, h->pid);
             if (!p)
@@ -506,7 +514,8 @@ static void vg_handoff_judge(struct vg_handoff_gpu *g, const struct vg_snapshot 
             VG_VERDICT(VG_HANDOFF_WEDGED, "stuck");
         else
             VG_VERDICT(VG_HANDOFF_DIRTY, "unexplained");
-        *settled = vg_snap_holders_may_hide(snap);
+        /* Waited on in any case: memory the driver is still freeing comes back. */
+        *settled = false;
     } else if (g->nstopped > 0) {
         VG_VERDICT(VG_HANDOFF_CLEANED, "stopped");
     } else {
@@ -558,11 +567,25 @@ static void vg_handoff_driver_gone(struct vg_handoff_result *res, const struct v
 
 static void vg_handoff_finish(struct vg_handoff_result *res, uint64_t start)
 {
+
     res->state = VG_HANDOFF_CLEAN;
     for (size_t i = 0; i < res->ngpus; i++)
         if (res->gpus[i].state > res->state)
             res->state = res->gpus[i].state;
     res->elapsed_ms = vg_clock_ms() - start;
+}
+
+/* Without the driver's view: unknown, or wedged when the driver hung (a hung driver never frees
+ * anything by itself). True when so. */
+static bool vg_handoff_no_driver(struct vg_handoff_result *res, const struct vg_snapshot *snap)
+{
+    res->driver_ok = snap->driver_ok;
+    if (snap->driver_ok)
+        return false;
+    res->driver_hung = snap->driver_hung;
+    res->state = snap->driver_hung ? VG_HANDOFF_WEDGED : VG_HANDOFF_UNKNOWN;
+    res->driver_error = vg_handoff_dup(snap->driver_error);
+    return true;
 }
 
 int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, void *ctx,
@@ -575,11 +598,9 @@ int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, vo
     res->looks = 1;
     if (rc)
         return rc;
-    res->state = VG_HANDOFF_UNKNOWN;
-    res->driver_ok = snap->driver_ok;
-    if (!snap->driver_ok) {
+    res->may_hide = vg_snap_holders_may_hide(snap);
+    if (vg_handoff_no_driver(res, snap)) {
         /* Nothing is judged and nothing signalled without the driver's view. */
-        res->driver_error = vg_handoff_dup(snap->driver_error);
         vg_snap_free(snap);
         res->elapsed_ms = vg_clock_ms() - start;
         return 0;
@@ -627,6 +648,7 @@ int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, vo
             vg_handoff_driver_gone(res, snap);
             break;
         }
+        res->may_hide |= vg_snap_holders_may_hide(snap);
     }
     rc = 0;
 out:
@@ -637,23 +659,23 @@ out:
 
 /* ---- node mode ------------------------------------------------------------------------------ */
 
-static void vg_handoff_node_gpu(struct vg_handoff_gpu *g, const struct vg_snapshot *snap,
-                                size_t gi, const struct vg_reason_gpu *rg, uint64_t tolerance)
+static void vg_handoff_node_gpu(struct vg_handoff_gpu *g, const struct vg_snapshot *snap, size_t gi,
+                                const struct vg_reason_gpu *rg, uint64_t tolerance)
 {
     const struct vg_gpu *d = &snap->gpus.gpus[gi];
     struct vg_handoff_tally t;
     /* The reasons name the leftovers: orphan (a sure one) and zombie. */
     for (size_t i = 0; i < g->nholders; i++)
         for (size_t k = 0; k < rg->n; k++)
-            if ((pid_t)rg->h[k].pid == g->holders[i].pid && g->holders[i].owner != VG_HANDOFF_INFRA &&
+            if ((pid_t)rg->h[k].pid == g->holders[i].pid &&
+                g->holders[i].owner != VG_HANDOFF_INFRA &&
                 (rg->h[k].reason == VG_REASON_ORPHAN || rg->h[k].reason == VG_REASON_ZOMBIE))
                 g->holders[i].owner = VG_HANDOFF_LEFTOVER;
     vg_handoff_tally(g, &t);
     g->mem_known = (d->known & VG_GPU_K_MEM) && !d->lost && !d->hung;
     g->used = g->mem_known ? d->mem_used : 0;
-    g->baseline = vg_sat_add(tolerance, snap->per_gpu[gi].unexplained_has_reserved
-                                            ? VG_REASON_V1_RESERVED
-                                            : 0);
+    g->baseline = vg_sat_add(
+        tolerance, snap->per_gpu[gi].unexplained_has_reserved ? VG_REASON_V1_RESERVED : 0);
     bool reserved = snap->per_gpu[gi].unexplained_has_reserved;
     if (d->lost) {
         g->state = VG_HANDOFF_WEDGED, g->why = "lost";
@@ -671,17 +693,13 @@ static void vg_handoff_node_gpu(struct vg_handoff_gpu *g, const struct vg_snapsh
 }
 
 int vg_handoff_node(const struct vg_handoff_req *req, const struct vg_snapshot *snap,
-                    const struct vg_findings *fs, struct vg_handoff_result *res,
-                    struct vg_err *err)
+                    const struct vg_findings *fs, struct vg_handoff_result *res, struct vg_err *err)
 {
     uint64_t start = vg_clock_ms();
     res->looks = 1;
-    res->state = VG_HANDOFF_UNKNOWN;
-    res->driver_ok = snap->driver_ok;
-    if (!snap->driver_ok) {
-        res->driver_error = vg_handoff_dup(snap->driver_error);
+    res->may_hide = vg_snap_holders_may_hide(snap);
+    if (vg_handoff_no_driver(res, snap))
         return 0;
-    }
     size_t n = snap->gpus.ngpus;
     if (n && !(res->gpus = calloc(n, sizeof(*res->gpus))))
         return vg_err_set(err, -ENOMEM, "out of memory");

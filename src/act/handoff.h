@@ -12,12 +12,13 @@
  * a job (the epilog); a prolog only looks.
  *
  * What each GPU ends as (enum vg_handoff_state, worst first):
- * - wedged: lost, hung (a driver call did not return within the deadline), missing from the
+ * - wedged: lost, hung (a driver call did not return within the deadline; the whole driver
+ *   hung is every GPU wedged), missing from the
  *   driver's list, a holder stuck in the driver (D state) or one that outlived SIGKILL, or
  *   memory that did not come back once this job's holders were gone;
  * - dirty: held by a process that is not this job's, or memory above the baseline with no
  *   holder that was stopped (someone not visible holds it);
- * - unknown: its memory could not be read;
+ * - unknown: its memory could not be read (and the whole verdict, without the driver's view);
  * - cleaned: this job's leftovers were stopped and the memory came back;
  * - clean: nothing held it.
  * The baseline is the tolerance, plus the driver's reservation where the driver counts it as
@@ -60,10 +61,10 @@ enum vg_handoff_state {
 const char *vg_handoff_state_id(enum vg_handoff_state s);
 
 enum vg_handoff_owner {
-    VG_HANDOFF_JOB,    /* this job's */
-    VG_HANDOFF_INFRA,  /* infrastructure, vramguard, its ancestors: expected, never acted on */
-    VG_HANDOFF_OTHER,  /* another user's, another job's, or no mark of this job */
-    VG_HANDOFF_UNSEEN, /* the driver lists a PID this /proc does not show (or a stale one) */
+    VG_HANDOFF_JOB,      /* this job's */
+    VG_HANDOFF_INFRA,    /* infrastructure, vramguard, its ancestors: expected, never acted on */
+    VG_HANDOFF_OTHER,    /* another user's, another job's, or no mark of this job */
+    VG_HANDOFF_UNSEEN,   /* the driver lists a PID this /proc does not show (or a stale one) */
     VG_HANDOFF_LEFTOVER, /* node: a sure leftover of an ended job, or a zombie (the findings) */
 };
 
@@ -106,7 +107,7 @@ enum vg_handoff_sel_kind {
 
 struct vg_handoff_sel {
     enum vg_handoff_sel_kind kind;
-    unsigned number; /* MINOR, INDEX */
+    unsigned number;  /* MINOR, INDEX */
     const char *text; /* UUID; also what the user wrote, for messages */
 };
 
@@ -115,11 +116,11 @@ struct vg_handoff_req {
     struct vg_handoff_job job;
     const struct vg_handoff_sel *sel; /* borrowed; nsel > 0 */
     size_t nsel;
-    uint64_t timeout_ms;   /* how long the epilog waits for memory to come back */
-    uint64_t grace_ms;     /* SIGTERM -> SIGKILL */
-    uint64_t tolerance;    /* bytes above the baseline that still count as free */
-    unsigned poll_ms;      /* between looks while waiting; 0: 250 */
-    int proc_root_fd;      /* the procfs, numbering PIDs as this process does */
+    uint64_t timeout_ms; /* how long the epilog waits for memory to come back */
+    uint64_t grace_ms;   /* SIGTERM -> SIGKILL */
+    uint64_t tolerance;  /* bytes above the baseline that still count as free */
+    unsigned poll_ms;    /* between looks while waiting; 0: 250 */
+    int proc_root_fd;    /* the procfs, numbering PIDs as this process does */
     struct vg_kill_ctx who;
     vg_kill_nvml_fn nvml; /* the driver asked afresh before a signal; NULL: fds only */
     void *nvml_arg;
@@ -157,16 +158,19 @@ struct vg_handoff_gpu {
                       * "leftover", "unexplained", "memory-unknown", "d-state", "survived",
                       * "stuck", "lost", "hung", "missing" */
     bool mem_known;
-    uint64_t used, baseline; /* bytes; used as the driver reports it at the last look */
-    struct vg_handoff_holder *holders; /* every holder seen, in pid order */
+    uint64_t used, baseline;           /* bytes; used as the driver reports it at the last look */
+    struct vg_handoff_holder *holders; /* every holder seen, in the order first seen */
     size_t nholders;
-    size_t nstopped; /* this job's holders signalled on it */
-    uint64_t settled_ms; /* from the start until it was last seen settled (0: at once) */
+    size_t nstopped;     /* this job's holders signalled on it */
+    uint64_t settled_ms; /* from the start until it was seen settled for good (at least 1);
+                          * 0: not settled at the last look */
 };
 
 struct vg_handoff_result {
     enum vg_handoff_state state;
-    bool driver_ok;     /* false: nothing was checked (state UNKNOWN), nothing signalled */
+    bool driver_ok; /* false: nothing was checked, nothing signalled; the state is UNKNOWN,
+                     * or WEDGED when the driver hung (driver_hung) */
+    bool driver_hung;
     char *driver_error; /* why not; owned */
     struct vg_handoff_gpu *gpus;
     size_t ngpus;
@@ -174,6 +178,8 @@ struct vg_handoff_result {
     unsigned looks;    /* snapshots taken */
     uint64_t elapsed_ms;
     bool timed_out; /* some GPU was not settled when the timeout passed */
+    bool may_hide;  /* some processes' descriptors could not be read (or hidepid): a holder
+                     * among them is not seen, so "clean" means none that could be read */
 };
 
 void vg_handoff_result_init(struct vg_handoff_result *r);

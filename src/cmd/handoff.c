@@ -53,8 +53,9 @@ static const char vg_handoff_help[] =
 static const char vg_handoff_help_tail[] =
     "\n"
     "Exit status: 0 clean or cleaned (ready for the next job); 1 dirty; 2 wedged; 3 could not\n"
-    "check (no driver view); 64 bad usage; 70 with --drain, when the node needed draining and\n"
-    "scontrol failed. The JSON document (--json) is vramguard.handoff/1,\n"
+    "check (no driver view, /proc unreadable); 64 bad usage; 70 internal error, and with\n"
+    "--drain when the node needed draining and scontrol failed. The JSON document (--json) is\n"
+    "vramguard.handoff/1,\n"
     "described in docs/json.md; contrib/slurm/ has the prolog and epilog scripts.\n"
     "\n";
 
@@ -330,9 +331,8 @@ static int vg_handoff_gpus(struct vg_handoff *h)
         h->gpus_from = "CUDA_VISIBLE_DEVICES";
         return vg_handoff_sels(h, cvd, false);
     }
-    vg_cmd_error("handoff",
-                 "no GPUs named: give --gpus, or run from a Slurm prolog or epilog "
-                 "(SLURM_JOB_GPUS)");
+    vg_cmd_error("handoff", "no GPUs named: give --gpus, or run from a Slurm prolog or epilog "
+                            "(SLURM_JOB_GPUS)");
     return -1;
 }
 
@@ -462,8 +462,8 @@ static void vg_handoff_drain(const struct vg_handoff *h, const char *reason,
     struct vg_exec *x = NULL;
     struct vg_err err = VG_ERR_INIT;
     d->status = -1;
-    if (d->cmd.err || vg_exec_new(vg_buf_str(&d->cmd), false, VG_HANDOFF_DRAIN_TIMEOUT_MS, 1, &x,
-                                  &err) != 0 ||
+    if (d->cmd.err ||
+        vg_exec_new(vg_buf_str(&d->cmd), false, VG_HANDOFF_DRAIN_TIMEOUT_MS, 1, &x, &err) != 0 ||
         vg_exec_run(x, NULL, 0, NULL, 0, vg_clock_ms(), &err) != 0) {
         d->error = strdup(d->cmd.err ? "out of memory" : vg_err_msg(&err));
         vg_err_release(&err);
@@ -546,8 +546,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     }
     if (status < 0 && h.req.mode != VG_HANDOFF_NODE && (vg_handoff_job(&h) || vg_handoff_gpus(&h)))
         status = VG_EXIT_USAGE;
-    if (status < 0 && vg_handoff_who(&h))
-        status = VG_EXIT_UNKNOWN;
+    bool blind = status < 0 && vg_handoff_who(&h) != 0;
     if (status < 0) {
         struct vg_kill_nvml nvml = {g->nvml_path, g->nvml_timeout_ms};
         h.req.sel = h.sel;
@@ -557,14 +556,20 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         struct vg_handoff_result res;
         vg_handoff_result_init(&res);
         struct vg_err err = VG_ERR_INIT;
-        int rc = h.req.mode == VG_HANDOFF_NODE
+        int rc = blind ? 1
+                 : h.req.mode == VG_HANDOFF_NODE
                      ? vg_handoff_node_run(&h, &res, &err)
                      : vg_handoff_run(&h.req, vg_handoff_look, &h, &res, &err);
+        /* Could not look at all (the error is printed): still the reason line, and --drain. */
+        if (rc > 0) {
+            vg_handoff_result_release(&res);
+            res.state = VG_HANDOFF_UNKNOWN;
+            res.driver_error = strdup("the host's processes could not be read");
+            rc = res.driver_error ? 0 : vg_err_set(&err, -ENOMEM, "out of memory");
+        }
         if (rc < 0) {
             vg_cmd_error("handoff", "%s", vg_err_msg(&err));
             status = VG_EXIT_SOFTWARE;
-        } else if (rc > 0) {
-            status = VG_EXIT_UNKNOWN;
         } else {
             status = vg_handoff_emit(&h, &res);
         }

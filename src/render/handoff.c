@@ -68,7 +68,8 @@ static const struct vg_handoff_holder *vg_handoff_culprit(const struct vg_handof
                      : strcmp(g->why, "survived") == 0 ? h->owner == VG_HANDOFF_JOB
                      : strcmp(g->why, "leftover") == 0 ? h->owner == VG_HANDOFF_LEFTOVER
                                                        : h->owner != VG_HANDOFF_JOB;
-        if (match && (!pick || (h->mem_known && (!pick->mem_known || h->mem_bytes > pick->mem_bytes))))
+        if (match &&
+            (!pick || (h->mem_known && (!pick->mem_known || h->mem_bytes > pick->mem_bytes))))
             pick = h;
     }
     return pick;
@@ -105,8 +106,9 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
         vg_handoff_who(out, h);
         vg_buf_adds(out, " of ");
         vg_handoff_job_words(out, v);
-        vg_buf_adds(out, h->signalled ? ", which outlived SIGKILL"
-                                      : h->state == 'Z' ? ", a zombie" : ", which cannot be signalled");
+        vg_buf_adds(out, h->signalled      ? ", which outlived SIGKILL"
+                         : h->state == 'Z' ? ", a zombie"
+                                           : ", which cannot be signalled");
     } else if (strcmp(w, "holder") == 0 && h) {
         vg_buf_adds(out, " held by ");
         vg_handoff_who(out, h);
@@ -140,6 +142,10 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
         vg_buf_adds(out, " were gone");
     } else if (strcmp(w, "memory-unknown") == 0) {
         vg_buf_adds(out, ": its memory could not be read");
+    } else if (strcmp(w, "stopped") == 0) {
+        vg_buf_adds(out, " free after the leftovers of ");
+        vg_handoff_job_words(out, v);
+        vg_buf_adds(out, " were stopped");
     } else {
         vg_buf_adds(out, " free");
     }
@@ -172,7 +178,7 @@ int vg_render_handoff_reason(const struct vg_handoff_view *v, struct vg_buf *out
     const struct vg_handoff_result *r = v->res;
     vg_buf_printf(out, "vramguard: %s: ", vg_handoff_state_id(r->state));
     if (!r->driver_ok) {
-        vg_buf_adds(out, "no driver view: ");
+        vg_buf_adds(out, r->driver_hung ? "the driver hung: " : "could not check: ");
         vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
         return out->err;
     }
@@ -235,13 +241,13 @@ int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
     const struct vg_handoff_result *r = v->res;
     for (size_t i = 0; i < r->ngpus; i++) {
         const struct vg_handoff_gpu *g = &r->gpus[i];
+        vg_buf_printf(out, "%s: ", vg_handoff_state_id(g->state));
         vg_handoff_gpu_name(out, g);
         if (g->found && g->uuid) {
             char u[16];
             vg_text_short_uuid(g->uuid, u, sizeof(u));
             vg_buf_printf(out, " (%s)", u);
         }
-        vg_buf_printf(out, ": %s:", vg_handoff_state_id(g->state));
         vg_handoff_cause(out, v, g);
         if (g->mem_known) {
             vg_buf_adds(out, "; used ");
@@ -253,6 +259,14 @@ int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
         for (size_t k = 0; k < g->nholders; k++)
             vg_handoff_holder_text(out, v, &g->holders[k]);
     }
+    if (!r->driver_ok) {
+        vg_buf_adds(out, r->driver_hung ? "the driver hung: " : "could not check: ");
+        vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
+        vg_buf_addc(out, '\n');
+    }
+    if (r->may_hide)
+        vg_buf_adds(out, "note: some processes' descriptors could not be read (see 'vramguard "
+                         "status'): a holder among them is not seen above\n");
     vg_buf_printf(out, "%s of %zu GPU%s in %.1fs (%u look%s)%s\n", vg_render_handoff_mode(v->mode),
                   r->ngpus, r->ngpus == 1 ? "" : "s", (double)r->elapsed_ms / 1000.0, r->looks,
                   r->looks == 1 ? "" : "s", r->timed_out ? ", timed out" : "");
@@ -371,6 +385,7 @@ int vg_render_handoff_json(const struct vg_handoff_view *v, struct vg_buf *out)
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);
     vg_json_kbool(&j, "available", r->driver_ok);
+    vg_json_kbool(&j, "hung", r->driver_hung);
     vg_json_kstr(&j, "error", r->driver_error);
     vg_json_obj_end(&j);
     vg_json_ku64(&j, "elapsed_ms", r->elapsed_ms);
@@ -378,6 +393,7 @@ int vg_render_handoff_json(const struct vg_handoff_view *v, struct vg_buf *out)
     vg_json_ku64(&j, "grace_ms", v->grace_ms);
     vg_json_ku64(&j, "tolerance_bytes", v->tolerance);
     vg_json_kbool(&j, "timed_out", r->timed_out);
+    vg_json_kbool(&j, "holders_may_hide", r->may_hide);
     vg_json_ku64(&j, "looks", r->looks);
     vg_json_ku64(&j, "signalled", r->nsignalled);
     vg_json_key(&j, "gpus");

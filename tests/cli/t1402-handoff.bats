@@ -63,7 +63,7 @@ show() {
     show
     [ "$status" -eq 0 ]
     [ "$output" = "vramguard: clean: GPUs 0,1 free" ]
-    [[ $stderr == *"GPU 0 ("*"): clean"* ]]
+    [[ $stderr == *"clean: GPU 0 (GPU-00000000) free"* ]]
 }
 
 @test "epilog: an orphaned worker of the job is stopped, the memory comes back: cleaned" {
@@ -194,7 +194,18 @@ show() {
     FAKE_NVML_SCENARIO= ho prolog
     show
     [ "$status" -eq 3 ]
-    [[ $output == "vramguard: unknown: no driver view: "* ]]
+    [[ $output == "vramguard: unknown: could not check: "* ]]
+    # The whole driver hung: wedged (it frees nothing by itself), within the deadline.
+    gpus "hang func=nvmlDeviceGetCount_v2 seconds=60"
+    SECONDS=0
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --nvml-timeout 1s handoff prolog --json
+    show
+    [ "$status" -eq 2 ] && [ "$(json .driver.hung)" = true ] && ((SECONDS < 30))
+    # /proc unreadable: could not check, and still the reason line.
+    gpus
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --proc /nonexistent handoff prolog
+    show
+    [ "$status" -eq 3 ] && [ "$output" = "vramguard: unknown: could not check: the host's processes could not be read" ]
 }
 
 @test "GPUs from --gpus (indices, UUIDs), SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, ranges" {
