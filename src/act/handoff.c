@@ -6,6 +6,7 @@
 #include "act/handoff.h"
 #include "rules/reason.h"
 #include "util/clock.h"
+#include "util/parse.h"
 #include "util/sat.h"
 
 #include <errno.h>
@@ -48,14 +49,20 @@ const char *vg_handoff_evidence_id(unsigned bit)
     return "unknown";
 }
 
-/* Does the cgroup path have the component "job_ID" (Slurm: .../job_42/step_0/...)? */
-static bool vg_handoff_cgroup_names(const char *cg, const char *id)
+bool vg_handoff_cgroup_names(const char *cg, const char *id)
 {
+    /* An id with a '/' would match across components: no job is named so. */
+    if (strchr(id, '/'))
+        return false;
     size_t n = strlen(id);
-    for (const char *s = cg; (s = strstr(s, "/job_")) != NULL; s++)
-        if (strncmp(s + 5, id, n) == 0 && (s[5 + n] == '/' || s[5 + n] == '\0'))
+    for (const char *s = cg;; s++) {
+        size_t len = strcspn(s, "/");
+        if (len == n + 4 && strncmp(s, "job_", 4) == 0 && strncmp(s + 4, id, n) == 0)
             return true;
-    return false;
+        s += len;
+        if (!*s)
+            return false;
+    }
 }
 
 static unsigned vg_handoff_evidence(const struct vg_proc *p, const struct vg_handoff_job *job)
@@ -130,6 +137,73 @@ void vg_handoff_result_release(struct vg_handoff_result *r)
 }
 
 /* ---- which GPU ------------------------------------------------------------------------------ */
+
+void vg_handoff_sels_release(struct vg_handoff_sels *s)
+{
+    free(s->v);
+    free(s->copy);
+    memset(s, 0, sizeof(*s));
+}
+
+static bool vg_handoff_sels_has(const struct vg_handoff_sels *s, const struct vg_handoff_sel *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].kind == x->kind &&
+            (x->kind == VG_HANDOFF_SEL_UUID ? strcmp(s->v[i].text, x->text) == 0
+                                            : s->v[i].number == x->number))
+            return true;
+    return false;
+}
+
+/* One word: a number, a Slurm range, or (not slurm) a UUID. */
+static int vg_handoff_sels_word(struct vg_handoff_sels *s, const char *word, bool slurm,
+                                struct vg_err *err)
+{
+    uint64_t a, b;
+    enum vg_handoff_sel_kind kind = slurm ? VG_HANDOFF_SEL_MINOR : VG_HANDOFF_SEL_INDEX;
+    const char *dash = strchr(word, '-');
+    if (vg_parse_u64(word, &a) == 0 && a < UINT32_MAX)
+        b = a;
+    else if (slurm && dash && vg_parse_u64n(word, (size_t)(dash - word), &a) == 0 &&
+             vg_parse_u64(dash + 1, &b) == 0 && a <= b && b < UINT32_MAX)
+        ;
+    else if (!slurm && *word)
+        kind = VG_HANDOFF_SEL_UUID, a = b = 0;
+    else
+        return vg_err_set(err, -EINVAL, "'%s' is not a GPU (%s)", word,
+                          slurm ? "Slurm numbers GPUs 0, 1, ... or as ranges 0-3"
+                                : "an NVML index or a UUID");
+    for (uint64_t x = a; x <= b; x++) {
+        struct vg_handoff_sel sel = {kind, (unsigned)x, word};
+        if (vg_handoff_sels_has(s, &sel))
+            continue;
+        if (s->n == VG_HANDOFF_SEL_MAX)
+            return vg_err_set(err, -E2BIG, "names more than %u GPUs", VG_HANDOFF_SEL_MAX);
+        struct vg_handoff_sel *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+        if (!v)
+            return vg_err_set(err, -ENOMEM, "out of memory");
+        s->v = v;
+        v[s->n++] = sel;
+    }
+    return 0;
+}
+
+int vg_handoff_sels_parse(const char *list, bool slurm, struct vg_handoff_sels *out,
+                          struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!(out->copy = strdup(list)))
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    char *save = NULL;
+    int rc = 0;
+    for (char *w = strtok_r(out->copy, ",", &save); w && rc == 0; w = strtok_r(NULL, ",", &save))
+        rc = vg_handoff_sels_word(out, w, slurm, err);
+    if (rc == 0 && out->n == 0)
+        rc = vg_err_set(err, -EINVAL, "names no GPU");
+    if (rc)
+        vg_handoff_sels_release(out);
+    return rc;
+}
 
 static bool vg_handoff_sel_match(const struct vg_handoff_sel *s, const struct vg_gpu_list *l,
                                  size_t *gi)

@@ -111,6 +111,27 @@ struct vg_handoff_sel {
     const char *text; /* UUID; also what the user wrote, for messages */
 };
 
+/* A list of GPUs as the scheduler or a person writes it: comma-separated; with slurm, Slurm's
+ * numbers and ranges ("0,2-3"), else NVML indices and UUIDs (or unique prefixes). Repeats are
+ * dropped. Ownership: the selectors point into copy; vg_handoff_sels_release frees both. */
+struct vg_handoff_sels {
+    struct vg_handoff_sel *v;
+    size_t n;
+    char *copy;
+};
+
+/* More GPUs than any node has: a list naming more is refused rather than expanded. */
+#define VG_HANDOFF_SEL_MAX 1024u
+
+/* 0; -EINVAL (a word that names no GPU, or an empty list) or -E2BIG (more than
+ * VG_HANDOFF_SEL_MAX) with err saying why; -ENOMEM. out is empty on failure. */
+int vg_handoff_sels_parse(const char *list, bool slurm, struct vg_handoff_sels *out,
+                          struct vg_err *err);
+void vg_handoff_sels_release(struct vg_handoff_sels *s);
+
+/* Does the cgroup path have the component "job_ID" (Slurm: .../job_42/step_0/...)? */
+bool vg_handoff_cgroup_names(const char *cgroup, const char *id);
+
 struct vg_handoff_req {
     enum vg_handoff_mode mode;
     struct vg_handoff_job job;

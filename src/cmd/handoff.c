@@ -105,9 +105,7 @@ struct vg_handoff {
     struct vg_handoff_req req;
     const char *gpus_arg, *gpus_from, *uid_arg, *node;
     bool drain;
-    struct vg_handoff_sel *sel;
-    size_t nsel;
-    char *gpus_copy; /* the list the selectors point into */
+    struct vg_handoff_sels sels;
     pid_t *ancestors;
     size_t nancestors;
 };
@@ -258,58 +256,15 @@ static int vg_handoff_job(struct vg_handoff *h)
     return 0;
 }
 
-/* One entry of a GPU list: Slurm's numbers (ranges such as "0-3" included), or NVML indices and
- * UUIDs. */
-static int vg_handoff_sel_add(struct vg_handoff *h, char *word, bool slurm)
-{
-    uint64_t a, b;
-    enum vg_handoff_sel_kind kind = slurm ? VG_HANDOFF_SEL_MINOR : VG_HANDOFF_SEL_INDEX;
-    char *dash = strchr(word, '-');
-    if (vg_parse_u64(word, &a) == 0 && a < UINT32_MAX)
-        b = a;
-    else if (slurm && dash && vg_parse_u64n(word, (size_t)(dash - word), &a) == 0 &&
-             vg_parse_u64(dash + 1, &b) == 0 && a <= b && b - a < 256 && b < UINT32_MAX)
-        ;
-    else if (!slurm && *word)
-        kind = VG_HANDOFF_SEL_UUID, a = b = 0;
-    else
-        return -1;
-    size_t more = (size_t)(b - a + 1);
-    struct vg_handoff_sel *v = realloc(h->sel, (h->nsel + more) * sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    h->sel = v;
-    for (size_t i = 0; i < more; i++)
-        v[h->nsel++] = (struct vg_handoff_sel){kind, (unsigned)(a + i), word};
-    return 0;
-}
-
-/* Split the list (its own copy) into selectors. */
+/* Parse the list into h->sels; a message names where it came from. */
 static int vg_handoff_sels(struct vg_handoff *h, const char *list, bool slurm)
 {
-    if (!(h->gpus_copy = strdup(list))) {
-        vg_cmd_error("handoff", "out of memory");
-        return -1;
-    }
-    char *save = NULL;
-    for (char *w = strtok_r(h->gpus_copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-        int rc = vg_handoff_sel_add(h, w, slurm);
-        if (rc == -ENOMEM) {
-            vg_cmd_error("handoff", "out of memory");
-            return -1;
-        }
-        if (rc) {
-            vg_cmd_error("handoff", "%s: '%s' is not a GPU (%s)", h->gpus_from, w,
-                         slurm ? "Slurm numbers GPUs 0, 1, ... or as ranges 0-3"
-                               : "an NVML index or a UUID");
-            return -1;
-        }
-    }
-    if (h->nsel == 0) {
-        vg_cmd_error("handoff", "%s names no GPU", h->gpus_from);
-        return -1;
-    }
-    return 0;
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_handoff_sels_parse(list, slurm, &h->sels, &err);
+    if (rc)
+        vg_cmd_error("handoff", "%s: %s", h->gpus_from, vg_err_msg(&err));
+    vg_err_release(&err);
+    return rc ? -1 : 0;
 }
 
 static int vg_handoff_gpus(struct vg_handoff *h)
@@ -549,8 +504,8 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     bool blind = status < 0 && vg_handoff_who(&h) != 0;
     if (status < 0) {
         struct vg_kill_nvml nvml = {g->nvml_path, g->nvml_timeout_ms};
-        h.req.sel = h.sel;
-        h.req.nsel = h.nsel;
+        h.req.sel = h.sels.v;
+        h.req.nsel = h.sels.n;
         h.req.nvml = vg_kill_nvml_lists;
         h.req.nvml_arg = &nvml;
         struct vg_handoff_result res;
@@ -576,8 +531,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         vg_err_release(&err);
         vg_handoff_result_release(&res);
     }
-    free(h.sel);
-    free(h.gpus_copy);
+    vg_handoff_sels_release(&h.sels);
     free(h.ancestors);
     if (h.req.proc_root_fd >= 0)
         close(h.req.proc_root_fd);
