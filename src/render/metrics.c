@@ -323,39 +323,53 @@ static void vg_metrics_gpu_mem_family(struct vg_metrics_writer *w, const struct 
     }
 }
 
+static uint64_t vg_gpu_lost_value(const struct vg_gpu *g)
+{
+    return g->lost ? 1 : 0;
+}
+
+static uint64_t vg_gpu_hung_value(const struct vg_gpu *g)
+{
+    return g->hung ? 1 : 0;
+}
+
+static uint64_t vg_gpu_errors_value(const struct vg_gpu *g)
+{
+    size_t n = g->nerrors;
+    for (size_t m = 0; m < g->nmig; m++)
+        n += g->mig[m].nerrors;
+    return n;
+}
+
+/* The health gauges every GPU has, in exposition order. */
+static const struct {
+    const char *name, *help;
+    uint64_t (*value)(const struct vg_gpu *g);
+} vg_gpu_health_gauges[] = {
+    {"vramguard_gpu_lost", "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.",
+     vg_gpu_lost_value},
+    {"vramguard_gpu_hung",
+     "1 when a driver call for the GPU did not return within --nvml-timeout (its figures are "
+     "absent), else 0.",
+     vg_gpu_hung_value},
+    {"vramguard_gpu_nvml_errors",
+     "NVML calls about this GPU that failed in the last collection (the values they would have "
+     "given are absent).",
+     vg_gpu_errors_value},
+};
+
 static void vg_metrics_gpu_families(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
                                     const struct vg_reason_gpu *mg)
 {
     const struct vg_gpu_list *l = &snap->gpus;
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_lost", "gauge",
-        "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, &l->gpus[i]);
-        vg_metrics_writer_u64(w, l->gpus[i].lost ? 1 : 0);
-    }
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_hung", "gauge",
-        "1 when a driver call for the GPU did not return within --nvml-timeout (its "
-        "figures are absent), else 0.");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, &l->gpus[i]);
-        vg_metrics_writer_u64(w, l->gpus[i].hung ? 1 : 0);
-    }
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_nvml_errors", "gauge",
-        "NVML calls about this GPU that failed in the last collection (the values "
-        "they would have given are absent).");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        const struct vg_gpu *g = &l->gpus[i];
-        size_t n = g->nerrors;
-        for (size_t m = 0; m < g->nmig; m++)
-            n += g->mig[m].nerrors;
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, g);
-        vg_metrics_writer_u64(w, n);
+    for (size_t k = 0; k < sizeof(vg_gpu_health_gauges) / sizeof(vg_gpu_health_gauges[0]); k++) {
+        vg_metrics_writer_family(w, vg_gpu_health_gauges[k].name, "gauge",
+                                 vg_gpu_health_gauges[k].help);
+        for (size_t i = 0; i < l->ngpus; i++) {
+            vg_metrics_writer_begin(w);
+            vg_metrics_gpu_labels(w, &l->gpus[i]);
+            vg_metrics_writer_u64(w, vg_gpu_health_gauges[k].value(&l->gpus[i]));
+        }
     }
     vg_metrics_gpu_mem_family(w, snap, VG_F_TOTAL);
     vg_metrics_gpu_mem_family(w, snap, VG_F_USED);
