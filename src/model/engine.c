@@ -59,7 +59,11 @@ struct vg_watch_holder {
 
 /* A diagnosis or an alert (model/verdict.h), as the view follows it. */
 struct vg_watch_finding {
-    char *key; /* diagnoses "rule|gpu keys|pids", alerts "rule|gpu key|mig|pid|start" */
+    /* Identity as text: diagnoses "rule|gpu keys|pids", alerts "rule|gpu key|mig|pid|start".
+     * Left as text on purpose: events come out in the order of these strings, whose variable
+     * lists and unpadded numbers ("100" before "99", "a,b|" before "a|") a field comparator
+     * would have to re-create character by character to keep that order. */
+    char *key;
     enum vg_finding_kind kind;
     const char *rule;
     enum vg_severity severity;
