@@ -182,6 +182,15 @@ static void vg_metrics_gpu_labels(struct vg_metrics_writer *w, const struct vg_g
     vg_metrics_writer_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
 }
 
+/* A family of one sample without labels: its header and the start of the sample, whose value
+ * the caller writes. */
+static void vg_metrics_single(struct vg_metrics_writer *w, const char *name, const char *type,
+                              const char *help)
+{
+    vg_metrics_writer_family(w, name, type, help);
+    vg_metrics_writer_begin(w);
+}
+
 static void vg_metrics_collect_families(struct vg_metrics_writer *w,
                                         const struct vg_collector_stats *st,
                                         const struct vg_metrics_opts *o)
@@ -192,43 +201,35 @@ static void vg_metrics_collect_families(struct vg_metrics_writer *w,
     vg_metrics_writer_label(w, "version", o->version);
     vg_metrics_writer_u64(w, 1);
 
-    vg_metrics_writer_family(
-        w, "vramguard_last_collect_success", "gauge",
-        "1 when the last collection read both the driver and /proc, 0 when it failed "
-        "(driver missing, failing or hung).");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_success", "gauge",
+                      "1 when the last collection read both the driver and /proc, 0 when it failed "
+                      "(driver missing, failing or hung).");
     vg_metrics_writer_u64(w, st->success ? 1 : 0);
 
-    vg_metrics_writer_family(w, "vramguard_last_collect_duration_seconds", "gauge",
-                             "How long the last collection took.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_duration_seconds", "gauge",
+                      "How long the last collection took.");
     vg_metrics_writer_fixed(w, st->duration_seconds, 6);
 
-    vg_metrics_writer_family(w, "vramguard_last_collect_timestamp_seconds", "gauge",
-                             "Unix time the last collection finished, successful or not.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_timestamp_seconds", "gauge",
+                      "Unix time the last collection finished, successful or not.");
     vg_metrics_writer_fixed(w, st->timestamp_seconds, 3);
 
     if (st->last_success_known) {
-        vg_metrics_writer_family(w, "vramguard_last_successful_collect_timestamp_seconds", "gauge",
-                                 "Unix time the last successful collection finished.");
-        vg_metrics_writer_begin(w);
+        vg_metrics_single(w, "vramguard_last_successful_collect_timestamp_seconds", "gauge",
+                          "Unix time the last successful collection finished.");
         vg_metrics_writer_fixed(w, st->last_success_seconds, 3);
     }
 
-    vg_metrics_writer_family(w, "vramguard_collections_total", "counter",
-                             "Collections attempted since the exporter started.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_collections_total", "counter",
+                      "Collections attempted since the exporter started.");
     vg_metrics_writer_u64(w, st->collections);
 
-    vg_metrics_writer_family(w, "vramguard_collect_failures_total", "counter",
-                             "Collections that failed since the exporter started.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_collect_failures_total", "counter",
+                      "Collections that failed since the exporter started.");
     vg_metrics_writer_u64(w, st->failures);
 
-    vg_metrics_writer_family(w, "vramguard_driver_hangs_total", "counter",
-                             "Collections in which the NVIDIA driver did not answer in time.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_driver_hangs_total", "counter",
+                      "Collections in which the NVIDIA driver did not answer in time.");
     vg_metrics_writer_u64(w, st->driver_hangs);
 
     vg_metrics_writer_family(
