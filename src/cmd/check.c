@@ -130,23 +130,20 @@ int vg_cmd_check(struct vg_global *g, int argc, char **argv)
     ro.check_shell = false; /* a health check's own environment says nothing about the host */
     struct vg_findings fs;
     vg_findings_init(&fs);
-    struct vg_alerts as;
-    vg_alerts_init(&as);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_health_judge(snap, &ro, &cfg.expect, cfg.threshold, &fs, &as, &err) != 0) {
+    if (vg_health_judge(snap, &ro, &cfg.expect, cfg.threshold, &fs, &err) != 0) {
         vg_cmd_error("check", "%s", vg_err_msg(&err));
         status = VG_EXIT_SOFTWARE;
     } else {
-        enum vg_health_state state = vg_health_state(snap, &fs, &as);
+        enum vg_health_state state = vg_health_state(snap, &fs);
         struct vg_buf out;
         vg_buf_init(&out, 0);
-        int rc = g->json ? vg_render_check_json(snap, &fs, &as, state, &out)
-                         : vg_render_check_text(snap, &fs, &as, state, vg_cmd_use_color(g), &out);
+        int rc = g->json ? vg_render_check_json(snap, &fs, state, &out)
+                         : vg_render_check_text(snap, &fs, state, vg_cmd_use_color(g), &out);
         status = vg_cmd_emit("check", rc, &out, (int)state);
         vg_buf_release(&out);
     }
     vg_err_release(&err);
-    vg_alerts_release(&as);
     vg_findings_release(&fs);
     vg_snap_free(snap);
     vg_watch_config_release(&cfg);

@@ -124,6 +124,16 @@ static int vg_serve_size(const char *opt, const char *arg, uint64_t *out)
     return 0;
 }
 
+/* A connection limit: a number from 1 to 10000. */
+static int vg_serve_limit(const char *opt, const char *arg, uint64_t *out)
+{
+    if (vg_parse_u64(arg, out) != 0 || *out < 1 || *out > 10000) {
+        vg_cmd_error("serve", "%s takes a number from 1 to 10000, not '%s'", opt, arg);
+        return -1;
+    }
+    return 0;
+}
+
 /* A listening socket for addr; -errno on failure. */
 static int vg_serve_listen(const struct vg_serve_addr *addr)
 {
@@ -257,22 +267,12 @@ static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_
             }
             break;
         case VG_OPT_MAX_CONN:
-            if (vg_parse_u64(optarg, &sc->max_conn) != 0 || sc->max_conn < 1 ||
-                sc->max_conn > 10000) {
-                vg_cmd_error("serve",
-                             "--max-connections takes a number from 1 to 10000, not "
-                             "'%s'",
-                             optarg);
+            if (vg_serve_limit("--max-connections", optarg, &sc->max_conn))
                 return VG_EXIT_USAGE;
-            }
             break;
         case VG_OPT_MAX_PER_CLIENT:
-            if (vg_parse_u64(optarg, &sc->max_per_client) != 0 || sc->max_per_client < 1 ||
-                sc->max_per_client > 10000) {
-                vg_cmd_error("serve", "--max-per-client takes a number from 1 to 10000, not '%s'",
-                             optarg);
+            if (vg_serve_limit("--max-per-client", optarg, &sc->max_per_client))
                 return VG_EXIT_USAGE;
-            }
             break;
         case VG_OPT_CONTEXT_MAX:
             if (vg_serve_size("--context-max", optarg, &diag->rules.context_max))

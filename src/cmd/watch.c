@@ -265,7 +265,7 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
 }
 
 /* Print the events and run the alert commands. 0, or a negative errno from writing. */
-static int vg_watch_emit(struct vg_watch *w, const struct vg_events *evs,
+static int vg_watch_emit(struct vg_watch *w, const struct vg_event_list *evs,
                          const struct timespec *when)
 {
     struct vg_style st;
@@ -339,8 +339,8 @@ static int vg_watch_sample(struct vg_watch *w)
         .alive = vg_watch_alive,
         .alive_ctx = w,
     };
-    struct vg_events evs;
-    vg_events_init(&evs);
+    struct vg_event_list evs;
+    vg_event_list_init(&evs);
     struct vg_watch_view *next = NULL;
     int status = 0;
     if (vg_watch_step(&o, snap, hung, vg_clock_ms(), w->view, &next, &evs, &err) != 0) {
@@ -375,7 +375,7 @@ static int vg_watch_sample(struct vg_watch *w)
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
     }
-    vg_events_release(&evs);
+    vg_event_list_release(&evs);
     vg_err_release(&err);
     vg_snap_free(snap);
     return status;

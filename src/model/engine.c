@@ -3,22 +3,24 @@
  * them).
  *
  * A view keeps its own copies of everything it reports (never pointers into a snapshot, which
- * is freed after each step), in arrays sorted by a text key built from the identity, so that
- * the previous view is searched with bsearch and events come out in a stable order: GPU, MIG
- * device, PID.
+ * is freed after each step). Holders and findings are kept sorted by identity, so that the
+ * previous view is searched with bsearch and events come out in a stable order: GPU, MIG
+ * device, PID. A holder's identity is its fields (vg_holder_cmp); a finding's is a text key,
+ * whose order is the order its events have always come in.
  */
 #include "model/engine.h"
 
 #include <errno.h>
-#include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/buf.h"
 
+/* A GPU is the same GPU from view to view by its UUID, or by its index when the driver gave
+ * no UUID (vg_gpu_same). */
 struct vg_watch_gpu {
-    char *key; /* UUID, or "index:N" */
     unsigned index;
     char *uuid, *name;
     bool minor_known;
@@ -30,8 +32,8 @@ struct vg_watch_gpu {
     uint64_t used, total;
 };
 
+/* A holder is identified by (the GPU it holds, MIG device, PID, start time): vg_holder_cmp. */
 struct vg_watch_holder {
-    char *key; /* "m002|-01|0000004182|00000000000000123456" */
     bool gpu_known;
     unsigned gpu_index;
     char *gpu_uuid;
@@ -55,25 +57,26 @@ struct vg_watch_holder {
     uint64_t idle_since; /* now_ms when it was first seen idle in this stretch */
 };
 
+/* A diagnosis or an alert (model/verdict.h), as the view follows it. */
 struct vg_watch_finding {
-    char *key; /* "rule|gpu keys|pids" */
+    /* Identity as text: diagnoses "rule|gpu keys|pids", alerts "rule|gpu key|mig|pid|start".
+     * Left as text on purpose: events come out in the order of these strings, whose variable
+     * lists and unpadded numbers ("100" before "99", "a,b|" before "a|") a field comparator
+     * would have to re-create character by character to keep that order. */
+    char *key;
+    enum vg_finding_kind kind;
     const char *rule;
     enum vg_severity severity;
     char *title;
-    unsigned *gpus;
+    unsigned *gpus; /* NVML indices */
     size_t ngpus;
     char *gpu_uuid; /* of the first GPU */
     pid_t *pids;
     size_t npids;
     bool bytes_known;
     uint64_t bytes;
-};
-
-struct vg_watch_alert {
-    char *key;         /* "kind|gpu key|pid|start" */
-    struct vg_alert a; /* strings owned; a.gpu is meaningless once the snapshot is gone */
-    unsigned gpu_index;
-    char *gpu_uuid;
+    int mig;                       /* alerts: the holding's MIG device, or -1 */
+    char *user, *command, *expect; /* alerts; NULL otherwise */
 };
 
 struct vg_watch_view {
@@ -83,11 +86,9 @@ struct vg_watch_view {
     size_t ngpus;
     struct vg_watch_holder *holders;
     size_t nholders;
-    struct vg_watch_finding *findings;
+    struct vg_watch_finding *findings; /* diagnoses and alerts */
     size_t nfindings;
-    struct vg_watch_alert *alerts;
-    size_t nalerts;
-    char *problem;
+    char *problem; /* why some expectation could not be checked */
 };
 
 static const char *const vg_event_names[] = {
@@ -118,7 +119,7 @@ const char *vg_event_name(enum vg_event_type t)
 
 /* ---- events ------------------------------------------------------------------------------ */
 
-void vg_events_init(struct vg_events *e)
+void vg_event_list_init(struct vg_event_list *e)
 {
     memset(e, 0, sizeof(*e));
 }
@@ -136,7 +137,7 @@ static void vg_event_release(struct vg_event *ev)
     free(ev->driver_error);
 }
 
-void vg_events_release(struct vg_events *e)
+void vg_event_list_release(struct vg_event_list *e)
 {
     for (size_t i = 0; i < e->n; i++)
         vg_event_release(&e->v[i]);
@@ -150,7 +151,7 @@ struct vg_step {
     const struct vg_snapshot *snap;
     const struct vg_watch_view *prev;
     struct vg_watch_view *v;
-    struct vg_events *events;
+    struct vg_event_list *events;
     uint64_t now;
     bool first;
     int err;
@@ -214,14 +215,12 @@ static void vg_ev_pid(struct vg_step *s, struct vg_event *ev, pid_t pid)
 
 static void vg_watch_gpu_release(struct vg_watch_gpu *g)
 {
-    free(g->key);
     free(g->uuid);
     free(g->name);
 }
 
 static void vg_watch_holder_release(struct vg_watch_holder *h)
 {
-    free(h->key);
     free(h->gpu_uuid);
     free(h->user);
     free(h->command);
@@ -234,16 +233,9 @@ static void vg_watch_finding_release(struct vg_watch_finding *f)
     free(f->gpus);
     free(f->gpu_uuid);
     free(f->pids);
-}
-
-static void vg_watch_alert_release(struct vg_watch_alert *a)
-{
-    free(a->key);
-    free(a->a.user);
-    free(a->a.command);
-    free(a->a.expect);
-    free(a->a.message);
-    free(a->gpu_uuid);
+    free(f->user);
+    free(f->command);
+    free(f->expect);
 }
 
 void vg_watch_view_free(struct vg_watch_view *v)
@@ -256,12 +248,9 @@ void vg_watch_view_free(struct vg_watch_view *v)
         vg_watch_holder_release(&v->holders[i]);
     for (size_t i = 0; i < v->nfindings; i++)
         vg_watch_finding_release(&v->findings[i]);
-    for (size_t i = 0; i < v->nalerts; i++)
-        vg_watch_alert_release(&v->alerts[i]);
     free(v->gpus);
     free(v->holders);
     free(v->findings);
-    free(v->alerts);
     free(v->driver_error);
     free(v->problem);
     free(v);
@@ -291,52 +280,114 @@ static void *vg_push(struct vg_step *s, void *arrp, size_t *n, size_t elem)
     return p + (*n)++ * elem;
 }
 
-static char *vg_keyf(struct vg_step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *vg_keyf(struct vg_step *s, const char *fmt, ...)
+static int vg_cmp_finding(const void *a, const void *b)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    char *k = NULL;
-    if (vasprintf(&k, fmt, ap) < 0) {
-        k = NULL;
-        s->err = -ENOMEM;
-    }
-    va_end(ap);
-    return k;
+    const struct vg_watch_finding *x = a, *y = b;
+    return strcmp(x->key, y->key);
 }
 
-static int vg_cmp_key(const void *a, const void *b)
-{
-    /* every view entry starts with its char *key */
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void vg_sort(void *arr, size_t n, size_t elem)
+static void vg_sort(void *arr, size_t n, size_t elem, int (*cmp)(const void *, const void *))
 {
     if (n > 1)
-        qsort(arr, n, elem, vg_cmp_key);
+        qsort(arr, n, elem, cmp);
 }
 
-static const void *vg_find(const void *arr, size_t n, size_t elem, const char *key)
+/* The entry of arr (sorted by cmp) with the identity of key, an entry of the same type. */
+static const void *vg_find(const void *arr, size_t n, size_t elem, const void *key,
+                           int (*cmp)(const void *, const void *))
 {
-    if (!arr || !key || n == 0)
+    if (!arr || n == 0)
         return NULL;
-    const char *const *k = &key;
-    return bsearch(k, arr, n, elem, vg_cmp_key);
+    return bsearch(key, arr, n, elem, cmp);
 }
 
-static void vg_watch_gpu_key(struct vg_step *s, const struct vg_gpu *g, char **out)
+static const struct vg_watch_finding *vg_find_finding(const struct vg_watch_finding *arr, size_t n,
+                                                      const struct vg_watch_finding *f)
 {
-    if ((g->known & VG_GPU_K_UUID) && g->uuid)
-        *out = vg_sdup(s, g->uuid);
-    else
-        *out = vg_keyf(s, "index:%u", g->index);
+    return f->key ? vg_find(arr, n, sizeof(*arr), f, vg_cmp_finding) : NULL;
+}
+
+/* Two numbers in the order their text "%0*u|" has (numerically while both fit the width; as
+ * text beyond, where "1000|" comes before "999|"): the order holders' events have always come
+ * in, when identities were text. */
+static int vg_cmp_num_text(uint64_t a, uint64_t b, int width)
+{
+    uint64_t lim = 1;
+    for (int i = 0; i < width; i++)
+        lim *= 10;
+    if (a < lim && b < lim)
+        return a < b ? -1 : a > b;
+    char x[32], y[32];
+    snprintf(x, sizeof(x), "%0*" PRIu64 "|", width, a);
+    snprintf(y, sizeof(y), "%0*" PRIu64 "|", width, b);
+    return strcmp(x, y);
+}
+
+/* Two strings in the order of their text followed by '|' (for the same reason). */
+static int vg_cmp_str_text(const char *a, const char *b)
+{
+    size_t i = 0;
+    while (a[i] && a[i] == b[i])
+        i++;
+    unsigned char x = a[i] ? (unsigned char)a[i] : '|', y = b[i] ? (unsigned char)b[i] : '|';
+    return x < y ? -1 : x > y;
+}
+
+/* How a holder's GPU is named in its identity, in this order: the minor number when known
+ * (the one name both the driver and the device nodes give a GPU, so holders keep their
+ * identity while the driver's view is missing), else the UUID, else the index. */
+enum vg_holder_gpu_name { VG_HG_INDEX, VG_HG_MINOR, VG_HG_UUID };
+
+static enum vg_holder_gpu_name vg_holder_gpu_name(const struct vg_watch_holder *h)
+{
+    return h->minor_known ? VG_HG_MINOR : h->gpu_uuid ? VG_HG_UUID : VG_HG_INDEX;
+}
+
+/* Where a holder holds: its GPU, MIG device and PID (its identity but the start time). */
+static int vg_holder_cmp_place(const struct vg_watch_holder *x, const struct vg_watch_holder *y)
+{
+    enum vg_holder_gpu_name nx = vg_holder_gpu_name(x), ny = vg_holder_gpu_name(y);
+    if (nx != ny)
+        return nx < ny ? -1 : 1;
+    int c = nx == VG_HG_MINOR  ? vg_cmp_num_text(x->minor, y->minor, 3)
+            : nx == VG_HG_UUID ? vg_cmp_str_text(x->gpu_uuid, y->gpu_uuid)
+                               : vg_cmp_num_text(x->gpu_index, y->gpu_index, 0);
+    if (c)
+        return c;
+    if ((c = vg_cmp_num_text((uint64_t)(x->mig + 1), (uint64_t)(y->mig + 1), 3)) != 0)
+        return c;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* A holder's identity: where it holds, and the start time of its process (0 when unknown), so
+ * that a reused PID is another holder. */
+static int vg_holder_cmp(const void *a, const void *b)
+{
+    const struct vg_watch_holder *x = a, *y = b;
+    int c = vg_holder_cmp_place(x, y);
+    if (c)
+        return c;
+    uint64_t sx = x->start_known ? x->start : 0, sy = y->start_known ? y->start : 0;
+    return sx < sy ? -1 : sx > sy;
+}
+
+static const struct vg_watch_holder *vg_find_holder(const struct vg_watch_holder *arr, size_t n,
+                                                    const struct vg_watch_holder *h)
+{
+    return vg_find(arr, n, sizeof(*arr), h, vg_holder_cmp);
+}
+
+/* The same GPU in two views: by UUID, or by index when the driver gave none. */
+static bool vg_gpu_same(const struct vg_watch_gpu *a, const struct vg_watch_gpu *b)
+{
+    if (a->uuid || b->uuid)
+        return a->uuid && b->uuid && strcmp(a->uuid, b->uuid) == 0;
+    return a->index == b->index;
 }
 
 static void vg_copy_gpu(struct vg_step *s, struct vg_watch_gpu *d, const struct vg_watch_gpu *g)
 {
     *d = *g;
-    d->key = vg_sdup(s, g->key);
     d->uuid = vg_sdup(s, g->uuid);
     d->name = vg_sdup(s, g->name);
 }
@@ -358,7 +409,6 @@ static void vg_build_gpus(struct vg_step *s)
         struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
         if (!d)
             break;
-        vg_watch_gpu_key(s, g, &d->key);
         d->index = g->index;
         d->uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
         d->name = vg_sdup(s, (g->known & VG_GPU_K_NAME) ? g->name : NULL);
@@ -378,7 +428,7 @@ static void vg_build_gpus(struct vg_step *s)
     for (size_t i = 0; i < prev->ngpus && !s->err; i++) {
         bool here = false;
         for (size_t k = 0; k < n && !here; k++)
-            here = v->gpus[k].key && strcmp(v->gpus[k].key, prev->gpus[i].key) == 0;
+            here = vg_gpu_same(&v->gpus[k], &prev->gpus[i]);
         if (here)
             continue;
         struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
@@ -448,34 +498,16 @@ static void vg_holder_from(struct vg_step *s, struct vg_watch_holder *d, const s
         d->gpu_index = wg->index;
         d->gpu_uuid = vg_sdup(s, wg->uuid);
     }
-    /* Keyed by minor number when known: the one name both the driver and the device nodes
-     * give a GPU, so holders keep their identity while the driver's view is missing. */
-    char gk[96];
-    if (h->minor_known)
-        snprintf(gk, sizeof(gk), "m%03u", h->minor);
-    else if (d->gpu_uuid)
-        snprintf(gk, sizeof(gk), "u%s", d->gpu_uuid);
-    else
-        snprintf(gk, sizeof(gk), "i%u", d->gpu_index);
-    d->key = vg_keyf(s, "%s|%03d|%010d|%020llu", gk, d->mig + 1, (int)d->pid,
-                     (unsigned long long)(d->start_known ? d->start : 0));
 }
 
 /* A PID the driver still lists after /proc lost it (gone, its memory not yet freed) keeps
  * the identity it had: the same holder, not one leaving and another appearing. */
-static void vg_holder_adopt_start(struct vg_step *s, struct vg_watch_holder *d,
-                                  const struct vg_watch_view *prev)
+static void vg_holder_adopt_start(struct vg_watch_holder *d, const struct vg_watch_view *prev)
 {
-    if (!d->key)
-        return;
-    const char *bar = strrchr(d->key, '|');
-    size_t n = bar ? (size_t)(bar - d->key) + 1 : 0;
-    for (size_t i = 0; n && i < prev->nholders; i++) {
+    for (size_t i = 0; i < prev->nholders; i++) {
         const struct vg_watch_holder *p = &prev->holders[i];
-        if (!p->start_known || strncmp(p->key, d->key, n) != 0)
+        if (!p->start_known || vg_holder_cmp_place(p, d) != 0)
             continue;
-        free(d->key);
-        d->key = vg_sdup(s, p->key);
         d->start_known = true;
         d->start = p->start;
         return;
@@ -486,7 +518,6 @@ static void vg_copy_holder(struct vg_step *s, struct vg_watch_holder *d,
                            const struct vg_watch_holder *h)
 {
     *d = *h;
-    d->key = vg_sdup(s, h->key);
     d->gpu_uuid = vg_sdup(s, h->gpu_uuid);
     d->user = vg_sdup(s, h->user);
     d->command = vg_sdup(s, h->command);
@@ -530,9 +561,9 @@ static void vg_build_holders(struct vg_step *s)
             break;
         vg_holder_from(s, d, h);
         if (!d->start_known && prev)
-            vg_holder_adopt_start(s, d, prev);
+            vg_holder_adopt_start(d, prev);
         const struct vg_watch_holder *p =
-            prev ? vg_find(prev->holders, prev->nholders, sizeof(*p), d->key) : NULL;
+            prev ? vg_find_holder(prev->holders, prev->nholders, d) : NULL;
         /* The driver's side cannot be seen: the whole view is frozen, or this GPU hangs. */
         bool blind = v->frozen || (h->gpu != VG_SNAP_NO_GPU && s->snap->gpus.gpus[h->gpu].hung);
         if (p) {
@@ -559,7 +590,7 @@ static void vg_build_holders(struct vg_step *s)
     }
     if (s->err)
         return;
-    vg_sort(v->holders, v->nholders, sizeof(*v->holders));
+    vg_sort(v->holders, v->nholders, sizeof(*v->holders), vg_holder_cmp);
     if (!v->frozen && !any_hung)
         return;
     /* Holders only the driver showed cannot be seen now (everywhere, or on a GPU that hangs):
@@ -567,7 +598,7 @@ static void vg_build_holders(struct vg_step *s)
     size_t n = v->nholders;
     for (size_t i = 0; i < prev->nholders && !s->err; i++) {
         const struct vg_watch_holder *p = &prev->holders[i];
-        if (vg_find(v->holders, n, sizeof(*p), p->key))
+        if (vg_find_holder(v->holders, n, p))
             continue;
         if (!v->frozen &&
             !vg_view_gpu_hung(v, p->minor_known, p->minor, p->gpu_known, p->gpu_index))
@@ -581,15 +612,18 @@ static void vg_build_holders(struct vg_step *s)
             vg_copy_holder(s, d, p);
     }
     if (!s->err)
-        vg_sort(v->holders, v->nholders, sizeof(*v->holders));
+        vg_sort(v->holders, v->nholders, sizeof(*v->holders), vg_holder_cmp);
 }
 
-/* The key of GPU gi of the snapshot, for finding and alert identities. */
-static const char *vg_step_gpu_key(const struct vg_step *s, size_t gi)
+/* GPU gi of the snapshot as finding and alert keys name it: its UUID, or "index:N". */
+static void vg_step_gpu_key(struct vg_buf *key, const struct vg_step *s, size_t gi)
 {
     if (gi >= s->snap->gpus.ngpus || gi >= s->v->ngpus)
-        return "?";
-    return s->v->gpus[gi].key ? s->v->gpus[gi].key : "?";
+        vg_buf_adds(key, "?");
+    else if (s->v->gpus[gi].uuid)
+        vg_buf_adds(key, s->v->gpus[gi].uuid);
+    else
+        vg_buf_printf(key, "index:%u", s->v->gpus[gi].index);
 }
 
 static int vg_cmp_pid(const void *a, const void *b)
@@ -598,36 +632,25 @@ static int vg_cmp_pid(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
+/* The identity of finding f (d->gpus filled): a diagnosis by rule, GPUs and PIDs (sorted), an
+ * alert by rule, GPU, MIG device, PID and start time (a reused PID is another alert). */
+static void vg_finding_key(struct vg_step *s, struct vg_watch_finding *d,
+                           const struct vg_finding *f)
 {
-    struct vg_watch_view *v = s->v;
-    struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
-    if (!d)
-        return;
-    d->rule = f->rule;
-    d->severity = f->severity;
-    d->title = vg_sdup(s, f->title);
-    d->bytes_known = f->bytes_known;
-    d->bytes = f->bytes;
-    if (f->ngpus && !(d->gpus = calloc(f->ngpus, sizeof(*d->gpus))))
-        s->err = -ENOMEM;
-    if (f->npids && !(d->pids = calloc(f->npids, sizeof(*d->pids))))
-        s->err = -ENOMEM;
-    if (s->err)
-        return;
     struct vg_buf key;
     vg_buf_init(&key, 0);
     vg_buf_printf(&key, "%s|", f->rule);
-    for (size_t i = 0; i < f->ngpus; i++) {
-        const struct vg_gpu *g = &s->snap->gpus.gpus[f->gpus[i]];
-        d->gpus[d->ngpus++] = g->index;
-        vg_buf_printf(&key, "%s%s", i ? "," : "", vg_step_gpu_key(s, f->gpus[i]));
-        if (i == 0)
-            d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    if (f->kind == VG_FINDING_ALERT) {
+        vg_step_gpu_key(&key, s, f->ngpus ? f->gpus[0] : VG_SNAP_NO_GPU);
+        vg_buf_printf(&key, "|%03d|%010d|%020llu", f->mig + 1, f->npids ? (int)f->pids[0] : 0,
+                      (unsigned long long)(f->start_known ? f->start_ticks : 0));
+        goto done;
     }
-    if (f->npids)
-        memcpy(d->pids, f->pids, f->npids * sizeof(*d->pids));
-    d->npids = f->npids;
+    for (size_t i = 0; i < f->ngpus; i++) {
+        if (i)
+            vg_buf_addc(&key, ',');
+        vg_step_gpu_key(&key, s, f->gpus[i]);
+    }
     pid_t *sorted = f->npids ? malloc(f->npids * sizeof(*sorted)) : NULL;
     if (f->npids && !sorted)
         s->err = -ENOMEM;
@@ -639,6 +662,7 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     for (size_t i = 0; sorted && i < f->npids; i++)
         vg_buf_printf(&key, "%s%d", i ? "," : "", (int)sorted[i]);
     free(sorted);
+done:
     if (key.err)
         s->err = -ENOMEM;
     else if (!(d->key = vg_buf_steal(&key)))
@@ -646,38 +670,51 @@ static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
     vg_buf_release(&key);
 }
 
-/* The rules' findings into the view. */
-static void vg_build_findings(struct vg_step *s, const struct vg_findings *fs)
+static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
+{
+    struct vg_watch_view *v = s->v;
+    struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
+    if (!d)
+        return;
+    d->kind = f->kind;
+    d->rule = f->rule;
+    d->severity = f->severity;
+    d->title = vg_sdup(s, f->title);
+    d->bytes_known = f->bytes_known;
+    d->bytes = f->bytes;
+    d->mig = f->kind == VG_FINDING_ALERT ? f->mig : -1;
+    d->user = vg_sdup(s, f->user);
+    d->command = vg_sdup(s, f->command);
+    d->expect = vg_sdup(s, f->expect);
+    if (f->ngpus && !(d->gpus = calloc(f->ngpus, sizeof(*d->gpus))))
+        s->err = -ENOMEM;
+    if (f->npids && !(d->pids = calloc(f->npids, sizeof(*d->pids))))
+        s->err = -ENOMEM;
+    if (s->err)
+        return;
+    for (size_t i = 0; i < f->ngpus; i++) {
+        const struct vg_gpu *g = &s->snap->gpus.gpus[f->gpus[i]];
+        d->gpus[d->ngpus++] = g->index;
+        if (i == 0)
+            d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    }
+    if (f->npids)
+        memcpy(d->pids, f->pids, f->npids * sizeof(*d->pids));
+    d->npids = f->npids;
+    vg_finding_key(s, d, f);
+}
+
+/* The rules' diagnoses and the expectations' alerts into the view, and why some expectation
+ * could not be checked (moved there). */
+static void vg_build_findings(struct vg_step *s, struct vg_findings *fs)
 {
     struct vg_watch_view *v = s->v;
     for (size_t i = 0; i < fs->n && !s->err; i++)
         vg_add_finding(s, &fs->v[i]);
+    v->problem = fs->unchecked;
+    fs->unchecked = NULL;
     if (!s->err)
-        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
-}
-
-/* The expectations' alerts into the view (their strings move there). */
-static void vg_build_alerts(struct vg_step *s, struct vg_alerts *as)
-{
-    struct vg_watch_view *v = s->v;
-    v->problem = as->problem;
-    as->problem = NULL;
-    for (size_t i = 0; i < as->n && !s->err; i++) {
-        struct vg_alert *a = &as->v[i];
-        struct vg_watch_alert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
-        if (!d)
-            break;
-        const struct vg_gpu *g = &s->snap->gpus.gpus[a->gpu];
-        d->gpu_index = g->index;
-        d->gpu_uuid = vg_sdup(s, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        d->key = vg_keyf(s, "%s|%s|%03d|%010d|%020llu", a->kind, vg_step_gpu_key(s, a->gpu),
-                         a->mig + 1, a->has_pid ? (int)a->pid : 0,
-                         (unsigned long long)(a->start_known ? a->start_ticks : 0));
-        d->a = *a;
-        memset(a, 0, sizeof(*a)); /* strings moved */
-    }
-    if (!s->err)
-        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+        vg_sort(v->findings, v->nfindings, sizeof(*v->findings), vg_cmp_finding);
 }
 
 /* Findings and alerts, through the caller's judgement (the same as `check`'s), with the idle
@@ -702,15 +739,10 @@ static void vg_build_verdicts(struct vg_step *s, struct vg_err *err)
     }
     struct vg_findings fs;
     vg_findings_init(&fs);
-    struct vg_alerts as;
-    vg_alerts_init(&as);
-    if (s->o->judge && s->o->judge(s->o->judge_ctx, s->snap, idle, nidle, &fs, &as, err) < 0)
+    if (s->o->judge && s->o->judge(s->o->judge_ctx, s->snap, idle, nidle, &fs, err) < 0)
         s->err = -ENOMEM;
     if (!s->err)
         vg_build_findings(s, &fs);
-    if (!s->err)
-        vg_build_alerts(s, &as);
-    vg_alerts_release(&as);
     vg_findings_release(&fs);
     free(idle);
 }
@@ -731,11 +763,10 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
 {
     struct vg_watch_view *v = s->v;
     const struct vg_watch_view *prev = s->prev;
-    size_t nf = v->nfindings, na = v->nalerts;
+    size_t nf = v->nfindings;
     for (size_t i = 0; i < prev->nfindings && !s->err; i++) {
         const struct vg_watch_finding *f = &prev->findings[i];
-        if (hung_only &&
-            (vg_find(v->findings, nf, sizeof(*f), f->key) || !vg_watch_finding_on_hung(v, f)))
+        if (hung_only && (vg_find_finding(v->findings, nf, f) || !vg_watch_finding_on_hung(v, f)))
             continue;
         struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
         if (!d)
@@ -744,6 +775,9 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
         d->key = vg_sdup(s, f->key);
         d->title = vg_sdup(s, f->title);
         d->gpu_uuid = vg_sdup(s, f->gpu_uuid);
+        d->user = vg_sdup(s, f->user);
+        d->command = vg_sdup(s, f->command);
+        d->expect = vg_sdup(s, f->expect);
         d->gpus = NULL;
         d->pids = NULL;
         if (f->ngpus && (d->gpus = malloc(f->ngpus * sizeof(*d->gpus))))
@@ -753,30 +787,12 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
         if ((f->ngpus && !d->gpus) || (f->npids && !d->pids))
             s->err = -ENOMEM;
     }
-    for (size_t i = 0; i < prev->nalerts && !s->err; i++) {
-        const struct vg_watch_alert *a = &prev->alerts[i];
-        if (hung_only && (vg_find(v->alerts, na, sizeof(*a), a->key) ||
-                          !vg_view_gpu_hung(v, false, 0, true, a->gpu_index)))
-            continue;
-        struct vg_watch_alert *d = vg_push(s, &v->alerts, &v->nalerts, sizeof(*d));
-        if (!d)
-            break;
-        *d = *a;
-        d->key = vg_sdup(s, a->key);
-        d->gpu_uuid = vg_sdup(s, a->gpu_uuid);
-        d->a.user = vg_sdup(s, a->a.user);
-        d->a.command = vg_sdup(s, a->a.command);
-        d->a.expect = vg_sdup(s, a->a.expect);
-        d->a.message = vg_sdup(s, a->a.message);
-    }
     if (!hung_only) {
         v->problem = vg_sdup(s, prev->problem);
         return;
     }
     if (!s->err)
-        vg_sort(v->findings, v->nfindings, sizeof(*v->findings));
-    if (!s->err)
-        vg_sort(v->alerts, v->nalerts, sizeof(*v->alerts));
+        vg_sort(v->findings, v->nfindings, sizeof(*v->findings), vg_cmp_finding);
 }
 
 /* ---- the diff ----------------------------------------------------------------------------- */
@@ -829,10 +845,11 @@ static void vg_watch_gpu_event(struct vg_step *s, enum vg_event_type t,
     ev->unlisted = unlisted;
 }
 
-static const struct vg_watch_gpu *vg_prev_gpu(const struct vg_watch_view *p, const char *key)
+static const struct vg_watch_gpu *vg_prev_gpu(const struct vg_watch_view *p,
+                                              const struct vg_watch_gpu *g)
 {
     for (size_t i = 0; p && i < p->ngpus; i++)
-        if (strcmp(p->gpus[i].key, key) == 0)
+        if (vg_gpu_same(&p->gpus[i], g))
             return &p->gpus[i];
     return NULL;
 }
@@ -842,7 +859,7 @@ static void vg_diff_gpus(struct vg_step *s)
     const struct vg_watch_view *v = s->v;
     for (size_t i = 0; i < v->ngpus; i++) {
         const struct vg_watch_gpu *g = &v->gpus[i];
-        const struct vg_watch_gpu *p = vg_prev_gpu(s->prev, g->key);
+        const struct vg_watch_gpu *p = vg_prev_gpu(s->prev, g);
         if (!p) {
             bool present = !s->prev || !s->prev->ever_ok;
             if (g->lost)
@@ -899,7 +916,7 @@ static void vg_diff_holders(struct vg_step *s)
     /* left first, so that a restarted job reads "left" then "appeared" */
     for (size_t i = 0; prev && i < prev->nholders; i++) {
         const struct vg_watch_holder *p = &prev->holders[i];
-        if (vg_find(v->holders, v->nholders, sizeof(*p), p->key))
+        if (vg_find_holder(v->holders, v->nholders, p))
             continue;
         if (!vg_holder_event(s, VG_EV_HOLDER_LEFT, p))
             return;
@@ -907,7 +924,7 @@ static void vg_diff_holders(struct vg_step *s)
     for (size_t i = 0; i < v->nholders; i++) {
         struct vg_watch_holder *h = &v->holders[i];
         const struct vg_watch_holder *p =
-            prev ? vg_find(prev->holders, prev->nholders, sizeof(*p), h->key) : NULL;
+            prev ? vg_find_holder(prev->holders, prev->nholders, h) : NULL;
         if (!p) {
             struct vg_event *ev =
                 vg_holder_event(s, s->prev ? VG_EV_HOLDER_APPEARED : VG_EV_HOLDER_PRESENT, h);
@@ -938,13 +955,18 @@ static void vg_diff_holders(struct vg_step *s)
     }
 }
 
+/* A finding-* event for a diagnosis, an alert or alert-cleared for an alert. */
 static void vg_watch_finding_event(struct vg_step *s, enum vg_event_type t,
                                    const struct vg_watch_finding *f)
 {
-    struct vg_event *ev = vg_ev_new(s, t, t == VG_EV_FINDING_CLOSED ? VG_SEV_INFO : f->severity);
+    bool gone = t == VG_EV_FINDING_CLOSED || t == VG_EV_ALERT_CLEARED;
+    struct vg_event *ev = vg_ev_new(s, t, gone ? VG_SEV_INFO : f->severity);
     if (!ev)
         return;
-    ev->rule = f->rule;
+    if (f->kind == VG_FINDING_ALERT)
+        ev->alert = f->rule;
+    else
+        ev->rule = f->rule;
     ev->gpu_known = f->ngpus > 0;
     ev->gpu = f->ngpus ? f->gpus[0] : 0;
     ev->gpu_uuid = vg_sdup(s, f->gpu_uuid);
@@ -960,51 +982,45 @@ static void vg_watch_finding_event(struct vg_step *s, enum vg_event_type t,
     }
     if ((f->ngpus && !ev->gpus) || (f->npids && !ev->pids))
         s->err = -ENOMEM;
+    ev->mig = f->mig;
+    ev->user = vg_sdup(s, f->user);
+    ev->command = vg_sdup(s, f->command);
     ev->mem_known = f->bytes_known;
     ev->mem = f->bytes;
+    ev->expect = vg_sdup(s, f->expect);
     ev->text = vg_sdup(s, f->title);
 }
 
-static void vg_alert_event(struct vg_step *s, enum vg_event_type t, const struct vg_watch_alert *a)
-{
-    struct vg_event *ev = vg_ev_new(s, t, t == VG_EV_ALERT ? a->a.severity : VG_SEV_INFO);
-    if (!ev)
-        return;
-    ev->alert = a->a.kind;
-    vg_ev_gpu(s, ev, true, a->gpu_index, a->gpu_uuid);
-    ev->mig = a->a.mig;
-    if (a->a.has_pid)
-        vg_ev_pid(s, ev, a->a.pid);
-    ev->user = vg_sdup(s, a->a.user);
-    ev->command = vg_sdup(s, a->a.command);
-    ev->mem_known = a->a.bytes_known;
-    ev->mem = a->a.bytes;
-    ev->expect = vg_sdup(s, a->a.expect);
-    ev->text = vg_sdup(s, a->a.message);
-}
-
+/* Diagnoses first (closed, then opened), then alerts (cleared, then raised): each in the
+ * views' key order. */
 static void vg_diff_verdicts(struct vg_step *s)
 {
+    static const struct {
+        enum vg_finding_kind kind;
+        enum vg_event_type gone, first, later;
+    } pass[] = {
+        {VG_FINDING_DIAGNOSIS, VG_EV_FINDING_CLOSED, VG_EV_FINDING_PRESENT, VG_EV_FINDING_OPENED},
+        {VG_FINDING_ALERT, VG_EV_ALERT_CLEARED, VG_EV_ALERT, VG_EV_ALERT},
+    };
     const struct vg_watch_view *v = s->v, *prev = s->prev;
-    for (size_t i = 0; prev && i < prev->nfindings; i++)
-        if (!vg_find(v->findings, v->nfindings, sizeof(*v->findings), prev->findings[i].key))
-            vg_watch_finding_event(s, VG_EV_FINDING_CLOSED, &prev->findings[i]);
-    for (size_t i = 0; i < v->nfindings; i++)
-        if (!prev ||
-            !vg_find(prev->findings, prev->nfindings, sizeof(*v->findings), v->findings[i].key))
-            vg_watch_finding_event(s, prev ? VG_EV_FINDING_OPENED : VG_EV_FINDING_PRESENT,
-                                   &v->findings[i]);
-    for (size_t i = 0; prev && i < prev->nalerts; i++)
-        if (!vg_find(v->alerts, v->nalerts, sizeof(*v->alerts), prev->alerts[i].key))
-            vg_alert_event(s, VG_EV_ALERT_CLEARED, &prev->alerts[i]);
-    for (size_t i = 0; i < v->nalerts; i++)
-        if (!prev || !vg_find(prev->alerts, prev->nalerts, sizeof(*v->alerts), v->alerts[i].key))
-            vg_alert_event(s, VG_EV_ALERT, &v->alerts[i]);
+    for (size_t k = 0; k < sizeof(pass) / sizeof(pass[0]); k++) {
+        for (size_t i = 0; prev && i < prev->nfindings; i++) {
+            const struct vg_watch_finding *f = &prev->findings[i];
+            if (f->kind == pass[k].kind && !vg_find_finding(v->findings, v->nfindings, f))
+                vg_watch_finding_event(s, pass[k].gone, f);
+        }
+        for (size_t i = 0; i < v->nfindings; i++) {
+            const struct vg_watch_finding *f = &v->findings[i];
+            if (f->kind == pass[k].kind &&
+                (!prev || !vg_find_finding(prev->findings, prev->nfindings, f)))
+                vg_watch_finding_event(s, prev ? pass[k].later : pass[k].first, f);
+        }
+    }
 }
 
 int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap, bool hung,
                   uint64_t now_ms, const struct vg_watch_view *prev, struct vg_watch_view **out,
-                  struct vg_events *events, struct vg_err *err)
+                  struct vg_event_list *events, struct vg_err *err)
 {
     *out = NULL;
     struct vg_watch_view *v = calloc(1, sizeof(*v));

@@ -9,7 +9,7 @@
  *  - a GPU by UUID (index when the UUID is unknown);
  *  - a holder by (GPU, MIG device, PID, start time): a reused PID is another holder;
  *  - a finding by (rule, GPUs, PIDs): its title may change (memory grows) without an event;
- *  - an alert by (kind, GPU, PID, start time).
+ *  - an alert (a finding of kind VG_FINDING_ALERT) by (rule, GPU, MIG device, PID, start time).
  * The first view reports what is there as `*-present` events (alerts as `alert`, since they
  * need action whenever they are first seen). A holder's memory is reported when it moved by
  * more than the threshold from the figure last reported, so slow growth is reported too.
@@ -31,7 +31,7 @@
  * texts an event carries are the rules' own: a finding's title, an alert's message.
  *
  * Ownership: views are created by vg_watch_step() and freed with vg_watch_view_free(); they do
- * not point into the snapshot. struct vg_events owns its events (vg_events_release).
+ * not point into the snapshot. struct vg_event_list owns its events (vg_event_list_release).
  */
 #ifndef VG_MODEL_ENGINE_H
 #define VG_MODEL_ENGINE_H
@@ -88,7 +88,7 @@ struct vg_event {
     bool prev_known;
     uint64_t prev;      /* holder-memory: the figure reported before */
     const char *rule;   /* finding events: the rule id (static) */
-    const char *alert;  /* alert events: VG_ALERT_* (static) */
+    const char *alert;  /* alert events: the alert's rule id (static) */
     char *expect;       /* alert events: the expectation */
     char *driver_error; /* driver events */
     /* what only the words of an event need */
@@ -105,22 +105,23 @@ struct vg_event {
     char *text;     /* finding events: the title; alert events: the message */
 };
 
-struct vg_events {
+struct vg_event_list {
     struct vg_event *v;
     size_t n;
 };
 
-void vg_events_init(struct vg_events *e);
-void vg_events_release(struct vg_events *e);
+void vg_event_list_init(struct vg_event_list *e);
+void vg_event_list_release(struct vg_event_list *e);
 
 struct vg_watch_view;
 
-/* The judgement of one view: the findings and alerts for snap, given the idle history (each
- * holding with zero utilisation and for how long). The engine runs no rule itself: the caller
- * supplies this (rules/health.h's vg_health_watch_judge). 0, or -ENOMEM with err set. */
+/* The judgement of one view: the findings for snap, diagnoses and alerts (and fs->unchecked),
+ * given the idle history (each holding with zero utilisation and for how long). The engine
+ * runs no rule itself: the caller supplies this (rules/health.h's vg_health_watch_judge). 0,
+ * or -ENOMEM with err set. */
 typedef int (*vg_watch_judge_fn)(void *ctx, const struct vg_snapshot *snap,
                                  const struct vg_idle_info *idle, size_t nidle,
-                                 struct vg_findings *fs, struct vg_alerts *as, struct vg_err *err);
+                                 struct vg_findings *fs, struct vg_err *err);
 
 struct vg_watch_opts {
     uint64_t threshold;      /* bytes: memory changes */
@@ -139,7 +140,7 @@ struct vg_watch_opts {
  */
 int vg_watch_step(const struct vg_watch_opts *o, const struct vg_snapshot *snap, bool hung,
                   uint64_t now_ms, const struct vg_watch_view *prev, struct vg_watch_view **out,
-                  struct vg_events *events, struct vg_err *err);
+                  struct vg_event_list *events, struct vg_err *err);
 void vg_watch_view_free(struct vg_watch_view *v);
 
 /* Why some expectation could not be checked in this view (NULL when all could): `watch`

@@ -23,6 +23,9 @@ static void vg_finding_release(struct vg_finding *f)
     for (size_t i = 0; i < f->nfix; i++)
         free(f->fix[i]);
     free(f->fix);
+    free(f->user);
+    free(f->command);
+    free(f->expect);
 }
 
 void vg_findings_release(struct vg_findings *f)
@@ -30,23 +33,6 @@ void vg_findings_release(struct vg_findings *f)
     for (size_t i = 0; i < f->n; i++)
         vg_finding_release(&f->v[i]);
     free(f->v);
+    free(f->unchecked);
     memset(f, 0, sizeof(*f));
-}
-
-void vg_alerts_init(struct vg_alerts *a)
-{
-    memset(a, 0, sizeof(*a));
-}
-
-void vg_alerts_release(struct vg_alerts *a)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        free(a->v[i].user);
-        free(a->v[i].command);
-        free(a->v[i].expect);
-        free(a->v[i].message);
-    }
-    free(a->v);
-    free(a->problem);
-    memset(a, 0, sizeof(*a));
 }

@@ -1,13 +1,14 @@
 /*
- * Verdicts as data: the findings the rules produce (rules/rules.h) and the alerts of `watch`'s
- * expectations (rules/expect.h), with their severity and confidence, and the idle history the
- * watch engine hands the rules. They live here, below rules/, because the watch engine
- * (model/engine.h) follows them from sample to sample without running or knowing any rule;
- * what fills them is rules/'s business.
+ * Verdicts as data: the findings of one sample, with their severity and confidence, and the idle
+ * history the watch engine hands the rules. A finding is either a diagnosis of the rules
+ * (rules/rules.h) or an alert: an expectation (`--expect`, rules/expect.h) the host breaks.
+ * Both travel in one list; what tells them apart is the kind, which outputs use to list them
+ * apart (check's "alerts" and "findings"). They live here, below rules/, because the watch
+ * engine (model/engine.h) follows them from sample to sample without running or knowing any
+ * rule; what fills them is rules/'s business.
  *
- * Ownership: struct vg_findings owns every finding and its strings and arrays (release with
- * vg_findings_release); struct vg_alerts owns its alerts' strings and problem
- * (vg_alerts_release). Rule ids and alert kinds are static strings.
+ * Ownership: struct vg_findings owns every finding, its strings and arrays, and the
+ * unchecked note (release with vg_findings_release). Rule ids are static strings.
  */
 #ifndef VG_MODEL_VERDICT_H
 #define VG_MODEL_VERDICT_H
@@ -24,8 +25,12 @@ enum vg_severity { VG_SEV_INFO, VG_SEV_WARNING, VG_SEV_CRITICAL };
  * what acts on findings (clean's default targets) takes only the high ones. */
 enum vg_confidence { VG_CONF_LOW, VG_CONF_MEDIUM, VG_CONF_HIGH };
 
+/* A diagnosis of the rules, or an alert raised by an expectation. */
+enum vg_finding_kind { VG_FINDING_DIAGNOSIS, VG_FINDING_ALERT };
+
 struct vg_finding {
-    const char *rule; /* static id, e.g. "orphan-holder" */
+    enum vg_finding_kind kind;
+    const char *rule; /* static id, e.g. "orphan-holder", "unexpected-holder" */
     enum vg_severity severity;
     enum vg_confidence confidence; /* VG_CONF_HIGH unless the rule says otherwise */
     char *title;                   /* one line: what is wrong, with numbers */
@@ -39,12 +44,22 @@ struct vg_finding {
     size_t nfix;
     bool bytes_known; /* the memory the finding concerns */
     uint64_t bytes;
+    /* Alerts only (diagnoses leave them -1, false and NULL): the one holding an alert is
+     * about, when it is about one, and the expectation it breaks. */
+    int mig; /* MIG device of the holding, or -1 */
+    bool start_known;
+    uint64_t start_ticks; /* the holder's start time: a reused PID is another alert */
+    char *user;           /* NULL when unknown */
+    char *command;        /* NULL when unknown */
+    char *expect;         /* the expectation(s) for the GPU, "0=alice,bob" */
 };
 
 struct vg_findings {
     struct vg_finding *v;
     size_t n;
-    int err; /* first failure while building (sticky): out of memory */
+    int err;         /* first failure while building (sticky): out of memory */
+    char *unchecked; /* why some expectation could not be checked (no such GPU, no driver
+                      * view); NULL when all could */
 };
 
 void vg_findings_init(struct vg_findings *f);
@@ -57,36 +72,5 @@ struct vg_idle_info {
     size_t gpu;
     uint64_t idle_ms; /* how long this holding has shown zero utilisation */
 };
-
-/* Alert kinds (static strings, part of the JSON interface). */
-#define VG_ALERT_UNEXPECTED_HOLDER "unexpected-holder"
-#define VG_ALERT_GPU_NOT_EMPTY "gpu-not-empty"
-
-struct vg_alert {
-    const char *kind; /* VG_ALERT_* */
-    enum vg_severity severity;
-    size_t gpu;   /* index into the snapshot's GPU list */
-    int mig;      /* MIG device of the holding, or -1 */
-    bool has_pid; /* unexpected-holder */
-    pid_t pid;
-    bool start_known;
-    uint64_t start_ticks;
-    char *user;    /* NULL when unknown */
-    char *command; /* NULL when unknown */
-    bool bytes_known;
-    uint64_t bytes; /* the holder's memory, or the GPU's used memory */
-    char *expect;   /* the expectation(s) for the GPU, "0=alice,bob" */
-    char *message;  /* one line, without severity */
-};
-
-struct vg_alerts {
-    struct vg_alert *v;
-    size_t n;
-    char *problem; /* why some expectation could not be checked (no such GPU,
-                    * no driver view); NULL when all could */
-};
-
-void vg_alerts_init(struct vg_alerts *a);
-void vg_alerts_release(struct vg_alerts *a);
 
 #endif

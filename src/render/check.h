@@ -9,7 +9,6 @@
 #define VG_RENDER_CHECK_H
 
 #include "model/snapshot.h"
-#include "rules/expect.h"
 #include "rules/health.h"
 #include "rules/rules.h"
 #include "util/buf.h"
@@ -19,11 +18,11 @@
 /* "OK", "WARNING", "CRITICAL", "UNKNOWN": the word of the summary line. */
 const char *vg_render_check_state_name(enum vg_health_state s);
 
+/* fs: the rules' diagnoses and the expectations' alerts, as vg_health_judge gives them; the
+ * output lists them apart (alert lines, check's "alerts" array) by their kind. */
 int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                         const struct vg_alerts *as, enum vg_health_state state, bool color,
-                         struct vg_buf *out);
+                         enum vg_health_state state, bool color, struct vg_buf *out);
 int vg_render_check_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                         const struct vg_alerts *as, enum vg_health_state state,
-                         struct vg_buf *out);
+                         enum vg_health_state state, struct vg_buf *out);
 
 #endif

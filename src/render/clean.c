@@ -130,25 +130,41 @@ static bool vg_was_signalled(const struct vg_clean_view *v, size_t i)
 
 /* ------------------------------------------------------------------------------------ words */
 
-/* long: one case per refusal, each its own sentence; the list reads best whole, in one place. */
+/* The refusals that need no figures, one sentence each; the others are worded below. */
+static const char *const vg_refusal_sentences[] = {
+    [VG_KILL_INIT] = "PID 1 (init) is never signalled",
+    [VG_KILL_SELF] = "this is vramguard itself",
+    [VG_KILL_ANCESTOR] = "it is running vramguard (one of its ancestors): never signalled",
+    [VG_KILL_KTHREAD] = "a kernel thread: no signal stops it",
+    [VG_KILL_DSTATE] = "a thread is in uninterruptible sleep (D), waiting in the driver: no "
+                       "signal reaches it. Only a GPU reset (once nothing else uses the GPU) or "
+                       "a reboot frees its memory",
+    [VG_KILL_UNREADABLE] = "its identity (start time, owner) could not be read",
+    [VG_KILL_NOT_VISIBLE] =
+        "the driver lists this PID but /proc shows no such process: it lives in "
+        "another PID namespace (run vramguard on the host) or has exited while "
+        "the driver still holds its memory",
+    [VG_KILL_NAMESPACE] = "only the driver lists it, and this /proc is not the host's PID "
+                          "namespace: the number may name another process here (run vramguard on "
+                          "the host)",
+    [VG_KILL_NOT_HOLDER] = "holds no GPU memory and no NVIDIA device node: nothing to free",
+    [VG_KILL_RELEASED] = "it no longer holds the GPU: left alone",
+    [VG_KILL_STALE] = "the driver lists this PID, but the process now under it holds no "
+                      "node of the GPU: a stale entry of a process that exited, its PID "
+                      "reused by another process, which is never signalled",
+};
+
+/* long: one case per refusal with figures, each its own sentence; the list reads best whole,
+ * in one place. */
 static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enum vg_kill_refusal r,
                             const struct vg_kill *k)
 {
+    if ((size_t)r < sizeof(vg_refusal_sentences) / sizeof(vg_refusal_sentences[0]) &&
+        vg_refusal_sentences[r]) {
+        vg_buf_adds(o, vg_refusal_sentences[r]);
+        return;
+    }
     switch (r) {
-    case VG_KILL_ALLOWED:
-        break;
-    case VG_KILL_INIT:
-        vg_buf_adds(o, "PID 1 (init) is never signalled");
-        break;
-    case VG_KILL_SELF:
-        vg_buf_adds(o, "this is vramguard itself");
-        break;
-    case VG_KILL_ANCESTOR:
-        vg_buf_adds(o, "it is running vramguard (one of its ancestors): never signalled");
-        break;
-    case VG_KILL_KTHREAD:
-        vg_buf_adds(o, "a kernel thread: no signal stops it");
-        break;
     case VG_KILL_PROTECTED:
         vg_buf_printf(o,
                       "infrastructure (%s): never signalled by a cleanup; stop its service "
@@ -170,27 +186,6 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
                       "init reap the zombie). The parent is not signalled for you",
                       (int)e->act_on);
         break;
-    case VG_KILL_DSTATE:
-        vg_buf_adds(o, "a thread is in uninterruptible sleep (D), waiting in the driver: no "
-                       "signal reaches it. Only a GPU reset (once nothing else uses the GPU) or "
-                       "a reboot frees its memory");
-        break;
-    case VG_KILL_UNREADABLE:
-        vg_buf_adds(o, "its identity (start time, owner) could not be read");
-        break;
-    case VG_KILL_NOT_VISIBLE:
-        vg_buf_adds(o, "the driver lists this PID but /proc shows no such process: it lives in "
-                       "another PID namespace (run vramguard on the host) or has exited while "
-                       "the driver still holds its memory");
-        break;
-    case VG_KILL_NAMESPACE:
-        vg_buf_adds(o, "only the driver lists it, and this /proc is not the host's PID "
-                       "namespace: the number may name another process here (run vramguard on "
-                       "the host)");
-        break;
-    case VG_KILL_NOT_HOLDER:
-        vg_buf_adds(o, "holds no GPU memory and no NVIDIA device node: nothing to free");
-        break;
     case VG_KILL_CHANGED:
         if (k && k->now_start_ticks != e->id.start_ticks)
             vg_buf_printf(o,
@@ -201,14 +196,6 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
             vg_buf_printf(o, "its owner changed since the plan (uid %u -> %u)", (unsigned)e->id.uid,
                           k ? (unsigned)k->now_uid : 0u);
         break;
-    case VG_KILL_RELEASED:
-        vg_buf_adds(o, "it no longer holds the GPU: left alone");
-        break;
-    case VG_KILL_STALE:
-        vg_buf_adds(o, "the driver lists this PID, but the process now under it holds no "
-                       "node of the GPU: a stale entry of a process that exited, its PID "
-                       "reused by another process, which is never signalled");
-        break;
     case VG_KILL_UNSURE:
         vg_buf_adds(o, "not a sure leftover: ");
         vg_text_escape_str(o, e->verdict ? e->verdict : "its evidence is weak", 0);
@@ -218,6 +205,8 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
     case VG_KILL_NOT_LEFTOVER:
         vg_buf_adds(o, "not a leftover: ");
         vg_text_escape_str(o, e->verdict ? e->verdict : "it detached on purpose", 0);
+        break;
+    default:
         break;
     }
 }
@@ -598,16 +587,7 @@ static void vg_json_entry(struct vg_json *j, const struct vg_clean_view *v, size
     vg_json_kstr(j, "command", e->cmdline);
     char state[2] = {e->state, '\0'};
     vg_json_kstr(j, "state", e->state == '?' ? NULL : state);
-    vg_json_key(j, "gpus");
-    vg_json_arr_begin(j);
-    for (size_t k = 0; k < e->ngpus; k++)
-        vg_json_u64(j, s->gpus.gpus[e->gpus[k]].index);
-    vg_json_arr_end(j);
-    vg_json_key(j, "gpu_uuids");
-    vg_json_arr_begin(j);
-    for (size_t k = 0; k < e->ngpus; k++)
-        vg_json_str(j, vg_uuid(&s->gpus.gpus[e->gpus[k]]));
-    vg_json_arr_end(j);
+    vg_json_gpu_refs(j, &s->gpus, e->gpus, e->ngpus);
     vg_json_kstr(j, "seen", e->seen ? vg_render_seen(e->seen) : NULL);
     vg_json_ku64_opt(j, "memory", e->mem_known, e->mem_bytes);
     vg_json_ku64_opt(j, "age_seconds", e->age_known, e->age_ms / 1000u);

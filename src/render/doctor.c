@@ -17,21 +17,32 @@ bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_find
 {
     if (!flt)
         return true;
-    if (flt->by_gpu) {
-        bool hit = false;
-        for (size_t i = 0; i < f->ngpus; i++)
-            hit |= f->gpus[i] == flt->gpu;
-        if (!hit)
-            return false;
-    }
-    if (flt->by_pid) {
-        bool hit = false;
-        for (size_t i = 0; i < f->npids; i++)
-            hit |= f->pids[i] == flt->pid;
-        if (!hit)
-            return false;
-    }
-    return true;
+    bool gpu_hit = !flt->by_gpu, pid_hit = !flt->by_pid;
+    for (size_t i = 0; i < f->ngpus; i++)
+        gpu_hit |= f->gpus[i] == flt->gpu;
+    for (size_t i = 0; i < f->npids; i++)
+        pid_hit |= f->pids[i] == flt->pid;
+    return gpu_hit && pid_hit;
+}
+
+void vg_render_finding_json(struct vg_json *j, const struct vg_snapshot *snap,
+                            const struct vg_finding *f)
+{
+    vg_json_obj_begin(j);
+    vg_json_kstr(j, "rule", f->rule);
+    vg_json_kstr(j, "severity", vg_severity_str(f->severity));
+    vg_json_kstr(j, "confidence", vg_confidence_str(f->confidence));
+    vg_json_kstr(j, "title", f->title);
+    vg_json_gpu_refs(j, &snap->gpus, f->gpus, f->ngpus);
+    vg_json_key(j, "pids");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < f->npids; k++)
+        vg_json_u64(j, (uint32_t)f->pids[k]);
+    vg_json_arr_end(j);
+    vg_json_ku64_opt(j, "memory", f->bytes_known, f->bytes);
+    vg_json_kstrs(j, "evidence", (const char *const *)f->evidence, f->nevidence);
+    vg_json_kstrs(j, "fix", (const char *const *)f->fix, f->nfix);
+    vg_json_obj_end(j);
 }
 
 static const char *vg_sev_color(const struct vg_style *st, enum vg_severity s)
@@ -363,40 +374,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
         if (!vg_render_finding_selected(f, flt))
             continue;
         counts[f->severity]++;
-        vg_json_obj_begin(&j);
-        vg_json_kstr(&j, "rule", f->rule);
-        vg_json_kstr(&j, "severity", vg_severity_str(f->severity));
-        vg_json_kstr(&j, "confidence", vg_confidence_str(f->confidence));
-        vg_json_kstr(&j, "title", f->title);
-        vg_json_key(&j, "gpus");
-        vg_json_arr_begin(&j);
-        for (size_t k = 0; k < f->ngpus; k++)
-            vg_json_u64(&j, snap->gpus.gpus[f->gpus[k]].index);
-        vg_json_arr_end(&j);
-        vg_json_key(&j, "gpu_uuids");
-        vg_json_arr_begin(&j);
-        for (size_t k = 0; k < f->ngpus; k++) {
-            const struct vg_gpu *g = &snap->gpus.gpus[f->gpus[k]];
-            vg_json_str(&j, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
-        }
-        vg_json_arr_end(&j);
-        vg_json_key(&j, "pids");
-        vg_json_arr_begin(&j);
-        for (size_t k = 0; k < f->npids; k++)
-            vg_json_u64(&j, (uint32_t)f->pids[k]);
-        vg_json_arr_end(&j);
-        vg_json_ku64_opt(&j, "memory", f->bytes_known, f->bytes);
-        vg_json_key(&j, "evidence");
-        vg_json_arr_begin(&j);
-        for (size_t k = 0; k < f->nevidence; k++)
-            vg_json_str(&j, f->evidence[k]);
-        vg_json_arr_end(&j);
-        vg_json_key(&j, "fix");
-        vg_json_arr_begin(&j);
-        for (size_t k = 0; k < f->nfix; k++)
-            vg_json_str(&j, f->fix[k]);
-        vg_json_arr_end(&j);
-        vg_json_obj_end(&j);
+        vg_render_finding_json(&j, snap, f);
     }
     vg_json_arr_end(&j);
     vg_doctor_json_gpus(&j, snap, flt);

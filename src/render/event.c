@@ -238,21 +238,13 @@ int vg_render_event_json(const struct vg_event *ev, const struct timespec *when,
     vg_buf_release(&m);
     vg_json_ku64_opt(&j, "gpu", ev->gpu_known, ev->gpu);
     vg_kopt_str(&j, "gpu_uuid", ev->gpu_uuid);
-    vg_json_key(&j, "mig_device");
-    if (ev->mig >= 0)
-        vg_json_i64(&j, ev->mig);
-    else
-        vg_json_null(&j);
+    vg_json_ki64_opt(&j, "mig_device", ev->mig >= 0, ev->mig);
     vg_json_key(&j, "gpus");
     vg_json_arr_begin(&j);
     for (size_t i = 0; i < ev->ngpus; i++)
         vg_json_u64(&j, ev->gpus[i]);
     vg_json_arr_end(&j);
-    vg_json_key(&j, "pid");
-    if (ev->pid_known)
-        vg_json_i64(&j, ev->pid);
-    else
-        vg_json_null(&j);
+    vg_json_ki64_opt(&j, "pid", ev->pid_known, ev->pid);
     vg_json_key(&j, "pids");
     vg_json_arr_begin(&j);
     for (size_t i = 0; i < ev->npids; i++)

@@ -2,6 +2,7 @@
  * Streaming JSON writer (see json.h).
  */
 #include "render/json.h"
+#include "model/snapshot.h"
 #include "util/clock.h"
 #include "util/utf8.h"
 
@@ -226,15 +227,6 @@ void vg_json_ku64(struct vg_json *j, const char *key, uint64_t v)
     vg_json_u64(j, v);
 }
 
-void vg_json_ku64_opt(struct vg_json *j, const char *key, bool known, uint64_t v)
-{
-    vg_json_key(j, key);
-    if (known)
-        vg_json_u64(j, v);
-    else
-        vg_json_null(j);
-}
-
 void vg_json_ki64(struct vg_json *j, const char *key, int64_t v)
 {
     vg_json_key(j, key);
@@ -247,13 +239,57 @@ void vg_json_kbool(struct vg_json *j, const char *key, bool v)
     vg_json_bool(j, v);
 }
 
-void vg_json_kbool_opt(struct vg_json *j, const char *key, bool known, bool v)
+/* The key of an optional value: null written when it is not known. Whether to write it. */
+static bool vg_json_kknown(struct vg_json *j, const char *key, bool known)
 {
     vg_json_key(j, key);
-    if (known)
-        vg_json_bool(j, v);
-    else
+    if (!known)
         vg_json_null(j);
+    return known;
+}
+
+void vg_json_ku64_opt(struct vg_json *j, const char *key, bool known, uint64_t v)
+{
+    if (vg_json_kknown(j, key, known))
+        vg_json_u64(j, v);
+}
+
+void vg_json_ki64_opt(struct vg_json *j, const char *key, bool known, int64_t v)
+{
+    if (vg_json_kknown(j, key, known))
+        vg_json_i64(j, v);
+}
+
+void vg_json_kbool_opt(struct vg_json *j, const char *key, bool known, bool v)
+{
+    if (vg_json_kknown(j, key, known))
+        vg_json_bool(j, v);
+}
+
+void vg_json_kstrs(struct vg_json *j, const char *key, const char *const *strs, size_t n)
+{
+    vg_json_key(j, key);
+    vg_json_arr_begin(j);
+    for (size_t i = 0; i < n; i++)
+        vg_json_str(j, strs[i]);
+    vg_json_arr_end(j);
+}
+
+void vg_json_gpu_refs(struct vg_json *j, const struct vg_gpu_list *list, const size_t *which,
+                      size_t n)
+{
+    vg_json_key(j, "gpus");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < n; k++)
+        vg_json_u64(j, list->gpus[which[k]].index);
+    vg_json_arr_end(j);
+    vg_json_key(j, "gpu_uuids");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < n; k++) {
+        const struct vg_gpu *g = &list->gpus[which[k]];
+        vg_json_str(j, (g->known & VG_GPU_K_UUID) ? g->uuid : NULL);
+    }
+    vg_json_arr_end(j);
 }
 
 int vg_json_finish(struct vg_json *j)

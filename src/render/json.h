@@ -57,8 +57,18 @@ void vg_json_kstr(struct vg_json *j, const char *key, const char *s);
 void vg_json_ku64(struct vg_json *j, const char *key, uint64_t v);
 void vg_json_ku64_opt(struct vg_json *j, const char *key, bool known, uint64_t v);
 void vg_json_ki64(struct vg_json *j, const char *key, int64_t v);
+void vg_json_ki64_opt(struct vg_json *j, const char *key, bool known, int64_t v);
 void vg_json_kbool(struct vg_json *j, const char *key, bool v);
 void vg_json_kbool_opt(struct vg_json *j, const char *key, bool known, bool v);
+
+/* key + an array of n strings (NULL entries write null). */
+void vg_json_kstrs(struct vg_json *j, const char *key, const char *const *strs, size_t n);
+
+/* "gpus": [NVML index, ...] and "gpu_uuids": [UUID or null, ...] of the GPUs at positions
+ * which[0..n) of list: how every document names the GPUs something concerns. */
+struct vg_gpu_list;
+void vg_json_gpu_refs(struct vg_json *j, const struct vg_gpu_list *list, const size_t *which,
+                      size_t n);
 
 /* Escape s (n bytes) into out as the inside of a JSON string, without quotes. */
 int vg_json_escape(struct vg_buf *out, const char *s, size_t n);

@@ -182,6 +182,15 @@ static void vg_metrics_gpu_labels(struct vg_metrics_writer *w, const struct vg_g
     vg_metrics_writer_label(w, "name", (g->known & VG_GPU_K_NAME) ? g->name : NULL);
 }
 
+/* A family of one sample without labels: its header and the start of the sample, whose value
+ * the caller writes. */
+static void vg_metrics_single(struct vg_metrics_writer *w, const char *name, const char *type,
+                              const char *help)
+{
+    vg_metrics_writer_family(w, name, type, help);
+    vg_metrics_writer_begin(w);
+}
+
 static void vg_metrics_collect_families(struct vg_metrics_writer *w,
                                         const struct vg_collector_stats *st,
                                         const struct vg_metrics_opts *o)
@@ -192,43 +201,35 @@ static void vg_metrics_collect_families(struct vg_metrics_writer *w,
     vg_metrics_writer_label(w, "version", o->version);
     vg_metrics_writer_u64(w, 1);
 
-    vg_metrics_writer_family(
-        w, "vramguard_last_collect_success", "gauge",
-        "1 when the last collection read both the driver and /proc, 0 when it failed "
-        "(driver missing, failing or hung).");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_success", "gauge",
+                      "1 when the last collection read both the driver and /proc, 0 when it failed "
+                      "(driver missing, failing or hung).");
     vg_metrics_writer_u64(w, st->success ? 1 : 0);
 
-    vg_metrics_writer_family(w, "vramguard_last_collect_duration_seconds", "gauge",
-                             "How long the last collection took.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_duration_seconds", "gauge",
+                      "How long the last collection took.");
     vg_metrics_writer_fixed(w, st->duration_seconds, 6);
 
-    vg_metrics_writer_family(w, "vramguard_last_collect_timestamp_seconds", "gauge",
-                             "Unix time the last collection finished, successful or not.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_last_collect_timestamp_seconds", "gauge",
+                      "Unix time the last collection finished, successful or not.");
     vg_metrics_writer_fixed(w, st->timestamp_seconds, 3);
 
     if (st->last_success_known) {
-        vg_metrics_writer_family(w, "vramguard_last_successful_collect_timestamp_seconds", "gauge",
-                                 "Unix time the last successful collection finished.");
-        vg_metrics_writer_begin(w);
+        vg_metrics_single(w, "vramguard_last_successful_collect_timestamp_seconds", "gauge",
+                          "Unix time the last successful collection finished.");
         vg_metrics_writer_fixed(w, st->last_success_seconds, 3);
     }
 
-    vg_metrics_writer_family(w, "vramguard_collections_total", "counter",
-                             "Collections attempted since the exporter started.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_collections_total", "counter",
+                      "Collections attempted since the exporter started.");
     vg_metrics_writer_u64(w, st->collections);
 
-    vg_metrics_writer_family(w, "vramguard_collect_failures_total", "counter",
-                             "Collections that failed since the exporter started.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_collect_failures_total", "counter",
+                      "Collections that failed since the exporter started.");
     vg_metrics_writer_u64(w, st->failures);
 
-    vg_metrics_writer_family(w, "vramguard_driver_hangs_total", "counter",
-                             "Collections in which the NVIDIA driver did not answer in time.");
-    vg_metrics_writer_begin(w);
+    vg_metrics_single(w, "vramguard_driver_hangs_total", "counter",
+                      "Collections in which the NVIDIA driver did not answer in time.");
     vg_metrics_writer_u64(w, st->driver_hangs);
 
     vg_metrics_writer_family(
@@ -345,39 +346,53 @@ static void vg_metrics_gpu_dirty(struct vg_metrics_writer *w, const struct vg_sn
     }
 }
 
+static uint64_t vg_gpu_lost_value(const struct vg_gpu *g)
+{
+    return g->lost ? 1 : 0;
+}
+
+static uint64_t vg_gpu_hung_value(const struct vg_gpu *g)
+{
+    return g->hung ? 1 : 0;
+}
+
+static uint64_t vg_gpu_errors_value(const struct vg_gpu *g)
+{
+    size_t n = g->nerrors;
+    for (size_t m = 0; m < g->nmig; m++)
+        n += g->mig[m].nerrors;
+    return n;
+}
+
+/* The health gauges every GPU has, in exposition order. */
+static const struct {
+    const char *name, *help;
+    uint64_t (*value)(const struct vg_gpu *g);
+} vg_gpu_health_gauges[] = {
+    {"vramguard_gpu_lost", "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.",
+     vg_gpu_lost_value},
+    {"vramguard_gpu_hung",
+     "1 when a driver call for the GPU did not return within --nvml-timeout (its figures are "
+     "absent), else 0.",
+     vg_gpu_hung_value},
+    {"vramguard_gpu_nvml_errors",
+     "NVML calls about this GPU that failed in the last collection (the values they would have "
+     "given are absent).",
+     vg_gpu_errors_value},
+};
+
 static void vg_metrics_gpu_families(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
                                     const struct vg_reason_gpu *mg)
 {
     const struct vg_gpu_list *l = &snap->gpus;
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_lost", "gauge",
-        "1 when the GPU answered \"GPU is lost\" (fallen off the bus), else 0.");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, &l->gpus[i]);
-        vg_metrics_writer_u64(w, l->gpus[i].lost ? 1 : 0);
-    }
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_hung", "gauge",
-        "1 when a driver call for the GPU did not return within --nvml-timeout (its "
-        "figures are absent), else 0.");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, &l->gpus[i]);
-        vg_metrics_writer_u64(w, l->gpus[i].hung ? 1 : 0);
-    }
-    vg_metrics_writer_family(
-        w, "vramguard_gpu_nvml_errors", "gauge",
-        "NVML calls about this GPU that failed in the last collection (the values "
-        "they would have given are absent).");
-    for (size_t i = 0; i < l->ngpus; i++) {
-        const struct vg_gpu *g = &l->gpus[i];
-        size_t n = g->nerrors;
-        for (size_t m = 0; m < g->nmig; m++)
-            n += g->mig[m].nerrors;
-        vg_metrics_writer_begin(w);
-        vg_metrics_gpu_labels(w, g);
-        vg_metrics_writer_u64(w, n);
+    for (size_t k = 0; k < sizeof(vg_gpu_health_gauges) / sizeof(vg_gpu_health_gauges[0]); k++) {
+        vg_metrics_writer_family(w, vg_gpu_health_gauges[k].name, "gauge",
+                                 vg_gpu_health_gauges[k].help);
+        for (size_t i = 0; i < l->ngpus; i++) {
+            vg_metrics_writer_begin(w);
+            vg_metrics_gpu_labels(w, &l->gpus[i]);
+            vg_metrics_writer_u64(w, vg_gpu_health_gauges[k].value(&l->gpus[i]));
+        }
     }
     vg_metrics_gpu_mem_family(w, snap, VG_F_TOTAL);
     vg_metrics_gpu_mem_family(w, snap, VG_F_USED);

@@ -59,6 +59,9 @@ struct vg_finding_filter {
 };
 
 bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_finding_filter *flt);
+/* One finding as doctor's and check's "findings" arrays have it (docs/json.md). */
+void vg_render_finding_json(struct vg_json *j, const struct vg_snapshot *snap,
+                            const struct vg_finding *f);
 
 int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, const struct vg_render_opts *ro,

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rules/expect.h"
 #include "util/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
@@ -269,32 +268,56 @@ static void vg_holder_words(struct vg_buf *b, const struct vg_holding *h, const 
         vg_buf_printf(b, ": %s", cmd);
 }
 
-static struct vg_alert *vg_alert_push(struct vg_alerts *out)
+/* A new alert finding of rule on gpu, with the expectation it breaks; NULL on failure (out->err
+ * says so). */
+static struct vg_finding *vg_alert_add(struct vg_findings *out, const char *rule,
+                                       enum vg_severity sev, size_t gpu,
+                                       const struct vg_gpu_rule *r)
 {
-    struct vg_alert *v = realloc(out->v, (out->n + 1) * sizeof(*v));
-    if (!v)
+    if (r->text.err || r->allowed.err) {
+        out->err = -ENOMEM;
         return NULL;
-    out->v = v;
-    struct vg_alert *a = &v[out->n++];
-    memset(a, 0, sizeof(*a));
-    a->mig = -1;
-    return a;
+    }
+    struct vg_finding *f = vg_finding_add(out, rule, sev);
+    if (!f)
+        return NULL;
+    f->kind = VG_FINDING_ALERT;
+    vg_finding_gpu(out, f, gpu);
+    if (!(f->expect = strdup(vg_buf_str(&r->text))))
+        out->err = -ENOMEM;
+    return f;
 }
 
-static int vg_alert_strings(struct vg_alert *a, const struct vg_holding *h,
-                            const struct vg_gpu_rule *r, struct vg_buf *msg)
+/* The alert's title (msg) and its one evidence line (facts); both are consumed. */
+static void vg_alert_words(struct vg_findings *out, struct vg_finding *f, struct vg_buf *msg,
+                           struct vg_buf *facts)
 {
-    if (msg->err || r->text.err || r->allowed.err)
-        return -ENOMEM;
-    if (!(a->expect = strdup(vg_buf_str(&r->text))) || !(a->message = vg_buf_steal(msg)))
-        return -ENOMEM;
-    const struct vg_proc *p = h ? h->proc : NULL;
-    if (p && p->user && !(a->user = strdup(p->user)))
-        return -ENOMEM;
+    if (msg->err || facts->err) {
+        out->err = -ENOMEM;
+        return;
+    }
+    vg_finding_title(out, f, "%s", vg_buf_str(msg));
+    vg_finding_evidence(out, f, "%s", vg_buf_str(facts));
+}
+
+/* The holder an unexpected-holder alert names: who, what, since when. */
+static void vg_alert_holder(struct vg_findings *out, struct vg_finding *f,
+                            const struct vg_holding *h)
+{
+    const struct vg_proc *p = h->proc;
+    vg_finding_pid(out, f, h->pid);
+    f->mig = h->mig;
+    if (p && (p->known & VG_PROC_K_STAT)) {
+        f->start_known = true;
+        f->start_ticks = p->start_ticks;
+    }
+    f->bytes_known = h->used_known;
+    f->bytes = h->used_bytes;
+    if (p && p->user && !(f->user = strdup(p->user)))
+        out->err = -ENOMEM;
     const char *cmd = p ? (p->cmdline && *p->cmdline ? p->cmdline : p->comm) : NULL;
-    if (cmd && !(a->command = strdup(cmd)))
-        return -ENOMEM;
-    return 0;
+    if (cmd && !(f->command = strdup(cmd)))
+        out->err = -ENOMEM;
 }
 
 /* "GPU 1 (GPU-1f0e9d8c) should be empty (expect 1=none)" or "... may carry only alice". */
@@ -310,106 +333,91 @@ static void vg_rule_head(struct vg_buf *b, const struct vg_snapshot *snap, size_
                       vg_buf_str(&r->text));
 }
 
-static int vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu,
-                               const struct vg_gpu_rule *r, uint64_t threshold,
-                               struct vg_alerts *out)
+static void vg_expect_check_gpu(const struct vg_snapshot *snap, size_t gpu,
+                                const struct vg_gpu_rule *r, uint64_t threshold,
+                                struct vg_findings *out)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gpu];
     bool used_over = (g->known & VG_GPU_K_MEM) && g->mem_used > threshold;
     enum vg_severity sev = r->empty ? VG_SEV_CRITICAL : VG_SEV_WARNING;
     size_t first, count, raised = 0;
     vg_snap_gpu_holdings(snap, gpu, &first, &count);
-    for (size_t i = first; i < first + count; i++) {
+    for (size_t i = first; i < first + count && !out->err; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->bogus_pid || !(h->seen & VG_SEEN_NVML) || vg_rule_allows(r, h))
             continue;
         if (h->used_known ? h->used_bytes <= threshold : !used_over)
             continue;
-        struct vg_alert *a = vg_alert_push(out);
-        if (!a)
-            return -ENOMEM;
-        a->kind = VG_ALERT_UNEXPECTED_HOLDER;
-        a->severity = sev;
-        a->gpu = gpu;
-        a->mig = h->mig;
-        a->has_pid = true;
-        a->pid = h->pid;
-        if (h->proc && (h->proc->known & VG_PROC_K_STAT)) {
-            a->start_known = true;
-            a->start_ticks = h->proc->start_ticks;
-        }
-        a->bytes_known = h->used_known;
-        a->bytes = h->used_bytes;
+        struct vg_finding *f = vg_alert_add(out, VG_EXPECT_UNEXPECTED_HOLDER, sev, gpu, r);
+        if (!f)
+            return;
+        vg_alert_holder(out, f, h);
         char size[32];
         vg_fmt_size_or(h->used_known, h->used_bytes, "an unknown amount", size, sizeof(size));
-        struct vg_buf msg;
+        struct vg_buf msg, facts;
         vg_buf_init(&msg, 0);
+        vg_buf_init(&facts, 0);
+        vg_holder_words(&facts, h, size);
         vg_rule_head(&msg, snap, gpu, r);
-        vg_buf_adds(&msg, ": ");
-        vg_holder_words(&msg, h, size);
+        vg_buf_printf(&msg, ": %s", vg_buf_str(&facts));
         if (!h->used_known) {
             char used[32];
             vg_fmt_size_or(true, g->mem_used, "an unknown amount", used, sizeof(used));
             vg_buf_printf(&msg, " (the GPU has %s used)", used);
         }
-        int rc = vg_alert_strings(a, h, r, &msg);
+        vg_alert_words(out, f, &msg, &facts);
         vg_buf_release(&msg);
-        if (rc)
-            return rc;
+        vg_buf_release(&facts);
         raised++;
     }
-    if (!r->empty || raised || !used_over)
-        return 0;
-    struct vg_alert *a = vg_alert_push(out);
-    if (!a)
-        return -ENOMEM;
-    a->kind = VG_ALERT_GPU_NOT_EMPTY;
-    a->severity = sev;
-    a->gpu = gpu;
-    a->bytes_known = true;
-    a->bytes = g->mem_used;
+    if (!r->empty || raised || !used_over || out->err)
+        return;
+    struct vg_finding *f = vg_alert_add(out, VG_EXPECT_GPU_NOT_EMPTY, sev, gpu, r);
+    if (!f)
+        return;
+    f->bytes_known = true;
+    f->bytes = g->mem_used;
     char used[32], total[32];
     vg_fmt_size_or(true, g->mem_used, "an unknown amount", used, sizeof(used));
     vg_fmt_size_or(true, g->mem_total, "an unknown amount", total, sizeof(total));
-    struct vg_buf msg;
+    struct vg_buf msg, facts;
     vg_buf_init(&msg, 0);
+    vg_buf_init(&facts, 0);
+    vg_buf_printf(&facts, "%s of %s is used%s", used, total,
+                  (g->known & VG_GPU_K_RESERVED) ? "" : " (the driver's reservation included)");
     vg_rule_head(&msg, snap, gpu, r);
-    vg_buf_printf(&msg,
-                  " but %s of %s is used%s, and no process the driver lists holds more "
-                  "than the threshold",
-                  used, total,
-                  (g->known & VG_GPU_K_RESERVED) ? ""
-                                                 : " (the driver's "
-                                                   "reservation included)");
-    int rc = vg_alert_strings(a, NULL, r, &msg);
+    vg_buf_printf(&msg, " but %s, and no process the driver lists holds more than the threshold",
+                  vg_buf_str(&facts));
+    vg_alert_words(out, f, &msg, &facts);
     vg_buf_release(&msg);
-    return rc;
+    vg_buf_release(&facts);
 }
 
-static int vg_problem(struct vg_alerts *out, const char *fmt, const char *a, const char *b)
+/* Add a reason to out->unchecked ("...; ..."). 0 or -ENOMEM. */
+static int vg_unchecked(struct vg_findings *out, const char *fmt, const char *a, const char *b)
 {
     struct vg_buf buf;
     vg_buf_init(&buf, 0);
-    if (out->problem)
-        vg_buf_printf(&buf, "%s; ", out->problem);
+    if (out->unchecked)
+        vg_buf_printf(&buf, "%s; ", out->unchecked);
     vg_buf_printf(&buf, fmt, a, b);
     if (buf.err) {
         vg_buf_release(&buf);
         return -ENOMEM;
     }
-    free(out->problem);
-    out->problem = vg_buf_steal(&buf);
-    return out->problem ? 0 : -ENOMEM;
+    free(out->unchecked);
+    out->unchecked = vg_buf_steal(&buf);
+    return out->unchecked ? 0 : -ENOMEM;
 }
 
 int vg_expect_check(const struct vg_expect_set *set, const struct vg_snapshot *snap,
-                    uint64_t threshold, struct vg_alerts *out, struct vg_err *err)
+                    uint64_t threshold, struct vg_findings *out, struct vg_err *err)
 {
     if (set->n == 0)
         return 0;
     if (!snap->driver_ok) {
-        if (vg_problem(out, "%s%s", "expectations cannot be checked without the driver's view",
-                       "") < 0)
+        if (vg_unchecked(out, "%s%s", "expectations cannot be checked without the driver's view",
+                         "") < 0)
             return vg_err_set(err, -ENOMEM, "out of memory");
         return 0;
     }
@@ -422,7 +430,7 @@ int vg_expect_check(const struct vg_expect_set *set, const struct vg_snapshot *s
         const char *why = "";
         which[i] = vg_expect_gpu(snap, set->v[i].gpu, &why);
         if (which[i] == VG_SNAP_NO_GPU)
-            rc = vg_problem(out, "expect %s: %s", set->v[i].text, why);
+            rc = vg_unchecked(out, "expect %s: %s", set->v[i].text, why);
     }
     for (size_t gpu = 0; gpu < ngpus && !rc; gpu++) {
         struct vg_gpu_rule r = {0};
@@ -440,7 +448,8 @@ int vg_expect_check(const struct vg_expect_set *set, const struct vg_snapshot *s
         }
         if (!rc && r.n) {
             vg_rule_describe(&r);
-            rc = vg_expect_check_gpu(snap, gpu, &r, threshold, out);
+            vg_expect_check_gpu(snap, gpu, &r, threshold, out);
+            rc = out->err;
         }
         free(r.e);
         vg_buf_release(&r.text);

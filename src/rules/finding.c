@@ -30,6 +30,7 @@ struct vg_finding *vg_finding_add(struct vg_findings *out, const char *rule, enu
     f->rule = rule;
     f->severity = sev;
     f->confidence = VG_CONF_HIGH;
+    f->mig = -1;
     return f;
 }
 
@@ -109,36 +110,34 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     va_end(ap);
 }
 
-void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
+/* Append the elem-sized value at x to the array *arrp of *n, unless it is there already: a
+ * finding names each GPU and PID once. */
+static void vg_push_unique(struct vg_findings *out, void *arrp, size_t *n, const void *x,
+                           size_t elem)
 {
-    if (!f)
-        return;
-    for (size_t i = 0; i < f->ngpus; i++)
-        if (f->gpus[i] == gpu)
+    char **arr = arrp;
+    for (size_t i = 0; i < *n; i++)
+        if (memcmp(*arr + i * elem, x, elem) == 0)
             return;
-    size_t *v = realloc(f->gpus, (f->ngpus + 1) * sizeof(*v));
+    char *v = realloc(*arr, (*n + 1) * elem);
     if (!v) {
         vg_findings_oom(out);
         return;
     }
-    f->gpus = v;
-    v[f->ngpus++] = gpu;
+    *arr = v;
+    memcpy(v + (*n)++ * elem, x, elem);
+}
+
+void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
+{
+    if (f)
+        vg_push_unique(out, &f->gpus, &f->ngpus, &gpu, sizeof(gpu));
 }
 
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid)
 {
-    if (!f)
-        return;
-    for (size_t i = 0; i < f->npids; i++)
-        if (f->pids[i] == pid)
-            return;
-    pid_t *v = realloc(f->pids, (f->npids + 1) * sizeof(*v));
-    if (!v) {
-        vg_findings_oom(out);
-        return;
-    }
-    f->pids = v;
-    v[f->npids++] = pid;
+    if (f)
+        vg_push_unique(out, &f->pids, &f->npids, &pid, sizeof(pid));
 }
 
 int vg_findings_max_severity(const struct vg_findings *f)

@@ -6,14 +6,14 @@
 
 int vg_health_judge(const struct vg_snapshot *snap, const struct vg_rule_opts *ro,
                     const struct vg_expect_set *set, uint64_t threshold, struct vg_findings *fs,
-                    struct vg_alerts *as, struct vg_err *err)
+                    struct vg_err *err)
 {
     int rc = vg_rules_run(snap, ro, fs, err);
     if (rc < 0)
         return rc;
     if (!set)
         return 0;
-    return vg_expect_check(set, snap, threshold, as, err);
+    return vg_expect_check(set, snap, threshold, fs, err);
 }
 
 size_t vg_health_lost(const struct vg_snapshot *snap)
@@ -42,23 +42,19 @@ bool vg_health_driver_view(const struct vg_snapshot *snap)
     return snap->gpus.ngpus == 0;
 }
 
-enum vg_health_state vg_health_state(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                                     const struct vg_alerts *as)
+enum vg_health_state vg_health_state(const struct vg_snapshot *snap, const struct vg_findings *fs)
 {
     int worst = vg_findings_max_severity(fs);
-    for (size_t i = 0; i < as->n; i++)
-        if ((int)as->v[i].severity > worst)
-            worst = (int)as->v[i].severity;
     if (worst == VG_SEV_CRITICAL || vg_health_lost(snap) || vg_health_hung(snap))
         return VG_HEALTH_CRITICAL;
-    if (!vg_health_driver_view(snap) || as->problem)
+    if (!vg_health_driver_view(snap) || fs->unchecked)
         return VG_HEALTH_UNKNOWN;
     return worst == VG_SEV_WARNING ? VG_HEALTH_WARNING : VG_HEALTH_OK;
 }
 
 int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,
                           const struct vg_idle_info *idle, size_t nidle, struct vg_findings *fs,
-                          struct vg_alerts *as, struct vg_err *err)
+                          struct vg_err *err)
 {
     const struct vg_health_watch *w = ctx;
     struct vg_rule_opts ro;
@@ -68,5 +64,5 @@ int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,
         ro.idle_min_ms = w->idle_after_ms;
     ro.idle = idle;
     ro.nidle = nidle;
-    return vg_health_judge(snap, &ro, w->expect, w->threshold, fs, as, err);
+    return vg_health_judge(snap, &ro, w->expect, w->threshold, fs, err);
 }

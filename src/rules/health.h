@@ -1,6 +1,7 @@
 /*
  * The verdict on one sample, shared by `check` and `watch` so that both judge a host the same
- * way: the rules' findings and the expectations' alerts come from one call (vg_health_judge),
+ * way: the rules' findings and the expectations' alerts come from one call (vg_health_judge), in
+ * one list,
  * and `check`'s Nagios state is computed from them here, not by a renderer.
  *
  * The state: CRITICAL for a critical finding or alert, or a GPU lost or hung; otherwise
@@ -27,10 +28,11 @@ enum vg_health_state {
 };
 
 /* Run the rules (ro) and check the expectations (set, may be NULL or empty; threshold in
- * bytes) on snap, appending to fs and as. 0, or a negative errno with err set. */
+ * bytes) on snap, appending the diagnoses then the alerts to fs. 0, or a negative errno with
+ * err set. */
 int vg_health_judge(const struct vg_snapshot *snap, const struct vg_rule_opts *ro,
                     const struct vg_expect_set *set, uint64_t threshold, struct vg_findings *fs,
-                    struct vg_alerts *as, struct vg_err *err);
+                    struct vg_err *err);
 
 /* What `watch` judges each view by: expectations, threshold and the idle-holder delay. */
 struct vg_health_watch {
@@ -44,7 +46,7 @@ struct vg_health_watch {
  * without the shell's environment, which says nothing about a monitored host. */
 int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,
                           const struct vg_idle_info *idle, size_t nidle, struct vg_findings *fs,
-                          struct vg_alerts *as, struct vg_err *err);
+                          struct vg_err *err);
 
 /* GPUs the driver answered GPU_IS_LOST for (or gave no handle). */
 size_t vg_health_lost(const struct vg_snapshot *snap);
@@ -54,8 +56,7 @@ size_t vg_health_hung(const struct vg_snapshot *snap);
 /* Whether the driver's view is there: it answered, and for some GPU (or there are no GPUs). */
 bool vg_health_driver_view(const struct vg_snapshot *snap);
 
-/* The state of a sample from its findings and alerts (see above). */
-enum vg_health_state vg_health_state(const struct vg_snapshot *snap, const struct vg_findings *fs,
-                                     const struct vg_alerts *as);
+/* The state of a sample from its findings, alerts among them (see above). */
+enum vg_health_state vg_health_state(const struct vg_snapshot *snap, const struct vg_findings *fs);
 
 #endif

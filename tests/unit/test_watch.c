@@ -344,7 +344,7 @@ struct run {
     struct vg_watch_opts o;
     struct vg_health_watch hw; /* o's judge: the one `watch` uses */
     struct vg_watch_view *view;
-    struct vg_events ev;
+    struct vg_event_list ev;
     uint64_t now;
     bool alive;
 };
@@ -358,7 +358,7 @@ static void run_init(struct run *r)
     r->o.judge_ctx = &r->hw;
     r->now = 1000;
     r->alive = true;
-    vg_events_init(&r->ev);
+    vg_event_list_init(&r->ev);
 }
 
 static bool run_alive(void *ctx, pid_t pid, bool start_known, uint64_t start)
@@ -372,8 +372,8 @@ static bool run_alive(void *ctx, pid_t pid, bool start_known, uint64_t start)
 /* One step; the snapshot is freed. Events of this step only in r->ev. */
 static void step(struct run *r, struct vg_snapshot *snap, bool hung)
 {
-    vg_events_release(&r->ev);
-    vg_events_init(&r->ev);
+    vg_event_list_release(&r->ev);
+    vg_event_list_init(&r->ev);
     r->o.alive = run_alive;
     r->o.alive_ctx = r;
     struct vg_watch_view *next = NULL;
@@ -388,7 +388,7 @@ static void step(struct run *r, struct vg_snapshot *snap, bool hung)
 
 static void run_release(struct run *r)
 {
-    vg_events_release(&r->ev);
+    vg_event_list_release(&r->ev);
     vg_watch_view_free(r->view);
 }
 
@@ -514,7 +514,7 @@ static void test_engine_alerts(void **state)
     const struct vg_event *e = find_ev(&r, VG_EV_ALERT, 100);
     assert_non_null(e);
     assert_int_equal(e->severity, VG_SEV_WARNING);
-    assert_string_equal(e->alert, VG_ALERT_UNEXPECTED_HOLDER);
+    assert_string_equal(e->alert, VG_EXPECT_UNEXPECTED_HOLDER);
     assert_string_equal(e->expect, "1=bob");
     assert_string_equal(msg(e), "GPU 1 (GPU-11111111) may carry only bob (expect 1=bob): "
                                     "PID 100 holds 2 GiB, alice: python train.py");
@@ -532,7 +532,7 @@ static void test_engine_alerts(void **state)
     dump(&r);
     e = find_ev(&r, VG_EV_ALERT, 0);
     assert_non_null(e);
-    assert_string_equal(e->alert, VG_ALERT_GPU_NOT_EMPTY);
+    assert_string_equal(e->alert, VG_EXPECT_GPU_NOT_EMPTY);
     assert_int_equal(e->severity, VG_SEV_CRITICAL);
     assert_false(e->pid_known);
     /* resolved: cleared once */
@@ -723,15 +723,20 @@ static void test_health_verdict(void **state)
     struct vg_snapshot *snap = basic(2 * GiB, 50);
     struct vg_findings fs;
     vg_findings_init(&fs);
-    struct vg_alerts as;
-    vg_alerts_init(&as);
-    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
-    assert_int_equal(as.n, 1);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, NULL), 0);
+    size_t nalerts = 0;
+    for (size_t i = 0; i < fs.n; i++)
+        if (fs.v[i].kind == VG_FINDING_ALERT) {
+            nalerts++;
+            assert_string_equal(fs.v[i].rule, VG_EXPECT_UNEXPECTED_HOLDER);
+            assert_string_equal(fs.v[i].expect, "1=bob");
+            assert_int_equal(fs.v[i].nevidence, 1);
+        }
+    assert_int_equal(nalerts, 1);
     assert_int_equal(vg_health_lost(snap) + vg_health_hung(snap), 0);
     assert_true(vg_health_driver_view(snap));
-    enum vg_health_state st = vg_health_state(snap, &fs, &as);
+    enum vg_health_state st = vg_health_state(snap, &fs);
     assert_true(st == VG_HEALTH_WARNING || st == VG_HEALTH_CRITICAL);
-    vg_alerts_release(&as);
     vg_findings_release(&fs);
     vg_snap_free(snap);
     /* no driver view: the expectation cannot be checked, the state is not OK */
@@ -739,12 +744,10 @@ static void test_health_verdict(void **state)
     world_init(&w);
     snap = world_snap_nodriver(&w);
     vg_findings_init(&fs);
-    vg_alerts_init(&as);
-    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, &as, NULL), 0);
-    assert_non_null(as.problem);
+    assert_int_equal(vg_health_judge(snap, &ro, &set, 10 * MiB, &fs, NULL), 0);
+    assert_non_null(fs.unchecked);
     assert_false(vg_health_driver_view(snap));
-    assert_int_equal(vg_health_state(snap, &fs, &as), VG_HEALTH_UNKNOWN);
-    vg_alerts_release(&as);
+    assert_int_equal(vg_health_state(snap, &fs), VG_HEALTH_UNKNOWN);
     vg_findings_release(&fs);
     vg_snap_free(snap);
     vg_expect_set_release(&set);
