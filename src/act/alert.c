@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/note.h"
 #include "act/stop.h"
 #include "util/buf.h"
 #include "util/clock.h"
@@ -300,18 +301,11 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
     __attribute__((format(printf, 3, 4)));
 static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const char *fmt, ...)
 {
-    if (!report)
-        return;
     /* whole, however long the command it names (was cut at 255 bytes without a mark) */
-    struct vg_buf line;
-    vg_buf_init(&line, 0);
     va_list ap;
     va_start(ap, fmt);
-    vg_buf_vprintf(&line, fmt, ap);
+    vg_note_v(report, ctx, "(a message about an alert command was lost: out of memory)", fmt, ap);
     va_end(ap);
-    report(ctx, line.err ? "(a message about an alert command was lost: out of memory)"
-                         : vg_buf_str(&line));
-    vg_buf_release(&line);
 }
 
 void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),

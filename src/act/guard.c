@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "act/job.h"
+#include "act/stop.h"
 #include "util/clock.h"
 
 /* How often the guard looks at the cgroup when no notification came. */
@@ -143,10 +144,19 @@ void vg_job_pids_feed(struct vg_job_pids *s, const char *buf, size_t n,
     }
 }
 
-static void vg_guard_kill_one(pid_t pid, void *ctx)
+/* Whether a pid listed in the frozen cgroup is still the process listed: always (see below). */
+static bool vg_guard_frozen_same(void *ctx)
 {
     (void)ctx;
-    kill(pid, SIGKILL);
+    return true;
+}
+
+/* Through act/stop.h's one way to signal a process by number. Its check is trivially true here:
+ * the cgroup is frozen, so nobody listed can exit and have its number reused before the signal.
+ * (vg_stop_signal_if() makes only async-signal-safe calls: system calls, no allocation.) */
+static void vg_guard_kill_one(pid_t pid, void *ctx)
+{
+    vg_stop_signal_if(pid, SIGKILL, vg_guard_frozen_same, ctx);
 }
 
 /* SIGKILL to every process in the cgroup. */

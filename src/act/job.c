@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/note.h"
 #include "act/stop.h"
-#include "util/buf.h"
 #include "util/clock.h"
 
 static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
@@ -36,18 +36,11 @@ static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void vg_job_logf(const struct vg_job *job, const char *fmt, ...)
 {
-    if (!job->log)
-        return;
     /* whole, however long the command it names (was cut at 511 bytes without a mark) */
-    struct vg_buf msg;
-    vg_buf_init(&msg, 0);
     va_list ap;
     va_start(ap, fmt);
-    vg_buf_vprintf(&msg, fmt, ap);
+    vg_note_v(job->log, job->log_ctx, "(a note about the job was lost: out of memory)", fmt, ap);
     va_end(ap);
-    job->log(job->log_ctx,
-             msg.err ? "(a note about the job was lost: out of memory)" : vg_buf_str(&msg));
-    vg_buf_release(&msg);
 }
 
 int vg_job_exec_status(int err)
@@ -553,40 +546,75 @@ static bool vg_job_pause(struct vg_job *job, unsigned ms)
     }
 }
 
+/* How one phase of the clean-up goes: the signal, and how it waits between rounds. */
+struct vg_job_phase {
+    int sig;
+    bool cont;        /* SIGCONT after it, so that a stopped process gets to act on it */
+    bool hurry;       /* waits listen for a terminating signal (vg_job_pause), in slices */
+    unsigned wait_ms; /* the pause between rounds (with hurry: at most this, up to the deadline) */
+};
+
+/* Phase 1: SIGTERM (and SIGCONT, for the stopped) to each, newcomers included, until the grace
+ * period ends or a terminating signal asks us to hurry. */
+static const struct vg_job_phase vg_job_term_phase = {SIGTERM, true, true, 100};
+/* Phase 2: SIGKILL to each not yet killed, newcomers included, until VG_JOB_KILL_WAIT_MS. */
+static const struct vg_job_phase vg_job_kill_phase = {SIGKILL, false, false, 50};
+
+/*
+ * Run one phase in rounds until deadline: each round reaps, lists the living into *alive, sends
+ * ph->sig to each not yet in *sent (adding it there), and tells job->notify about those it
+ * reached. 1 when nobody is left, 0 when the deadline came (or we were hurried) with *alive
+ * still living, or a negative errno.
+ */
+static int vg_job_phase_run(struct vg_job *job, const struct vg_job_phase *ph, uint64_t deadline,
+                            struct vg_job_procs *sent, struct vg_job_procs *alive,
+                            struct vg_job_procs *fresh, struct vg_job_cleanup_report *rep,
+                            struct vg_err *err)
+{
+    for (;;) {
+        vg_job_reap(job);
+        int rc = vg_job_alive(job, alive, err);
+        if (rc)
+            return rc;
+        if (alive->n == 0)
+            return 1;
+        fresh->n = 0;
+        for (size_t i = 0; i < alive->n; i++) {
+            if (vg_job_procs_has(sent, alive->v[i].pid, alive->v[i].start))
+                continue;
+            if (vg_job_signal(job, &alive->v[i], ph->sig) == 0) {
+                if (ph->cont)
+                    vg_job_signal(job, &alive->v[i], SIGCONT);
+                vg_job_procs_add(sent, &alive->v[i]);
+                vg_job_procs_add(fresh, &alive->v[i]);
+            }
+        }
+        if (fresh->n && job->notify)
+            job->notify(job->log_ctx, ph->sig, fresh, rep);
+        uint64_t now = vg_clock_ms();
+        if (now >= deadline || (ph->hurry && rep->hurried))
+            return 0;
+        if (ph->hurry) {
+            uint64_t left = deadline - now;
+            if (vg_job_pause(job, left < ph->wait_ms ? (unsigned)left : ph->wait_ms))
+                rep->hurried = true;
+        } else {
+            struct timespec ts = {0, (long)ph->wait_ms * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_report *rep,
                    struct vg_err *err)
 {
     memset(rep, 0, sizeof(*rep));
     struct vg_job_procs alive = {0}, fresh = {0};
-    int rc = 0;
-    uint64_t deadline = vg_clock_ms() + grace_ms;
-    /* Phase 1: SIGTERM (and SIGCONT, for the stopped) to each, newcomers included. */
-    for (;;) {
-        vg_job_reap(job);
-        if ((rc = vg_job_alive(job, &alive, err)) != 0)
-            goto out;
-        if (alive.n == 0)
-            goto out;
-        fresh.n = 0;
-        for (size_t i = 0; i < alive.n; i++) {
-            if (vg_job_procs_has(&rep->termed, alive.v[i].pid, alive.v[i].start))
-                continue;
-            if (vg_job_signal(job, &alive.v[i], SIGTERM) == 0) {
-                vg_job_signal(job, &alive.v[i], SIGCONT);
-                vg_job_procs_add(&rep->termed, &alive.v[i]);
-                vg_job_procs_add(&fresh, &alive.v[i]);
-            }
-        }
-        if (fresh.n && job->notify)
-            job->notify(job->log_ctx, SIGTERM, &fresh, rep);
-        uint64_t now = vg_clock_ms();
-        if (now >= deadline || rep->hurried)
-            break;
-        uint64_t left = deadline - now;
-        if (vg_job_pause(job, left < 100 ? (unsigned)left : 100))
-            rep->hurried = true;
-    }
-    /* Phase 2: SIGKILL, all at once through the cgroup when it can, then each. */
+    int rc = vg_job_phase_run(job, &vg_job_term_phase, vg_clock_ms() + grace_ms, &rep->termed,
+                              &alive, &fresh, rep, err);
+    if (rc)
+        goto out;
+    /* SIGKILL all at once through the cgroup when it can, then each (phase 2). */
     vg_job_reap(job);
     if ((rc = vg_job_alive(job, &alive, err)) != 0)
         goto out;
@@ -598,29 +626,10 @@ int vg_job_cleanup(struct vg_job *job, uint64_t grace_ms, struct vg_job_cleanup_
         if (job->notify)
             job->notify(job->log_ctx, SIGKILL, &alive, rep);
     }
-    deadline = vg_clock_ms() + VG_JOB_KILL_WAIT_MS;
-    for (;;) {
-        vg_job_reap(job);
-        if ((rc = vg_job_alive(job, &alive, err)) != 0)
-            goto out;
-        if (alive.n == 0)
-            goto out;
-        fresh.n = 0;
-        for (size_t i = 0; i < alive.n; i++) {
-            if (vg_job_procs_has(&rep->killed, alive.v[i].pid, alive.v[i].start))
-                continue;
-            if (vg_job_signal(job, &alive.v[i], SIGKILL) == 0) {
-                vg_job_procs_add(&rep->killed, &alive.v[i]);
-                vg_job_procs_add(&fresh, &alive.v[i]);
-            }
-        }
-        if (fresh.n && job->notify)
-            job->notify(job->log_ctx, SIGKILL, &fresh, rep);
-        if (vg_clock_ms() >= deadline)
-            break;
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    rc = vg_job_phase_run(job, &vg_job_kill_phase, vg_clock_ms() + VG_JOB_KILL_WAIT_MS,
+                          &rep->killed, &alive, &fresh, rep, err);
+    if (rc)
+        goto out;
     /* Unkillable for now (in the driver, state D): name them. */
     for (size_t i = 0; i < alive.n; i++)
         vg_job_procs_add(&rep->survivors, &alive.v[i]);
@@ -628,7 +637,7 @@ out:
     vg_job_reap(job);
     vg_job_procs_release(&alive);
     vg_job_procs_release(&fresh);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 void vg_job_cleanup_report_release(struct vg_job_cleanup_report *rep)

@@ -1,11 +1,13 @@
 /*
- * SIGTERM -> grace -> SIGKILL through pidfds (see stop.h). The pidfd system calls themselves
- * are proc/signal.c's; this is the sequence.
+ * SIGTERM -> grace -> SIGKILL through pidfds, or by number for our own unreaped children where
+ * there are none (see stop.h). The pidfd system calls themselves are proc/signal.c's; this is
+ * the sequence.
  */
 #include "act/stop.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proc/signal.h"
@@ -14,6 +16,51 @@
 void vg_stop_init(struct vg_stop *s, int pidfd)
 {
     *s = (struct vg_stop){.pidfd = pidfd, .outcome = VG_STOP_IDLE};
+}
+
+void vg_stop_init_child(struct vg_stop *s, pid_t child)
+{
+    *s = (struct vg_stop){.pidfd = -1, .child = child, .outcome = VG_STOP_IDLE};
+}
+
+/* Whether s is a child to signal by number (no pidfd). */
+static bool vg_stop_by_pid(const struct vg_stop *s)
+{
+    return s->pidfd < 0 && s->child > 0;
+}
+
+/* Send sig to s: through its pidfd, or by number to our unreaped child (whose number cannot be
+ * another process's while it is unreaped). 0 or a negative errno. */
+static int vg_stop_send(const struct vg_stop *s, int sig)
+{
+    if (!vg_stop_by_pid(s))
+        return vg_proc_pidfd_signal(s->pidfd, sig);
+    return kill(s->child, sig) == 0 ? 0 : -errno;
+}
+
+/* The step between two looks at a child with no pidfd (nothing to poll on). */
+#define VG_STOP_CHILD_STEP_MS 20u
+
+/* Whether s has exited, waiting up to timeout_ms: 1, 0 or a negative errno. A child is looked
+ * at with WNOWAIT, which leaves it to be reaped by its owner. */
+static int vg_stop_exited(const struct vg_stop *s, unsigned timeout_ms)
+{
+    if (!vg_stop_by_pid(s))
+        return vg_proc_pidfd_exited(s->pidfd, timeout_ms);
+    uint64_t deadline = vg_clock_ms() + timeout_ms;
+    for (;;) {
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_PID, (id_t)s->child, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+            return errno == ECHILD ? 1 : -errno; /* ECHILD: reaped already, so gone */
+        if (si.si_pid == s->child)
+            return 1;
+        uint64_t now = vg_clock_ms();
+        if (now >= deadline)
+            return 0;
+        uint64_t left = deadline - now;
+        vg_clock_sleep_until(now + (left < VG_STOP_CHILD_STEP_MS ? left : VG_STOP_CHILD_STEP_MS));
+    }
 }
 
 void vg_stop_release(struct vg_stop *s)
@@ -39,7 +86,7 @@ static void vg_stop_fail(struct vg_stop *s, int rc)
 void vg_stop_term(struct vg_stop *s)
 {
     s->term_at_ms = vg_clock_ms();
-    int rc = vg_proc_pidfd_signal(s->pidfd, SIGTERM);
+    int rc = vg_stop_send(s, SIGTERM);
     if (rc) {
         vg_stop_fail(s, rc);
         return;
@@ -53,7 +100,7 @@ static struct vg_stop *vg_stop_at(struct vg_stop *first, size_t stride, size_t i
     return (struct vg_stop *)(void *)((char *)first + i * stride);
 }
 
-/* Poll every pending pidfd until deadline_ms; exited ones get `done` as their outcome. */
+/* Look at every pending target until deadline_ms; exited ones get `done` as their outcome. */
 static void vg_stop_wait(struct vg_stop *first, size_t n, size_t stride,
                          unsigned long long deadline_ms, enum vg_stop_outcome done)
 {
@@ -63,7 +110,7 @@ static void vg_stop_wait(struct vg_stop *first, size_t n, size_t stride,
             struct vg_stop *s = vg_stop_at(first, stride, i);
             if (s->outcome != VG_STOP_PENDING)
                 continue;
-            int r = vg_proc_pidfd_exited(s->pidfd, 0);
+            int r = vg_stop_exited(s, 0);
             if (r == 1) {
                 s->outcome = done;
                 s->exit_ms = vg_clock_ms() - s->term_at_ms;
@@ -85,7 +132,7 @@ static void vg_stop_wait(struct vg_stop *first, size_t n, size_t stride,
             struct vg_stop *s = vg_stop_at(first, stride, i);
             if (s->outcome == VG_STOP_PENDING) {
                 unsigned long long left = deadline_ms - now;
-                vg_proc_pidfd_exited(s->pidfd, left < 50 ? (unsigned)left : 50);
+                vg_stop_exited(s, left < 50 ? (unsigned)left : 50);
                 break;
             }
         }
@@ -111,7 +158,7 @@ void vg_stop_finish(struct vg_stop *first, size_t n, size_t stride, unsigned gra
         struct vg_stop *s = vg_stop_at(first, stride, i);
         if (s->outcome != VG_STOP_PENDING)
             continue;
-        int rc = vg_proc_pidfd_signal(s->pidfd, SIGKILL);
+        int rc = vg_stop_send(s, SIGKILL);
         if (rc == -ESRCH) {
             s->outcome = VG_STOP_TERMINATED;
             s->exit_ms = vg_clock_ms() - s->term_at_ms;

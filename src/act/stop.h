@@ -9,6 +9,11 @@
  * (vg_stop_term()), then vg_stop_finish() waits for all of them at once, so n targets take one
  * grace period, not n.
  *
+ * Without pidfds (a kernel before 5.3, or valgrind, which does not know the calls) the same
+ * sequence stops our own children (vg_stop_init_child()): by number, which is safe while a
+ * child is unreaped (a zombie keeps its number), watched with waitid(WNOWAIT) so that reaping
+ * stays the caller's.
+ *
  * Ownership: struct vg_stop owns its pidfd from vg_stop_init() on; vg_stop_release() closes it
  * (and is called by the sequence itself as soon as a target's outcome is known). Nothing here
  * prints.
@@ -31,7 +36,8 @@ enum vg_stop_outcome {
 };
 
 struct vg_stop {
-    int pidfd; /* -1 when closed */
+    int pidfd;   /* -1 when closed */
+    pid_t child; /* vg_stop_init_child(): our unreaped child, signalled by number; else 0 */
     enum vg_stop_outcome outcome;
     int error; /* VG_STOP_FAILED: negative errno; -ETIMEDOUT when it outlived SIGKILL */
     bool sent_term, sent_kill;
@@ -41,6 +47,9 @@ struct vg_stop {
 
 /* Take pidfd (-1: none yet) into s, outcome IDLE. */
 void vg_stop_init(struct vg_stop *s, int pidfd);
+/* For a process with no pidfd that is our own child, not yet reaped (and not reaped by the
+ * caller until the sequence is done): outcome IDLE. */
+void vg_stop_init_child(struct vg_stop *s, pid_t child);
 void vg_stop_release(struct vg_stop *s);
 
 /* Send SIGTERM now: PENDING, or GONE (it had exited) or FAILED, with the pidfd closed. */

@@ -53,6 +53,7 @@
 #include "cmd/cmd.h"
 #include "proc/signal.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
 
@@ -99,8 +100,8 @@ static const char vg_demo_help_tail[] =
 /* One simulated process we started (or that our helper left behind as an orphan). */
 struct vg_demo_proc {
     pid_t pid;
-    int pidfd;  /* pins the identity: signals go to this process or to nobody */
-    bool child; /* our own child, not yet reaped */
+    struct vg_stop stop; /* its pidfd pins the identity: signals go to this process or nobody */
+    bool child;          /* our own child, not yet reaped */
 };
 
 /* The keeper's state: everything it made. */
@@ -120,13 +121,6 @@ struct vg_demo_result {
     size_t stopped, survivors;
     bool dir_removed;
 };
-
-static void vg_sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
 
 /* ---- finding the helper and the fake driver ---------------------------------------------- */
 
@@ -214,7 +208,10 @@ static int vg_demo_track(struct vg_demo *d, pid_t pid, bool child)
         d->procs = p;
         d->cap = cap;
     }
-    d->procs[d->nprocs++] = (struct vg_demo_proc){pid, fd, child};
+    struct vg_demo_proc *p = &d->procs[d->nprocs++];
+    p->pid = pid;
+    p->child = child;
+    vg_stop_init(&p->stop, fd);
     return 0;
 }
 
@@ -252,7 +249,7 @@ static pid_t vg_demo_await_pidfile(struct vg_demo *d, pid_t pid, const char *pid
                 return -ECHILD;
             }
         }
-        vg_sleep_ms(20);
+        vg_clock_sleep_until(vg_clock_ms() + 20);
     }
     if (rc == -ENOENT)
         rc = -ETIMEDOUT;
@@ -332,94 +329,41 @@ static pid_t vg_demo_spawn(struct vg_demo *d, const char *tag, char *const argv[
     return vg_demo_await_pidfile(d, pid, pidfile);
 }
 
-/* Our own children that have no pidfd (a kernel before 5.3, or valgrind, which does not know
- * the call): signalled by PID, which is safe while they are unreaped (a zombie keeps its PID),
- * and watched with waitpid until the deadline. Returns how many are still running. */
-static size_t vg_demo_wait_children(struct vg_demo *d, const bool *by_pid,
-                                    unsigned long long deadline, struct vg_demo_result *res)
-{
-    size_t left;
-    for (;;) {
-        left = 0;
-        for (size_t i = 0; i < d->nprocs; i++) {
-            struct vg_demo_proc *p = &d->procs[i];
-            if (!by_pid[i] || !p->child)
-                continue;
-            if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
-                p->child = false;
-                res->stopped++;
-            } else {
-                left++;
-            }
-        }
-        if (!left || vg_proc_now_ms() >= deadline)
-            return left;
-        vg_sleep_ms(20);
-    }
-}
-
 /*
- * Stop everything: SIGTERM, a grace period, SIGKILL (the one stop sequence, act/stop.h's,
- * through pidfds), then reap our own children. Closing the helpers' pipe as well tells every
- * one of them to go, even a process we hold no pidfd for. Counts what was stopped and what
- * outlived SIGKILL. Bounded: never a wait on a process that will not die.
+ * Stop everything: SIGTERM, a grace period, SIGKILL, the one stop sequence (act/stop.h): through
+ * pidfds, or, for our own children that have none (a kernel before 5.3, or valgrind, which does
+ * not know the call), by PID while they are unreaped. Then reap our own children. Closing the
+ * helpers' pipe as well tells every one of them to go, even a process we hold no pidfd for.
+ * Counts what was stopped and what outlived SIGKILL. Bounded: never a wait on a process that
+ * will not die.
  */
 static void vg_demo_stop(struct vg_demo *d, struct vg_demo_result *res)
 {
-    size_t np = d->nprocs ? d->nprocs : 1;
-    struct vg_stop *ss = calloc(np, sizeof(*ss));
-    bool *by_pid = calloc(np, sizeof(*by_pid));
-    size_t n = 0, n_by_pid = 0;
     for (size_t i = 0; i < d->nprocs; i++) {
         struct vg_demo_proc *p = &d->procs[i];
-        if (p->pidfd < 0) {
-            if (p->child && by_pid) {
-                kill(p->pid, SIGTERM);
-                by_pid[i] = true;
-                n_by_pid++;
-            }
-            continue;
+        if (p->stop.pidfd < 0) {
+            if (!p->child)
+                continue; /* gone, or not ours to signal by PID: left IDLE */
+            vg_stop_init_child(&p->stop, p->pid);
         }
-        if (!ss) { /* out of memory: no grace period, but nothing left behind */
-            vg_proc_pidfd_signal(p->pidfd, SIGKILL);
-            vg_proc_pidfd_exited(p->pidfd, VG_DEMO_KILL_WAIT_MS);
-            close(p->pidfd);
-            p->pidfd = -1;
-            res->stopped++;
-            continue;
-        }
-        vg_stop_init(&ss[n], p->pidfd);
-        p->pidfd = -1; /* the stop entry owns it now */
-        vg_stop_term(&ss[n]);
-        n++;
+        vg_stop_term(&p->stop);
     }
     /* After the SIGTERMs, so that those who get them count as stopped. */
     if (d->alive_wr >= 0) {
         close(d->alive_wr);
         d->alive_wr = -1;
     }
-    if (ss) {
-        vg_stop_finish(ss, n, sizeof(*ss), VG_DEMO_GRACE_MS, VG_DEMO_KILL_WAIT_MS);
-        for (size_t i = 0; i < n; i++) {
-            if (ss[i].outcome == VG_STOP_FAILED && ss[i].error != -ESRCH)
-                res->survivors++;
-            else if (ss[i].outcome != VG_STOP_GONE)
-                res->stopped++;
-            vg_stop_release(&ss[i]);
-        }
-        free(ss);
+    if (d->nprocs)
+        vg_stop_finish(&d->procs[0].stop, d->nprocs, sizeof(*d->procs), VG_DEMO_GRACE_MS,
+                       VG_DEMO_KILL_WAIT_MS);
+    for (size_t i = 0; i < d->nprocs; i++) {
+        struct vg_stop *s = &d->procs[i].stop;
+        if (s->outcome == VG_STOP_FAILED && s->error != -ESRCH)
+            res->survivors++;
+        else if (s->outcome != VG_STOP_GONE && s->outcome != VG_STOP_IDLE)
+            res->stopped++;
+        vg_stop_release(s);
     }
-    if (n_by_pid) {
-        unsigned long long t = vg_proc_now_ms();
-        if (vg_demo_wait_children(d, by_pid, t + VG_DEMO_GRACE_MS, res)) {
-            for (size_t i = 0; i < d->nprocs; i++)
-                if (by_pid[i] && d->procs[i].child)
-                    kill(d->procs[i].pid, SIGKILL);
-            res->survivors +=
-                vg_demo_wait_children(d, by_pid, vg_proc_now_ms() + VG_DEMO_KILL_WAIT_MS, res);
-        }
-    }
-    free(by_pid);
     /* The rest of our children have exited (or are in the kernel's hands): reap, never wait. */
     for (size_t i = 0; i < d->nprocs; i++) {
         struct vg_demo_proc *p = &d->procs[i];
@@ -707,9 +651,9 @@ static void vg_demo_send(int fd, const char *s)
 static int vg_demo_read_line(int fd, char *buf, size_t n, int timeout_ms)
 {
     size_t len = 0;
-    unsigned long long deadline = vg_proc_now_ms() + (unsigned long long)timeout_ms;
+    unsigned long long deadline = vg_clock_ms() + (unsigned long long)timeout_ms;
     for (;;) {
-        unsigned long long now = vg_proc_now_ms();
+        unsigned long long now = vg_clock_ms();
         if (now >= deadline)
             return -ETIMEDOUT;
         struct pollfd p = {fd, POLLIN, 0};
@@ -750,10 +694,10 @@ static bool vg_demo_peer_ok(int fd)
  */
 static int vg_demo_keeper_wait(struct vg_demo *d, int *ctl, int lsock, int sfd, uint64_t keep_ms)
 {
-    unsigned long long deadline = vg_proc_now_ms() + VG_DEMO_SHOW_MAX_MS;
+    unsigned long long deadline = vg_clock_ms() + VG_DEMO_SHOW_MAX_MS;
     bool kept = false;
     for (;;) {
-        unsigned long long now = vg_proc_now_ms();
+        unsigned long long now = vg_clock_ms();
         if (now >= deadline)
             return -1;
         struct pollfd p[3] = {{sfd, POLLIN, 0}, {*ctl, POLLIN, 0}, {lsock, POLLIN, 0}};
@@ -776,7 +720,7 @@ static int vg_demo_keeper_wait(struct vg_demo *d, int *ctl, int lsock, int sfd, 
             int rc = vg_demo_read_line(*ctl, line, sizeof(line), 1000);
             if (rc == 0 && strcmp(line, "keep") == 0) {
                 kept = true;
-                deadline = vg_proc_now_ms() + keep_ms;
+                deadline = vg_clock_ms() + keep_ms;
                 vg_demo_send(*ctl, "kept\n");
                 close(*ctl);
                 *ctl = -1;
@@ -863,10 +807,10 @@ static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_m
 static int vg_demo_request_stop(int fd, struct vg_demo_result *res, int timeout_ms)
 {
     vg_demo_send(fd, "stop\n");
-    unsigned long long deadline = vg_proc_now_ms() + (unsigned long long)timeout_ms;
+    unsigned long long deadline = vg_clock_ms() + (unsigned long long)timeout_ms;
     for (;;) {
         char line[PATH_MAX + 64];
-        unsigned long long now = vg_proc_now_ms();
+        unsigned long long now = vg_clock_ms();
         int rc = now >= deadline ? -ETIMEDOUT
                                  : vg_demo_read_line(fd, line, sizeof(line), (int)(deadline - now));
         if (rc)
@@ -1116,8 +1060,8 @@ static int vg_demo_parse(struct vg_global *g, int argc, char **argv, struct vg_d
  * 0 or a negative errno. */
 static int vg_demo_wait_staged(int fd, const sigset_t *block, char *line, size_t n, int *sig)
 {
-    unsigned long long until = vg_proc_now_ms() + VG_DEMO_STAGE_WAIT_MS;
-    while (vg_proc_now_ms() < until && !(*sig = vg_demo_pending(block))) {
+    unsigned long long until = vg_clock_ms() + VG_DEMO_STAGE_WAIT_MS;
+    while (vg_clock_ms() < until && !(*sig = vg_demo_pending(block))) {
         struct pollfd pf = {fd, POLLIN, 0};
         if (poll(&pf, 1, 100) > 0)
             return vg_demo_read_line(fd, line, n, VG_DEMO_STOP_WAIT_MS);

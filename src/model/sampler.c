@@ -283,34 +283,27 @@ int vg_sampler_sample(struct vg_sampler *s, struct vg_snapshot **out, bool *hung
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
-    struct vg_snapshot *snap = vg_snap_new();
-    if (!snap)
-        return vg_err_set(err, -ENOMEM, "out of memory");
-    struct vg_gpu_list gpus;
-    vg_gpu_list_init(&gpus);
-    struct vg_proc_table procs;
-    vg_proc_table_init(&procs);
-    pid_t *want = NULL;
-    size_t nwant = 0;
-    int rc = -ENOMEM;
+    struct vg_snapshot *snap;
+    struct vg_snap_parts pt;
+    int rc = vg_snap_begin(s->proc_root, s->dev_dir, &snap, &pt, err);
+    if (rc)
+        return rc;
     bool driver_ok = false;
-    if (!(snap->proc_root = strdup(s->proc_root)) || !(snap->dev_dir = strdup(s->dev_dir)))
+    if (vg_sampler_ask_driver(s, snap, &pt.gpus, &driver_ok, hung) != 0)
         goto fail;
-    if (vg_sampler_ask_driver(s, snap, &gpus, &driver_ok, hung) != 0)
+    if ((rc = vg_snap_nvml_pids(&pt.gpus, &pt.want, &pt.nwant)) != 0)
         goto fail;
-    if ((rc = vg_snap_nvml_pids(&gpus, &want, &nwant)) != 0)
-        goto fail;
-    rc = vg_sampler_scan(s, want, nwant, snap, &procs, err);
+    rc = vg_sampler_scan(s, pt.want, pt.nwant, snap, &pt.procs, err);
     if (rc)
         goto out;
-    rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
+    rc = vg_snap_assemble(snap, &pt.gpus, driver_ok, &pt.procs, err);
     if (rc)
         goto out;
     /* Whether each process works, from the CPU time it used since the last sample. */
     vg_snap_activity_since(snap, &s->cpu);
     if ((rc = vg_snap_cpu_marks_take(snap, &s->cpu)) != 0)
         goto fail;
-    free(want);
+    vg_snap_parts_release(&pt);
     *out = snap;
     vg_sampler_count_sample(s, &t0);
     return 0;
@@ -319,9 +312,7 @@ fail:
     vg_err_set(err, -ENOMEM, "out of memory");
     rc = -ENOMEM;
 out:
-    free(want);
-    vg_gpu_list_release(&gpus);
-    vg_proc_table_release(&procs);
+    vg_snap_parts_release(&pt);
     vg_snap_free(snap);
     *hung = false;
     return rc;

@@ -384,27 +384,42 @@ int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n)
     return 0;
 }
 
+int vg_snap_begin(const char *proc_root, const char *dev_dir, struct vg_snapshot **snap,
+                  struct vg_snap_parts *parts, struct vg_err *err)
+{
+    vg_gpu_list_init(&parts->gpus);
+    vg_proc_table_init(&parts->procs);
+    parts->want = NULL;
+    parts->nwant = 0;
+    struct vg_snapshot *s = vg_snap_new();
+    if (s && (s->proc_root = strdup(proc_root)) && (s->dev_dir = strdup(dev_dir))) {
+        *snap = s;
+        return 0;
+    }
+    vg_snap_free(s);
+    *snap = NULL;
+    return vg_err_set(err, -ENOMEM, "out of memory");
+}
+
+void vg_snap_parts_release(struct vg_snap_parts *parts)
+{
+    free(parts->want);
+    parts->want = NULL;
+    parts->nwant = 0;
+    vg_gpu_list_release(&parts->gpus);
+    vg_proc_table_release(&parts->procs);
+}
+
 int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, struct vg_err *err)
 {
     *out = NULL;
-    struct vg_snapshot *snap = vg_snap_new();
-    if (!snap)
-        return vg_err_set(err, -ENOMEM, "out of memory");
     const char *proc_root = opts->proc_root ? opts->proc_root : "/proc";
     const char *dev_dir = opts->dev_dir ? opts->dev_dir : "/dev";
-    snap->proc_root = strdup(proc_root);
-    snap->dev_dir = strdup(dev_dir);
-    struct vg_gpu_list gpus;
-    vg_gpu_list_init(&gpus);
-    struct vg_proc_table procs;
-    vg_proc_table_init(&procs);
-    pid_t *want = NULL;
-    size_t nwant = 0;
-    int rc = -ENOMEM;
-    if (!snap->proc_root || !snap->dev_dir) {
-        vg_err_set(err, rc, "out of memory");
-        goto fail;
-    }
+    struct vg_snapshot *snap;
+    struct vg_snap_parts pt;
+    int rc = vg_snap_begin(proc_root, dev_dir, &snap, &pt, err);
+    if (rc)
+        return rc;
 
     unsigned parts = opts->parts ? opts->parts : VG_SNAP_PART_ALL;
     bool driver_ok = false;
@@ -416,7 +431,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
     } else if (!opts->skip_nvml) {
         struct vg_err nerr = VG_ERR_INIT;
         unsigned timeout = opts->nvml_timeout_ms ? opts->nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS;
-        rc = vg_gpu_collect(opts->nvml_path, timeout, &gpus, &nerr);
+        rc = vg_gpu_collect(opts->nvml_path, timeout, &pt.gpus, &nerr);
         if (rc == -ENOMEM) {
             vg_err_set(err, rc, "%s", vg_err_msg(&nerr));
             vg_err_release(&nerr);
@@ -435,7 +450,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         goto fail;
     }
 
-    rc = vg_snap_nvml_pids(&gpus, &want, &nwant);
+    rc = vg_snap_nvml_pids(&pt.gpus, &pt.want, &pt.nwant);
     if (rc) {
         vg_err_set(err, rc, "out of memory");
         goto fail;
@@ -443,25 +458,23 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
     struct vg_proc_opts popts = {
         .proc_root = proc_root,
         .dev_dir = dev_dir,
-        .want = want,
-        .nwant = nwant,
+        .want = pt.want,
+        .nwant = pt.nwant,
         .all = opts->all_procs,
     };
-    rc = parts & VG_SNAP_PART_PROCS ? vg_proc_scan(&popts, &procs, err) : 0;
+    rc = parts & VG_SNAP_PART_PROCS ? vg_proc_scan(&popts, &pt.procs, err) : 0;
     if (rc)
         goto fail;
     snap->scanned_ms = vg_clock_ms();
-    rc = vg_snap_assemble(snap, &gpus, driver_ok, &procs, err);
+    rc = vg_snap_assemble(snap, &pt.gpus, driver_ok, &pt.procs, err);
     if (rc)
         goto fail;
-    free(want);
+    vg_snap_parts_release(&pt);
     *out = snap;
     return 0;
 
 fail:
-    free(want);
-    vg_gpu_list_release(&gpus);
-    vg_proc_table_release(&procs);
+    vg_snap_parts_release(&pt);
     vg_snap_free(snap);
     return rc;
 }

@@ -130,6 +130,22 @@ int vg_snap_assemble(struct vg_snapshot *snap, struct vg_gpu_list *gpus, bool dr
  * device fds. *out is heap (NULL when there are none); 0 or -ENOMEM. */
 int vg_snap_nvml_pids(const struct vg_gpu_list *gpus, pid_t **out, size_t *n);
 
+/* What a builder of snapshots (vg_snap_build(), model/sampler.c) reads before joining it with
+ * vg_snap_assemble(), which moves gpus and procs out. */
+struct vg_snap_parts {
+    struct vg_gpu_list gpus;
+    struct vg_proc_table procs;
+    pid_t *want; /* vg_snap_nvml_pids(): the processes to read in full */
+    size_t nwant;
+};
+
+/* A builder's start: an empty snapshot of the host whose procfs is at proc_root and device
+ * nodes in dev_dir, and empty parts. 0, or -ENOMEM (err set) with nothing to release. */
+int vg_snap_begin(const char *proc_root, const char *dev_dir, struct vg_snapshot **snap,
+                  struct vg_snap_parts *parts, struct vg_err *err);
+/* Free what parts still hold (after vg_snap_assemble(): only want). */
+void vg_snap_parts_release(struct vg_snap_parts *parts);
+
 /* Why a GPU was not fully checked, as bits: what doctor and check say instead of letting
  * "nothing wrong found" read as "all clear". 0: fully checked. */
 enum {

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/parse.h"
+
 #define VG_CID_LEN 64
 
 struct vg_cg_found {
@@ -35,18 +37,6 @@ static bool vg_is_hex(const char *s, size_t n)
             return false;
     }
     return true;
-}
-
-static bool vg_has_prefix(const char *s, size_t n, const char *pre)
-{
-    size_t k = strlen(pre);
-    return n >= k && memcmp(s, pre, k) == 0;
-}
-
-static bool vg_has_suffix(const char *s, size_t n, const char *suf)
-{
-    size_t k = strlen(suf);
-    return n >= k && memcmp(s + n - k, suf, k) == 0;
 }
 
 /* A pod UID: a UUID (8-4-4-4-12, '-' or '_' as separators) or 32 hex (static pods). */
@@ -68,11 +58,11 @@ static bool vg_is_pod_uid(const char *s, size_t n)
 static const char *vg_cg_scope_id(const char *s, size_t n)
 {
     static const char *const prefixes[] = {"docker-", "cri-containerd-", "crio-", "libpod-"};
-    if (!vg_has_suffix(s, n, ".scope"))
+    if (!vg_parse_ends(s, n, ".scope"))
         return NULL;
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
         size_t k = strlen(prefixes[i]);
-        if (n == k + VG_CID_LEN + 6 && vg_has_prefix(s, n, prefixes[i]) &&
+        if (n == k + VG_CID_LEN + 6 && vg_parse_starts(s, n, prefixes[i]) &&
             vg_is_hex(s + k, VG_CID_LEN))
             return s + k;
     }
@@ -111,7 +101,7 @@ static void vg_cg_path(const char *path, size_t len, struct vg_cg_found *f)
                 f->cid = id;
         }
         if (!f->pod && n > 0) {
-            if (vg_has_prefix(b, n, "kubepods") && vg_has_suffix(b, n, ".slice")) {
+            if (vg_parse_starts(b, n, "kubepods") && vg_parse_ends(b, n, ".slice")) {
                 /* kubepods-burstable-pod<uid>.slice: the uid follows the last "-pod". */
                 const char *q = NULL;
                 for (const char *r = b; r + 4 <= b + n; r++)
@@ -142,13 +132,12 @@ int vg_proc_parse_cgroup(const char *buf, size_t len, struct vg_proc *p)
 
     /* Two passes: v2 first so that on hybrid hosts its path wins a tie. */
     for (int pass = 0; pass < 2; pass++) {
-        for (const char *s = buf, *end = buf + len; s < end;) {
-            const char *nl = memchr(s, '\n', (size_t)(end - s));
-            const char *le = nl ? nl : end;
-            const char *line = s;
-            s = nl ? nl + 1 : end;
-            if (le == line)
+        const char *s = buf, *line;
+        size_t n;
+        while (vg_parse_line(&s, buf + len, &line, &n)) {
+            if (!n)
                 continue;
+            const char *le = line + n;
             const char *c1 = memchr(line, ':', (size_t)(le - line));
             const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(le - c1 - 1)) : NULL;
             if (!c2)

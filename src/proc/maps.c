@@ -13,22 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-static bool vg_eq(const char *s, size_t n, const char *lit)
-{
-    return strlen(lit) == n && memcmp(s, lit, n) == 0;
-}
-
-static bool vg_starts(const char *s, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    return n >= k && memcmp(s, lit, k) == 0;
-}
-
-static bool vg_ends(const char *s, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    return n >= k && memcmp(s + n - k, lit, k) == 0;
-}
+#include "util/parse.h"
 
 /* "" or ".N[.N...]": a shared-object version suffix, digits only. */
 static bool vg_version(const char *s, size_t n)
@@ -48,7 +33,7 @@ static bool vg_version(const char *s, size_t n)
 static bool vg_so(const char *s, size_t n, const char *name_so, bool bare)
 {
     size_t k = strlen(name_so);
-    if (!vg_starts(s, n, name_so))
+    if (!vg_parse_starts(s, n, name_so))
         return false;
     if (n == k)
         return bare;
@@ -59,7 +44,7 @@ static bool vg_so(const char *s, size_t n, const char *name_so, bool bare)
 static bool vg_so_hashed(const char *s, size_t n, const char *name)
 {
     size_t k = strlen(name);
-    if (!vg_starts(s, n, name) || n <= k || s[k] != '-')
+    if (!vg_parse_starts(s, n, name) || n <= k || s[k] != '-')
         return false;
     size_t i = k + 1, h = i;
     while (i < n && ((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
@@ -94,17 +79,17 @@ static unsigned vg_maps_lib(const char *path, size_t len)
         return VG_LIB_CUDART;
     if (vg_so(b, n, "libnccl.so.2", true) || vg_so_hashed(b, n, "libnccl"))
         return VG_LIB_NCCL;
-    if (vg_eq(b, n, "libtorch_cuda.so") || vg_eq(b, n, "libtorch_cuda_cu.so") ||
-        vg_eq(b, n, "libtorch_cuda_cpp.so"))
+    if (vg_parse_is(b, n, "libtorch_cuda.so") || vg_parse_is(b, n, "libtorch_cuda_cu.so") ||
+        vg_parse_is(b, n, "libtorch_cuda_cpp.so"))
         return VG_LIB_TORCH_CUDA;
     if (vg_so(b, n, "libtensorflow_framework.so.2", true) ||
-        vg_eq(b, n, "_pywrap_tensorflow_internal.so"))
+        vg_parse_is(b, n, "_pywrap_tensorflow_internal.so"))
         return VG_LIB_TENSORFLOW;
-    if (vg_eq(b, n, "xla_extension.so") || vg_eq(b, n, "libjax_common.so") ||
-        vg_eq(b, n, "xla_cuda_plugin.so"))
+    if (vg_parse_is(b, n, "xla_extension.so") || vg_parse_is(b, n, "libjax_common.so") ||
+        vg_parse_is(b, n, "xla_cuda_plugin.so"))
         return VG_LIB_JAX;
     /* jax_cuda12_plugin/..., jax_cuda12_pjrt/..., jaxlib/cuda/...: CUDA parts of JAX. */
-    if (vg_ends(b, n, ".so")) {
+    if (vg_parse_ends(b, n, ".so")) {
         long j = vg_dir_starts(path, off, "jaxlib");
         if (vg_dir_starts(path, off, "jax_cuda") >= 0 ||
             (j >= 0 && memmem(path + j, len - (size_t)j, "cuda", 4)))
@@ -135,13 +120,12 @@ int vg_proc_parse_maps(const char *buf, size_t len, struct vg_proc *p)
         return -EINVAL;
     static const char deleted[] = " (deleted)";
     unsigned libs = 0;
-    for (const char *s = buf, *end = buf + len; s < end;) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        const char *le = nl ? nl : end;
-        const char *line = s;
-        s = nl ? nl + 1 : end;
-        if (le == line)
+    const char *s = buf, *line;
+    size_t len_line;
+    while (vg_parse_line(&s, buf + len, &line, &len_line)) {
+        if (!len_line)
             continue;
+        const char *le = line + len_line;
         const char *q = vg_skip_fields(line, le, 5);
         if (!q)
             return -EINVAL;
@@ -150,7 +134,7 @@ int vg_proc_parse_maps(const char *buf, size_t len, struct vg_proc *p)
         if (q >= le || *q != '/')
             continue; /* anonymous, [heap], [stack], [vdso] */
         size_t n = (size_t)(le - q);
-        if (vg_ends(q, n, deleted))
+        if (vg_parse_ends(q, n, deleted))
             n -= sizeof(deleted) - 1;
         libs |= vg_maps_lib(q, n);
     }

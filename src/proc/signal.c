@@ -52,11 +52,6 @@ int vg_proc_pidfd_signal(int fd, int sig)
     return 0;
 }
 
-unsigned long long vg_proc_now_ms(void)
-{
-    return vg_clock_ms();
-}
-
 int vg_proc_pidfd_exited(int fd, unsigned timeout_ms)
 {
     unsigned long long deadline = vg_clock_ms() + timeout_ms;

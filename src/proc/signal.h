@@ -42,7 +42,4 @@ int vg_proc_self_pid(int proc_root_fd, pid_t *pid);
  * PIDs of that namespace. */
 bool vg_proc_is_host_pidns(int proc_root_fd);
 
-/* vg_clock_ms() (util/clock.h) under its old name; only src/cmd/ still calls it. */
-unsigned long long vg_proc_now_ms(void);
-
 #endif

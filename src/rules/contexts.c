@@ -28,7 +28,7 @@ static bool vg_next_of(const struct vg_snapshot *snap, pid_t pid, size_t *k)
     return false;
 }
 
-/* Visit each process with NVML holdings once (the first holding of each pid). */
+/* Whether holding i is the first NVML holding of a process we could read. */
 static bool vg_first_of_pid(const struct vg_snapshot *snap, size_t i)
 {
     const struct vg_holding *h = &snap->holdings[i];
@@ -38,6 +38,16 @@ static bool vg_first_of_pid(const struct vg_snapshot *snap, size_t i)
         if (snap->holdings[k].pid == h->pid && (snap->holdings[k].seen & VG_SEEN_NVML))
             return false;
     return true;
+}
+
+/* The rules below visit each process with NVML holdings once: the next such process from
+ * holding *i on, as its first holding (with *i at it), or NULL when none is left. */
+static const struct vg_holding *vg_next_process(const struct vg_snapshot *snap, size_t *i)
+{
+    for (; *i < snap->nholdings; (*i)++)
+        if (vg_first_of_pid(snap, *i))
+            return &snap->holdings[*i];
+    return NULL;
 }
 
 static bool vg_small(const struct vg_holding *h, uint64_t max)
@@ -167,10 +177,8 @@ void vg_rule_nccl_all_gpus(const struct vg_rule_ctx *ctx, struct vg_findings *ou
 {
     const struct vg_snapshot *snap = ctx->snap;
     uint64_t max = ctx->opts->context_max;
-    for (size_t i = 0; i < snap->nholdings; i++) {
-        if (!vg_first_of_pid(snap, i))
-            continue;
-        const struct vg_holding *h = &snap->holdings[i];
+    const struct vg_holding *h;
+    for (size_t i = 0; (h = vg_next_process(snap, &i)) != NULL; i++) {
         const struct vg_proc *p = h->proc;
         if (!(p->known & VG_PROC_K_MAPS) || !(p->libs & VG_LIB_NCCL) ||
             vg_findings_has_pid(out, "ddp-gpu0", h->pid, VG_SNAP_NO_GPU))
@@ -264,10 +272,8 @@ static void vg_prealloc_fixes(struct vg_findings *out, struct vg_finding *f, boo
 void vg_rule_preallocation(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
-    for (size_t i = 0; i < snap->nholdings; i++) {
-        if (!vg_first_of_pid(snap, i))
-            continue;
-        const struct vg_holding *h = &snap->holdings[i];
+    const struct vg_holding *h;
+    for (size_t i = 0; (h = vg_next_process(snap, &i)) != NULL; i++) {
         const struct vg_proc *p = h->proc;
         bool tf = p->libs & VG_LIB_TENSORFLOW, jax = p->libs & VG_LIB_JAX;
         if (!(p->known & VG_PROC_K_MAPS) || (!tf && !jax))
@@ -438,10 +444,8 @@ void vg_rule_stray_contexts(const struct vg_rule_ctx *ctx, struct vg_findings *o
 {
     const struct vg_snapshot *snap = ctx->snap;
     uint64_t max = ctx->opts->context_max;
-    for (size_t i = 0; i < snap->nholdings; i++) {
-        if (!vg_first_of_pid(snap, i))
-            continue;
-        const struct vg_holding *h = &snap->holdings[i];
+    const struct vg_holding *h;
+    for (size_t i = 0; (h = vg_next_process(snap, &i)) != NULL; i++) {
         /* Reported already by a more specific rule: DDP ranks, NCCL, or TensorFlow/JAX
          * (whose finding lists every GPU the process holds, stray contexts included). */
         if (vg_findings_has_pid(out, "ddp-gpu0", h->pid, VG_SNAP_NO_GPU) ||

@@ -67,9 +67,11 @@ int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 }
 
 /* A non-negative decimal number with an optional fraction, no exponent, no sign. Returns the
- * number of bytes consumed, 0 when there is no number. */
+ * number of bytes consumed, 0 when there is no number (s NULL included). */
 static size_t vg_parse_decimal(const char *s, double *out, bool *had_point)
 {
+    if (!s)
+        return 0;
     size_t i = 0, digits = 0;
     double v = 0.0;
     while (s[i] >= '0' && s[i] <= '9') {
@@ -100,15 +102,22 @@ struct vg_unit {
     double mult;
 };
 
-static int vg_unit_lookup(const struct vg_unit *units, const char *s, double *mult)
+/* v in the unit named s (one of units) as a whole number: 0 with *out set, -EINVAL when s names
+ * no unit of the table, -ERANGE when the result does not fit 64 bits. Sizes and durations both
+ * end here. */
+static int vg_unit_apply(const struct vg_unit *units, const char *s, double v, uint64_t *out)
 {
-    for (const struct vg_unit *u = units; u->name; u++) {
-        if (strcmp(u->name, s) == 0) {
-            *mult = u->mult;
-            return 0;
-        }
-    }
-    return -EINVAL;
+    const struct vg_unit *u = units;
+    while (u->name && strcmp(u->name, s) != 0)
+        u++;
+    if (!u->name)
+        return -EINVAL;
+    double r = v * u->mult;
+    /* 2^64 is exactly representable; anything at or above it does not fit. */
+    if (!isfinite(r) || r >= 18446744073709551616.0)
+        return -ERANGE;
+    *out = (uint64_t)r;
+    return 0;
 }
 
 int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_fraction,
@@ -133,8 +142,6 @@ int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_
         {"TB", 1e12},
         {NULL, 0},
     };
-    if (!s)
-        return -EINVAL;
     double v;
     bool point;
     size_t n = vg_parse_decimal(s, &v, &point);
@@ -150,16 +157,13 @@ int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_
             *fraction = v;
         return 0;
     }
-    double mult;
-    if (vg_unit_lookup(units, unit, &mult))
-        return -EINVAL;
-    double b = v * mult;
-    /* 2^64 is exactly representable; anything at or above it does not fit. */
-    if (!isfinite(b) || b >= 18446744073709551616.0)
-        return -ERANGE;
+    uint64_t b;
+    int rc = vg_unit_apply(units, unit, v, &b);
+    if (rc)
+        return rc;
     if (is_fraction)
         *is_fraction = false;
-    *bytes = (uint64_t)b;
+    *bytes = b;
     return 0;
 }
 
@@ -169,21 +173,39 @@ int vg_parse_duration_ms(const char *s, uint64_t *ms)
         {"", 1000},     {"ms", 1},         {"s", 1000},      {"m", 60000},
         {"min", 60000}, {"h", VG_HOUR_MS}, {"d", VG_DAY_MS}, {NULL, 0},
     };
-    if (!s)
-        return -EINVAL;
     double v;
     bool point;
     size_t n = vg_parse_decimal(s, &v, &point);
-    if (!n)
-        return -EINVAL;
-    double mult;
-    if (vg_unit_lookup(units, s + n, &mult))
-        return -EINVAL;
-    double r = v * mult;
-    if (!isfinite(r) || r >= 18446744073709551616.0)
-        return -ERANGE;
-    *ms = (uint64_t)r;
-    return 0;
+    return n ? vg_unit_apply(units, s + n, v, ms) : -EINVAL;
+}
+
+bool vg_parse_line(const char **s, const char *end, const char **line, size_t *n)
+{
+    if (!*s || *s >= end)
+        return false;
+    const char *nl = memchr(*s, '\n', (size_t)(end - *s));
+    const char *le = nl ? nl : end;
+    *line = *s;
+    *n = (size_t)(le - *s);
+    *s = nl ? nl + 1 : end;
+    return true;
+}
+
+bool vg_parse_is(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+bool vg_parse_starts(const char *s, size_t n, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n >= k && memcmp(s, lit, k) == 0;
+}
+
+bool vg_parse_ends(const char *s, size_t n, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n >= k && memcmp(s + n - k, lit, k) == 0;
 }
 
 int vg_fmt_size(uint64_t bytes, char *out, size_t n)

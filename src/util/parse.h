@@ -2,7 +2,8 @@
  * Strict parsing of numbers, sizes and durations from untrusted text (command lines, /proc,
  * scenario files). Every function rejects empty input, trailing garbage, signs where none
  * belong and overflow, returning -EINVAL or -ERANGE and leaving *out untouched on failure.
- * No function here allocates.
+ * Also the matching of length-delimited text (a field of a line, a path component) against
+ * literals. No function here allocates.
  */
 #ifndef VG_UTIL_PARSE_H
 #define VG_UTIL_PARSE_H
@@ -38,6 +39,15 @@ int vg_parse_size(const char *s, bool allow_fraction, uint64_t *bytes, bool *is_
 /* A duration: "500ms", "2s", "1.5s", "10m", "2h", "1d"; a bare number is seconds.
  * Result in milliseconds. */
 int vg_parse_duration_ms(const char *s, uint64_t *ms);
+
+/* Text split into lines: the line at *s (before end) as *line and its length *n without the
+ * '\n' (the last line may lack one), *s moved past it; false once *s reaches end. */
+bool vg_parse_line(const char **s, const char *end, const char **line, size_t *n);
+
+/* Whether the n bytes at s (not NUL-terminated) are lit, begin with lit, end with lit. */
+bool vg_parse_is(const char *s, size_t n, const char *lit);
+bool vg_parse_starts(const char *s, size_t n, const char *lit);
+bool vg_parse_ends(const char *s, size_t n, const char *lit);
 
 /* Render bytes for people: "0 B", "512 KiB", "1.5 GiB" (one decimal above KiB when needed).
  * Writes at most n bytes including the NUL; returns -ENOSPC if it would not fit. */

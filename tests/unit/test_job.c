@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -421,6 +422,49 @@ static void test_stop_signal_if(void **state)
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
 }
 
+/* A child that waits for signals with SIGTERM at ign_term ? ignored : its default. */
+static pid_t test_stop_child_start(bool ign_term)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGTERM, ign_term ? SIG_IGN : SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (;;)
+            pause();
+    }
+    return pid;
+}
+
+/* The stop sequence without pidfds, by PID for our own children: SIGTERM ends the first, the
+ * second needs SIGKILL; both are left for us to reap (waitid with WNOWAIT). */
+static void test_stop_children(void **state)
+{
+    (void)state;
+    struct vg_stop ss[2];
+    pid_t pids[2] = {test_stop_child_start(false), test_stop_child_start(true)};
+    for (int i = 0; i < 2; i++) {
+        vg_stop_init_child(&ss[i], pids[i]);
+        assert_int_equal(ss[i].outcome, VG_STOP_IDLE);
+    }
+    /* The second must have set SIG_IGN before its SIGTERM: wait until it waits in pause(). */
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < 2; i++)
+        vg_stop_term(&ss[i]);
+    vg_stop_finish(ss, 2, sizeof(ss[0]), 300, 5000);
+    assert_int_equal(ss[0].outcome, VG_STOP_TERMINATED);
+    assert_int_equal(ss[1].outcome, VG_STOP_KILLED);
+    assert_true(ss[1].sent_kill);
+    int st;
+    assert_int_equal(waitpid(pids[0], &st, WNOHANG), pids[0]);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    assert_int_equal(waitpid(pids[1], &st, WNOHANG), pids[1]);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
 static void test_statuses(void **state)
 {
     (void)state;
@@ -517,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_cgroup_parsers),    cmocka_unit_test(test_tree_over_fake_proc),
         cmocka_unit_test(test_statuses),          cmocka_unit_test(test_real_job),
         cmocka_unit_test(test_pids_pieces),       cmocka_unit_test(test_stop_signal_if),
+        cmocka_unit_test(test_stop_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

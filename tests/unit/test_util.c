@@ -135,6 +135,30 @@ static void test_parse_duration(void **state)
     assert_int_equal(vg_parse_duration_ms("5y", &ms), -EINVAL);
 }
 
+static void test_parse_text(void **state)
+{
+    (void)state;
+    static const char text[] = "a\n\nbc";
+    const char *s = text, *end = text + strlen(text), *line;
+    size_t n;
+    assert_true(vg_parse_line(&s, end, &line, &n));
+    assert_true(line == text && n == 1);
+    assert_true(vg_parse_line(&s, end, &line, &n));
+    assert_true(line == text + 2 && n == 0);
+    assert_true(vg_parse_line(&s, end, &line, &n));
+    assert_true(line == text + 3 && n == 2); /* the last line, with no '\n' */
+    assert_false(vg_parse_line(&s, end, &line, &n));
+    const char *none = NULL;
+    assert_false(vg_parse_line(&none, NULL, &line, &n));
+
+    assert_true(vg_parse_is("abcd", 3, "abc"));
+    assert_false(vg_parse_is("abcd", 4, "abc"));
+    assert_true(vg_parse_starts("kubepods-pod", 12, "kubepods"));
+    assert_false(vg_parse_starts("kube", 4, "kubepods"));
+    assert_true(vg_parse_ends("x.scope!", 7, ".scope"));
+    assert_false(vg_parse_ends("scope", 5, ".scope"));
+}
+
 static void test_fmt_size(void **state)
 {
     (void)state;
@@ -272,11 +296,16 @@ static void test_clock_iso8601(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_buf_bounded),
+        cmocka_unit_test(test_buf_grows),
         cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
-        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_fmt_size),      cmocka_unit_test(test_file_read),
+        cmocka_unit_test(test_err),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_text),
+        cmocka_unit_test(test_fmt_size),
+        cmocka_unit_test(test_file_read),
         cmocka_unit_test(test_file_read_regular),
         cmocka_unit_test(test_clock_iso8601),
         cmocka_unit_test(test_clock_ts),
