@@ -99,10 +99,11 @@ leftover_pid() {
     awk '$1 == "main" { print $2 }' "$HO/w.$J"
 }
 
-# The job's GPU: from the prolog's log (SLURM_JOB_GPUS is not in the job's script output).
+# The job's GPU: from the prolog's log (SLURM_JOB_GPUS is not in the job's script output),
+# whose detail lines read "clean: GPU 0 (...) free; ...".
 job_gpu() {
     vg_slurm_wait "[[ -s $HO/$J.prolog.log ]]" 30
-    sed -n 's/^GPU \([0-9]\) .*/\1/p' "$HO/$J.prolog.log" | head -n 1
+    sed -n 's/^[a-z]*: GPU \([0-9]\) .*/\1/p' "$HO/$J.prolog.log" | head -n 1
 }
 
 log() {
