@@ -628,6 +628,17 @@ static int vg_handoff_assess(struct vg_handoff_result *res, const struct vg_snap
     return 0;
 }
 
+/* A later look could not read the host: what was done stays on record; what it would have
+ * shown is not known. */
+static void vg_handoff_look_failed(struct vg_handoff_result *res)
+{
+    for (size_t i = 0; i < res->ngpus; i++)
+        if (res->gpus[i].state < VG_HANDOFF_UNKNOWN) {
+            res->gpus[i].state = VG_HANDOFF_UNKNOWN;
+            res->gpus[i].why = "look-failed";
+        }
+}
+
 /* The driver stopped answering between looks: nothing can be said of any GPU but that. */
 static void vg_handoff_driver_gone(struct vg_handoff_result *res, const struct vg_snapshot *snap)
 {
@@ -716,8 +727,10 @@ int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, vo
         vg_snap_free(snap);
         snap = NULL;
         res->looks++;
-        if ((rc = look(ctx, &snap)) != 0)
-            goto out;
+        if (look(ctx, &snap) != 0) {
+            vg_handoff_look_failed(res);
+            break;
+        }
         if (!snap->driver_ok) {
             vg_handoff_driver_gone(res, snap);
             break;

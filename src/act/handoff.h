@@ -1,6 +1,7 @@
 /*
- * The hand-off between scheduler jobs (`vramguard handoff prolog|epilog`): is a job's set of
- * GPUs ready for the next job, and, after a job, stopping what that job left holding them.
+ * The hand-off between scheduler jobs (`vramguard handoff prolog|epilog|node`): is a job's set
+ * of GPUs ready for the next job, and, after a job, stopping what that job left holding them;
+ * node: is any GPU holding memory no running job holds.
  *
  * Whose is a holder (enum vg_handoff_owner): this job's when its real uid is the job's and its
  * environment names the job (SLURM_JOB_ID) or its cgroup does (a path component "job_ID", as
@@ -176,8 +177,8 @@ struct vg_handoff_gpu {
     bool minor_known;
     enum vg_handoff_state state;
     const char *why; /* static id of the state's cause: "free", "stopped", "holder",
-                      * "leftover", "unexplained", "memory-unknown", "d-state", "survived",
-                      * "stuck", "lost", "hung", "missing" */
+                      * "leftover", "unexplained", "memory-unknown", "look-failed",
+                      * "d-state", "survived", "stuck", "lost", "hung", "missing" */
     bool mem_known;
     uint64_t used, baseline;           /* bytes; used as the driver reports it at the last look */
     struct vg_handoff_holder *holders; /* every holder seen, in the order first seen */
@@ -210,8 +211,9 @@ void vg_handoff_result_release(struct vg_handoff_result *r);
  * non-zero when even /proc could not be read (the callee has said why). */
 typedef int (*vg_handoff_look_fn)(void *ctx, struct vg_snapshot **snap);
 
-/* Run the hand-off. Returns 0 with res filled (its state is the verdict, UNKNOWN included), a
- * positive value when a look failed (res holds what was seen before), or -ENOMEM (err set). */
+/* Run the hand-off. Returns 0 with res filled (its state is the verdict, UNKNOWN included: a
+ * later look that failed leaves the GPUs not judged worse "look-failed"), a positive value
+ * when the first look failed (res empty), or -ENOMEM (err set). */
 int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, void *ctx,
                    struct vg_handoff_result *res, struct vg_err *err);
 

@@ -286,6 +286,9 @@ static int vg_handoff_gpus(struct vg_handoff *h)
         h->gpus_from = "CUDA_VISIBLE_DEVICES";
         return vg_handoff_sels(h, cvd, false);
     }
+    /* Slurm sets no GPU variable for a job without GPUs: nothing to hand over. */
+    if (vg_handoff_env("SLURM_JOB_ID"))
+        return 1;
     vg_cmd_error("handoff", "no GPUs named: give --gpus, or run from a Slurm prolog or epilog "
                             "(SLURM_JOB_GPUS)");
     return -1;
@@ -330,7 +333,8 @@ static int vg_handoff_who(struct vg_handoff *h)
         return -1;
     }
     pid_t self;
-    if (vg_proc_self_pid(h->req.proc_root_fd, &self) != 0)
+    bool own = vg_proc_self_pid(h->req.proc_root_fd, &self) == 0 && self == getpid();
+    if (!own && vg_proc_self_pid(h->req.proc_root_fd, &self) != 0)
         self = getpid();
     struct vg_err err = VG_ERR_INIT;
     if (vg_proc_ancestors(h->req.proc_root_fd, self, &h->ancestors, &h->nancestors, &err) != 0) {
@@ -341,7 +345,7 @@ static int vg_handoff_who(struct vg_handoff *h)
     h->req.who = (struct vg_kill_ctx){self, h->ancestors, h->nancestors, getuid()};
     /* A pidfd names a process of our own PID namespace: with another's procfs the numbers
      * would name other processes, so an epilog there may look but not act. */
-    if (h->req.mode == VG_HANDOFF_EPILOG && self != getpid()) {
+    if (h->req.mode == VG_HANDOFF_EPILOG && !own) {
         vg_cmd_error("handoff",
                      "an epilog needs the procfs of vramguard's own PID namespace; '%s' "
                      "numbers processes differently",
@@ -486,6 +490,25 @@ static int vg_handoff_emit(struct vg_handoff *h, const struct vg_handoff_result 
     return status;
 }
 
+/* The job, its GPUs and who is asking: -1 to go on (*nogpu: the scheduler's job has no GPUs;
+ * *blind: /proc could not be read, said already), else the exit status. */
+static int vg_handoff_prepare(struct vg_handoff *h, bool *nogpu, bool *blind)
+{
+    if (h->req.mode == VG_HANDOFF_NODE && (h->gpus_arg || h->req.job.id || h->uid_arg)) {
+        vg_cmd_error("handoff", "node checks every GPU and no job: --gpus, --job and --uid are "
+                                "for prolog and epilog");
+        return VG_EXIT_USAGE;
+    }
+    if (h->req.mode != VG_HANDOFF_NODE) {
+        int rc;
+        if (vg_handoff_job(h) || (rc = vg_handoff_gpus(h)) < 0)
+            return VG_EXIT_USAGE;
+        *nogpu = rc > 0;
+    }
+    *blind = !*nogpu && vg_handoff_who(h) != 0;
+    return -1;
+}
+
 int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
 {
     struct vg_handoff h = {.g = g};
@@ -494,14 +517,9 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     h.req.tolerance = VG_REASON_DIRTY_TOLERANCE;
     h.req.proc_root_fd = -1;
     int status = vg_handoff_parse(&h, argc, argv);
-    if (status < 0 && h.req.mode == VG_HANDOFF_NODE && (h.gpus_arg || h.req.job.id || h.uid_arg)) {
-        vg_cmd_error("handoff", "node checks every GPU and no job: --gpus, --job and --uid are "
-                                "for prolog and epilog");
-        status = VG_EXIT_USAGE;
-    }
-    if (status < 0 && h.req.mode != VG_HANDOFF_NODE && (vg_handoff_job(&h) || vg_handoff_gpus(&h)))
-        status = VG_EXIT_USAGE;
-    bool blind = status < 0 && vg_handoff_who(&h) != 0;
+    bool nogpu = false, blind = false;
+    if (status < 0)
+        status = vg_handoff_prepare(&h, &nogpu, &blind);
     if (status < 0) {
         struct vg_kill_nvml nvml = {g->nvml_path, g->nvml_timeout_ms};
         h.req.sel = h.sels.v;
@@ -511,7 +529,10 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         struct vg_handoff_result res;
         vg_handoff_result_init(&res);
         struct vg_err err = VG_ERR_INIT;
-        int rc = blind ? 1
+        /* A job without GPUs: nothing to look at; clean. */
+        res.driver_ok = nogpu;
+        int rc = nogpu   ? 0
+                 : blind ? 1
                  : h.req.mode == VG_HANDOFF_NODE
                      ? vg_handoff_node_run(&h, &res, &err)
                      : vg_handoff_run(&h.req, vg_handoff_look, &h, &res, &err);

@@ -140,6 +140,8 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
         vg_buf_adds(out, " still used after the holders of ");
         vg_handoff_job_words(out, v);
         vg_buf_adds(out, " were gone");
+    } else if (strcmp(w, "look-failed") == 0) {
+        vg_buf_adds(out, " could not be looked at again: the host's processes could not be read");
     } else if (strcmp(w, "memory-unknown") == 0) {
         vg_buf_adds(out, ": its memory could not be read");
     } else if (strcmp(w, "stopped") == 0) {
@@ -180,6 +182,11 @@ int vg_render_handoff_reason(const struct vg_handoff_view *v, struct vg_buf *out
     if (!r->driver_ok) {
         vg_buf_adds(out, r->driver_hung ? "the driver hung: " : "could not check: ");
         vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
+        return out->err;
+    }
+    if (r->ngpus == 0 && v->mode != VG_HANDOFF_NODE) {
+        vg_handoff_job_words(out, v);
+        vg_buf_adds(out, " has no GPUs here: nothing to hand over");
         return out->err;
     }
     if (r->state == VG_HANDOFF_CLEAN || r->state == VG_HANDOFF_CLEANED) {

@@ -230,6 +230,9 @@ show() {
     [ "$status" -eq 64 ] && [[ $stderr == *"node checks every GPU and no job"* ]]
     ho prolog
     [ "$status" -eq 64 ] && [[ $stderr == *"no GPUs named"* ]]
+    # From Slurm (SLURM_JOB_ID set), a job without GPUs has nothing to hand over.
+    SLURM_JOB_ID=9 SLURM_JOB_UID=0 ho epilog
+    [ "$status" -eq 0 ] && [ "$output" = "vramguard: clean: job 9 has no GPUs here: nothing to hand over" ]
     ho epilog --gpus 0
     [ "$status" -eq 64 ] && [[ $stderr == *"needs the job's id and user"* ]]
     SLURM_JOB_GPUS=0,x ho prolog

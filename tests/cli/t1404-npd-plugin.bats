@@ -40,16 +40,26 @@ gpus() {
     run "$NPD/vramguard-npd" dirty
     echo "$output"
     [ "$status" -eq 1 ]
-    [[ $output == "vramguard: dirty: GPU 1 held by pid $VG_PID ("*"), a leftover of an ended job, 3 GiB" ]]
+    [[ $output == "dirty: GPU 1 (GPU-11111111) held by pid $VG_PID ("*"), a leftover of an ended job, 3 GiB"* ]]
     run "$NPD/vramguard-npd" wedged
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 0 ] && [ "$output" = "vramguard: no GPU wedged" ]
+}
+
+@test "one GPU wedged does not hide another one dirty" {
+    vg_spawn --pgrp --orphan --comm pt_data_worker --open "$DEVDIR/nvidia1" -- python train.py >/dev/null
+    gpus "proc gpu=1 pid=$VG_PID type=compute mem=3GiB sm=0" "hang func=nvmlDeviceGetMemoryInfo_v2 gpu=0 seconds=30"
+    run "$NPD/vramguard-npd" dirty
+    echo "$output"
+    [ "$status" -eq 1 ] && [[ $output == "dirty: GPU 1 "* ]]
+    run "$NPD/vramguard-npd" wedged
+    [ "$status" -eq 1 ] && [[ $output == "wedged: GPU 0 "* ]]
 }
 
 @test "a hung GPU: wedged is NonOK; no driver: Unknown; a bad argument: Unknown" {
     gpus "hang func=nvmlDeviceGetMemoryInfo_v2 gpu=0 seconds=30"
     run "$NPD/vramguard-npd" wedged
     echo "$output"
-    [ "$status" -eq 1 ] && [[ $output == "vramguard: wedged: GPU 0 hung"* ]]
+    [ "$status" -eq 1 ] && [[ $output == "wedged: GPU 0 (GPU-00000000) hung"* ]]
     run "$NPD/vramguard-npd" dirty
     [ "$status" -eq 0 ]
     FAKE_NVML_SCENARIO= run "$NPD/vramguard-npd" dirty
