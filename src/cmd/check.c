@@ -67,13 +67,7 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
     struct vg_watch_config flags;
     vg_watch_config_init(&flags);
     const char *config = NULL;
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "check",
-                             .help = vg_check_help,
-                             .opts = vg_check_opts,
-                             .help_tail = vg_check_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(check), .g = g, .argc = argc, .argv = argv,
                              .dst = {&config}};
     int status = 0, c;
     while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0)

@@ -176,13 +176,7 @@ static const struct vg_opt vg_clean_opts[] = {
 
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = c->g,
-                             .cmd = "clean",
-                             .help = vg_clean_help,
-                             .opts = vg_clean_opts,
-                             .help_tail = vg_clean_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = c->g, .argc = argc, .argv = argv,
                              .dst = {c}};
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {

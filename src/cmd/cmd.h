@@ -103,6 +103,13 @@ struct vg_cmd_parse {
     struct option longopts[VG_OPT_MAX];
 };
 
+/* The fields of a struct vg_cmd_parse that every command fills alike, from its own
+ * vg_NAME_help, vg_NAME_opts and vg_NAME_help_tail:
+ *     struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = g, .argc = argc, .argv = argv}; */
+#define VG_CMD_PARSE(name)                                                                         \
+    .cmd = #name, .help = vg_##name##_help, .opts = vg_##name##_opts,                              \
+    .help_tail = vg_##name##_help_tail
+
 /* Build the getopt_long array and short-option string of the global table followed by opts
  * (NULL: none) into longopts and optstring (which holds its prefix, e.g. "+:h"). 0 or
  * -ENOSPC. */

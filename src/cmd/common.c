@@ -175,11 +175,12 @@ static int vg_cmd_store(struct vg_cmd_parse *p, const struct vg_opt *o)
         vg_cmd_error(p->cmd, "internal error: no target for --%s", o->name);
         return -1;
     }
-    if (vg_opt_store(&o->val, p->dst[o->val.dst], optarg) != 0) {
+    int rc = vg_opt_store(&o->val, p->dst[o->val.dst], optarg);
+    if (rc == -EINVAL)
         vg_cmd_error(p->cmd, "--%s takes %s, not '%s'", o->name, o->val.takes, optarg);
-        return -1;
-    }
-    return 0;
+    else if (rc)
+        vg_cmd_error(p->cmd, "internal error: --%s does not fit its target", o->name);
+    return rc ? -1 : 0;
 }
 
 /* The first call: the getopt arrays, and getopt's state reset. 0 or VG_CMD_OPT_USAGE. */
@@ -262,11 +263,12 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
         return 0;
     if (o->id == VG_OPT_DEV)
         return vg_global_dev(g, arg, cmd);
-    if (vg_opt_store(&o->val, g, arg) != 0) {
+    int rc = vg_opt_store(&o->val, g, arg);
+    if (rc == -EINVAL)
         vg_cmd_error(cmd, "--%s takes %s, not '%s'", o->name, o->val.takes, arg);
-        return -1;
-    }
-    return 1;
+    else if (rc)
+        vg_cmd_error(cmd, "internal error: --%s does not fit its target", o->name);
+    return rc ? -1 : 1;
 }
 
 bool vg_cmd_use_color(const struct vg_global *g)

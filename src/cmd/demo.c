@@ -1090,15 +1090,9 @@ static const struct vg_opt vg_demo_opts[] = {
 static int vg_demo_parse(struct vg_global *g, int argc, char **argv, struct vg_demo_args *a)
 {
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "demo",
-                             .help = vg_demo_help,
-                             .opts = vg_demo_opts,
-                             .help_tail = vg_demo_help_tail,
-                             .argc = argc,
-                             .argv = argv,
-                             .operands = true,
-                             .dst = {a}};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(demo), .g = g, .argc = argc, .argv = argv, .operands = true, .dst = {a},
+    };
     int c;
     while ((c = vg_cmd_next_opt(&p)) == VG_DEMO_KEEP)
         if (optarg)

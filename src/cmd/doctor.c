@@ -99,13 +99,7 @@ static const struct vg_opt vg_doctor_opts[] = {
 static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg_rule_opts *ropts,
                            const char **gpu_arg, struct vg_finding_filter *flt)
 {
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "doctor",
-                             .help = vg_doctor_help,
-                             .opts = vg_doctor_opts,
-                             .help_tail = vg_doctor_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(doctor), .g = g, .argc = argc, .argv = argv,
                              .dst = {ropts, flt, gpu_arg}};
     int c = vg_cmd_next_opt(&p);
     if (c == VG_DOCTOR_LIST)

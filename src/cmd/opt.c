@@ -120,18 +120,22 @@ const struct vg_opt *vg_opt_find_key(const struct vg_opt *t, const char *key, si
     return NULL;
 }
 
-/* Store v (which fits: the kinds check their ranges) in the size bytes at p. */
-static void vg_opt_put(void *p, size_t size, uint64_t v)
+/* Store v in the size bytes at p: 0, or -ERANGE when the row's target cannot hold it (a row
+ * whose range or width is wrong: never cut short). */
+static int vg_opt_put(void *p, size_t size, uint64_t v)
 {
     if (size == sizeof(uint64_t)) {
         memcpy(p, &v, sizeof(v));
-    } else if (size == sizeof(uint32_t)) {
+    } else if (size == sizeof(uint32_t) && v <= UINT32_MAX) {
         uint32_t x = (uint32_t)v;
         memcpy(p, &x, sizeof(x));
-    } else if (size == sizeof(uint8_t)) {
+    } else if (size == sizeof(uint8_t) && v <= 1) {
         uint8_t x = (uint8_t)v;
         memcpy(p, &x, sizeof(x));
+    } else {
+        return -ERANGE;
     }
+    return 0;
 }
 
 /* The index of arg among the '|'-separated words, or -1. */
@@ -183,27 +187,30 @@ int vg_opt_store(const struct vg_opt_val *v, void *base, const char *arg)
 {
     char *at = (char *)base + v->off;
     uint64_t x = 0;
+    int rc = 0;
     switch (v->kind) {
     case VG_OPT_K_CODE:
         return 0;
     case VG_OPT_K_SET:
     case VG_OPT_K_CLEAR:
-        vg_opt_put(at, v->size, v->kind == VG_OPT_K_SET);
+        rc = vg_opt_put(at, v->size, v->kind == VG_OPT_K_SET);
         break;
     case VG_OPT_K_STR:
+        if (v->size != sizeof(arg))
+            return -ERANGE;
         if (arg)
             memcpy(at, &arg, sizeof(arg));
         break;
     default:
         if (!arg && v->kind == VG_OPT_K_WORD)
-            vg_opt_put(at, v->size, v->min);
+            rc = vg_opt_put(at, v->size, v->min);
         else if (arg && vg_opt_convert(v, arg, &x))
             return -EINVAL;
         else if (arg)
-            vg_opt_put(at, v->size, x);
+            rc = vg_opt_put(at, v->size, x);
         break;
     }
-    if (v->given)
-        vg_opt_put((char *)base + v->given - 1, sizeof(bool), 1);
-    return 0;
+    if (rc == 0 && v->given)
+        rc = vg_opt_put((char *)base + v->given - 1, sizeof(bool), 1);
+    return rc;
 }

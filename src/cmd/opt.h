@@ -1,7 +1,10 @@
 /*
  * One declarative option table per command: each option is written once, as a struct vg_opt
  * row, and the getopt_long array, the short-option string, the options section of --help and
- * the lookup of watch's config-file keys are all derived from those rows.
+ * the lookup of watch's config-file keys are all derived from those rows. A row may also say
+ * what its value is (a flag, a duration in a range, a size, a word of a list, ...) and where
+ * it goes (struct vg_opt_val): the shared parse (cmd.h, vg_cmd_next_opt) then converts and
+ * stores it and words the error, and the command keeps code only for what is its own.
  *
  * A table is an array ended by VG_OPT_TABLE_END. The global options (--json, --color, ...)
  * are one table, vg_global_opts, that every command's parse adds in front of its own, so
@@ -110,8 +113,9 @@ const struct vg_opt *vg_opt_find_key(const struct vg_opt *t, const char *key, si
 
 /* Convert arg as v says and store it in base (v->off; v->given set true too). arg NULL (an
  * optional argument left out) stores nothing but given, WORD's min, SET's and CLEAR's value.
- * 0, or -EINVAL when arg is not such a value (nothing stored); the caller words the message
- * (with v->takes). */
+ * 0, -EINVAL when arg is not such a value (nothing stored; the caller words the message,
+ * with v->takes), or -ERANGE when the row's target is too narrow for its value (a bug in the
+ * row, never a truncated value). */
 int vg_opt_store(const struct vg_opt_val *v, void *base, const char *arg);
 
 #endif

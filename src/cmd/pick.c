@@ -150,13 +150,7 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
     vg_gpusel_opts_init(&o, "pick", g);
     struct vg_pick_args pa = {.fmt = VG_FMT_CVD};
     struct vg_err err = VG_ERR_INIT;
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "pick",
-                             .help = vg_pick_help,
-                             .opts = vg_pick_opts,
-                             .help_tail = vg_pick_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(pick), .g = g, .argc = argc, .argv = argv,
                              .dst = {[0] = &pa, [VG_GPUSEL_DST] = &o}};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {

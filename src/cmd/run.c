@@ -379,15 +379,9 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
 {
     struct vg_err err = VG_ERR_INIT;
     /* .operands: the words after the options are the command to run. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "run",
-                             .help = vg_run_help,
-                             .opts = vg_run_opts,
-                             .help_tail = vg_run_help_tail,
-                             .argc = argc,
-                             .argv = argv,
-                             .operands = true,
-                             .dst = {[0] = r, [VG_GPUSEL_DST] = o}};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(run), .g = g,
+                             .argc = argc,      .argv = argv,
+                             .operands = true,  .dst = {[0] = r, [VG_GPUSEL_DST] = o}};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         int rv = c == VG_RUN_GPUS ? vg_pick_parse_spec(optarg, &o->spec, &err)

@@ -221,15 +221,9 @@ static int vg_serve_check_listen(const struct vg_serve_cfg *sc, struct vg_serve_
 static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_serve_cfg *sc,
                           struct vg_serve_diag *diag, struct vg_serve_addr *addr)
 {
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "serve",
-                             .help = vg_serve_help,
-                             .opts = vg_serve_opts,
-                             .help_tail = vg_serve_help_tail,
-                             .help_col = 22,
-                             .argc = argc,
-                             .argv = argv,
-                             .dst = {sc, diag}};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(serve), .g = g, .argc = argc, .argv = argv, .help_col = 22, .dst = {sc, diag},
+    };
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
         if (c == VG_SERVE_CONTEXT_MAX) {

@@ -40,13 +40,7 @@ static const struct vg_opt vg_status_opts[] = {
 int vg_cmd_status(struct vg_global *g, int argc, char **argv)
 {
     bool no_nvml = false;
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "status",
-                             .help = vg_status_help,
-                             .opts = vg_status_opts,
-                             .help_tail = vg_status_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(status), .g = g, .argc = argc, .argv = argv,
                              .dst = {&no_nvml}};
     int c = vg_cmd_next_opt(&p);
     if (c != VG_CMD_OPT_END)

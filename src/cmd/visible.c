@@ -112,15 +112,8 @@ static int vg_visible_parse(struct vg_global *g, int argc, char **argv, const ch
         return status;
     }
     /* .operands: the values were set apart above; what is left over gets visible's own message. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "visible",
-                             .help = vg_visible_help,
-                             .opts = vg_visible_opts,
-                             .help_tail = vg_visible_help_tail,
-                             .argc = nopts,
-                             .argv = opts,
-                             .operands = true,
-                             .dst = {order, &unset}};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(visible), .g = g,           .argc = nopts,
+                             .argv = opts,          .operands = true, .dst = {order, &unset}};
     int c = vg_cmd_next_opt(&p);
     status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
     if (status < 0 && optind < nopts) {

@@ -470,13 +470,7 @@ static int vg_watch_flag(struct vg_watch *w, const struct vg_opt *o, const char 
 
 static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = w->g,
-                             .cmd = "watch",
-                             .help = vg_watch_help,
-                             .opts = vg_watch_opts,
-                             .help_tail = vg_watch_help_tail,
-                             .argc = argc,
-                             .argv = argv,
+    struct vg_cmd_parse p = {VG_CMD_PARSE(watch), .g = w->g, .argc = argc, .argv = argv,
                              .dst = {&w->config_path, &w->once}};
     int c;
     /* What comes back are settings: the row names the config key each one sets. */

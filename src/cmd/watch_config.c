@@ -159,8 +159,11 @@ static int vg_wcfg_set(struct vg_watch_config *c, const struct vg_wcfg_key *k, c
 {
     if (k->set)
         return k->set(c, v, err);
-    if (vg_opt_store(&k->val, c, v) == 0)
+    int rc = vg_opt_store(&k->val, c, v);
+    if (rc == 0)
         return 0;
+    if (rc != -EINVAL)
+        return vg_err_set(err, rc, "internal error: %s does not fit its target", k->name);
     if (k->val.takes)
         return vg_err_set(err, -EINVAL, "%s takes %s, not '%s'", k->name, k->val.takes, v);
     return vg_err_set(err, -EINVAL,
