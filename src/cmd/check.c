@@ -40,14 +40,9 @@ static const struct vg_opt vg_check_opts[] = {
      VG_WATCH_OPT_SETTING, "expect", VG_OPT_CODE},
     {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE", "alerts for memory above this (default 10MiB)",
      VG_WATCH_OPT_SETTING, "threshold", VG_OPT_CODE},
-    {"config",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "FILE",
-     "take expect, threshold and nvml_timeout from a watch config file",
-     0,
-     NULL,
-     {VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR}},
+    {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "take expect, threshold and nvml_timeout from a watch config file", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
     VG_OPT_TABLE_END,
 };
 

@@ -69,6 +69,7 @@ enum {
     VG_GPUSEL_OPT_FIRST_LOCAL /* pick and run number their own options from here */
 };
 #define VG_GPUSEL_DST 1
+#define VG_GPUSEL_AT(member) VG_OPT_AT(VG_GPUSEL_DST, struct vg_gpusel_opts, member)
 
 /* Their table rows (cmd/opt.h), defined once: name, value and code; each command words the
  * help for itself (run's apply to auto:N only). */
@@ -84,19 +85,14 @@ enum {
 #define VG_GPUSEL_ROW_EXCLUDE(help)                                                                \
     {                                                                                              \
         "exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, 0, NULL,                                  \
-        {                                                                                          \
-            VG_OPT_AT(VG_GPUSEL_DST, struct vg_gpusel_opts, exclude), .kind = VG_OPT_K_STR         \
-        }                                                                                          \
+            VG_OPT_VAL(VG_GPUSEL_AT(exclude), .kind = VG_OPT_K_STR)                                \
     }
 #define VG_GPUSEL_ROW_WAIT(help)                                                                   \
     {                                                                                              \
         "wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, 0, NULL,                                  \
-        {                                                                                          \
-            VG_OPT_AT(VG_GPUSEL_DST, struct vg_gpusel_opts, wait_ms),                              \
-                VG_OPT_GIVEN(struct vg_gpusel_opts, wait),                                         \
-                .kind = VG_OPT_K_DURATION, .max = 7ull * VG_DAY_MS,                                \
-                .takes = "a duration up to 7d (30s, 10m, 2h)"                                      \
-        }                                                                                          \
+            VG_OPT_VAL(VG_GPUSEL_AT(wait_ms), VG_OPT_GIVEN(struct vg_gpusel_opts, wait),           \
+                       .kind = VG_OPT_K_DURATION, .max = 7ull * VG_DAY_MS,                         \
+                       .takes = "a duration up to 7d (30s, 10m, 2h)")                              \
     }
 
 /* The defaults both commands start from: one GPU chosen with pick's policy (the default

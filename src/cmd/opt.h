@@ -51,13 +51,20 @@ struct vg_opt_val {
     bool then_code;    /* after storing, return the row's id to the command as well */
 };
 
-/* The pieces of a struct vg_opt_val, to combine inside braces:
- *     {VG_OPT_AT(0, struct vg_clean, po.pid), .kind = VG_OPT_K_PID, .takes = "a process id"} */
+/* The pieces of a struct vg_opt_val, to combine in VG_OPT_VAL:
+ *     VG_OPT_VAL(VG_OPT_AT(0, struct vg_clean, po.pid), .kind = VG_OPT_K_PID,
+ *                .takes = "a process id") */
 #define VG_OPT_AT(i, type, member)                                                                 \
     .dst = (i), .off = offsetof(type, member), .size = sizeof(((type *)0)->member)
 /* A plain variable (not a struct member) as target i. */
 #define VG_OPT_VAR(i, type) .dst = (i), .off = 0, .size = sizeof(type)
 #define VG_OPT_GIVEN(type, member) .given = offsetof(type, member) + 1
+/* A row's struct vg_opt_val (a macro call, which keeps clang-format from laying the row out one
+ * field a line). */
+#define VG_OPT_VAL(...)                                                                            \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
 /* A row whose value the command handles itself. */
 #define VG_OPT_CODE                                                                                \
     {                                                                                              \

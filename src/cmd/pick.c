@@ -130,16 +130,13 @@ static const struct vg_opt vg_pick_opts[] = {
     VG_GPUSEL_ROW_MAX_UTIL("highest utilisation accepted, 0-100 (default 50); with this\n"
                            "option, a GPU whose utilisation is unknown is not picked"),
     VG_GPUSEL_ROW_EXCLUDE("never pick these (indices as nvidia-smi numbers them, or UUIDs)"),
-    {"format",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "FMT",
+    {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
      "cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
      "json: a vramguard.pick/1 document (also --json)",
-     0,
-     NULL,
-     {VG_OPT_AT(0, struct vg_pick_args, fmt), VG_OPT_GIVEN(struct vg_pick_args, fmt_given),
-      .kind = VG_OPT_K_WORD, .words = "cvd|index|json", .takes = "cvd, index or json"}},
+     0, NULL,
+     VG_OPT_VAL(VG_OPT_AT(0, struct vg_pick_args, fmt),
+                VG_OPT_GIVEN(struct vg_pick_args, fmt_given), .kind = VG_OPT_K_WORD,
+                .words = "cvd|index|json", .takes = "cvd, index or json")},
     VG_GPUSEL_ROW_WAIT("wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free"),
     VG_OPT_TABLE_END,
 };

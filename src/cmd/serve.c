@@ -119,37 +119,23 @@ struct vg_serve_cfg {
 #define VG_SERVE_AT(member) VG_OPT_AT(0, struct vg_serve_cfg, member)
 #define VG_SERVE_DIAG(member) VG_OPT_AT(1, struct vg_serve_diag, member)
 #define VG_SERVE_DUR(member, lo, hi, range)                                                        \
-    {                                                                                              \
-        VG_SERVE_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi),                  \
-                             .takes = "a duration between " range " (e.g. 5s, 500ms)"              \
-    }
+    VG_OPT_VAL(VG_SERVE_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi),           \
+               .takes = "a duration between " range " (e.g. 5s, 500ms)")
 #define VG_SERVE_CONNS(member)                                                                     \
-    {                                                                                              \
-        VG_SERVE_AT(member), .kind = VG_OPT_K_NUM, .min = 1, .max = 10000,                         \
-                             .takes = "a number from 1 to 10000"                                   \
-    }
+    VG_OPT_VAL(VG_SERVE_AT(member), .kind = VG_OPT_K_NUM, .min = 1, .max = 10000,                  \
+               .takes = "a number from 1 to 10000")
 #define VG_SERVE_SIZE "a size such as 512MiB or 1GiB"
 
 static const struct vg_opt vg_serve_opts[] = {
-    {"listen",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "ADDR",
+    {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
      "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
      "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
      "address; port 0 picks a free port (printed at start)",
-     0,
-     NULL,
-     {VG_SERVE_AT(listen_arg), .kind = VG_OPT_K_STR}},
-    {"allow-remote",
-     0,
-     VG_OPT_ARG_NONE,
-     NULL,
+     0, NULL, VG_OPT_VAL(VG_SERVE_AT(listen_arg), .kind = VG_OPT_K_STR)},
+    {"allow-remote", 0, VG_OPT_ARG_NONE, NULL,
      "allow a non-loopback address: the metrics name users, commands\n"
      "and containers, so expose them only to your Prometheus",
-     0,
-     NULL,
-     {VG_SERVE_AT(allow_remote), .kind = VG_OPT_K_SET}},
+     0, NULL, VG_OPT_VAL(VG_SERVE_AT(allow_remote), .kind = VG_OPT_K_SET)},
     {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
      "time between collections (default 5s; 100ms to 1h)", 0, NULL,
      VG_SERVE_DUR(interval_ms, 100, VG_HOUR_MS, "100ms and 1h")},
@@ -175,24 +161,16 @@ static const struct vg_opt vg_serve_opts[] = {
      "(default 32): its new one closes its own longest-waiting one;\n"
      "refused while N of its requests are being answered",
      0, NULL, VG_SERVE_CONNS(max_per_client)},
-    {"context-max",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "SIZE",
-     "largest amount that counts as a bare CUDA context (default 1GiB)",
-     VG_SERVE_CONTEXT_MAX,
-     NULL,
-     {VG_SERVE_DIAG(rules.context_max), .kind = VG_OPT_K_SIZE, .takes = VG_SERVE_SIZE,
-      .then_code = true}},
-    {"unattributed-min",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "SIZE",
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_SERVE_CONTEXT_MAX, NULL,
+     VG_OPT_VAL(VG_SERVE_DIAG(rules.context_max), .kind = VG_OPT_K_SIZE, .takes = VG_SERVE_SIZE,
+                .then_code = true)},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
      "unexplained memory reported as a finding above this\n"
      "(default 256MiB)",
-     0,
-     NULL,
-     {VG_SERVE_DIAG(rules.unattributed_min), .kind = VG_OPT_K_SIZE, .takes = VG_SERVE_SIZE}},
+     0, NULL,
+     VG_OPT_VAL(VG_SERVE_DIAG(rules.unattributed_min), .kind = VG_OPT_K_SIZE,
+                .takes = VG_SERVE_SIZE)},
     VG_OPT_TABLE_END,
 };
 

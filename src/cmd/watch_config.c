@@ -83,23 +83,12 @@ const struct vg_opt vg_watch_opts[] = {
      "sample is one); in between, samples read only the known holders,\n"
      "the PIDs the driver reports and new processes",
      VG_WATCH_OPT_SETTING, "full_scan", VG_OPT_CODE},
-    {"config",
-     0,
-     VG_OPT_ARG_REQUIRED,
-     "FILE",
+    {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
      "read settings from FILE (key = value; see docs/config.md), a\n"
      "regular file; flags win over it; SIGHUP reads it again",
-     0,
-     NULL,
-     {VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR}},
-    {"once",
-     0,
-     VG_OPT_ARG_NONE,
-     NULL,
-     "take one sample, report it, and exit",
-     0,
-     NULL,
-     {VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET}},
+     0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
+    {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,
 };
 
@@ -108,9 +97,7 @@ const struct vg_opt vg_watch_opts[] = {
  * A bad value is "KEY takes TAKES, not 'VALUE'"; a duration without takes says its range. */
 #define VG_WCFG_AT(member) VG_OPT_AT(0, struct vg_watch_config, member)
 #define VG_WCFG_DUR(member, lo, hi)                                                                \
-    {                                                                                              \
-        VG_WCFG_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi)                    \
-    }
+    VG_OPT_VAL(VG_WCFG_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi))
 
 static const struct vg_wcfg_key {
     const char *name;
@@ -120,35 +107,29 @@ static const struct vg_wcfg_key {
     bool repeatable;
 } vg_wcfg_keys[] = {
     {"interval", VG_WCFG_INTERVAL, NULL, VG_WCFG_DUR(interval_ms, 100, VG_DAY_MS), false},
-    {"threshold",
-     VG_WCFG_THRESHOLD,
-     NULL,
-     {VG_WCFG_AT(threshold), .kind = VG_OPT_K_SIZE, .takes = "a size such as 10MiB or 1GiB"},
+    {"threshold", VG_WCFG_THRESHOLD, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(threshold), .kind = VG_OPT_K_SIZE,
+                .takes = "a size such as 10MiB or 1GiB"),
      false},
     {"expect", VG_WCFG_EXPECT, vg_set_expect, VG_OPT_CODE, true},
     {"exec", VG_WCFG_EXEC, vg_set_exec, VG_OPT_CODE, false},
-    {"shell",
-     VG_WCFG_SHELL,
-     NULL,
-     {VG_WCFG_AT(shell), .kind = VG_OPT_K_BOOL, .takes = "true or false"},
-     false},
+    {"shell", VG_WCFG_SHELL, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(shell), .kind = VG_OPT_K_BOOL, .takes = "true or false"), false},
     {"exec_timeout", VG_WCFG_EXEC_TIMEOUT, NULL, VG_WCFG_DUR(exec_timeout_ms, 100, VG_HOUR_MS),
      false},
-    {"format",
-     VG_WCFG_FORMAT,
-     NULL,
-     {VG_WCFG_AT(format), .kind = VG_OPT_K_WORD, .words = "text|json", .takes = "text or json"},
+    {"format", VG_WCFG_FORMAT, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(format), .kind = VG_OPT_K_WORD, .words = "text|json",
+                .takes = "text or json"),
      false},
     {"idle_after", VG_WCFG_IDLE_AFTER, NULL,
      VG_WCFG_DUR(idle_after_ms, 1, (uint64_t)365 * VG_DAY_MS), false},
     {"nvml_timeout", VG_WCFG_NVML_TIMEOUT, NULL, VG_WCFG_DUR(nvml_timeout_ms, 1, VG_HOUR_MS),
      false},
     /* 0 is allowed and means "every sample is a full scan", so the message says so. */
-    {"full_scan",
-     VG_WCFG_FULL_SCAN,
-     NULL,
-     {VG_WCFG_AT(full_scan_ms), .kind = VG_OPT_K_DURATION, .max = VG_WATCH_FULL_SCAN_MAX_MS,
-      .takes = "a duration up to 86400 s (e.g. 30s, 10m), or 0 for a full scan at every sample"},
+    {"full_scan", VG_WCFG_FULL_SCAN, NULL,
+     VG_OPT_VAL(
+         VG_WCFG_AT(full_scan_ms), .kind = VG_OPT_K_DURATION, .max = VG_WATCH_FULL_SCAN_MAX_MS,
+         .takes = "a duration up to 86400 s (e.g. 30s, 10m), or 0 for a full scan at every sample"),
      false},
 };
 #define VG_WCFG_NKEYS (sizeof(vg_wcfg_keys) / sizeof(vg_wcfg_keys[0]))
@@ -317,22 +298,12 @@ int vg_watch_config_merge(struct vg_watch_config *dst, const struct vg_watch_con
     const struct vg_watch_config *src[2] = {base, over};
     for (int i = 0; i < 2; i++) {
         const struct vg_watch_config *s = src[i];
-        if (s->set & VG_WCFG_INTERVAL)
-            dst->interval_ms = s->interval_ms;
-        if (s->set & VG_WCFG_THRESHOLD)
-            dst->threshold = s->threshold;
-        if (s->set & VG_WCFG_SHELL)
-            dst->shell = s->shell;
-        if (s->set & VG_WCFG_EXEC_TIMEOUT)
-            dst->exec_timeout_ms = s->exec_timeout_ms;
-        if (s->set & VG_WCFG_FORMAT)
-            dst->format = s->format;
-        if (s->set & VG_WCFG_IDLE_AFTER)
-            dst->idle_after_ms = s->idle_after_ms;
-        if (s->set & VG_WCFG_NVML_TIMEOUT)
-            dst->nvml_timeout_ms = s->nvml_timeout_ms;
-        if (s->set & VG_WCFG_FULL_SCAN)
-            dst->full_scan_ms = s->full_scan_ms;
+        /* The typed keys are copied where their rows say; exec and expect own memory. */
+        for (size_t k = 0; k < VG_WCFG_NKEYS; k++) {
+            const struct vg_opt_val *v = &vg_wcfg_keys[k].val;
+            if ((s->set & vg_wcfg_keys[k].bit) && v->kind != VG_OPT_K_CODE)
+                memcpy((char *)dst + v->off, (const char *)s + v->off, v->size);
+        }
         if (s->set & VG_WCFG_EXEC) {
             free(dst->exec);
             if (!(dst->exec = strdup(s->exec)))

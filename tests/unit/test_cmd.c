@@ -31,8 +31,12 @@ static const struct vg_opt opts[] = {
 
 static struct vg_cmd_parse parse(struct vg_global *g, int argc, char **argv, bool operands)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "t", .help = "usage: t\n", .opts = opts,
-                             .argc = argc, .argv = argv,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "t",
+                             .help = "usage: t\n",
+                             .opts = opts,
+                             .argc = argc,
+                             .argv = argv,
                              .operands = operands};
     return p;
 }
@@ -141,8 +145,8 @@ static void test_table_help(void **state)
         {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL, VG_OPT_CODE},
         {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "first line\nsecond line", 1, NULL, VG_OPT_CODE},
         {"alias", 0, VG_OPT_ARG_NONE, NULL, NULL, 2, NULL, VG_OPT_CODE},
-        {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE", "too long for the column", 3,
-         NULL, VG_OPT_CODE},
+        {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE", "too long for the column", 3, NULL,
+         VG_OPT_CODE},
         {"once", 0, VG_OPT_ARG_NONE, NULL, "one", 4, NULL, VG_OPT_CODE},
         VG_OPT_TABLE_END,
     };
@@ -172,7 +176,8 @@ static void test_table_getopt(void **state)
     static const struct vg_opt t[] = {
         {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL, VG_OPT_CODE},
         {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "keep", 300, NULL, VG_OPT_CODE},
-        {"verbose", 0, VG_OPT_ARG_NONE, NULL, "own words for a global", VG_OPT_VERBOSE, NULL, VG_OPT_CODE},
+        {"verbose", 0, VG_OPT_ARG_NONE, NULL, "own words for a global", VG_OPT_VERBOSE, NULL,
+         VG_OPT_CODE},
         {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "quiet", 'q', NULL, VG_OPT_CODE},
         VG_OPT_TABLE_END,
     };
@@ -249,15 +254,20 @@ struct typed {
 #define TYPED(member) VG_OPT_AT(0, struct typed, member)
 
 static const struct vg_opt typed_opts[] = {
-    {"flag", 'f', VG_OPT_ARG_NONE, NULL, "a flag", 0, NULL, {TYPED(flag), .kind = VG_OPT_K_SET}},
-    {"str", 0, VG_OPT_ARG_REQUIRED, "S", "a string", 0, NULL, {TYPED(str), .kind = VG_OPT_K_STR}},
+    {"flag", 'f', VG_OPT_ARG_NONE, NULL, "a flag", 0, NULL,
+     VG_OPT_VAL(TYPED(flag), .kind = VG_OPT_K_SET)},
+    {"str", 0, VG_OPT_ARG_REQUIRED, "S", "a string", 0, NULL,
+     VG_OPT_VAL(TYPED(str), .kind = VG_OPT_K_STR)},
     {"dur", 0, VG_OPT_ARG_REQUIRED, "D", "a duration", OPT_COUNT, NULL,
-     {TYPED(ms), VG_OPT_GIVEN(struct typed, given), .kind = VG_OPT_K_DURATION, .min = 1000,
-      .max = 60000, .takes = "a duration between 1s and 1m", .then_code = true}},
+     VG_OPT_VAL(TYPED(ms), VG_OPT_GIVEN(struct typed, given), .kind = VG_OPT_K_DURATION,
+                .min = 1000, .max = 60000, .takes = "a duration between 1s and 1m",
+                .then_code = true)},
     {"num", 0, VG_OPT_ARG_REQUIRED, "N", "a number", 0, NULL,
-     {TYPED(n), .kind = VG_OPT_K_NUM, .min = 1, .max = 9, .takes = "a number from 1 to 9"}},
+     VG_OPT_VAL(TYPED(n), .kind = VG_OPT_K_NUM, .min = 1, .max = 9,
+                .takes = "a number from 1 to 9")},
     {"word", 0, VG_OPT_ARG_OPTIONAL, "W", "a word", 0, NULL,
-     {TYPED(word), .kind = VG_OPT_K_WORD, .words = "a|bb|c", .min = 2, .takes = "a, bb or c"}},
+     VG_OPT_VAL(TYPED(word), .kind = VG_OPT_K_WORD, .words = "a|bb|c", .min = 2,
+                .takes = "a, bb or c")},
     {"code", 0, VG_OPT_ARG_NONE, NULL, "the command's", OPT_FLAG, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
@@ -267,10 +277,15 @@ static void test_typed_rows(void **state)
     (void)state;
     struct vg_global g = {0};
     struct typed t = {0};
-    char *argv[] = {"t",      "-f",        "--str=x", "--dur", "2s", "--num", "7",
-                    "--word", "--word=bb", "--code",  "--json", NULL};
-    struct vg_cmd_parse p = {.g = &g, .cmd = "t", .help = "usage: t\n", .opts = typed_opts,
-                             .argc = 11, .argv = argv, .dst = {&t}};
+    char *argv[] = {"t", "-f",     "--str=x",   "--dur",  "2s",     "--num",
+                    "7", "--word", "--word=bb", "--code", "--json", NULL};
+    struct vg_cmd_parse p = {.g = &g,
+                             .cmd = "t",
+                             .help = "usage: t\n",
+                             .opts = typed_opts,
+                             .argc = 11,
+                             .argv = argv,
+                             .dst = {&t}};
     assert_int_equal(vg_cmd_next_opt(&p), OPT_COUNT); /* then_code: stored, and returned */
     assert_string_equal(p.row->name, "dur");
     assert_true(t.flag && t.given);
@@ -284,13 +299,13 @@ static void test_typed_rows(void **state)
 
     /* A bad value: the usage error, nothing stored. */
     char *bad[] = {"t", "--num", "10", NULL};
-    p = (struct vg_cmd_parse){.g = &g, .cmd = "t", .help = "", .opts = typed_opts, .argc = 3,
-                              .argv = bad, .dst = {&t}};
+    p = (struct vg_cmd_parse){
+        .g = &g, .cmd = "t", .help = "", .opts = typed_opts, .argc = 3, .argv = bad, .dst = {&t}};
     assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_USAGE);
     assert_int_equal(t.n, 7);
 
     /* The conversion alone, as the watch config file uses it. */
-    struct vg_opt_val b = {TYPED(flag), .kind = VG_OPT_K_BOOL};
+    struct vg_opt_val b = VG_OPT_VAL(TYPED(flag), .kind = VG_OPT_K_BOOL);
     assert_int_equal(vg_opt_store(&b, &t, "off"), 0);
     assert_false(t.flag);
     assert_int_equal(vg_opt_store(&b, &t, "yes"), 0);
@@ -305,14 +320,10 @@ static void test_typed_rows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_own_and_global),
-        cmocka_unit_test(test_stops_at_operand),
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bad_usage),
-        cmocka_unit_test(test_table_help),
-        cmocka_unit_test(test_table_getopt),
-        cmocka_unit_test(test_typed_rows),
-        cmocka_unit_test(test_table_config_keys),
+        cmocka_unit_test(test_own_and_global), cmocka_unit_test(test_stops_at_operand),
+        cmocka_unit_test(test_help),           cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_table_help),     cmocka_unit_test(test_table_getopt),
+        cmocka_unit_test(test_typed_rows),     cmocka_unit_test(test_table_config_keys),
     };
     return cmocka_run_group_tests_name("cmd", tests, NULL, NULL);
 }
