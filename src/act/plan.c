@@ -3,6 +3,7 @@
  * then apply the safety rules of act/kill.h to each. Nothing here reads the system.
  */
 #include "act/plan.h"
+#include "rules/reason.h"
 #include "util/sat.h"
 
 #include <errno.h>
@@ -82,7 +83,7 @@ bool vg_plan_unexplained(const struct vg_snapshot *snap, size_t gpu, uint64_t mi
     const struct vg_snap_gpu *s = &snap->per_gpu[gpu];
     /* With the v1 memory call the driver's own reservation is part of "used". */
     if (s->unexplained_has_reserved)
-        min += 512ull << 20;
+        min += VG_REASON_V1_RESERVED;
     return s->unexplained_known && s->unexplained_bytes > min;
 }
 

@@ -423,6 +423,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
             goto fail;
         }
         driver_ok = rc == 0;
+        snap->driver_hung = rc == -ETIMEDOUT;
         if (!driver_ok && !(snap->driver_error = strdup(vg_err_msg(&nerr)))) {
             vg_err_release(&nerr);
             rc = vg_err_set(err, -ENOMEM, "out of memory");

@@ -77,6 +77,7 @@ struct vg_snapshot {
 
     bool driver_ok;     /* NVML answered: gpus is meaningful */
     char *driver_error; /* why not, one line; NULL when driver_ok */
+    bool driver_hung;   /* why not: the driver did not answer within the deadline */
     struct vg_gpu_list gpus;
     struct vg_snap_gpu *per_gpu; /* gpus.ngpus entries */
 

@@ -323,6 +323,28 @@ static void vg_metrics_gpu_mem_family(struct vg_metrics_writer *w, const struct 
     }
 }
 
+/* Whether each GPU holds memory no running job holds (rules/reason.h). */
+static void vg_metrics_gpu_dirty(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
+                                 const struct vg_reason_gpu *mg)
+{
+    const struct vg_gpu_list *l = &snap->gpus;
+    vg_metrics_writer_family(
+        w, "vramguard_gpu_dirty", "gauge",
+        "1 when memory no running job holds (sure leftovers, zombies, memory with no "
+        "holder) exceeds 64 MiB: not clean for the next job; else 0.");
+    for (size_t i = 0; i < l->ngpus; i++) {
+        if (!mg[i].known)
+            continue;
+        vg_metrics_writer_begin(w);
+        vg_metrics_gpu_labels(w, &l->gpus[i]);
+        vg_metrics_writer_u64(w,
+                              vg_reason_gpu_dirty(&mg[i], snap->per_gpu[i].unexplained_has_reserved,
+                                                  VG_REASON_DIRTY_TOLERANCE)
+                                  ? 1
+                                  : 0);
+    }
+}
+
 static void vg_metrics_gpu_families(struct vg_metrics_writer *w, const struct vg_snapshot *snap,
                                     const struct vg_reason_gpu *mg)
 {
@@ -384,6 +406,8 @@ static void vg_metrics_gpu_families(struct vg_metrics_writer *w, const struct vg
         vg_metrics_gpu_labels(w, &l->gpus[i]);
         vg_metrics_writer_u64(w, mg[i].n);
     }
+
+    vg_metrics_gpu_dirty(w, snap, mg);
 
     vg_metrics_writer_family(
         w, "vramguard_gpu_memory_held_bytes", "gauge",

@@ -163,3 +163,19 @@ void vg_reason_gpu_release(struct vg_reason_gpu *g)
     g->h = NULL;
     g->n = 0;
 }
+
+uint64_t vg_reason_gpu_leftover(const struct vg_reason_gpu *g, bool reserved_in_used)
+{
+    uint64_t left = vg_sat_add(g->bytes[VG_REASON_ORPHAN], g->bytes[VG_REASON_ZOMBIE]);
+    if (!g->unattributed_known)
+        return left;
+    uint64_t un = g->bytes[VG_REASON_UNATTRIBUTED];
+    if (reserved_in_used)
+        un = un > VG_REASON_V1_RESERVED ? un - VG_REASON_V1_RESERVED : 0;
+    return vg_sat_add(left, un);
+}
+
+bool vg_reason_gpu_dirty(const struct vg_reason_gpu *g, bool reserved_in_used, uint64_t tolerance)
+{
+    return g->known && vg_reason_gpu_leftover(g, reserved_in_used) > tolerance;
+}

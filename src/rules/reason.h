@@ -66,4 +66,19 @@ int vg_reason_gpu_build(const struct vg_snapshot *snap, size_t gi, const struct 
                         uint64_t context_max, struct vg_reason_gpu *out);
 void vg_reason_gpu_release(struct vg_reason_gpu *g);
 
+/* Memory above the driver's reservation that still counts as a free GPU: `handoff`'s default
+ * --tolerance, and what `serve` calls dirty beyond. */
+#define VG_REASON_DIRTY_TOLERANCE (64ull << 20)
+/* The driver's reservation where the v1 memory call counts it as used (v1 does not report it):
+ * the figure clean and handoff take too. */
+#define VG_REASON_V1_RESERVED (512ull << 20)
+
+/* Leftover memory on the GPU: what no running job's process holds, that is sure leftovers of
+ * ended jobs (orphan), zombies, and memory no process accounts for (unattributed, less the
+ * driver's reservation when reserved_in_used: the v1 memory call). Memory of another PID
+ * namespace (foreign_pid) is not counted: it may be a running job elsewhere. */
+uint64_t vg_reason_gpu_leftover(const struct vg_reason_gpu *g, bool reserved_in_used);
+/* Dirty: the process lists were read and the leftover memory exceeds tolerance. */
+bool vg_reason_gpu_dirty(const struct vg_reason_gpu *g, bool reserved_in_used, uint64_t tolerance);
+
 #endif

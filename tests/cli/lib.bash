@@ -297,7 +297,7 @@ vg_role() {
 # runs (zombies left to init count as gone). Fails, naming them, if some survive.
 vg_cleanup() {
     local -A victims=()
-    local role pid start cur d line rest state ppid pgrp sid changed round f left limit
+    local role pid start cur d f left limit
     _vg_dir || return 0
     if [[ -f $_VG_STATE/pids ]]; then
         while read -r role pid start; do
@@ -310,25 +310,37 @@ vg_cleanup() {
         victims[${pid%/environ}]=1
     done
     # Descendants and session/group members, found before anything dies and gets reparented.
-    for ((round = 0; round < 8; round++)); do
-        changed=0
-        for d in /proc/[0-9]*; do
-            pid=${d#/proc/}
-            if [[ -n ${victims[$pid]:-} ]]; then continue; fi
-            # The whole file, not its first line: comm may hold a newline.
-            line=
-            { IFS= read -r -d '' line <"$d/stat"; } 2>/dev/null || true
-            rest=${line##*) }
-            read -r state ppid pgrp sid _ <<<"$rest"
-            # Gone while being read, or unparsable: nothing to go by.
-            [[ $ppid =~ ^[0-9]+$ && $pgrp =~ ^[0-9]+$ && $sid =~ ^[0-9]+$ ]] || continue
-            if [[ -n ${victims[$ppid]:-} || -n ${victims[$pgrp]:-} || -n ${victims[$sid]:-} ]]; then
-                victims[$pid]=1
-                changed=1
-            fi
-        done
-        if ((!changed)); then break; fi
-    done
+    # One awk over every stat file, not a shell loop: bats traps every shell command, and a
+    # loop over /proc cost more than most tests themselves. Nothing recorded or tagged: no
+    # process can descend from this test's, so there is nothing to look for.
+    if ((${#victims[@]})); then
+        while read -r pid; do
+            victims[$pid]=1
+        done < <(cat /proc/[0-9]*/stat 2>/dev/null | awk -v seeds="${!victims[*]}" '
+            # comm may hold anything, a newline included: the fields are read after the
+            # last ") ", and a line that does not start with "PID (" is a piece of a comm.
+            $1 ~ /^[0-9]+$/ && substr($0, length($1) + 2, 1) == "(" {
+                rest = $0
+                if (!sub(/^.*\) /, "", rest)) next
+                split(rest, f, " ")
+                if (f[2] !~ /^[0-9]+$/ || f[3] !~ /^[0-9]+$/ || f[4] !~ /^[0-9]+$/) next
+                n++; pid[n] = $1; ppid[n] = f[2]; pgrp[n] = f[3]; sid[n] = f[4]
+            }
+            END {
+                k = split(seeds, s, " ")
+                for (i = 1; i <= k; i++) v[s[i]] = 1
+                for (round = 0; round < 8; round++) {
+                    changed = 0
+                    for (i = 1; i <= n; i++) {
+                        if (pid[i] in v) continue
+                        if ((ppid[i] in v) || (pgrp[i] in v) || (sid[i] in v)) {
+                            v[pid[i]] = 1; changed = 1; print pid[i]
+                        }
+                    }
+                    if (!changed) break
+                }
+            }')
+    fi
     # Never ourselves, our parents or init, whatever the files say.
     unset 'victims[0]' 'victims[1]' "victims[$$]" "victims[$BASHPID]" "victims[$PPID]"
     for pid in "${!victims[@]}"; do

@@ -121,6 +121,12 @@ GiB=1073741824
     [ "$(held 1 unattributed)" = 0 ]
     [ "$(held 2 context_only)" = 0 ]
     [ "$(nseries vramguard_gpu_memory_held_bytes)" -eq 28 ]
+    # Dirty: memory no running job holds (zombie, orphan, unattributed) beyond 64 MiB; a
+    # process outside its visible set still works there, and a foreign PID may be a job.
+    [ "$(sample vramguard_gpu_dirty "$(gpu 0)")" = 0 ]
+    [ "$(sample vramguard_gpu_dirty "$(gpu 1)")" = 1 ]
+    [ "$(sample vramguard_gpu_dirty "$(gpu 2)")" = 1 ]
+    [ "$(sample vramguard_gpu_dirty "$(gpu 3)")" = 1 ]
     # The reasons add up to used memory on every GPU.
     local g sum
     for g in 0 1 2 3; do

@@ -165,6 +165,24 @@ static nvmlReturn_t pci_v1(const struct fake_call *c, nvmlPciInfo_t *out)
     return pci(c, out, true);
 }
 
+/* Whether a process line is listed now: an `exits=1` line only while its PID runs (not a
+ * zombie), as the driver frees a context when its process exits. */
+static bool listed(const struct fake_proc *p)
+{
+    char path[32], buf[512];
+    if (!p->exits)
+        return true;
+    snprintf(path, sizeof path, "/proc/%u/stat", p->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] != 'Z' && close[2] != 'X';
+}
+
 /* What the scenario says is used on this device: explicit, or the sum of its processes. */
 static uint64_t used(const struct fake_call *c)
 {
@@ -172,7 +190,7 @@ static uint64_t used(const struct fake_call *c)
     if (c->dev->known & FK_USED)
         return c->dev->used;
     for (const struct fake_proc *p = c->sc->procs; p < c->sc->procs + c->sc->nprocs; p++)
-        if (p->gpu == c->g && (c->m < 0 || p->mig == c->m) && p->mem_known)
+        if (p->gpu == c->g && (c->m < 0 || p->mig == c->m) && p->mem_known && listed(p))
             sum = ADD_SAT(sum, p->mem);
     return sum;
 }
@@ -237,7 +255,7 @@ static nvmlReturn_t procs(enum fake_fn fn, nvmlDevice_t dev, unsigned *count_io,
     if (r != NVML_SUCCESS)
         return r;
     const struct fake_proc *ps = c.sc->procs, *end = ps + c.sc->nprocs;
-#define ON(p) ((p)->gpu == c.g && (c.m < 0 || (p)->mig == c.m) && (p)->type == type)
+#define ON(p) ((p)->gpu == c.g && (c.m < 0 || (p)->mig == c.m) && (p)->type == type && listed(p))
     for (const struct fake_proc *p = ps; p < end; p++)
         n += ON(p);
     if (!count_io) {
@@ -402,7 +420,7 @@ static unsigned samples(const struct fake_call *c, nvmlProcessUtilizationSample_
         *sampled |= ps[i].gpu == c->g && ps[i].sm_given;
         for (j = 0; j < i && !(ps[j].gpu == c->g && ps[j].pid == ps[i].pid); j++)
             ;
-        if (ps[i].gpu != c->g || j < i)
+        if (ps[i].gpu != c->g || j < i || !listed(&ps[i]))
             continue;
         if (out) {
             memset(&out[n], 0, sizeof out[n]);

@@ -97,6 +97,7 @@ struct fake_proc {
     enum fake_ptype type;
     bool mem_known;
     bool sm_given;                    /* sm= was on the line: the driver samples this GPU */
+    bool exits;                       /* exits=1: listed only while process pid lives */
     unsigned pid, sm;
     uint64_t mem;
 };

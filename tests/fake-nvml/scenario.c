@@ -26,13 +26,14 @@ struct line {
 
 /* What the keys of one line set; directives copy the parts they own into the scenario. */
 struct rec {
-    unsigned known, seen;   /* FK_* and K_* bits: given with a value / given at all */
+    uint64_t known, seen;   /* FK_* and K_* bits: given with a value / given at all */
     struct fake_dev d;
     struct fake_proc p;
     struct fake_rule r;
     unsigned index, parent;
     int g, m;               /* gpu=G or mig=G/M */
     enum fake_ptype type;
+    unsigned exits;
 };
 
 /* The parser's own bits, above the device's FK_* ones. */
@@ -41,8 +42,11 @@ enum {
     K_PARENT = FK_PARSER << 3, K_TARGET = FK_PARSER << 4, K_PID = FK_PARSER << 5,
     K_TYPE = FK_PARSER << 6, K_FUNC = FK_PARSER << 7, K_CODE = FK_PARSER << 8,
     K_SECS = FK_PARSER << 9, K_BY = FK_PARSER << 10, K_TIMES = FK_PARSER << 11,
-    K_MEM = FK_PARSER << 12, K_SM = FK_PARSER << 13,
+    K_MEM = FK_PARSER << 12,
 };
+/* Past what an int enum constant holds (bit 31 would sign-extend into a uint64_t). */
+#define K_SM ((uint64_t)FK_PARSER << 13)
+#define K_EXITS ((uint64_t)FK_PARSER << 14)
 
 enum { D_GPU = 1, D_MIG = 2, D_PROC = 4, D_ERROR = 8, D_HANG = 16, D_GROW = 32 };
 #define D_RULES (D_ERROR | D_HANG | D_GROW)
@@ -55,7 +59,7 @@ static const struct key {
     const char *name;
     enum vkind kind;
     size_t off;            /* in struct rec */
-    unsigned bit;
+    uint64_t bit;
     unsigned max;          /* V_UINT */
     bool na;               /* `na` allowed: clears the bit */
 } keys[] = {
@@ -85,6 +89,7 @@ static const struct key {
     {D_PROC | D_GROW, "type", V_TYPE, AT(type), K_TYPE, 0, false},
     {D_PROC, "mem", V_SIZE, AT(p.mem), K_MEM, 0, true},
     {D_PROC, "sm", V_UINT, AT(p.sm), K_SM, 100, false},
+    {D_PROC, "exits", V_UINT, AT(exits), K_EXITS, 1, false},
     {D_ERROR | D_HANG, "func", V_FUNC, AT(r.fn), K_FUNC, 0, false},
     {D_RULES, "times", V_TIMES, AT(r.left), K_TIMES, 0, false},
     {D_ERROR, "code", V_INT, AT(r.code), K_CODE, 0, false},
@@ -393,6 +398,7 @@ static int do_proc(struct parser *ps, struct rec *rc)
     rc->p.type = rc->type;
     rc->p.mem_known = rc->known & K_MEM;
     rc->p.sm_given = rc->seen & K_SM;
+    rc->p.exits = (rc->seen & K_EXITS) && rc->exits;
     sc->procs[sc->nprocs++] = rc->p;
     return 0;
 }

@@ -1,0 +1,206 @@
+/*
+ * The hand-off between scheduler jobs (`vramguard handoff prolog|epilog`): is a job's set of
+ * GPUs ready for the next job, and, after a job, stopping what that job left holding them.
+ *
+ * Whose is a holder (enum vg_handoff_owner): this job's when its real uid is the job's and its
+ * environment names the job (SLURM_JOB_ID) or its cgroup does (a path component "job_ID", as
+ * Slurm's cgroup plugins name it); infrastructure when act/kill.h would never signal it
+ * (display servers, the persistence daemon, DCGM, vramguard itself and its ancestors...);
+ * anyone else's otherwise, including a process of the same user that carries no mark of the
+ * job (it may be another job's) and one whose environment could not be read. Only this job's
+ * holders are ever signalled, through act/kill.h's pidfd and identity re-check, and only after
+ * a job (the epilog); a prolog only looks.
+ *
+ * What each GPU ends as (enum vg_handoff_state, worst first):
+ * - wedged: lost, hung (a driver call did not return within the deadline; the whole driver
+ *   hung is every GPU wedged), missing from the
+ *   driver's list, a holder stuck in the driver (D state) or one that outlived SIGKILL, or
+ *   memory that did not come back once this job's holders were gone;
+ * - dirty: held by a process that is not this job's, or memory above the baseline with no
+ *   holder that was stopped (someone not visible holds it);
+ * - unknown: its memory could not be read (and the whole verdict, without the driver's view);
+ * - cleaned: this job's leftovers were stopped and the memory came back;
+ * - clean: nothing held it.
+ * The baseline is the tolerance, plus the driver's reservation where the driver counts it as
+ * used (the v1 memory call: taken as 512 MiB, as clean does), plus what infrastructure holds.
+ *
+ * After the stop the GPUs are looked at again until each is settled or the timeout passes.
+ * The driver's view is the caller's look callback (cmd/ builds snapshots), so every wait on
+ * the driver is bounded by the snapshot's own deadline worker.
+ *
+ * Ownership: struct vg_handoff_result owns everything it points to
+ * (vg_handoff_result_release); reason ids and protected names are static strings.
+ */
+#ifndef VG_ACT_HANDOFF_H
+#define VG_ACT_HANDOFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "act/kill.h"
+#include "model/snapshot.h"
+#include "util/err.h"
+
+/* node: every GPU, no job, nothing touched: is memory held that no running job holds (the
+ * periodic check of a node, e.g. Kubernetes' Node Problem Detector or Slurm's
+ * HealthCheckProgram)? */
+enum vg_handoff_mode { VG_HANDOFF_PROLOG, VG_HANDOFF_EPILOG, VG_HANDOFF_NODE };
+
+/* Ordered from best to worst; the overall state is the worst of the GPUs'. */
+enum vg_handoff_state {
+    VG_HANDOFF_CLEAN,
+    VG_HANDOFF_CLEANED,
+    VG_HANDOFF_UNKNOWN,
+    VG_HANDOFF_DIRTY,
+    VG_HANDOFF_WEDGED,
+};
+
+/* "clean", "cleaned", "unknown", "dirty", "wedged" */
+const char *vg_handoff_state_id(enum vg_handoff_state s);
+
+enum vg_handoff_owner {
+    VG_HANDOFF_JOB,      /* this job's */
+    VG_HANDOFF_INFRA,    /* infrastructure, vramguard, its ancestors: expected, never acted on */
+    VG_HANDOFF_OTHER,    /* another user's, another job's, or no mark of this job */
+    VG_HANDOFF_UNSEEN,   /* the driver lists a PID this /proc does not show (or a stale one) */
+    VG_HANDOFF_LEFTOVER, /* node: a sure leftover of an ended job, or a zombie (the findings) */
+};
+
+/* "job", "infrastructure", "other", "unseen", "leftover" */
+const char *vg_handoff_owner_id(enum vg_handoff_owner o);
+
+/* Why a process is (or is not) the job's, as bits. */
+enum {
+    VG_HANDOFF_EV_UID = 1u << 0,         /* its real uid is the job's */
+    VG_HANDOFF_EV_ENV = 1u << 1,         /* SLURM_JOB_ID in its environment names the job */
+    VG_HANDOFF_EV_CGROUP = 1u << 2,      /* its cgroup path has the job's component */
+    VG_HANDOFF_EV_OTHER_UID = 1u << 3,   /* its uid is another */
+    VG_HANDOFF_EV_OTHER_JOB = 1u << 4,   /* SLURM_JOB_ID names another job */
+    VG_HANDOFF_EV_ENV_UNKNOWN = 1u << 5, /* its environment could not be read */
+};
+
+/* Names of the VG_HANDOFF_EV_* bits for JSON ("uid", "environment", "cgroup", "other-uid",
+ * "other-job", "environment-unreadable"); bit is one of them. */
+const char *vg_handoff_evidence_id(unsigned bit);
+
+/* The job, as the scheduler names it. */
+struct vg_handoff_job {
+    const char *id; /* SLURM_JOB_ID; NULL: none known (only a prolog may go without) */
+    bool uid_known;
+    uid_t uid;
+};
+
+/* Whose is p (the pure part, for tests): sets *evidence to VG_HANDOFF_EV_* bits and, for
+ * infrastructure, *protected_name (NULL otherwise). */
+enum vg_handoff_owner vg_handoff_owner_of(const struct vg_proc *p, const struct vg_handoff_job *job,
+                                          const struct vg_kill_ctx *who, unsigned *evidence,
+                                          const char **protected_name);
+
+/* A GPU as the scheduler names it. */
+enum vg_handoff_sel_kind {
+    VG_HANDOFF_SEL_MINOR, /* Slurm's number: the N of /dev/nvidiaN in gres.conf */
+    VG_HANDOFF_SEL_INDEX, /* NVML's index, as nvidia-smi numbers GPUs */
+    VG_HANDOFF_SEL_UUID,  /* a UUID or a unique prefix of one */
+};
+
+struct vg_handoff_sel {
+    enum vg_handoff_sel_kind kind;
+    unsigned number;  /* MINOR, INDEX */
+    const char *text; /* UUID; also what the user wrote, for messages */
+};
+
+struct vg_handoff_req {
+    enum vg_handoff_mode mode;
+    struct vg_handoff_job job;
+    const struct vg_handoff_sel *sel; /* borrowed; nsel > 0 */
+    size_t nsel;
+    uint64_t timeout_ms; /* how long the epilog waits for memory to come back */
+    uint64_t grace_ms;   /* SIGTERM -> SIGKILL */
+    uint64_t tolerance;  /* bytes above the baseline that still count as free */
+    unsigned poll_ms;    /* between looks while waiting; 0: 250 */
+    int proc_root_fd;    /* the procfs, numbering PIDs as this process does */
+    struct vg_kill_ctx who;
+    vg_kill_nvml_fn nvml; /* the driver asked afresh before a signal; NULL: fds only */
+    void *nvml_arg;
+};
+
+/* One process on one GPU, as last seen (and, in an epilog, what was done to it). */
+struct vg_handoff_holder {
+    pid_t pid;
+    uint64_t start_ticks;
+    bool uid_known;
+    uid_t uid;
+    char *user, *comm; /* owned copies; NULL when unknown */
+    char state;        /* '?' when unknown */
+    enum vg_handoff_owner owner;
+    unsigned evidence;          /* VG_HANDOFF_EV_* */
+    const char *protected_name; /* infrastructure: what it matched */
+    unsigned seen;              /* VG_SEEN_* */
+    bool mem_known;
+    uint64_t mem_bytes;
+    bool present; /* still holds the GPU at the last look */
+    bool signalled;
+    enum vg_kill_outcome outcome; /* signalled: what became of it */
+    enum vg_kill_refusal refusal; /* this job's but not signalled (or refused at signal time) */
+    int error;                    /* VG_KILL_FAILED */
+};
+
+struct vg_handoff_gpu {
+    const struct vg_handoff_sel *sel; /* what named it; NULL in node mode (every GPU) */
+    bool found;                       /* the driver lists it */
+    char *uuid, *name;                /* owned; NULL when unknown */
+    unsigned index, minor;
+    bool minor_known;
+    enum vg_handoff_state state;
+    const char *why; /* static id of the state's cause: "free", "stopped", "holder",
+                      * "leftover", "unexplained", "memory-unknown", "d-state", "survived",
+                      * "stuck", "lost", "hung", "missing" */
+    bool mem_known;
+    uint64_t used, baseline;           /* bytes; used as the driver reports it at the last look */
+    struct vg_handoff_holder *holders; /* every holder seen, in the order first seen */
+    size_t nholders;
+    size_t nstopped;     /* this job's holders signalled on it */
+    uint64_t settled_ms; /* from the start until it was seen settled for good (at least 1);
+                          * 0: not settled at the last look */
+};
+
+struct vg_handoff_result {
+    enum vg_handoff_state state;
+    bool driver_ok; /* false: nothing was checked, nothing signalled; the state is UNKNOWN,
+                     * or WEDGED when the driver hung (driver_hung) */
+    bool driver_hung;
+    char *driver_error; /* why not; owned */
+    struct vg_handoff_gpu *gpus;
+    size_t ngpus;
+    size_t nsignalled; /* processes signalled, over all GPUs (each counted once) */
+    unsigned looks;    /* snapshots taken */
+    uint64_t elapsed_ms;
+    bool timed_out; /* some GPU was not settled when the timeout passed */
+    bool may_hide;  /* some processes' descriptors could not be read (or hidepid): a holder
+                     * among them is not seen, so "clean" means none that could be read */
+};
+
+void vg_handoff_result_init(struct vg_handoff_result *r);
+void vg_handoff_result_release(struct vg_handoff_result *r);
+
+/* A fresh look at the host: 0 with *snap set (the callee's to free with vg_snap_free), or
+ * non-zero when even /proc could not be read (the callee has said why). */
+typedef int (*vg_handoff_look_fn)(void *ctx, struct vg_snapshot **snap);
+
+/* Run the hand-off. Returns 0 with res filled (its state is the verdict, UNKNOWN included), a
+ * positive value when a look failed (res holds what was seen before), or -ENOMEM (err set). */
+int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, void *ctx,
+                   struct vg_handoff_result *res, struct vg_err *err);
+
+/* Node mode, from one snapshot and its findings (judged with activity measured): every GPU of
+ * snap, each clean, dirty (memory no running job holds beyond req->tolerance: rules/reason.h's
+ * leftover memory), unknown or wedged (lost, hung, a holder in D state). Nothing is signalled.
+ * 0, or -ENOMEM (err set). */
+struct vg_findings;
+int vg_handoff_node(const struct vg_handoff_req *req, const struct vg_snapshot *snap,
+                    const struct vg_findings *fs, struct vg_handoff_result *res,
+                    struct vg_err *err);
+
+#endif
