@@ -51,7 +51,7 @@ enum {
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
     VG_OPT_HELP,
-    VG_OPT_FIRST_LOCAL /* commands number their own long-only options from here */
+    VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
 };
 
 /* The global options, one row each: every command's parse puts them in front of its own. */

@@ -79,7 +79,8 @@ struct vg_opt {
     const char *help;       /* --help text: lines joined by '\n' (none at the end), which the
                              * generator indents to the help column; NULL: not listed (an
                              * alias, or an option another table lists) */
-    int id;                 /* what the parse returns for it */
+    int id;                 /* what the parse returns for it (a CODE or then_code row); a
+                             * typed row that never comes back may leave it 0 */
     const char *config_key; /* the config-file key that means the same; NULL: none */
     struct vg_opt_val val;  /* how its value is kept (VG_OPT_CODE: by the command) */
 };
