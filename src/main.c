@@ -52,7 +52,7 @@ static void vg_main_help(FILE *f)
 int main(int argc, char **argv)
 {
     static const struct vg_opt opts[] = {
-        {"version", 'V', VG_OPT_ARG_NONE, NULL, NULL, 'V', NULL},
+        {"version", 'V', VG_OPT_ARG_NONE, NULL, NULL, 'V', NULL, VG_OPT_CODE},
         VG_OPT_TABLE_END,
     };
     struct option longopts[VG_OPT_MAX];

@@ -31,22 +31,18 @@ static const char vg_check_help_tail[] =
     "expectation names no GPU here) and nothing critical was found; 64 bad usage.\n"
     "\n";
 
-enum {
-    VG_OPT_EXPECT = VG_OPT_FIRST_LOCAL,
-    VG_OPT_THRESHOLD,
-    VG_OPT_CONFIG,
-};
-
-/* --expect and --threshold are the watch config keys of the same name. */
+/* --expect and --threshold are the watch config keys of the same name; --config is stored
+ * into the parse's target 0. */
 static const struct vg_opt vg_check_opts[] = {
     {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
      "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
      "names, comma-separated; repeatable (see 'vramguard watch --help')",
-     VG_OPT_EXPECT, "expect"},
+     VG_WATCH_OPT_SETTING, "expect", VG_OPT_CODE},
     {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE", "alerts for memory above this (default 10MiB)",
-     VG_OPT_THRESHOLD, "threshold"},
+     VG_WATCH_OPT_SETTING, "threshold", VG_OPT_CODE},
     {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
-     "take expect, threshold and nvml_timeout from a watch config file", VG_OPT_CONFIG, NULL},
+     "take expect, threshold and nvml_timeout from a watch config file", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
     VG_OPT_TABLE_END,
 };
 
@@ -66,26 +62,12 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
     struct vg_watch_config flags;
     vg_watch_config_init(&flags);
     const char *config = NULL;
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "check",
-                             .help = vg_check_help,
-                             .opts = vg_check_opts,
-                             .help_tail = vg_check_help_tail,
-                             .argc = argc,
-                             .argv = argv};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(check), .g = g, .argc = argc, .argv = argv,
+                             .dst = {&config}};
     int status = 0, c;
-    while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_EXPECT:
-        case VG_OPT_THRESHOLD:
-            if (vg_check_flag(&flags, vg_opt_find_id(vg_check_opts, c)->config_key, optarg))
-                status = VG_EXIT_USAGE;
-            break;
-        case VG_OPT_CONFIG:
-            config = optarg;
-            break;
-        }
-    }
+    while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0)
+        if (vg_check_flag(&flags, p.row->config_key, optarg))
+            status = VG_EXIT_USAGE;
     if (status == 0 && c != VG_CMD_OPT_END)
         status = c == VG_CMD_OPT_HELP ? -1 : VG_EXIT_USAGE;
     if (status == 0) {

@@ -54,16 +54,9 @@ static const char vg_clean_help_tail[] =
     "The JSON document (--json) is vramguard.clean/1, described in docs/json.md.\n"
     "\n";
 
-enum {
-    VG_OPT_GPU = VG_OPT_FIRST_LOCAL,
-    VG_OPT_PID,
-    VG_OPT_USER,
-    VG_OPT_OLDER,
-    VG_OPT_ORPHANS,
-    VG_OPT_GRACE,
-    VG_OPT_FORCE,
-    VG_OPT_RESET,
-};
+/* What comes back from the parse: the selecting options, kept for the report (--user is
+ * also looked up there). The others are stored by their rows. */
+enum { VG_CLEAN_FILTER = VG_OPT_FIRST_LOCAL, VG_CLEAN_USER };
 
 #define VG_CLEAN_GRACE_DEFAULT_MS 10000u
 /* After SIGKILL a process normally goes at once; one stuck in the kernel never does. */
@@ -108,102 +101,55 @@ static int vg_clean_user(const char *arg, uid_t *uid)
 static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val)
 {
     /* unbounded (argv is): a failure to grow is checked once, after parsing */
-    vg_buf_printf(&c->filters, "%s%s%s%s", c->filters.len ? " " : "", opt, val ? " " : "",
+    vg_buf_printf(&c->filters, "%s--%s%s%s", c->filters.len ? " " : "", opt, val ? " " : "",
                   val ? val : "");
 }
 
+#define VG_CLEAN_AT(member) VG_OPT_AT(0, struct vg_clean, member)
+#define VG_CLEAN_GIVEN(member) VG_OPT_GIVEN(struct vg_clean, member)
+
 static const struct vg_opt vg_clean_opts[] = {
-    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "holders of GPU G (index or UUID prefix)", VG_OPT_GPU,
-     NULL},
-    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "process P", VG_OPT_PID, NULL},
-    {"user", 0, VG_OPT_ARG_REQUIRED, "U", "holders owned by user U (name or uid)", VG_OPT_USER,
-     NULL},
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "holders of GPU G (index or UUID prefix)", VG_CLEAN_FILTER,
+     NULL, VG_OPT_VAL(VG_CLEAN_AT(gpu_arg), .kind = VG_OPT_K_STR, .then_code = true)},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "process P", VG_CLEAN_FILTER, NULL,
+     VG_OPT_VAL(VG_CLEAN_AT(po.pid), VG_CLEAN_GIVEN(po.by_pid), .kind = VG_OPT_K_PID,
+                .takes = "a process id", .then_code = true)},
+    {"user", 0, VG_OPT_ARG_REQUIRED, "U", "holders owned by user U (name or uid)", VG_CLEAN_USER,
+     NULL, VG_OPT_CODE},
     {"older-than", 0, VG_OPT_ARG_REQUIRED, "T", "holders started more than T ago (30m, 2h, 1d)",
-     VG_OPT_OLDER, NULL},
+     VG_CLEAN_FILTER, NULL,
+     VG_OPT_VAL(VG_CLEAN_AT(po.older_than_ms), VG_CLEAN_GIVEN(po.by_age), .kind = VG_OPT_K_DURATION,
+                .max = UINT64_MAX, .takes = "a duration such as 30m, 2h or 1d", .then_code = true)},
     {"orphans", 0, VG_OPT_ARG_NONE, NULL,
-     "only sure leftovers of finished jobs (the default without filters)", VG_OPT_ORPHANS, NULL},
-    {"grace", 0, VG_OPT_ARG_REQUIRED, "D", "wait D after SIGTERM before SIGKILL (default 10s)",
-     VG_OPT_GRACE, NULL},
-    {"force", 0, VG_OPT_ARG_NONE, NULL, "act on the plan", VG_OPT_FORCE, NULL},
+     "only sure leftovers of finished jobs (the default without filters)", VG_CLEAN_FILTER, NULL,
+     VG_OPT_VAL(VG_CLEAN_AT(po.orphans), .kind = VG_OPT_K_SET, .then_code = true)},
+    {"grace", 0, VG_OPT_ARG_REQUIRED, "D", "wait D after SIGTERM before SIGKILL (default 10s)", 0,
+     NULL,
+     VG_OPT_VAL(VG_CLEAN_AT(grace_ms), .kind = VG_OPT_K_DURATION, .max = VG_HOUR_MS,
+                .takes = "a duration up to 1h (e.g. 500ms, 10s)")},
+    {"force", 0, VG_OPT_ARG_NONE, NULL, "act on the plan", 0, NULL,
+     VG_OPT_VAL(VG_CLEAN_AT(force), .kind = VG_OPT_K_SET)},
     {"reset", 0, VG_OPT_ARG_NONE, NULL,
      "when memory is held with no process left, reset the GPU with\n"
      "nvidia-smi --gpu-reset (only with --force, as root)",
-     VG_OPT_RESET, NULL},
+     0, NULL, VG_OPT_VAL(VG_CLEAN_AT(reset), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,
 };
 
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = c->g,
-                             .cmd = "clean",
-                             .help = vg_clean_help,
-                             .opts = vg_clean_opts,
-                             .help_tail = vg_clean_help_tail,
-                             .argc = argc,
-                             .argv = argv};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = c->g, .argc = argc, .argv = argv,
+                             .dst = {c}};
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
-        switch (ch) {
-        case VG_OPT_GPU:
-            c->gpu_arg = optarg;
-            vg_clean_filter(c, "--gpu", optarg);
-            break;
-        case VG_OPT_PID: {
-            int64_t pid;
-            if (vg_parse_i64(optarg, 1, VG_PID_MAX, &pid) != 0) {
-                vg_cmd_error("clean", "--pid takes a process id, not '%s'", optarg);
-                return VG_EXIT_USAGE;
-            }
-            c->po.by_pid = true;
-            c->po.pid = (pid_t)pid;
-            vg_clean_filter(c, "--pid", optarg);
-            break;
-        }
-        case VG_OPT_USER:
+        if (ch == VG_CLEAN_USER) {
             if (vg_clean_user(optarg, &c->po.uid) != 0) {
                 vg_cmd_error("clean", "--user takes a user name or uid; no user '%s' here", optarg);
                 return VG_EXIT_USAGE;
             }
             c->po.by_user = true;
-            vg_clean_filter(c, "--user", optarg);
-            break;
-        case VG_OPT_OLDER: {
-            uint64_t ms;
-            if (vg_parse_duration_ms(optarg, &ms) != 0) {
-                vg_cmd_error("clean",
-                             "--older-than takes a duration such as 30m, 2h or 1d, "
-                             "not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            c->po.by_age = true;
-            c->po.older_than_ms = ms;
-            vg_clean_filter(c, "--older-than", optarg);
-            break;
         }
-        case VG_OPT_ORPHANS:
-            c->po.orphans = true;
-            vg_clean_filter(c, "--orphans", NULL);
-            break;
-        case VG_OPT_GRACE: {
-            uint64_t ms;
-            if (vg_parse_duration_ms(optarg, &ms) != 0 || ms > VG_HOUR_MS) {
-                vg_cmd_error("clean",
-                             "--grace takes a duration up to 1h (e.g. 500ms, 10s), "
-                             "not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            c->grace_ms = (unsigned)ms;
-            break;
-        }
-        case VG_OPT_FORCE:
-            c->force = true;
-            break;
-        case VG_OPT_RESET:
-            c->reset = true;
-            break;
-        }
+        vg_clean_filter(c, p.row->name, optarg);
     }
     if (ch != VG_CMD_OPT_END)
         return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;

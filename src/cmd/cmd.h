@@ -51,7 +51,7 @@ enum {
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
     VG_OPT_HELP,
-    VG_OPT_FIRST_LOCAL /* commands number their own long-only options from here */
+    VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
 };
 
 /* The global options, one row each: every command's parse puts them in front of its own. */
@@ -80,6 +80,9 @@ enum {
     VG_CMD_OPT_USAGE = -3, /* the error is printed: the command ends with VG_EXIT_USAGE */
 };
 
+/* The most targets one parse stores values into. */
+#define VG_CMD_NDST 3
+
 /* One command's option parse, shared so that every command treats global options, -h/--help,
  * unknown options, missing values and stray words alike. The caller fills the public fields
  * and calls vg_cmd_next_opt until it returns a negative value; the rest is its own state. */
@@ -92,11 +95,20 @@ struct vg_cmd_parse {
     unsigned help_col;         /* column of the options' help texts; 0: VG_OPT_HELP_COL */
     int argc;                  /* argv[0] is the command's name */
     char **argv;
-    bool operands; /* false: a word after the options is a usage error */
+    bool operands;            /* false: a word after the options is a usage error */
+    void *dst[VG_CMD_NDST];   /* where typed rows store their values (struct vg_opt_val.dst) */
+    const struct vg_opt *row; /* the row of the option just returned */
     bool started;
     char optstring[16];
     struct option longopts[VG_OPT_MAX];
 };
+
+/* The fields of a struct vg_cmd_parse that every command fills alike, from its own
+ * vg_NAME_help, vg_NAME_opts and vg_NAME_help_tail:
+ *     struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = g, .argc = argc, .argv = argv}; */
+#define VG_CMD_PARSE(name)                                                                         \
+    .cmd = #name, .help = vg_##name##_help, .opts = vg_##name##_opts,                              \
+    .help_tail = vg_##name##_help_tail
 
 /* Build the getopt_long array and short-option string of the global table followed by opts
  * (NULL: none) into longopts and optstring (which holds its prefix, e.g. "+:h"). 0 or
@@ -108,7 +120,9 @@ void vg_cmd_help(FILE *f, const char *head, const struct vg_opt *opts, unsigned 
                  const char *tail);
 
 /* The next of the command's own options, with optarg set; global options are applied to g on
- * the way. Parsing stops at the first word that is not an option (or after "--"), as git does,
+ * the way, and so are the rows with a typed value (stored into dst[], a bad value reported:
+ * VG_CMD_OPT_USAGE), which come back only with then_code. Returns a row's short letter, else
+ * its id. Parsing stops at the first word that is not an option (or after "--"), as git does,
  * so `vramguard run -- CMD -x` leaves -x to CMD. */
 int vg_cmd_next_opt(struct vg_cmd_parse *p);
 

@@ -18,25 +18,33 @@
 #include "util/buf.h"
 #include "util/parse.h"
 
+#define VG_GLOBAL_AT(member) VG_OPT_AT(0, struct vg_global, member)
+
 const struct vg_opt vg_global_opts[] = {
     {"json", 0, VG_OPT_ARG_NONE, NULL, "machine-readable output (see docs/json.md)", VG_OPT_JSON,
-     NULL},
+     NULL, VG_OPT_VAL(VG_GLOBAL_AT(json), .kind = VG_OPT_K_SET)},
     {"color", 0, VG_OPT_ARG_OPTIONAL, "WHEN",
      "colour: auto (default, only on a terminal), always, never;\n"
      "NO_COLOR in the environment means never",
-     VG_OPT_COLOR, NULL},
-    {"colour", 0, VG_OPT_ARG_OPTIONAL, "WHEN", NULL, VG_OPT_COLOR, NULL},
+     VG_OPT_COLOR, NULL,
+     VG_OPT_VAL(VG_GLOBAL_AT(color), .kind = VG_OPT_K_WORD, .words = "auto|always|never",
+                .min = VG_COLOR_ALWAYS, .takes = "auto, always or never")},
+    {"colour", 0, VG_OPT_ARG_OPTIONAL, "WHEN", NULL, VG_OPT_COLOR, NULL, VG_OPT_CODE},
     {"proc", 0, VG_OPT_ARG_REQUIRED, "DIR",
-     "procfs to read (default /proc), e.g. a host's /proc in a container", VG_OPT_PROC, NULL},
+     "procfs to read (default /proc), e.g. a host's /proc in a container", VG_OPT_PROC, NULL,
+     VG_OPT_VAL(VG_GLOBAL_AT(proc_root), .kind = VG_OPT_K_STR)},
     {"dev", 0, VG_OPT_ARG_REQUIRED, "DIR", "where NVIDIA device nodes live (default /dev)",
-     VG_OPT_DEV, NULL},
+     VG_OPT_DEV, NULL, VG_OPT_CODE},
     {"nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
-     "NVML library to load (default $VRAMGUARD_NVML or libnvidia-ml.so.1)", VG_OPT_NVML, NULL},
+     "NVML library to load (default $VRAMGUARD_NVML or libnvidia-ml.so.1)", VG_OPT_NVML, NULL,
+     VG_OPT_VAL(VG_GLOBAL_AT(nvml_path), .kind = VG_OPT_K_STR)},
     {"nvml-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "give up on a hung driver after DUR (default 10s)", VG_OPT_NVML_TIMEOUT, "nvml_timeout"},
+     "give up on a hung driver after DUR (default 10s)", VG_OPT_NVML_TIMEOUT, "nvml_timeout",
+     VG_OPT_VAL(VG_GLOBAL_AT(nvml_timeout_ms), .kind = VG_OPT_K_DURATION, .min = 1,
+                .max = VG_HOUR_MS, .takes = "a duration between 1ms and 1h (e.g. 500ms, 10s)")},
     {"verbose", 0, VG_OPT_ARG_NONE, NULL, "say more about what was read and how", VG_OPT_VERBOSE,
-     NULL},
-    {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL},
+     NULL, VG_OPT_VAL(VG_GLOBAL_AT(verbose), .kind = VG_OPT_K_SET)},
+    {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -107,40 +115,86 @@ void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
                      cmd, sp);
 }
 
+/* The row getopt matched: by its long name (li, an index into longopts), else by its letter;
+ * *global: it is one of vg_global_opts. NULL for 'h' and anything unknown. */
+static const struct vg_opt *vg_cmd_row(const struct vg_cmd_parse *p, int c, int li, bool *global)
+{
+    *global = false;
+    if (li < 0) {
+        for (const struct vg_opt *o = p->opts; o && o->name; o++)
+            if (o->short_name && o->short_name == c)
+                return o;
+        return NULL;
+    }
+    /* The globals come first in longopts: a command row with a global's name is its help. */
+    const struct vg_opt *o = vg_opt_find_long(vg_global_opts, p->longopts[li].name);
+    if (o) {
+        *global = true;
+        return o;
+    }
+    return vg_opt_find_long(p->opts, p->longopts[li].name);
+}
+
+/* Store a command row's value; -1 after the message for a bad one. */
+static int vg_cmd_store(struct vg_cmd_parse *p, const struct vg_opt *o)
+{
+    if (o->val.kind == VG_OPT_K_CODE)
+        return 0;
+    if (o->val.dst >= VG_CMD_NDST || !p->dst[o->val.dst]) {
+        vg_cmd_error(p->cmd, "internal error: no target for --%s", o->name);
+        return -1;
+    }
+    int rc = vg_opt_store(&o->val, p->dst[o->val.dst], optarg);
+    if (rc == -EINVAL)
+        vg_cmd_error(p->cmd, "--%s takes %s, not '%s'", o->name, o->val.takes, optarg);
+    else if (rc)
+        vg_cmd_error(p->cmd, "internal error: --%s does not fit its target", o->name);
+    return rc ? -1 : 0;
+}
+
+/* The first call: the getopt arrays, and getopt's state reset. 0 or VG_CMD_OPT_USAGE. */
+static int vg_cmd_start(struct vg_cmd_parse *p)
+{
+    /* '+': a command's options end at its first operand; ':': a missing value is told apart
+     * from an unknown option. Both messages are ours (opterr = 0). */
+    snprintf(p->optstring, sizeof(p->optstring), "+:h");
+    if (vg_cmd_opt_arrays(p->opts, p->longopts, VG_OPT_MAX, p->optstring, sizeof(p->optstring))) {
+        vg_cmd_error(p->cmd, "internal error: too many options");
+        return VG_CMD_OPT_USAGE;
+    }
+    optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
+    opterr = 0;
+    p->started = true;
+    return 0;
+}
+
 int vg_cmd_next_opt(struct vg_cmd_parse *p)
 {
-    if (!p->started) {
-        /* '+': a command's options end at its first operand; ':': a missing value is told
-         * apart from an unknown option. Both messages are ours (opterr = 0). */
-        snprintf(p->optstring, sizeof(p->optstring), "+:h");
-        if (vg_cmd_opt_arrays(p->opts, p->longopts, VG_OPT_MAX, p->optstring,
-                              sizeof(p->optstring))) {
-            vg_cmd_error(p->cmd, "internal error: too many options");
-            return VG_CMD_OPT_USAGE;
-        }
-        optind = 0; /* 0, not 1: glibc then resets its internal state from main's parse */
-        opterr = 0;
-        p->started = true;
-    }
-    int c;
-    while ((c = getopt_long(p->argc, p->argv, p->optstring, p->longopts, NULL)) != -1) {
-        int r = vg_global_opt(p->g, c, optarg, p->cmd);
-        if (r < 0)
-            return VG_CMD_OPT_USAGE;
-        if (r > 0)
-            continue;
-        switch (c) {
-        case 'h':
-        case VG_OPT_HELP:
+    if (!p->started && vg_cmd_start(p))
+        return VG_CMD_OPT_USAGE;
+    int c, li = -1;
+    while ((c = getopt_long(p->argc, p->argv, p->optstring, p->longopts, &li)) != -1) {
+        bool global;
+        const struct vg_opt *o = c == '?' || c == ':' ? NULL : vg_cmd_row(p, c, li, &global);
+        li = -1;
+        p->row = o;
+        if (c == 'h' || (o && o->id == VG_OPT_HELP)) {
             vg_cmd_help(stdout, p->help, p->opts, p->help_col, p->help_tail);
             return VG_CMD_OPT_HELP;
-        case '?':
-        case ':':
+        }
+        if (!o) {
             vg_cmd_usage_error(p->cmd, c, p->argc, p->argv);
             return VG_CMD_OPT_USAGE;
-        default:
-            return c;
         }
+        if (global) {
+            if (vg_global_opt(p->g, o->id, optarg, p->cmd) < 0)
+                return VG_CMD_OPT_USAGE;
+            continue;
+        }
+        if (vg_cmd_store(p, o))
+            return VG_CMD_OPT_USAGE;
+        if (o->val.kind == VG_OPT_K_CODE || o->val.then_code)
+            return o->short_name ? o->short_name : o->id;
     }
     if (!p->operands && optind < p->argc) {
         vg_cmd_error(p->cmd, "unexpected argument '%s' (see 'vramguard %s --help')",
@@ -150,65 +204,40 @@ int vg_cmd_next_opt(struct vg_cmd_parse *p)
     return VG_CMD_OPT_END;
 }
 
+/* --dev: descriptor targets in /proc are canonical absolute paths, so --dev must be one too
+ * for them to match: resolve it (".", "..", symlinks), or anchor a path that does not exist
+ * (yet) at the current directory. 1, or -1 after the message. */
+static int vg_global_dev(struct vg_global *g, const char *arg, const char *cmd)
+{
+    if (!realpath(arg, g->dev_abs)) {
+        char cwd[4096];
+        int n = arg[0] == '/' ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s", arg)
+                : getcwd(cwd, sizeof(cwd))
+                    ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s/%s", cwd, arg)
+                    : -1;
+        if (n < 0 || (size_t)n >= sizeof(g->dev_abs)) {
+            vg_cmd_error(cmd, "--dev: cannot make '%s' an absolute path", arg);
+            return -1;
+        }
+    }
+    g->dev_dir = g->dev_abs;
+    return 1;
+}
+
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
 {
-    switch (c) {
-    case VG_OPT_JSON:
-        g->json = true;
-        return 1;
-    case VG_OPT_VERBOSE:
-        g->verbose = true;
-        return 1;
-    case VG_OPT_PROC:
-        g->proc_root = arg;
-        return 1;
-    case VG_OPT_DEV:
-        /* Descriptor targets in /proc are canonical absolute paths, so --dev must be one too
-         * for them to match: resolve it (".", "..", symlinks), or anchor a path that does not
-         * exist (yet) at the current directory. */
-        if (!realpath(arg, g->dev_abs)) {
-            char cwd[4096];
-            int n = arg[0] == '/' ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s", arg)
-                    : getcwd(cwd, sizeof(cwd))
-                        ? snprintf(g->dev_abs, sizeof(g->dev_abs), "%s/%s", cwd, arg)
-                        : -1;
-            if (n < 0 || (size_t)n >= sizeof(g->dev_abs)) {
-                vg_cmd_error(cmd, "--dev: cannot make '%s' an absolute path", arg);
-                return -1;
-            }
-        }
-        g->dev_dir = g->dev_abs;
-        return 1;
-    case VG_OPT_NVML:
-        g->nvml_path = arg;
-        return 1;
-    case VG_OPT_COLOR:
-        if (!arg || strcmp(arg, "always") == 0) {
-            g->color = VG_COLOR_ALWAYS;
-        } else if (strcmp(arg, "never") == 0) {
-            g->color = VG_COLOR_NEVER;
-        } else if (strcmp(arg, "auto") == 0) {
-            g->color = VG_COLOR_AUTO;
-        } else {
-            vg_cmd_error(cmd, "--color takes auto, always or never, not '%s'", arg);
-            return -1;
-        }
-        return 1;
-    case VG_OPT_NVML_TIMEOUT: {
-        uint64_t ms;
-        if (vg_parse_duration_ms(arg, &ms) || ms == 0 || ms > VG_HOUR_MS) {
-            vg_cmd_error(cmd,
-                         "--nvml-timeout takes a duration between 1ms and 1h "
-                         "(e.g. 500ms, 10s), not '%s'",
-                         arg);
-            return -1;
-        }
-        g->nvml_timeout_ms = (unsigned)ms;
-        return 1;
-    }
-    default:
+    /* By id: an alias (--colour) shares its row's id, and the first row words the message. */
+    const struct vg_opt *o = c >= VG_OPT_JSON ? vg_opt_find_id(vg_global_opts, c) : NULL;
+    if (!o || o->id == VG_OPT_HELP)
         return 0;
-    }
+    if (o->id == VG_OPT_DEV)
+        return vg_global_dev(g, arg, cmd);
+    int rc = vg_opt_store(&o->val, g, arg);
+    if (rc == -EINVAL)
+        vg_cmd_error(cmd, "--%s takes %s, not '%s'", o->name, o->val.takes, arg);
+    else if (rc)
+        vg_cmd_error(cmd, "internal error: --%s does not fit its target", o->name);
+    return rc ? -1 : 1;
 }
 
 bool vg_cmd_use_color(const struct vg_global *g)

@@ -978,23 +978,6 @@ static int vg_demo_keep_socket(int *out)
     return 0;
 }
 
-enum { VG_OPT_HELPER = VG_OPT_FIRST_LOCAL, VG_OPT_FAKE, VG_OPT_KEEP, VG_OPT_STOP };
-
-static const struct vg_opt vg_demo_opts[] = {
-    {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
-     "the process helper (default: found beside the binary)", VG_OPT_HELPER, NULL},
-    {"fake-nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
-     "the fake libnvidia-ml.so.1 (default: found beside the binary)", VG_OPT_FAKE, NULL},
-    {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR",
-     "leave the simulation running as it is, for other commands to try,\n"
-     "until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
-     "then it is removed whole. One per user and $TMPDIR at a time",
-     VG_OPT_KEEP, NULL},
-    {"stop", 0, VG_OPT_ARG_NONE, NULL, "stop and remove the simulation a --keep left running",
-     VG_OPT_STOP, NULL},
-    VG_OPT_TABLE_END,
-};
-
 /* What demo's options ask for. */
 struct vg_demo_args {
     const char *helper_arg, *fake_arg, *keep_text;
@@ -1002,45 +985,42 @@ struct vg_demo_args {
     uint64_t keep_ms;
 };
 
+/* --keep comes back to the parse, to keep its text too. */
+enum { VG_DEMO_KEEP = VG_OPT_FIRST_LOCAL };
+
+#define VG_DEMO_AT(member) VG_OPT_AT(0, struct vg_demo_args, member)
+
+static const struct vg_opt vg_demo_opts[] = {
+    {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the process helper (default: found beside the binary)", 0, NULL,
+     VG_OPT_VAL(VG_DEMO_AT(helper_arg), .kind = VG_OPT_K_STR)},
+    {"fake-nvml", 0, VG_OPT_ARG_REQUIRED, "PATH",
+     "the fake libnvidia-ml.so.1 (default: found beside the binary)", 0, NULL,
+     VG_OPT_VAL(VG_DEMO_AT(fake_arg), .kind = VG_OPT_K_STR)},
+    {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR",
+     "leave the simulation running as it is, for other commands to try,\n"
+     "until `vramguard demo --stop` or for DUR (default 1h; 1s to 12h);\n"
+     "then it is removed whole. One per user and $TMPDIR at a time",
+     VG_DEMO_KEEP, NULL,
+     VG_OPT_VAL(VG_DEMO_AT(keep_ms), VG_OPT_GIVEN(struct vg_demo_args, keep),
+                .kind = VG_OPT_K_DURATION, .min = 1000, .max = VG_DEMO_KEEP_MAX_MS,
+                .takes = "a duration between 1s and 12h (e.g. 30m)", .then_code = true)},
+    {"stop", 0, VG_OPT_ARG_NONE, NULL, "stop and remove the simulation a --keep left running", 0,
+     NULL, VG_OPT_VAL(VG_DEMO_AT(stop), .kind = VG_OPT_K_SET)},
+    VG_OPT_TABLE_END,
+};
+
 /* The command line into a; --stop is carried out here. -1 to go on, else an exit status. */
 static int vg_demo_parse(struct vg_global *g, int argc, char **argv, struct vg_demo_args *a)
 {
     /* .operands: demo says "unexpected argument" without the pointer to --help itself. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "demo",
-                             .help = vg_demo_help,
-                             .opts = vg_demo_opts,
-                             .help_tail = vg_demo_help_tail,
-                             .argc = argc,
-                             .argv = argv,
-                             .operands = true};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(demo), .g = g, .argc = argc, .argv = argv, .operands = true, .dst = {a},
+    };
     int c;
-    while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_HELPER:
-            a->helper_arg = optarg;
-            break;
-        case VG_OPT_FAKE:
-            a->fake_arg = optarg;
-            break;
-        case VG_OPT_KEEP:
-            a->keep = true;
-            if (optarg && (vg_parse_duration_ms(optarg, &a->keep_ms) != 0 || a->keep_ms < 1000 ||
-                           a->keep_ms > VG_DEMO_KEEP_MAX_MS)) {
-                vg_cmd_error("demo",
-                             "--keep takes a duration between 1s and 12h (e.g. 30m), "
-                             "not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            if (optarg)
-                a->keep_text = optarg;
-            break;
-        case VG_OPT_STOP:
-            a->stop = true;
-            break;
-        }
-    }
+    while ((c = vg_cmd_next_opt(&p)) == VG_DEMO_KEEP)
+        if (optarg)
+            a->keep_text = optarg;
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (optind < argc) {

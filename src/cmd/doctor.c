@@ -31,14 +31,7 @@ static const char vg_doctor_help_tail[] =
     "Every rule is described in docs/diagnoses.md.\n"
     "\n";
 
-enum {
-    VG_OPT_GPU = VG_OPT_FIRST_LOCAL,
-    VG_OPT_PID,
-    VG_OPT_CONTEXT_MAX,
-    VG_OPT_UNATTR_MIN,
-    VG_OPT_NO_SHELL,
-    VG_OPT_LIST,
-};
+enum { VG_DOCTOR_LIST = VG_OPT_FIRST_LOCAL };
 
 static int vg_doctor_list(void)
 {
@@ -49,28 +42,29 @@ static int vg_doctor_list(void)
     return VG_EXIT_OK;
 }
 
-static int vg_doctor_size(const char *opt, const char *arg, uint64_t *out)
-{
-    if (vg_parse_size(arg, false, out, NULL, NULL) != 0) {
-        vg_cmd_error("doctor", "%s takes a size such as 512MiB or 1GiB, not '%s'", opt, arg);
-        return -1;
-    }
-    return 0;
-}
+/* The parse's targets: 0 the rule options, 1 the finding filter, 2 the --gpu text. */
+#define VG_DOCTOR_RULES(member) VG_OPT_AT(0, struct vg_rule_opts, member)
+#define VG_DOCTOR_SIZE "a size such as 512MiB or 1GiB"
 
 static const struct vg_opt vg_doctor_opts[] = {
-    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "only findings about GPU G (index or UUID prefix)",
-     VG_OPT_GPU, NULL},
-    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "only findings about process P", VG_OPT_PID, NULL},
+    {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "only findings about GPU G (index or UUID prefix)", 0,
+     NULL, VG_OPT_VAL(VG_OPT_VAR(2, const char *), .kind = VG_OPT_K_STR)},
+    {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "only findings about process P", 0, NULL,
+     VG_OPT_VAL(VG_OPT_AT(1, struct vg_finding_filter, pid),
+                VG_OPT_GIVEN(struct vg_finding_filter, by_pid), .kind = VG_OPT_K_PID,
+                .takes = "a process id")},
     {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_OPT_CONTEXT_MAX, NULL},
+     "largest amount that counts as a bare CUDA context (default 1GiB)", 0, NULL,
+     VG_OPT_VAL(VG_DOCTOR_RULES(context_max), .kind = VG_OPT_K_SIZE, .takes = VG_DOCTOR_SIZE)},
     {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "unexplained memory reported above this (default 256MiB)", VG_OPT_UNATTR_MIN, NULL},
+     "unexplained memory reported above this (default 256MiB)", 0, NULL,
+     VG_OPT_VAL(VG_DOCTOR_RULES(unattributed_min), .kind = VG_OPT_K_SIZE, .takes = VG_DOCTOR_SIZE)},
     {"no-shell", 0, VG_OPT_ARG_NONE, NULL,
      "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
      "CUDA_DEVICE_ORDER",
-     VG_OPT_NO_SHELL, NULL},
-    {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit", VG_OPT_LIST, NULL},
+     0, NULL, VG_OPT_VAL(VG_DOCTOR_RULES(check_shell), .kind = VG_OPT_K_CLEAR)},
+    {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit", VG_DOCTOR_LIST, NULL,
+     VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -79,44 +73,11 @@ static const struct vg_opt vg_doctor_opts[] = {
 static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg_rule_opts *ropts,
                            const char **gpu_arg, struct vg_finding_filter *flt)
 {
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "doctor",
-                             .help = vg_doctor_help,
-                             .opts = vg_doctor_opts,
-                             .help_tail = vg_doctor_help_tail,
-                             .argc = argc,
-                             .argv = argv};
-    int c;
-    while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_GPU:
-            *gpu_arg = optarg;
-            break;
-        case VG_OPT_PID: {
-            int64_t pid;
-            if (vg_parse_i64(optarg, 1, VG_PID_MAX, &pid) != 0) {
-                vg_cmd_error("doctor", "--pid takes a process id, not '%s'", optarg);
-                return VG_EXIT_USAGE;
-            }
-            flt->by_pid = true;
-            flt->pid = (pid_t)pid;
-            break;
-        }
-        case VG_OPT_CONTEXT_MAX:
-            if (vg_doctor_size("--context-max", optarg, &ropts->context_max))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_UNATTR_MIN:
-            if (vg_doctor_size("--unattributed-min", optarg, &ropts->unattributed_min))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_NO_SHELL:
-            ropts->check_shell = false;
-            break;
-        case VG_OPT_LIST:
-            return vg_doctor_list();
-        }
-    }
+    struct vg_cmd_parse p = {VG_CMD_PARSE(doctor), .g = g, .argc = argc, .argv = argv,
+                             .dst = {ropts, flt, gpu_arg}};
+    int c = vg_cmd_next_opt(&p);
+    if (c == VG_DOCTOR_LIST)
+        return vg_doctor_list();
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     return -1;

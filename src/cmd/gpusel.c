@@ -448,15 +448,6 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
             return rc;
         o->crit.max_util_explicit = true;
         return 1;
-    case VG_GPUSEL_OPT_EXCLUDE:
-        o->exclude = arg;
-        return 1;
-    case VG_GPUSEL_OPT_WAIT:
-        if (vg_parse_duration_ms(arg, &o->wait_ms) || o->wait_ms > 7ull * VG_DAY_MS)
-            return vg_err_set(err, -EINVAL,
-                              "--wait takes a duration up to 7d (30s, 10m, 2h), not '%s'", arg);
-        o->wait = true;
-        return 1;
     }
     return 0;
 }

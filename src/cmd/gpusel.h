@@ -19,6 +19,7 @@
 #include "cmd/cmd.h"
 #include "gpu/gpu.h"
 #include "model/pick.h"
+#include "util/parse.h"
 
 struct vg_gpusel_opts {
     const char *cmd; /* "pick" or "run", for messages */
@@ -58,41 +59,48 @@ struct vg_gpusel {
     size_t n;
 };
 
-/* The options pick and run share (--min-free, --max-util, --exclude, --wait): their codes in
- * option tables, the table rows, and their handling. */
+/* The options pick and run share (--min-free, --max-util, --exclude, --wait): the codes of
+ * those that come back from the parse, the table rows, and their handling. --exclude and
+ * --wait are stored by their rows into the parse's target VG_GPUSEL_DST, the struct
+ * vg_gpusel_opts. */
 enum {
     VG_GPUSEL_OPT_MIN_FREE = VG_OPT_FIRST_LOCAL,
     VG_GPUSEL_OPT_MAX_UTIL,
-    VG_GPUSEL_OPT_EXCLUDE,
-    VG_GPUSEL_OPT_WAIT,
-    VG_GPUSEL_OPT_FIRST_LOCAL /* pick and run number their own long-only options from here */
+    VG_GPUSEL_OPT_FIRST_LOCAL /* pick and run number their own options from here */
 };
+#define VG_GPUSEL_DST 1
+#define VG_GPUSEL_AT(member) VG_OPT_AT(VG_GPUSEL_DST, struct vg_gpusel_opts, member)
 
 /* Their table rows (cmd/opt.h), defined once: name, value and code; each command words the
  * help for itself (run's apply to auto:N only). */
 #define VG_GPUSEL_ROW_MIN_FREE(help)                                                               \
     {                                                                                              \
-        "min-free", 0, VG_OPT_ARG_REQUIRED, "SIZE", help, VG_GPUSEL_OPT_MIN_FREE, NULL             \
+        "min-free", 0, VG_OPT_ARG_REQUIRED, "SIZE", help, VG_GPUSEL_OPT_MIN_FREE, NULL,            \
+            VG_OPT_CODE                                                                            \
     }
 #define VG_GPUSEL_ROW_MAX_UTIL(help)                                                               \
     {                                                                                              \
-        "max-util", 0, VG_OPT_ARG_REQUIRED, "PCT", help, VG_GPUSEL_OPT_MAX_UTIL, NULL              \
+        "max-util", 0, VG_OPT_ARG_REQUIRED, "PCT", help, VG_GPUSEL_OPT_MAX_UTIL, NULL, VG_OPT_CODE \
     }
 #define VG_GPUSEL_ROW_EXCLUDE(help)                                                                \
     {                                                                                              \
-        "exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, VG_GPUSEL_OPT_EXCLUDE, NULL               \
+        "exclude", 0, VG_OPT_ARG_REQUIRED, "GPUS", help, 0, NULL,                                  \
+            VG_OPT_VAL(VG_GPUSEL_AT(exclude), .kind = VG_OPT_K_STR)                                \
     }
 #define VG_GPUSEL_ROW_WAIT(help)                                                                   \
     {                                                                                              \
-        "wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, VG_GPUSEL_OPT_WAIT, NULL                  \
+        "wait", 0, VG_OPT_ARG_REQUIRED, "TIMEOUT", help, 0, NULL,                                  \
+            VG_OPT_VAL(VG_GPUSEL_AT(wait_ms), VG_OPT_GIVEN(struct vg_gpusel_opts, wait),           \
+                       .kind = VG_OPT_K_DURATION, .max = 7ull * VG_DAY_MS,                         \
+                       .takes = "a duration up to 7d (30s, 10m, 2h)")                              \
     }
 
 /* The defaults both commands start from: one GPU chosen with pick's policy (the default
  * --min-free and --max-util), no waiting, nothing locked. */
 void vg_gpusel_opts_init(struct vg_gpusel_opts *o, const char *cmd, const struct vg_global *g);
 
-/* Handle one shared option inside a command's getopt loop. Returns 1 when handled, 0 when c
- * is not a shared option, or a negative errno with the message in err for a bad value. */
+/* Handle --min-free or --max-util inside a command's getopt loop. Returns 1 when handled, 0
+ * when c is neither, or a negative errno with the message in err for a bad value. */
 int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_err *err);
 
 /* Choose (and with opts->lock, reserve) GPUs, waiting when asked. Returns an exit status:

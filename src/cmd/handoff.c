@@ -59,41 +59,8 @@ static const char vg_handoff_help_tail[] =
     "described in docs/json.md; contrib/slurm/ has the prolog and epilog scripts.\n"
     "\n";
 
-enum {
-    VG_OPT_GPUS = VG_OPT_FIRST_LOCAL,
-    VG_OPT_JOB,
-    VG_OPT_UID,
-    VG_OPT_TIMEOUT,
-    VG_OPT_GRACE,
-    VG_OPT_TOLERANCE,
-    VG_OPT_DRAIN,
-    VG_OPT_NODE,
-};
-
-static const struct vg_opt vg_handoff_opts[] = {
-    {"gpus", 0, VG_OPT_ARG_REQUIRED, "LIST",
-     "the job's GPUs: NVML indices or UUIDs, comma-separated\n"
-     "(default: from Slurm's variables)",
-     VG_OPT_GPUS, NULL},
-    {"job", 0, VG_OPT_ARG_REQUIRED, "ID", "the job's id (default: $SLURM_JOB_ID)", VG_OPT_JOB,
-     NULL},
-    {"uid", 0, VG_OPT_ARG_REQUIRED, "U", "the job's user, a name or uid (default: $SLURM_JOB_UID)",
-     VG_OPT_UID, NULL},
-    {"timeout", 0, VG_OPT_ARG_REQUIRED, "D",
-     "epilog: how long to wait for memory to come back (default 30s)", VG_OPT_TIMEOUT, NULL},
-    {"grace", 0, VG_OPT_ARG_REQUIRED, "D", "wait D after SIGTERM before SIGKILL (default 5s)",
-     VG_OPT_GRACE, NULL},
-    {"tolerance", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "memory above the driver's reservation that still counts\nas free (default 64MiB)",
-     VG_OPT_TOLERANCE, NULL},
-    {"drain", 0, VG_OPT_ARG_NONE, NULL,
-     "when not ready (dirty, wedged, could not check), run\n"
-     "scontrol update nodename=NODE state=drain reason=LINE",
-     VG_OPT_DRAIN, NULL},
-    {"node", 0, VG_OPT_ARG_REQUIRED, "NAME",
-     "the node to drain (default: $SLURMD_NODENAME, else the\nhost name)", VG_OPT_NODE, NULL},
-    VG_OPT_TABLE_END,
-};
+/* --job comes back from the parse; the other options are stored by their rows. */
+enum { VG_HANDOFF_OPT_JOB = VG_OPT_FIRST_LOCAL };
 
 #define VG_HANDOFF_TIMEOUT_DEFAULT_MS 30000u
 #define VG_HANDOFF_GRACE_DEFAULT_MS 5000u
@@ -110,52 +77,38 @@ struct vg_handoff {
     size_t nancestors;
 };
 
-static int vg_handoff_duration(const char *opt, const char *arg, uint64_t max, uint64_t *ms)
-{
-    if (vg_parse_duration_ms(arg, ms) != 0 || *ms > max) {
-        vg_cmd_error("handoff", "%s takes a duration up to 1h (e.g. 500ms, 30s), not '%s'", opt,
-                     arg);
-        return -1;
-    }
-    return 0;
-}
+#define VG_HANDOFF_AT(member) VG_OPT_AT(0, struct vg_handoff, member)
+#define VG_HANDOFF_DUR(member)                                                                     \
+    VG_OPT_VAL(VG_HANDOFF_AT(member), .kind = VG_OPT_K_DURATION, .max = VG_HOUR_MS,                \
+               .takes = "a duration up to 1h (e.g. 500ms, 30s)")
 
-static int vg_handoff_opt(struct vg_handoff *h, int ch)
-{
-    switch (ch) {
-    case VG_OPT_GPUS:
-        h->gpus_arg = optarg;
-        return 0;
-    case VG_OPT_JOB:
-        if (!*optarg) {
-            vg_cmd_error("handoff", "--job takes a job id, not ''");
-            return -1;
-        }
-        h->req.job.id = optarg;
-        return 0;
-    case VG_OPT_UID:
-        h->uid_arg = optarg;
-        return 0;
-    case VG_OPT_TIMEOUT:
-        return vg_handoff_duration("--timeout", optarg, VG_HOUR_MS, &h->req.timeout_ms);
-    case VG_OPT_GRACE:
-        return vg_handoff_duration("--grace", optarg, VG_HOUR_MS, &h->req.grace_ms);
-    case VG_OPT_TOLERANCE:
-        if (vg_parse_size(optarg, false, &h->req.tolerance, NULL, NULL) != 0) {
-            vg_cmd_error("handoff", "--tolerance takes a size such as 64MiB or 1GiB, not '%s'",
-                         optarg);
-            return -1;
-        }
-        return 0;
-    case VG_OPT_DRAIN:
-        h->drain = true;
-        return 0;
-    case VG_OPT_NODE:
-        h->node = optarg;
-        return 0;
-    }
-    return 0;
-}
+static const struct vg_opt vg_handoff_opts[] = {
+    {"gpus", 0, VG_OPT_ARG_REQUIRED, "LIST",
+     "the job's GPUs: NVML indices or UUIDs, comma-separated\n"
+     "(default: from Slurm's variables)",
+     0, NULL, VG_OPT_VAL(VG_HANDOFF_AT(gpus_arg), .kind = VG_OPT_K_STR)},
+    {"job", 0, VG_OPT_ARG_REQUIRED, "ID", "the job's id (default: $SLURM_JOB_ID)",
+     VG_HANDOFF_OPT_JOB, NULL, VG_OPT_CODE},
+    {"uid", 0, VG_OPT_ARG_REQUIRED, "U", "the job's user, a name or uid (default: $SLURM_JOB_UID)",
+     0, NULL, VG_OPT_VAL(VG_HANDOFF_AT(uid_arg), .kind = VG_OPT_K_STR)},
+    {"timeout", 0, VG_OPT_ARG_REQUIRED, "D",
+     "epilog: how long to wait for memory to come back (default 30s)", 0, NULL,
+     VG_HANDOFF_DUR(req.timeout_ms)},
+    {"grace", 0, VG_OPT_ARG_REQUIRED, "D", "wait D after SIGTERM before SIGKILL (default 5s)", 0,
+     NULL, VG_HANDOFF_DUR(req.grace_ms)},
+    {"tolerance", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "memory above the driver's reservation that still counts\nas free (default 64MiB)", 0, NULL,
+     VG_OPT_VAL(VG_HANDOFF_AT(req.tolerance), .kind = VG_OPT_K_SIZE,
+                .takes = "a size such as 64MiB or 1GiB")},
+    {"drain", 0, VG_OPT_ARG_NONE, NULL,
+     "when not ready (dirty, wedged, could not check), run\n"
+     "scontrol update nodename=NODE state=drain reason=LINE",
+     0, NULL, VG_OPT_VAL(VG_HANDOFF_AT(drain), .kind = VG_OPT_K_SET)},
+    {"node", 0, VG_OPT_ARG_REQUIRED, "NAME",
+     "the node to drain (default: $SLURMD_NODENAME, else the\nhost name)", 0, NULL,
+     VG_OPT_VAL(VG_HANDOFF_AT(node), .kind = VG_OPT_K_STR)},
+    VG_OPT_TABLE_END,
+};
 
 static int vg_handoff_mode(struct vg_handoff *h, const char *word)
 {
@@ -179,18 +132,17 @@ static int vg_handoff_parse(struct vg_handoff *h, int argc, char **argv)
     bool first = argc > 1 && argv[1][0] != '-';
     if (first && vg_handoff_mode(h, argv[1]))
         return VG_EXIT_USAGE;
-    struct vg_cmd_parse p = {.g = h->g,
-                             .cmd = "handoff",
-                             .help = vg_handoff_help,
-                             .opts = vg_handoff_opts,
-                             .help_tail = vg_handoff_help_tail,
-                             .argc = first ? argc - 1 : argc,
-                             .argv = first ? argv + 1 : argv,
-                             .operands = !first};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(handoff),           .g = h->g,          .argc = first ? argc - 1 : argc,
+        .argv = first ? argv + 1 : argv, .operands = !first, .dst = {h}};
     int ch;
-    while ((ch = vg_cmd_next_opt(&p)) >= 0)
-        if (vg_handoff_opt(h, ch))
+    while ((ch = vg_cmd_next_opt(&p)) == VG_HANDOFF_OPT_JOB) {
+        if (!*optarg) {
+            vg_cmd_error("handoff", "--job takes a job id, not ''");
             return VG_EXIT_USAGE;
+        }
+        h->req.job.id = optarg;
+    }
     if (ch != VG_CMD_OPT_END)
         return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     if (first)

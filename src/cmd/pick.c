@@ -32,9 +32,13 @@ static const char vg_pick_help_tail[] =
     "driver's view unavailable; 64 bad usage.\n"
     "\n";
 
-enum { VG_OPT_FORMAT = VG_GPUSEL_OPT_FIRST_LOCAL };
-
 enum vg_pick_format { VG_FMT_CVD, VG_FMT_INDEX, VG_FMT_JSON };
+
+/* pick's own settings (the parse's target 0; the shared ones are VG_GPUSEL_DST). */
+struct vg_pick_args {
+    enum vg_pick_format fmt;
+    bool fmt_given;
+};
 
 static void vg_pick_json_gpu(struct vg_json *j, const struct vg_gpusel *s, size_t k, bool picked)
 {
@@ -119,7 +123,8 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
 }
 
 static const struct vg_opt vg_pick_opts[] = {
-    {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many GPUs (default 1, at most 64)", 'n', NULL},
+    {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many GPUs (default 1, at most 64)", 'n', NULL,
+     VG_OPT_CODE},
     VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
                            "the GPU's total with a decimal point (0.5; the default)"),
     VG_GPUSEL_ROW_MAX_UTIL("highest utilisation accepted, 0-100 (default 50); with this\n"
@@ -128,62 +133,34 @@ static const struct vg_opt vg_pick_opts[] = {
     {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
      "cvd: UUIDs, comma-separated (default); index: nvidia-smi indices;\n"
      "json: a vramguard.pick/1 document (also --json)",
-     VG_OPT_FORMAT, NULL},
+     0, NULL,
+     VG_OPT_VAL(VG_OPT_AT(0, struct vg_pick_args, fmt),
+                VG_OPT_GIVEN(struct vg_pick_args, fmt_given), .kind = VG_OPT_K_WORD,
+                .words = "cvd|index|json", .takes = "cvd, index or json")},
     VG_GPUSEL_ROW_WAIT("wait up to TIMEOUT (30s, 10m, 2h) for enough GPUs to be free"),
     VG_OPT_TABLE_END,
 };
-
-/* --format's value. */
-static int vg_pick_parse_format(const char *arg, enum vg_pick_format *fmt, struct vg_err *err)
-{
-    if (strcmp(arg, "cvd") == 0)
-        *fmt = VG_FMT_CVD;
-    else if (strcmp(arg, "index") == 0)
-        *fmt = VG_FMT_INDEX;
-    else if (strcmp(arg, "json") == 0)
-        *fmt = VG_FMT_JSON;
-    else
-        return vg_err_set(err, -EINVAL, "--format takes cvd, index or json, not '%s'", arg);
-    return 0;
-}
 
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 {
     struct vg_gpusel_opts o;
     vg_gpusel_opts_init(&o, "pick", g);
-    enum vg_pick_format fmt = VG_FMT_CVD;
-    bool fmt_given = false;
+    struct vg_pick_args pa = {.fmt = VG_FMT_CVD};
     struct vg_err err = VG_ERR_INIT;
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "pick",
-                             .help = vg_pick_help,
-                             .opts = vg_pick_opts,
-                             .help_tail = vg_pick_help_tail,
-                             .argc = argc,
-                             .argv = argv};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(pick), .g = g, .argc = argc, .argv = argv,
+                             .dst = {[0] = &pa, [VG_GPUSEL_DST] = &o}};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        int r = vg_gpusel_opt(&o, c, optarg, &err);
+        int r = c == 'n' ? vg_pick_parse_count("-n", optarg, &o.spec.count, &err)
+                         : vg_gpusel_opt(&o, c, optarg, &err);
         if (r < 0)
             goto usage;
-        if (r > 0)
-            continue;
-        switch (c) {
-        case 'n':
-            if (vg_pick_parse_count("-n", optarg, &o.spec.count, &err))
-                goto usage;
-            break;
-        case VG_OPT_FORMAT:
-            fmt_given = true;
-            if (vg_pick_parse_format(optarg, &fmt, &err))
-                goto usage;
-            break;
-        }
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    enum vg_pick_format fmt = pa.fmt;
     if (g->json) {
-        if (fmt_given && fmt != VG_FMT_JSON) {
+        if (pa.fmt_given && fmt != VG_FMT_JSON) {
             vg_cmd_error("pick", "--json and --format %s contradict each other",
                          fmt == VG_FMT_CVD ? "cvd" : "index");
             return VG_EXIT_USAGE;

@@ -57,12 +57,8 @@ static const char vg_run_help_tail[] =
     "unavailable; 64 bad usage.\n"
     "\n";
 
-enum {
-    VG_OPT_GPUS = VG_GPUSEL_OPT_FIRST_LOCAL,
-    VG_OPT_GRACE,
-    VG_OPT_KEEP_ENV,
-    VG_OPT_TRACK,
-};
+/* --gpus comes back from the parse; run's other options are stored by their rows. */
+enum { VG_RUN_GPUS = VG_GPUSEL_OPT_FIRST_LOCAL };
 
 #define VG_RUN_DEFAULT_GRACE_MS 10000u
 
@@ -320,12 +316,15 @@ static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, stru
         vg_cmd_error("run", "checked the job's GPUs after it ended");
 }
 
+/* The parse's targets: 0 the struct vg_run, VG_GPUSEL_DST the shared selection options. */
+#define VG_RUN_AT(member) VG_OPT_AT(0, struct vg_run, member)
+
 static const struct vg_opt vg_run_opts[] = {
     {"gpus", 0, VG_OPT_ARG_REQUIRED, "GPUS",
      "indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
      "prefixes, comma-separated; or auto:N, N GPUs chosen like\n"
      "'vramguard pick -n N' (default auto:1)",
-     VG_OPT_GPUS, NULL},
+     VG_RUN_GPUS, NULL, VG_OPT_CODE},
     VG_GPUSEL_ROW_MIN_FREE("auto: free memory each GPU needs (20GiB, 512MiB, or a fraction of\n"
                            "its total like 0.5, the default); explicit GPUs: checked if given"),
     VG_GPUSEL_ROW_MAX_UTIL("auto: highest utilisation accepted (default 50)"),
@@ -334,19 +333,24 @@ static const struct vg_opt vg_run_opts[] = {
     {"grace", 0, VG_OPT_ARG_REQUIRED, "DURATION",
      "time leftover processes get between SIGTERM and SIGKILL\n"
      "(default 10s; also the job's, should vramguard die)",
-     VG_OPT_GRACE, NULL},
+     0, NULL,
+     VG_OPT_VAL(VG_RUN_AT(grace_ms), .kind = VG_OPT_K_DURATION, .max = VG_HOUR_MS,
+                .takes = "a duration up to 1h (0, 500ms, 10s, 2m)")},
     {"keep-env", 0, VG_OPT_ARG_NONE, NULL,
      "keep an existing CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER);\n"
      "without --gpus, reserve the GPUs it names; warn when it differs\n"
      "from --gpus",
-     VG_OPT_KEEP_ENV, NULL},
+     0, NULL, VG_OPT_VAL(VG_RUN_AT(keep_env), .kind = VG_OPT_K_SET)},
     {"track", 0, VG_OPT_ARG_REQUIRED, "MODE",
      "auto (default): a cgroup when possible, else subreaper;\n"
      "cgroup: fail without one; subreaper: never create one",
-     VG_OPT_TRACK, NULL},
-    {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "say nothing unless something is wrong", 'q', NULL},
+     0, NULL,
+     VG_OPT_VAL(VG_RUN_AT(track), .kind = VG_OPT_K_WORD, .words = "auto|cgroup|subreaper",
+                .takes = "auto, cgroup or subreaper")},
+    {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "say nothing unless something is wrong", 0, NULL,
+     VG_OPT_VAL(VG_RUN_AT(quiet), .kind = VG_OPT_K_SET)},
     {"verbose", 0, VG_OPT_ARG_NONE, NULL, "also say how the job is tracked, and what happens to it",
-     VG_OPT_VERBOSE, NULL},
+     VG_OPT_VERBOSE, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -356,56 +360,16 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
 {
     struct vg_err err = VG_ERR_INIT;
     /* .operands: the words after the options are the command to run. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "run",
-                             .help = vg_run_help,
-                             .opts = vg_run_opts,
-                             .help_tail = vg_run_help_tail,
-                             .argc = argc,
-                             .argv = argv,
-                             .operands = true};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(run), .g = g,
+                             .argc = argc,      .argv = argv,
+                             .operands = true,  .dst = {[0] = r, [VG_GPUSEL_DST] = o}};
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        int rv = vg_gpusel_opt(o, c, optarg, &err);
+        int rv = c == VG_RUN_GPUS ? vg_pick_parse_spec(optarg, &o->spec, &err)
+                                  : vg_gpusel_opt(o, c, optarg, &err);
         if (rv < 0)
             goto usage;
-        if (rv > 0)
-            continue;
-        switch (c) {
-        case VG_OPT_GPUS:
-            if (vg_pick_parse_spec(optarg, &o->spec, &err))
-                goto usage;
-            r->gpus_given = true;
-            break;
-        case VG_OPT_GRACE:
-            if (vg_parse_duration_ms(optarg, &r->grace_ms) || r->grace_ms > VG_HOUR_MS) {
-                vg_err_set(&err, -EINVAL,
-                           "--grace takes a duration up to 1h (0, 500ms, 10s, "
-                           "2m), not '%s'",
-                           optarg);
-                goto usage;
-            }
-            break;
-        case VG_OPT_KEEP_ENV:
-            r->keep_env = true;
-            break;
-        case VG_OPT_TRACK:
-            if (strcmp(optarg, "auto") == 0) {
-                r->track = VG_JOB_TRACK_AUTO;
-            } else if (strcmp(optarg, "cgroup") == 0) {
-                r->track = VG_JOB_TRACK_CGROUP;
-            } else if (strcmp(optarg, "subreaper") == 0) {
-                r->track = VG_JOB_TRACK_SUBREAPER;
-            } else {
-                vg_err_set(&err, -EINVAL, "--track takes auto, cgroup or subreaper, not '%s'",
-                           optarg);
-                goto usage;
-            }
-            break;
-        case 'q':
-            r->quiet = true;
-            break;
-        }
+        r->gpus_given |= c == VG_RUN_GPUS;
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;

@@ -49,18 +49,8 @@ static const char vg_serve_help_tail[] =
     "cannot start (address in use, /proc unreadable, out of memory).\n"
     "\n";
 
-enum {
-    VG_OPT_LISTEN = VG_OPT_FIRST_LOCAL,
-    VG_OPT_ALLOW_REMOTE,
-    VG_OPT_INTERVAL,
-    VG_OPT_PER_PROCESS,
-    VG_OPT_CONN_TIMEOUT,
-    VG_OPT_MAX_CONN,
-    VG_OPT_MAX_PER_CLIENT,
-    VG_OPT_CONTEXT_MAX,
-    VG_OPT_UNATTR_MIN,
-    VG_OPT_FULL_SCAN,
-};
+/* What comes back from the parse; the other options are stored by their rows. */
+enum { VG_SERVE_PER_PROCESS = VG_OPT_FIRST_LOCAL, VG_SERVE_CONTEXT_MAX };
 
 static void vg_serve_log(void *arg, const char *msg)
 {
@@ -102,38 +92,6 @@ static int vg_serve_render(void *arg, const struct vg_snapshot *snap,
     return vg_metrics_render(snap, &d->fs, last_good, st, &d->metrics, out);
 }
 
-static int vg_serve_duration(const char *opt, const char *arg, uint64_t min_ms, uint64_t max_ms,
-                             const char *range, uint64_t *out)
-{
-    uint64_t ms;
-    if (vg_parse_duration_ms(arg, &ms) != 0 || ms < min_ms || ms > max_ms) {
-        vg_cmd_error("serve", "%s takes a duration between %s (e.g. 5s, 500ms), not '%s'", opt,
-                     range, arg);
-        return -1;
-    }
-    *out = ms;
-    return 0;
-}
-
-static int vg_serve_size(const char *opt, const char *arg, uint64_t *out)
-{
-    if (vg_parse_size(arg, false, out, NULL, NULL) != 0) {
-        vg_cmd_error("serve", "%s takes a size such as 512MiB or 1GiB, not '%s'", opt, arg);
-        return -1;
-    }
-    return 0;
-}
-
-/* A connection limit: a number from 1 to 10000. */
-static int vg_serve_limit(const char *opt, const char *arg, uint64_t *out)
-{
-    if (vg_parse_u64(arg, out) != 0 || *out < 1 || *out > 10000) {
-        vg_cmd_error("serve", "%s takes a number from 1 to 10000, not '%s'", opt, arg);
-        return -1;
-    }
-    return 0;
-}
-
 /* A listening socket for addr; -errno on failure. */
 static int vg_serve_listen(const struct vg_serve_addr *addr)
 {
@@ -150,54 +108,70 @@ static int vg_serve_listen(const struct vg_serve_addr *addr)
     return fd;
 }
 
-static const struct vg_opt vg_serve_opts[] = {
-    {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
-     "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
-     "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
-     "address; port 0 picks a free port (printed at start)",
-     VG_OPT_LISTEN, NULL},
-    {"allow-remote", 0, VG_OPT_ARG_NONE, NULL,
-     "allow a non-loopback address: the metrics name users, commands\n"
-     "and containers, so expose them only to your Prometheus",
-     VG_OPT_ALLOW_REMOTE, NULL},
-    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "time between collections (default 5s; 100ms to 1h)", VG_OPT_INTERVAL, NULL},
-    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "longest time between full /proc scans (default 60s; 0: every\n"
-     "collection is one); in between, only the known holders, the\n"
-     "PIDs the driver reports and new processes are read",
-     VG_OPT_FULL_SCAN, NULL},
-    {"per-process", 0, VG_OPT_ARG_REQUIRED, "MODE",
-     "per-process series: top:N per GPU by memory, the rest summed in\n"
-     "pid=\"other\" (default top:10); all; or none",
-     VG_OPT_PER_PROCESS, NULL},
-    {"conn-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "longest a connection may idle or spend on one request\n"
-     "(default 10s; 1s to 10m)",
-     VG_OPT_CONN_TIMEOUT, NULL},
-    {"max-connections", 0, VG_OPT_ARG_REQUIRED, "N",
-     "connections kept open at once (default 256); a new one beyond\n"
-     "that closes the one waiting longest without a request",
-     VG_OPT_MAX_CONN, NULL},
-    {"max-per-client", 0, VG_OPT_ARG_REQUIRED, "N",
-     "connections one client address (an IPv6 /64) may hold\n"
-     "(default 32): its new one closes its own longest-waiting one;\n"
-     "refused while N of its requests are being answered",
-     VG_OPT_MAX_PER_CLIENT, NULL},
-    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_OPT_CONTEXT_MAX, NULL},
-    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "unexplained memory reported as a finding above this\n"
-     "(default 256MiB)",
-     VG_OPT_UNATTR_MIN, NULL},
-    VG_OPT_TABLE_END,
-};
-
 /* What serve's options set besides the diagnosis' settings. */
 struct vg_serve_cfg {
     const char *listen_arg;
     bool allow_remote;
     uint64_t interval_ms, conn_timeout_ms, max_conn, max_per_client, full_scan_ms;
+};
+
+/* The parse's targets: 0 the struct vg_serve_cfg, 1 the struct vg_serve_diag. */
+#define VG_SERVE_AT(member) VG_OPT_AT(0, struct vg_serve_cfg, member)
+#define VG_SERVE_DIAG(member) VG_OPT_AT(1, struct vg_serve_diag, member)
+#define VG_SERVE_DUR(member, lo, hi, range)                                                        \
+    VG_OPT_VAL(VG_SERVE_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi),           \
+               .takes = "a duration between " range " (e.g. 5s, 500ms)")
+#define VG_SERVE_CONNS(member)                                                                     \
+    VG_OPT_VAL(VG_SERVE_AT(member), .kind = VG_OPT_K_NUM, .min = 1, .max = 10000,                  \
+               .takes = "a number from 1 to 10000")
+#define VG_SERVE_SIZE "a size such as 512MiB or 1GiB"
+
+static const struct vg_opt vg_serve_opts[] = {
+    {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
+     "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
+     "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
+     "address; port 0 picks a free port (printed at start)",
+     0, NULL, VG_OPT_VAL(VG_SERVE_AT(listen_arg), .kind = VG_OPT_K_STR)},
+    {"allow-remote", 0, VG_OPT_ARG_NONE, NULL,
+     "allow a non-loopback address: the metrics name users, commands\n"
+     "and containers, so expose them only to your Prometheus",
+     0, NULL, VG_OPT_VAL(VG_SERVE_AT(allow_remote), .kind = VG_OPT_K_SET)},
+    {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "time between collections (default 5s; 100ms to 1h)", 0, NULL,
+     VG_SERVE_DUR(interval_ms, 100, VG_HOUR_MS, "100ms and 1h")},
+    {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest time between full /proc scans (default 60s; 0: every\n"
+     "collection is one); in between, only the known holders, the\n"
+     "PIDs the driver reports and new processes are read",
+     0, NULL, VG_SERVE_DUR(full_scan_ms, 0, VG_DAY_MS, "0 and 1d")},
+    {"per-process", 0, VG_OPT_ARG_REQUIRED, "MODE",
+     "per-process series: top:N per GPU by memory, the rest summed in\n"
+     "pid=\"other\" (default top:10); all; or none",
+     VG_SERVE_PER_PROCESS, NULL, VG_OPT_CODE},
+    {"conn-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR",
+     "longest a connection may idle or spend on one request\n"
+     "(default 10s; 1s to 10m)",
+     0, NULL, VG_SERVE_DUR(conn_timeout_ms, 1000, 600000, "1s and 10m")},
+    {"max-connections", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections kept open at once (default 256); a new one beyond\n"
+     "that closes the one waiting longest without a request",
+     0, NULL, VG_SERVE_CONNS(max_conn)},
+    {"max-per-client", 0, VG_OPT_ARG_REQUIRED, "N",
+     "connections one client address (an IPv6 /64) may hold\n"
+     "(default 32): its new one closes its own longest-waiting one;\n"
+     "refused while N of its requests are being answered",
+     0, NULL, VG_SERVE_CONNS(max_per_client)},
+    {"context-max", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "largest amount that counts as a bare CUDA context (default 1GiB)", VG_SERVE_CONTEXT_MAX, NULL,
+     VG_OPT_VAL(VG_SERVE_DIAG(rules.context_max), .kind = VG_OPT_K_SIZE, .takes = VG_SERVE_SIZE,
+                .then_code = true)},
+    {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
+     "unexplained memory reported as a finding above this\n"
+     "(default 256MiB)",
+     0, NULL,
+     VG_OPT_VAL(VG_SERVE_DIAG(rules.unattributed_min), .kind = VG_OPT_K_SIZE,
+                .takes = VG_SERVE_SIZE)},
+    VG_OPT_TABLE_END,
 };
 
 /* The --listen address into *addr, refused when it is not loopback without --allow-remote.
@@ -225,64 +199,19 @@ static int vg_serve_check_listen(const struct vg_serve_cfg *sc, struct vg_serve_
 static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_serve_cfg *sc,
                           struct vg_serve_diag *diag, struct vg_serve_addr *addr)
 {
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "serve",
-                             .help = vg_serve_help,
-                             .opts = vg_serve_opts,
-                             .help_tail = vg_serve_help_tail,
-                             .help_col = 22,
-                             .argc = argc,
-                             .argv = argv};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(serve), .g = g, .argc = argc, .argv = argv, .help_col = 22, .dst = {sc, diag},
+    };
     int c;
     while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_LISTEN:
-            sc->listen_arg = optarg;
-            break;
-        case VG_OPT_ALLOW_REMOTE:
-            sc->allow_remote = true;
-            break;
-        case VG_OPT_INTERVAL:
-            if (vg_serve_duration("--interval", optarg, 100, VG_HOUR_MS, "100ms and 1h",
-                                  &sc->interval_ms))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_CONN_TIMEOUT:
-            if (vg_serve_duration("--conn-timeout", optarg, 1000, 600000, "1s and 10m",
-                                  &sc->conn_timeout_ms))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_FULL_SCAN:
-            if (vg_serve_duration("--full-scan", optarg, 0, VG_DAY_MS, "0 and 1d",
-                                  &sc->full_scan_ms))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_PER_PROCESS:
-            if (vg_metrics_parse_pp(optarg, &diag->metrics) != 0) {
-                vg_cmd_error("serve",
-                             "--per-process takes top:N (N from 1 to 100000), all or "
-                             "none, not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            break;
-        case VG_OPT_MAX_CONN:
-            if (vg_serve_limit("--max-connections", optarg, &sc->max_conn))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_MAX_PER_CLIENT:
-            if (vg_serve_limit("--max-per-client", optarg, &sc->max_per_client))
-                return VG_EXIT_USAGE;
-            break;
-        case VG_OPT_CONTEXT_MAX:
-            if (vg_serve_size("--context-max", optarg, &diag->rules.context_max))
-                return VG_EXIT_USAGE;
+        if (c == VG_SERVE_CONTEXT_MAX) {
             diag->metrics.context_max = diag->rules.context_max;
-            break;
-        case VG_OPT_UNATTR_MIN:
-            if (vg_serve_size("--unattributed-min", optarg, &diag->rules.unattributed_min))
-                return VG_EXIT_USAGE;
-            break;
+        } else if (vg_metrics_parse_pp(optarg, &diag->metrics) != 0) {
+            vg_cmd_error("serve",
+                         "--per-process takes top:N (N from 1 to 100000), all or "
+                         "none, not '%s'",
+                         optarg);
+            return VG_EXIT_USAGE;
         }
     }
     if (c != VG_CMD_OPT_END)

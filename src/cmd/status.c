@@ -25,32 +25,18 @@ static const char vg_status_help_tail[] =
     "still printed); 64 bad usage; 70 internal error.\n"
     "\n";
 
-enum { VG_OPT_NO_NVML = VG_OPT_FIRST_LOCAL };
-
 static const struct vg_opt vg_status_opts[] = {
     {"no-nvml", 0, VG_OPT_ARG_NONE, NULL, "do not load the driver; show device-node holders only",
-     VG_OPT_NO_NVML, NULL},
+     0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,
 };
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "status",
-                             .help = vg_status_help,
-                             .opts = vg_status_opts,
-                             .help_tail = vg_status_help_tail,
-                             .argc = argc,
-                             .argv = argv};
     bool no_nvml = false;
-    int c;
-    while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_OPT_NO_NVML:
-            no_nvml = true;
-            break;
-        }
-    }
+    struct vg_cmd_parse p = {VG_CMD_PARSE(status), .g = g, .argc = argc, .argv = argv,
+                             .dst = {&no_nvml}};
+    int c = vg_cmd_next_opt(&p);
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
 

@@ -28,13 +28,13 @@ static const char vg_visible_help_tail[] =
     "3 the driver's view was unavailable; 64 bad usage.\n"
     "\n";
 
-enum { VG_OPT_ORDER = VG_OPT_FIRST_LOCAL, VG_OPT_UNSET };
-
+/* The parse's targets: 0 the --order text, 1 whether --unset was given. */
 static const struct vg_opt vg_visible_opts[] = {
     {"order", 0, VG_OPT_ARG_REQUIRED, "ORDER",
-     "CUDA_DEVICE_ORDER to assume (default: this shell's)", VG_OPT_ORDER, NULL},
-    {"unset", 0, VG_OPT_ARG_NONE, NULL, "resolve as if CUDA_VISIBLE_DEVICES were unset",
-     VG_OPT_UNSET, NULL},
+     "CUDA_DEVICE_ORDER to assume (default: this shell's)", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
+    {"unset", 0, VG_OPT_ARG_NONE, NULL, "resolve as if CUDA_VISIBLE_DEVICES were unset", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,
 };
 
@@ -101,21 +101,9 @@ static int vg_visible_parse(struct vg_global *g, int argc, char **argv, const ch
         return status;
     }
     /* .operands: the values were set apart above; what is left over gets visible's own message. */
-    struct vg_cmd_parse p = {.g = g,
-                             .cmd = "visible",
-                             .help = vg_visible_help,
-                             .opts = vg_visible_opts,
-                             .help_tail = vg_visible_help_tail,
-                             .argc = nopts,
-                             .argv = opts,
-                             .operands = true};
-    int c;
-    while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        if (c == VG_OPT_ORDER)
-            *order = optarg;
-        else if (c == VG_OPT_UNSET)
-            unset = true;
-    }
+    struct vg_cmd_parse p = {VG_CMD_PARSE(visible), .g = g,           .argc = nopts,
+                             .argv = opts,          .operands = true, .dst = {order, &unset}};
+    int c = vg_cmd_next_opt(&p);
     status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
     if (status < 0 && optind < nopts) {
         vg_cmd_error("visible", "unexpected argument '%s'", opts[optind]);

@@ -470,32 +470,13 @@ static int vg_watch_flag(struct vg_watch *w, const struct vg_opt *o, const char 
 
 static int vg_watch_parse(struct vg_watch *w, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {.g = w->g,
-                             .cmd = "watch",
-                             .help = vg_watch_help,
-                             .opts = vg_watch_opts,
-                             .help_tail = vg_watch_help_tail,
-                             .argc = argc,
-                             .argv = argv};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(watch), .g = w->g, .argc = argc, .argv = argv,
+                             .dst = {&w->config_path, &w->once}};
     int c;
-    while ((c = vg_cmd_next_opt(&p)) >= 0) {
-        switch (c) {
-        case VG_WATCH_OPT_CONFIG:
-            w->config_path = optarg;
-            break;
-        case VG_WATCH_OPT_ONCE:
-            w->once = true;
-            break;
-        default: {
-            /* The rest are settings: the table names the config key each one sets. */
-            const struct vg_opt *o = vg_opt_find_id(vg_watch_opts, c);
-            if (o && o->config_key &&
-                vg_watch_flag(w, o, o->arg == VG_OPT_ARG_NONE ? "true" : optarg))
-                return VG_EXIT_USAGE;
-            break;
-        }
-        }
-    }
+    /* What comes back are settings: the row names the config key each one sets. */
+    while ((c = vg_cmd_next_opt(&p)) >= 0)
+        if (vg_watch_flag(w, p.row, p.row->arg == VG_OPT_ARG_NONE ? "true" : optarg))
+            return VG_EXIT_USAGE;
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? -1 : VG_EXIT_USAGE;
     return 0;

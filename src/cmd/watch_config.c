@@ -36,32 +36,6 @@ void vg_watch_config_release(struct vg_watch_config *c)
     memset(c, 0, sizeof(*c));
 }
 
-static int vg_duration(const char *key, const char *v, uint64_t min, uint64_t max, uint64_t *out,
-                       struct vg_err *err)
-{
-    uint64_t ms;
-    if (vg_parse_duration_ms(v, &ms) || ms < min || ms > max)
-        return vg_err_set(err, -EINVAL,
-                          "%s takes a duration between %llu ms and %llu s (e.g. 500ms, 2s, 1h), "
-                          "not '%s'",
-                          key, (unsigned long long)min, (unsigned long long)(max / 1000), v);
-    *out = ms;
-    return 0;
-}
-
-static int vg_set_interval(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    return vg_duration("interval", v, 100, VG_DAY_MS, &c->interval_ms, err);
-}
-
-static int vg_set_threshold(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    if (vg_parse_size(v, false, &c->threshold, NULL, NULL) != 0)
-        return vg_err_set(err, -EINVAL, "threshold takes a size such as 10MiB or 1GiB, not '%s'",
-                          v);
-    return 0;
-}
-
 static int vg_set_expect(struct vg_watch_config *c, const char *v, struct vg_err *err)
 {
     return vg_expect_parse(&c->expect, v, err);
@@ -79,122 +53,106 @@ static int vg_set_exec(struct vg_watch_config *c, const char *v, struct vg_err *
     return 0;
 }
 
-static int vg_set_shell(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    static const char *const yes[] = {"true", "yes", "on", "1"};
-    static const char *const no[] = {"false", "no", "off", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcmp(v, yes[i]) == 0) {
-            c->shell = true;
-            return 0;
-        }
-        if (strcmp(v, no[i]) == 0) {
-            c->shell = false;
-            return 0;
-        }
-    }
-    return vg_err_set(err, -EINVAL, "shell takes true or false, not '%s'", v);
-}
-
-static int vg_set_exec_timeout(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    return vg_duration("exec_timeout", v, 100, VG_HOUR_MS, &c->exec_timeout_ms, err);
-}
-
-static int vg_set_format(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    if (strcmp(v, "text") == 0)
-        c->format = VG_WATCH_TEXT;
-    else if (strcmp(v, "json") == 0)
-        c->format = VG_WATCH_JSON;
-    else
-        return vg_err_set(err, -EINVAL, "format takes text or json, not '%s'", v);
-    return 0;
-}
-
-static int vg_set_idle_after(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    return vg_duration("idle_after", v, 1, (uint64_t)365 * VG_DAY_MS, &c->idle_after_ms, err);
-}
-
-static int vg_set_nvml_timeout(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    uint64_t ms = 0;
-    int rc = vg_duration("nvml_timeout", v, 1, VG_HOUR_MS, &ms, err);
-    if (rc == 0)
-        c->nvml_timeout_ms = (unsigned)ms;
-    return rc;
-}
-
-/* 0 is allowed and means "every sample is a full scan", so the range message says so. */
-static int vg_set_full_scan(struct vg_watch_config *c, const char *v, struct vg_err *err)
-{
-    uint64_t ms;
-    if (vg_parse_duration_ms(v, &ms) || ms > VG_WATCH_FULL_SCAN_MAX_MS)
-        return vg_err_set(err, -EINVAL,
-                          "full_scan takes a duration up to %u s (e.g. 30s, 10m), or 0 for a full "
-                          "scan at every sample, not '%s'",
-                          VG_WATCH_FULL_SCAN_MAX_MS / 1000, v);
-    c->full_scan_ms = (unsigned)ms;
-    return 0;
-}
-
 const struct vg_opt vg_watch_opts[] = {
     {"interval", 0, VG_OPT_ARG_REQUIRED, "DUR", "time between samples (default 2s)",
-     VG_WATCH_OPT_INTERVAL, "interval"},
+     VG_WATCH_OPT_SETTING, "interval", VG_OPT_CODE},
     {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
      "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
      "names, comma-separated; repeatable. Memory above the threshold\n"
      "held by anyone else, or on a GPU expected empty, is an alert",
-     VG_WATCH_OPT_EXPECT, "expect"},
+     VG_WATCH_OPT_SETTING, "expect", VG_OPT_CODE},
     {"threshold", 0, VG_OPT_ARG_REQUIRED, "SIZE",
-     "memory changes and alerts above this (default 10MiB)", VG_WATCH_OPT_THRESHOLD, "threshold"},
+     "memory changes and alerts above this (default 10MiB)", VG_WATCH_OPT_SETTING, "threshold",
+     VG_OPT_CODE},
     {"exec", 0, VG_OPT_ARG_REQUIRED, "CMD",
      "run CMD for each alert, without a shell: details in VRAMGUARD_*\n"
      "variables (escaped: \\n, \\xNN), the JSON event on stdin",
-     VG_WATCH_OPT_EXEC, "exec"},
-    {"shell", 0, VG_OPT_ARG_NONE, NULL, "run --exec's CMD with /bin/sh -c", VG_WATCH_OPT_SHELL,
-     "shell"},
+     VG_WATCH_OPT_SETTING, "exec", VG_OPT_CODE},
+    {"shell", 0, VG_OPT_ARG_NONE, NULL, "run --exec's CMD with /bin/sh -c", VG_WATCH_OPT_SETTING,
+     "shell", VG_OPT_CODE},
     {"exec-timeout", 0, VG_OPT_ARG_REQUIRED, "DUR", "stop an alert command after DUR (default 10s)",
-     VG_WATCH_OPT_EXEC_TIMEOUT, "exec_timeout"},
+     VG_WATCH_OPT_SETTING, "exec_timeout", VG_OPT_CODE},
     {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
-     "text (default) or json: one vramguard.event/1 object per line", VG_WATCH_OPT_FORMAT,
-     "format"},
+     "text (default) or json: one vramguard.event/1 object per line", VG_WATCH_OPT_SETTING,
+     "format", VG_OPT_CODE},
     {"idle-after", 0, VG_OPT_ARG_REQUIRED, "DUR",
-     "idle-holder: memory held this long with no utilisation (default 1h)", VG_WATCH_OPT_IDLE_AFTER,
-     "idle_after"},
+     "idle-holder: memory held this long with no utilisation (default 1h)", VG_WATCH_OPT_SETTING,
+     "idle_after", VG_OPT_CODE},
     {"full-scan", 0, VG_OPT_ARG_REQUIRED, "DUR",
      "longest time between full /proc scans (default 60s; 0: every\n"
      "sample is one); in between, samples read only the known holders,\n"
      "the PIDs the driver reports and new processes",
-     VG_WATCH_OPT_FULL_SCAN, "full_scan"},
+     VG_WATCH_OPT_SETTING, "full_scan", VG_OPT_CODE},
     {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
      "read settings from FILE (key = value; see docs/config.md), a\n"
      "regular file; flags win over it; SIGHUP reads it again",
-     VG_WATCH_OPT_CONFIG, NULL},
-    {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", VG_WATCH_OPT_ONCE,
-     NULL},
+     0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
+    {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", 0, NULL,
+     VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,
 };
+
+/* How each key's value is parsed: most by the typed conversion the option rows use
+ * (vg_opt_store into the struct vg_watch_config), expect and exec by a function of their own.
+ * A bad value is "KEY takes TAKES, not 'VALUE'"; a duration without takes says its range. */
+#define VG_WCFG_AT(member) VG_OPT_AT(0, struct vg_watch_config, member)
+#define VG_WCFG_DUR(member, lo, hi)                                                                \
+    VG_OPT_VAL(VG_WCFG_AT(member), .kind = VG_OPT_K_DURATION, .min = (lo), .max = (hi))
 
 static const struct vg_wcfg_key {
     const char *name;
     unsigned bit;
-    int (*set)(struct vg_watch_config *c, const char *v, struct vg_err *err);
+    int (*set)(struct vg_watch_config *c, const char *v, struct vg_err *err); /* or val */
+    struct vg_opt_val val;
     bool repeatable;
 } vg_wcfg_keys[] = {
-    {"interval", VG_WCFG_INTERVAL, vg_set_interval, false},
-    {"threshold", VG_WCFG_THRESHOLD, vg_set_threshold, false},
-    {"expect", VG_WCFG_EXPECT, vg_set_expect, true},
-    {"exec", VG_WCFG_EXEC, vg_set_exec, false},
-    {"shell", VG_WCFG_SHELL, vg_set_shell, false},
-    {"exec_timeout", VG_WCFG_EXEC_TIMEOUT, vg_set_exec_timeout, false},
-    {"format", VG_WCFG_FORMAT, vg_set_format, false},
-    {"idle_after", VG_WCFG_IDLE_AFTER, vg_set_idle_after, false},
-    {"nvml_timeout", VG_WCFG_NVML_TIMEOUT, vg_set_nvml_timeout, false},
-    {"full_scan", VG_WCFG_FULL_SCAN, vg_set_full_scan, false},
+    {"interval", VG_WCFG_INTERVAL, NULL, VG_WCFG_DUR(interval_ms, 100, VG_DAY_MS), false},
+    {"threshold", VG_WCFG_THRESHOLD, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(threshold), .kind = VG_OPT_K_SIZE,
+                .takes = "a size such as 10MiB or 1GiB"),
+     false},
+    {"expect", VG_WCFG_EXPECT, vg_set_expect, VG_OPT_CODE, true},
+    {"exec", VG_WCFG_EXEC, vg_set_exec, VG_OPT_CODE, false},
+    {"shell", VG_WCFG_SHELL, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(shell), .kind = VG_OPT_K_BOOL, .takes = "true or false"), false},
+    {"exec_timeout", VG_WCFG_EXEC_TIMEOUT, NULL, VG_WCFG_DUR(exec_timeout_ms, 100, VG_HOUR_MS),
+     false},
+    {"format", VG_WCFG_FORMAT, NULL,
+     VG_OPT_VAL(VG_WCFG_AT(format), .kind = VG_OPT_K_WORD, .words = "text|json",
+                .takes = "text or json"),
+     false},
+    {"idle_after", VG_WCFG_IDLE_AFTER, NULL,
+     VG_WCFG_DUR(idle_after_ms, 1, (uint64_t)365 * VG_DAY_MS), false},
+    {"nvml_timeout", VG_WCFG_NVML_TIMEOUT, NULL, VG_WCFG_DUR(nvml_timeout_ms, 1, VG_HOUR_MS),
+     false},
+    /* 0 is allowed and means "every sample is a full scan", so the message says so. */
+    {"full_scan", VG_WCFG_FULL_SCAN, NULL,
+     VG_OPT_VAL(
+         VG_WCFG_AT(full_scan_ms), .kind = VG_OPT_K_DURATION, .max = VG_WATCH_FULL_SCAN_MAX_MS,
+         .takes = "a duration up to 86400 s (e.g. 30s, 10m), or 0 for a full scan at every sample"),
+     false},
 };
 #define VG_WCFG_NKEYS (sizeof(vg_wcfg_keys) / sizeof(vg_wcfg_keys[0]))
+
+/* Set key k from v: its function, or the typed conversion and its message. */
+static int vg_wcfg_set(struct vg_watch_config *c, const struct vg_wcfg_key *k, const char *v,
+                       struct vg_err *err)
+{
+    if (k->set)
+        return k->set(c, v, err);
+    int rc = vg_opt_store(&k->val, c, v);
+    if (rc == 0)
+        return 0;
+    if (rc != -EINVAL)
+        return vg_err_set(err, rc, "internal error: %s does not fit its target", k->name);
+    if (k->val.takes)
+        return vg_err_set(err, -EINVAL, "%s takes %s, not '%s'", k->name, k->val.takes, v);
+    return vg_err_set(err, -EINVAL,
+                      "%s takes a duration between %llu ms and %llu s (e.g. 500ms, 2s, 1h), "
+                      "not '%s'",
+                      k->name, (unsigned long long)k->val.min,
+                      (unsigned long long)(k->val.max / 1000), v);
+}
 
 static const struct vg_wcfg_key *vg_wcfg_find(const char *key, size_t n)
 {
@@ -213,7 +171,7 @@ int vg_watch_config_set(struct vg_watch_config *c, const char *key, const char *
     const struct vg_wcfg_key *k = vg_wcfg_find(key, strlen(key));
     if (!k)
         return vg_err_set(err, -EINVAL, "unknown key '%s'", key);
-    int rc = k->set(c, value, err);
+    int rc = vg_wcfg_set(c, k, value, err);
     if (rc == 0)
         c->set |= k->bit;
     return rc;
@@ -265,7 +223,7 @@ static int vg_wcfg_line(struct vg_watch_config *c, char *line, size_t len, unsig
     if (v == vend)
         return vg_err_set(err, -EINVAL, "'%s' has no value", k->name);
     line[vend] = '\0';
-    int rc = k->set(c, line + v, err);
+    int rc = vg_wcfg_set(c, k, line + v, err);
     if (rc == 0) {
         c->set |= k->bit;
         seen_line[idx] = lineno;
@@ -340,22 +298,12 @@ int vg_watch_config_merge(struct vg_watch_config *dst, const struct vg_watch_con
     const struct vg_watch_config *src[2] = {base, over};
     for (int i = 0; i < 2; i++) {
         const struct vg_watch_config *s = src[i];
-        if (s->set & VG_WCFG_INTERVAL)
-            dst->interval_ms = s->interval_ms;
-        if (s->set & VG_WCFG_THRESHOLD)
-            dst->threshold = s->threshold;
-        if (s->set & VG_WCFG_SHELL)
-            dst->shell = s->shell;
-        if (s->set & VG_WCFG_EXEC_TIMEOUT)
-            dst->exec_timeout_ms = s->exec_timeout_ms;
-        if (s->set & VG_WCFG_FORMAT)
-            dst->format = s->format;
-        if (s->set & VG_WCFG_IDLE_AFTER)
-            dst->idle_after_ms = s->idle_after_ms;
-        if (s->set & VG_WCFG_NVML_TIMEOUT)
-            dst->nvml_timeout_ms = s->nvml_timeout_ms;
-        if (s->set & VG_WCFG_FULL_SCAN)
-            dst->full_scan_ms = s->full_scan_ms;
+        /* The typed keys are copied where their rows say; exec and expect own memory. */
+        for (size_t k = 0; k < VG_WCFG_NKEYS; k++) {
+            const struct vg_opt_val *v = &vg_wcfg_keys[k].val;
+            if ((s->set & vg_wcfg_keys[k].bit) && v->kind != VG_OPT_K_CODE)
+                memcpy((char *)dst + v->off, (const char *)s + v->off, v->size);
+        }
         if (s->set & VG_WCFG_EXEC) {
             free(dst->exec);
             if (!(dst->exec = strdup(s->exec)))

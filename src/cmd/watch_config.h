@@ -66,20 +66,11 @@ struct vg_watch_config {
 };
 
 /* watch's options (check takes some of them too). Every setting is an option whose row names
- * its config_key; the file knows exactly the keys of these rows and the global options'. */
-enum {
-    VG_WATCH_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
-    VG_WATCH_OPT_EXPECT,
-    VG_WATCH_OPT_THRESHOLD,
-    VG_WATCH_OPT_EXEC,
-    VG_WATCH_OPT_SHELL,
-    VG_WATCH_OPT_EXEC_TIMEOUT,
-    VG_WATCH_OPT_FORMAT,
-    VG_WATCH_OPT_IDLE_AFTER,
-    VG_WATCH_OPT_FULL_SCAN,
-    VG_WATCH_OPT_CONFIG,
-    VG_WATCH_OPT_ONCE,
-};
+ * its config_key; the file knows exactly the keys of these rows and the global options'. The
+ * settings come back from the parse with the one code VG_WATCH_OPT_SETTING (the row says
+ * which); --config and --once are stored into the parse's targets 0 (a const char *) and 1 (a
+ * bool). */
+enum { VG_WATCH_OPT_SETTING = VG_OPT_FIRST_LOCAL };
 extern const struct vg_opt vg_watch_opts[];
 
 /* Defaults, nothing set. */

@@ -23,16 +23,20 @@
 enum { OPT_COUNT = VG_OPT_FIRST_LOCAL, OPT_FLAG };
 
 static const struct vg_opt opts[] = {
-    {"count", 0, VG_OPT_ARG_REQUIRED, "N", "how many", OPT_COUNT, NULL},
-    {"number", 'n', VG_OPT_ARG_REQUIRED, "N", "a number", 'n', NULL},
-    {"flag", 0, VG_OPT_ARG_NONE, NULL, "a flag", OPT_FLAG, NULL},
+    {"count", 0, VG_OPT_ARG_REQUIRED, "N", "how many", OPT_COUNT, NULL, VG_OPT_CODE},
+    {"number", 'n', VG_OPT_ARG_REQUIRED, "N", "a number", 'n', NULL, VG_OPT_CODE},
+    {"flag", 0, VG_OPT_ARG_NONE, NULL, "a flag", OPT_FLAG, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
 static struct vg_cmd_parse parse(struct vg_global *g, int argc, char **argv, bool operands)
 {
-    struct vg_cmd_parse p = {.g = g, .cmd = "t", .help = "usage: t\n", .opts = opts,
-                             .argc = argc, .argv = argv,
+    struct vg_cmd_parse p = {.g = g,
+                             .cmd = "t",
+                             .help = "usage: t\n",
+                             .opts = opts,
+                             .argc = argc,
+                             .argv = argv,
                              .operands = operands};
     return p;
 }
@@ -138,12 +142,12 @@ static void test_table_help(void **state)
 {
     (void)state;
     static const struct vg_opt t[] = {
-        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL},
-        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "first line\nsecond line", 1, NULL},
-        {"alias", 0, VG_OPT_ARG_NONE, NULL, NULL, 2, NULL},
-        {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE", "too long for the column", 3,
-         NULL},
-        {"once", 0, VG_OPT_ARG_NONE, NULL, "one", 4, NULL},
+        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL, VG_OPT_CODE},
+        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "first line\nsecond line", 1, NULL, VG_OPT_CODE},
+        {"alias", 0, VG_OPT_ARG_NONE, NULL, NULL, 2, NULL, VG_OPT_CODE},
+        {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE", "too long for the column", 3, NULL,
+         VG_OPT_CODE},
+        {"once", 0, VG_OPT_ARG_NONE, NULL, "one", 4, NULL, VG_OPT_CODE},
         VG_OPT_TABLE_END,
     };
     char *h = help_of(t, 20);
@@ -170,10 +174,11 @@ static void test_table_getopt(void **state)
 {
     (void)state;
     static const struct vg_opt t[] = {
-        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL},
-        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "keep", 300, NULL},
-        {"verbose", 0, VG_OPT_ARG_NONE, NULL, "own words for a global", VG_OPT_VERBOSE, NULL},
-        {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "quiet", 'q', NULL},
+        {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many", 'n', NULL, VG_OPT_CODE},
+        {"keep", 0, VG_OPT_ARG_OPTIONAL, "DUR", "keep", 300, NULL, VG_OPT_CODE},
+        {"verbose", 0, VG_OPT_ARG_NONE, NULL, "own words for a global", VG_OPT_VERBOSE, NULL,
+         VG_OPT_CODE},
+        {"quiet", 'q', VG_OPT_ARG_NONE, NULL, "quiet", 'q', NULL, VG_OPT_CODE},
         VG_OPT_TABLE_END,
     };
     struct option lo[VG_OPT_MAX];
@@ -236,16 +241,89 @@ static void test_table_config_keys(void **state)
     vg_watch_config_release(&c);
 }
 
+/* Typed rows: the parse stores their values itself and returns only what the command
+ * handles (a CODE row, or one with then_code). */
+struct typed {
+    bool flag, given;
+    const char *str;
+    uint64_t ms;
+    unsigned n;
+    int word;
+};
+
+#define TYPED(member) VG_OPT_AT(0, struct typed, member)
+
+static const struct vg_opt typed_opts[] = {
+    {"flag", 'f', VG_OPT_ARG_NONE, NULL, "a flag", 0, NULL,
+     VG_OPT_VAL(TYPED(flag), .kind = VG_OPT_K_SET)},
+    {"str", 0, VG_OPT_ARG_REQUIRED, "S", "a string", 0, NULL,
+     VG_OPT_VAL(TYPED(str), .kind = VG_OPT_K_STR)},
+    {"dur", 0, VG_OPT_ARG_REQUIRED, "D", "a duration", OPT_COUNT, NULL,
+     VG_OPT_VAL(TYPED(ms), VG_OPT_GIVEN(struct typed, given), .kind = VG_OPT_K_DURATION,
+                .min = 1000, .max = 60000, .takes = "a duration between 1s and 1m",
+                .then_code = true)},
+    {"num", 0, VG_OPT_ARG_REQUIRED, "N", "a number", 0, NULL,
+     VG_OPT_VAL(TYPED(n), .kind = VG_OPT_K_NUM, .min = 1, .max = 9,
+                .takes = "a number from 1 to 9")},
+    {"word", 0, VG_OPT_ARG_OPTIONAL, "W", "a word", 0, NULL,
+     VG_OPT_VAL(TYPED(word), .kind = VG_OPT_K_WORD, .words = "a|bb|c", .min = 2,
+                .takes = "a, bb or c")},
+    {"code", 0, VG_OPT_ARG_NONE, NULL, "the command's", OPT_FLAG, NULL, VG_OPT_CODE},
+    VG_OPT_TABLE_END,
+};
+
+static void test_typed_rows(void **state)
+{
+    (void)state;
+    struct vg_global g = {0};
+    struct typed t = {0};
+    char *argv[] = {"t", "-f",     "--str=x",   "--dur",  "2s",     "--num",
+                    "7", "--word", "--word=bb", "--code", "--json", NULL};
+    struct vg_cmd_parse p = {.g = &g,
+                             .cmd = "t",
+                             .help = "usage: t\n",
+                             .opts = typed_opts,
+                             .argc = 11,
+                             .argv = argv,
+                             .dst = {&t}};
+    assert_int_equal(vg_cmd_next_opt(&p), OPT_COUNT); /* then_code: stored, and returned */
+    assert_string_equal(p.row->name, "dur");
+    assert_true(t.flag && t.given);
+    assert_string_equal(t.str, "x");
+    assert_int_equal(t.ms, 2000);
+    assert_int_equal(vg_cmd_next_opt(&p), OPT_FLAG);
+    assert_int_equal(t.n, 7);
+    assert_int_equal(t.word, 1); /* --word alone stored min (2), then --word=bb */
+    assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_END);
+    assert_true(g.json);
+
+    /* A bad value: the usage error, nothing stored. */
+    char *bad[] = {"t", "--num", "10", NULL};
+    p = (struct vg_cmd_parse){
+        .g = &g, .cmd = "t", .help = "", .opts = typed_opts, .argc = 3, .argv = bad, .dst = {&t}};
+    assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_USAGE);
+    assert_int_equal(t.n, 7);
+
+    /* The conversion alone, as the watch config file uses it. */
+    struct vg_opt_val b = VG_OPT_VAL(TYPED(flag), .kind = VG_OPT_K_BOOL);
+    assert_int_equal(vg_opt_store(&b, &t, "off"), 0);
+    assert_false(t.flag);
+    assert_int_equal(vg_opt_store(&b, &t, "yes"), 0);
+    assert_true(t.flag);
+    assert_int_equal(vg_opt_store(&b, &t, "maybe"), -EINVAL);
+    assert_int_equal(vg_opt_store(&typed_opts[2].val, &t, "2m"), -EINVAL);
+    assert_int_equal(vg_opt_store(&typed_opts[4].val, &t, "b"), -EINVAL);
+    assert_int_equal(vg_opt_store(&typed_opts[4].val, &t, "c"), 0);
+    assert_int_equal(t.word, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_own_and_global),
-        cmocka_unit_test(test_stops_at_operand),
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bad_usage),
-        cmocka_unit_test(test_table_help),
-        cmocka_unit_test(test_table_getopt),
-        cmocka_unit_test(test_table_config_keys),
+        cmocka_unit_test(test_own_and_global), cmocka_unit_test(test_stops_at_operand),
+        cmocka_unit_test(test_help),           cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_table_help),     cmocka_unit_test(test_table_getopt),
+        cmocka_unit_test(test_typed_rows),     cmocka_unit_test(test_table_config_keys),
     };
     return cmocka_run_group_tests_name("cmd", tests, NULL, NULL);
 }
