@@ -2,9 +2,15 @@
 # (unit + CLI) under one prove call; `make SANITIZE=1 check` does the same with ASan+UBSan in
 # build-san/. See README.md.
 
+# Where `make install` puts things (DESTDIR for staging). PKGLIBDIR, where demo's helper and the
+# fake driver go, is compiled into the binary: demo looks there after the build tree.
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/vramguard
+DOCDIR  ?= $(PREFIX)/share/doc/vramguard
+PKGLIBDIR ?= $(PREFIX)/lib/vramguard
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR ?=
 
 CC      ?= cc
@@ -18,11 +24,16 @@ BUILD   ?= build
 SANFLAGS :=
 endif
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-            -Wformat=2 -Wno-format-nonliteral -Wvla
+# The project's warnings stay whatever CFLAGS a packager gives; -Werror is for the project's own
+# builds and checks (on by default, so CI keeps it): `make WERROR=0` turns it off. CPPFLAGS,
+# CFLAGS and LDFLAGS from the environment or the command line (dpkg-buildflags' hardening flags)
+# reach every compile and link.
+WERROR   ?= 1
+WARN     := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -Wshadow -Wstrict-prototypes \
+            -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla
 CFLAGS   ?= -O2 -g
-ALLCFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) $(CFLAGS) $(SANFLAGS) \
-            -Isrc -DVG_VERSION='"$(VERSION)"' -MMD -MP
+ALLCFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(CPPFLAGS) $(WARN) $(CFLAGS) \
+            $(SANFLAGS) -Isrc -DVG_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS   := -ldl -lpthread -lm
 
 # libmicrohttpd, for `vramguard serve` only: its flags go to the one file that includes it and
@@ -62,12 +73,22 @@ $(LIB): $(OBJ)
 
 $(BUILD)/src/cmd/serve_http.o: ALLCFLAGS += $(MHD_CFLAGS)
 
+# demo looks for its helper and the fake driver in PKGLIBDIR (after the build tree); the stamp
+# rebuilds demo.o when PKGLIBDIR changes.
+$(BUILD)/pkglibdir.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(PKGLIBDIR)' | cmp -s - $@ || echo '$(PKGLIBDIR)' >$@
+$(BUILD)/src/cmd/demo.o: $(BUILD)/pkglibdir.stamp
+$(BUILD)/src/cmd/demo.o: ALLCFLAGS += -DVG_PKGLIBDIR='"$(PKGLIBDIR)"'
+.PHONY: FORCE
+FORCE:
+
 $(BIN): $(BUILD)/src/main.o $(LIB)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(MHD_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(MHD_LIBS) $(LDLIBS)
 
 # The fake driver: one source, three builds with the real SONAME (see tests/fake-nvml/README.md).
-FAKE_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes $(CFLAGS) $(SANFLAGS) \
-              -Isrc -fPIC -shared -Wl,-soname,libnvidia-ml.so.1
+FAKE_CFLAGS = -std=c11 -D_GNU_SOURCE $(CPPFLAGS) $(WARN) -Wno-missing-prototypes $(CFLAGS) \
+              $(SANFLAGS) -Isrc -fPIC -shared $(LDFLAGS) -Wl,-soname,libnvidia-ml.so.1
 $(BUILD)/fake-nvml/full/libnvidia-ml.so.1: $(FAKE_SRC) tests/fake-nvml/*.h src/gpu/nvml_abi.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FAKE_CFLAGS) -o $@ $(FAKE_SRC) -lpthread
@@ -82,7 +103,7 @@ fake: $(FAKE_LIBS)
 
 $(HELPER): $(HELPER_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -o $@ $(HELPER_SRC) $(LDLIBS)
+	$(CC) $(ALLCFLAGS) $(LDFLAGS) -o $@ $(HELPER_SRC) $(LDLIBS)
 
 helper: $(HELPER)
 
@@ -90,7 +111,7 @@ helper: $(HELPER)
 CHURN    := $(BUILD)/tests/vg-churn
 $(CHURN): tests/reliability/vg-churn.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -o $@ $<
+	$(CC) $(ALLCFLAGS) $(LDFLAGS) -o $@ $<
 
 check: $(CHURN)
 
@@ -98,13 +119,13 @@ check: $(CHURN)
 FLOOD    := $(BUILD)/tests/vg-flood
 $(FLOOD): tests/reliability/vg-flood.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -o $@ $<
+	$(CC) $(ALLCFLAGS) $(LDFLAGS) -o $@ $<
 
 check: $(FLOOD)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -Itests/unit -DVG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DVG_TEST_SRC_DIR='"$(abspath .)"' -o $@ $< $(LIB) -lcmocka $(LDLIBS)
+	$(CC) $(ALLCFLAGS) -Itests/unit -DVG_TEST_BUILD_DIR='"$(abspath $(BUILD))"' -DVG_TEST_SRC_DIR='"$(abspath .)"' $(LDFLAGS) -o $@ $< $(LIB) -lcmocka $(LDLIBS)
 
 unit: $(UNIT_BIN)
 
@@ -127,7 +148,7 @@ BENCH_BIN := $(BUILD)/bench/spawner $(BUILD)/bench/floor $(BUILD)/bench/timeit
 
 $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE $(CPPFLAGS) $(WARN) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 bench: $(BIN) $(FAKE_LIBS) $(BENCH_BIN)
 	VG_BUILD=$(abspath $(BUILD)) bench/run $(BENCH_ARGS)
@@ -154,7 +175,7 @@ fuzz-bins: $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALLCFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 fuzz: fuzz-build
 	fuzz/run --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --rss $(FUZZ_RSS_MB) $(FUZZ_TARGETS)
@@ -169,13 +190,55 @@ valgrind valgrind-quick: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 	@if [ "$(SANITIZE)" = 1 ]; then echo "make $@: not with SANITIZE=1" >&2; exit 2; fi
 	VG_BUILD=$(abspath $(BUILD)) tests/reliability/valgrind $(if $(filter valgrind-quick,$@),--quick)
 
-install: $(BIN)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
-	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/vramguard
-	install -m 0644 man/vramguard.1 $(DESTDIR)$(MANDIR)/man1/vramguard.1
+# `make install` (DESTDIR, PREFIX and the directories above; `make install-strip` strips the
+# programs) and `make uninstall`, which removes exactly what install puts there. The systemd
+# units are generated at install time from contrib/systemd/, whose ExecStart= names
+# /usr/local/bin: that path becomes BINDIR.
+INST_FAKE  := $(BUILD)/fake-nvml/full/libnvidia-ml.so.1
+UNITS      := vramguard-watch.service vramguard-exporter.service
+DOCS       := README.md LICENSE $(wildcard docs/*.md)
+DATA       := contrib/vramguard/watch.conf contrib/prometheus/alerts.yml
+DATA_EXEC  := contrib/slurm/vramguard-prolog contrib/slurm/vramguard-epilog
+K8S        := contrib/kubernetes/daemonset.yaml
+NPD        := contrib/kubernetes/npd/vramguard-monitor.json
+NPD_EXEC   := contrib/kubernetes/npd/vramguard-npd
+INSTALL_STRIP ?=
+
+.PHONY: install-strip
+install: $(BIN) $(HELPER) $(INST_FAKE)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGLIBDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
+		$(DESTDIR)$(DATADIR)/kubernetes/npd
+	install -m 0755 $(INSTALL_STRIP) $(BIN) $(DESTDIR)$(BINDIR)/vramguard
+	gzip -9n <man/vramguard.1 >$(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
+	chmod 0644 $(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
+	install -m 0755 $(INSTALL_STRIP) $(HELPER) $(DESTDIR)$(PKGLIBDIR)/vg-helper
+	install -m 0644 $(INSTALL_STRIP) $(INST_FAKE) $(DESTDIR)$(PKGLIBDIR)/libnvidia-ml.so.1
+	for u in $(UNITS); do \
+		sed 's|/usr/local/bin/vramguard|$(BINDIR)/vramguard|g' contrib/systemd/$$u \
+			>$(DESTDIR)$(SYSTEMDUNITDIR)/$$u && chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(DATA) $(DESTDIR)$(DATADIR)/
+	install -m 0755 $(DATA_EXEC) $(DESTDIR)$(DATADIR)/slurm/
+	install -m 0644 $(K8S) $(DESTDIR)$(DATADIR)/kubernetes/
+	install -m 0644 $(NPD) $(DESTDIR)$(DATADIR)/kubernetes/npd/
+	install -m 0755 $(NPD_EXEC) $(DESTDIR)$(DATADIR)/kubernetes/npd/
+
+install-strip:
+	$(MAKE) INSTALL_STRIP=-s install
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/vramguard $(DESTDIR)$(MANDIR)/man1/vramguard.1
+	rm -f $(DESTDIR)$(BINDIR)/vramguard $(DESTDIR)$(MANDIR)/man1/vramguard.1.gz \
+		$(DESTDIR)$(PKGLIBDIR)/vg-helper $(DESTDIR)$(PKGLIBDIR)/libnvidia-ml.so.1 \
+		$(UNITS:%=$(DESTDIR)$(SYSTEMDUNITDIR)/%) $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/,$(notdir $(DATA))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/slurm/,$(notdir $(DATA_EXEC))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/,$(notdir $(K8S))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/npd/,$(notdir $(NPD) $(NPD_EXEC)))
+	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
+		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/kubernetes $(DESTDIR)$(DATADIR) \
+		2>/dev/null
 
 clean:
 	rm -rf build build-san

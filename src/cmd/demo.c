@@ -57,6 +57,11 @@
 #include "util/file.h"
 #include "util/parse.h"
 
+/* Where `make install` puts the helper and the fake driver (the Makefile passes its PKGLIBDIR). */
+#ifndef VG_PKGLIBDIR
+#define VG_PKGLIBDIR "/usr/local/lib/vramguard"
+#endif
+
 extern char **environ;
 
 static const char vg_demo_help[] =
@@ -74,7 +79,7 @@ static const char vg_demo_help[] =
 static const char vg_demo_help_tail[] =
     "\n"
     "Both are looked for in $VRAMGUARD_DEMO_DIR, then next to the vramguard binary (the build\n"
-    "tree), then in ../libexec/vramguard/ (an installed copy).\n"
+    "tree), then in " VG_PKGLIBDIR " (an installed copy).\n"
     "\n"
     "Exit status: 0 done (also when the reader went away); 1 --stop with nothing to stop, or a\n"
     "kept simulation already running; 128+N after signal N (everything removed first); 70 the\n"
@@ -124,9 +129,11 @@ struct vg_demo_result {
 
 /* ---- finding the helper and the fake driver ---------------------------------------------- */
 
-/* Candidates for the helper and the fake driver, in order. */
-static int vg_demo_find(const char *given, const char *env_name, const char *build_rel,
-                        const char *inst_rel, char *out, size_t n)
+/* Candidates for the helper and the fake driver, in order: the option, $VRAMGUARD_DEMO_DIR, the
+ * build tree beside the binary (development), then the installed copy in VG_PKGLIBDIR (`make
+ * install`, the Debian package). */
+static int vg_demo_find(const char *given, const char *name, const char *build_rel, char *out,
+                        size_t n)
 {
     if (given) {
         if (access(given, R_OK) != 0)
@@ -134,20 +141,20 @@ static int vg_demo_find(const char *given, const char *env_name, const char *bui
         return snprintf(out, n, "%s", given) < (int)n ? 0 : -ENAMETOOLONG;
     }
     const char *dd = getenv("VRAMGUARD_DEMO_DIR");
-    if (dd && dd[0] && snprintf(out, n, "%s/%s", dd, env_name) < (int)n && access(out, R_OK) == 0)
+    if (dd && dd[0] && snprintf(out, n, "%s/%s", dd, name) < (int)n && access(out, R_OK) == 0)
         return 0;
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len <= 0)
-        return -ENOENT;
-    exe[len] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -ENOENT;
-    *slash = '\0';
-    if (snprintf(out, n, "%s/%s", exe, build_rel) < (int)n && access(out, R_OK) == 0)
-        return 0;
-    if (snprintf(out, n, "%s/%s", exe, inst_rel) < (int)n && access(out, R_OK) == 0)
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            if (snprintf(out, n, "%s/%s", exe, build_rel) < (int)n && access(out, R_OK) == 0)
+                return 0;
+        }
+    }
+    if (snprintf(out, n, "%s/%s", VG_PKGLIBDIR, name) < (int)n && access(out, R_OK) == 0)
         return 0;
     return -ENOENT;
 }
@@ -1091,14 +1098,13 @@ static bool vg_demo_present(struct vg_global *g, const struct vg_demo_args *a, c
  * status. */
 static int vg_demo_paths(const struct vg_demo_args *a, char *helper, char *fake)
 {
-    if (vg_demo_find(a->helper_arg, "vg-helper", "tests/vg-helper",
-                     "../libexec/vramguard/vg-helper", helper, PATH_MAX)) {
+    if (vg_demo_find(a->helper_arg, "vg-helper", "tests/vg-helper", helper, PATH_MAX)) {
         vg_cmd_error("demo", "cannot find the process helper vg-helper (build it with 'make', "
                              "or pass --helper PATH)");
         return VG_EXIT_UNKNOWN;
     }
-    if (vg_demo_find(a->fake_arg, "libnvidia-ml.so.1", "fake-nvml/full/libnvidia-ml.so.1",
-                     "../libexec/vramguard/libnvidia-ml.so.1", fake, PATH_MAX)) {
+    if (vg_demo_find(a->fake_arg, "libnvidia-ml.so.1", "fake-nvml/full/libnvidia-ml.so.1", fake,
+                     PATH_MAX)) {
         vg_cmd_error("demo", "cannot find the fake driver libnvidia-ml.so.1 (build it with "
                              "'make', or pass --fake-nvml PATH)");
         return VG_EXIT_UNKNOWN;

@@ -9,8 +9,9 @@
 # two_gpus [LINES...]: a scenario of two GPUs, GPU 0 on /dev/nvidia0 and GPU 1 on /dev/nvidia1,
 #   memory "used=auto" (the sum of their proc lines) unless USED0/USED1 say otherwise, then the
 #   given lines.
-# clean_world: DEVDIR and the scenario live in a fresh directory under /tmp that every user can
-#   read (bats' own temporary directories are private to root); removed by the teardown.
+# clean_world: DEVDIR, the scenario and copies of what vramguard loads (vg_public_bin: the
+#   build tree may be private to root) live in a fresh directory under /tmp that every user
+#   can read (bats' own temporary directories are private to root); removed by the teardown.
 # fake_smi [EXIT]: a fake nvidia-smi first in PATH that appends its arguments to $SMI_LOG and,
 #   when SMI_AFTER names a scenario file, installs it (the reset "frees" the memory); exits EXIT
 #   (default 0).
@@ -42,6 +43,7 @@ clean_world() {
     printf '%s\n' "$d" >>"$_VG_STATE/clean-dirs"
     vg_fake_dev "$d" >/dev/null || return 1
     chmod 755 "$DEVDIR" && chmod 644 "$DEVDIR"/* || return 1
+    vg_public_bin "$d" || return 1
     SCENARIO_FILE=$d/scenario
 }
 

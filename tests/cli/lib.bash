@@ -71,6 +71,25 @@ vg_fake_dev() {
     printf '%s\n' "$dir"
 }
 
+# vg_public_bin DIR: copies the vramguard binary, the fake driver's three builds and vg-helper
+# into DIR/bin (world-readable) and points VG, FAKE_FULL, FAKE_LEGACY, FAKE_535 and HELPER at the
+# copies, for the tests that run them as another user (nobody): the build tree may sit where
+# only its owner can reach it (a clone under /root, mode 0700). DIR is a directory the test
+# made under /tmp with mode 755 and removes in its teardown; the copies go with it.
+vg_public_bin() {
+    local bin=$1/bin f
+    mkdir -p "$bin/full" "$bin/legacy" "$bin/r535" && chmod 755 "$bin" "$bin"/* || return 1
+    cp "$VG" "$bin/vramguard" && cp "$HELPER" "$bin/vg-helper" || return 1
+    for f in full legacy r535; do
+        cp "$VG_BUILD/fake-nvml/$f/libnvidia-ml.so.1" "$bin/$f/" || return 1
+    done
+    chmod 755 "$bin/vramguard" "$bin/vg-helper" && chmod 644 "$bin"/*/libnvidia-ml.so.1 || return 1
+    VG=$bin/vramguard HELPER=$bin/vg-helper
+    FAKE_FULL=$bin/full/libnvidia-ml.so.1
+    FAKE_LEGACY=$bin/legacy/libnvidia-ml.so.1
+    FAKE_535=$bin/r535/libnvidia-ml.so.1
+}
+
 # vg_fake_lib NAME...: creates small regular files NAME (e.g. libcuda.so.1) in vg_tmpdir/lib
 # for vg-helper --map, and prints the directory.
 vg_fake_lib() {

@@ -159,9 +159,11 @@ holder_of() {
 
 @test "spoofing: nobody's private tmpfs over --dev and /dev, files named nvidia*: zero holders" {
     command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
-    # What nobody needs lives in a world-readable directory outside bats' (0700).
+    # What nobody needs lives in a world-readable directory outside bats' (0700), vg-helper
+    # too (the build tree may be private: a clone under /root).
     PUB=$(mktemp -d /tmp/vg-spoof.XXXXXX)
     chmod 755 "$PUB"
+    vg_public_bin "$PUB"
     DEVDIR=$(vg_fake_dev "$PUB" 4)
     mkdir "$PUB/run"
     chmod 1777 "$PUB/run"

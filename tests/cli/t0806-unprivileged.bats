@@ -14,9 +14,11 @@ setup() {
     [[ $(id -u) -eq 0 ]] || skip "needs root (to run processes as root and vramguard as nobody)"
     command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
     vg_require_jq
-    # Everything nobody must read lives in a world-readable directory outside bats' (0700).
+    # Everything nobody must read lives in a world-readable directory outside bats' (0700),
+    # the binary and the fake driver too (the build tree may be private: a clone under /root).
     PUB=$(mktemp -d /tmp/vg-unpriv.XXXXXX)
     chmod 755 "$PUB"
+    vg_public_bin "$PUB"
     DEVDIR=$(vg_fake_dev "$PUB" 4)
     # R1: root, holds GPU 0's node, told to use only GPU 1. R2: a root leftover (orphaned, its
     # session leader gone) on GPU 1. U1: nobody's, holds GPU 2's node, told to use only GPU 0.
