@@ -12,11 +12,14 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
 #include "rules/rules.h"
+#include "render/top.h"
 #include "rules/top.h"
+#include "util/text.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
@@ -53,6 +56,8 @@ static struct vg_snapshot *host(void)
     p->pgid = p->sid = 150;
     p->start_ticks = 100;
     fx_activity(p, 1000, 950);
+    p->known |= VG_PROC_K_ENV | VG_PROC_K_MAPS;
+    p->libs = VG_LIB_CUDA | VG_LIB_NCCL | VG_LIB_TORCH_CUDA;
     p->env[VG_ENV_CUDA_VISIBLE_DEVICES] = fx_strdup("0,1");
     p->env[VG_ENV_LOCAL_RANK] = fx_strdup("0");
     fx_fd(p, 0);
@@ -222,12 +227,171 @@ static void test_sort_filter_tree(void **state)
     vg_top_frame_free(f);
 }
 
+/* The screen as text, one line per row; printed when VG_TEST_SHOW is set. */
+static char *screen_text(const struct vg_top_screen *scr)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    for (unsigned y = 0; y < scr->h; y++) {
+        vg_top_screen_line(scr, y, &b);
+        vg_buf_addc(&b, '\n');
+    }
+    assert_int_equal(b.err, 0);
+    char *t = vg_buf_steal(&b);
+    if (getenv("VG_TEST_SHOW"))
+        fputs(t, stderr);
+    return t;
+}
+
+static char *render(const struct vg_top_frame *f, struct vg_top_state *st, unsigned w, unsigned h,
+                    struct vg_top_screen *scr)
+{
+    struct vg_top_line *v;
+    size_t n;
+    assert_int_equal(vg_top_lines(f, st->filter, st->sort, st->reverse, st->tree, &v, &n), 0);
+    st->lines = v;
+    st->nlines = n;
+    scr->w = w;
+    scr->h = h;
+    assert_int_equal(vg_top_render(f, st, scr), 0);
+    for (unsigned y = 0; y < h; y++) {
+        struct vg_buf b;
+        vg_buf_init(&b, 0);
+        vg_top_screen_line(scr, y, &b);
+        assert_true(vg_text_cols(vg_buf_str(&b)) <= w);
+        vg_buf_release(&b);
+    }
+    free(v);
+    st->lines = NULL;
+    return screen_text(scr);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_render_sizes(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_MEM, .interval_ms = 1000, .host = "node7"};
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "vramguard top  node7"));
+    assert_non_null(strstr(t, " 0 A100-SXM4-"));
+    assert_non_null(strstr(t, " 1 A100-SXM4-"));
+    assert_non_null(strstr(t, "!! orphan-holder")); /* the finding inline, marked */
+    assert_non_null(strstr(t, "??"));               /* 7 GiB unattributed on GPU 0 */
+    assert_non_null(strstr(t, "# expected"));       /* the legend */
+    assert_non_null(strstr(t, "PID"));
+    assert_non_null(strstr(t, "FINDING"));
+    assert_null(strstr(t, "CONTAINER")); /* dropped at 80 columns */
+    assert_null(strstr(t, "TIME"));
+    assert_non_null(strstr(t, "20.0G"));
+    assert_non_null(strstr(t, "python train.py --"));
+    assert_non_null(strstr(t, "q quit"));
+    /* rows biggest first: 200 above 201 above 100 */
+    assert_true(strstr(t, "    200 ") < strstr(t, "    201 "));
+    assert_true(strstr(t, "    201 ") < strstr(t, "    100 "));
+    free(t);
+
+    t = render(f, &st, 200, 50, &scr);
+    assert_non_null(strstr(t, "CONTAINER"));
+    assert_non_null(strstr(t, "TIME"));
+    assert_non_null(strstr(t, "CVD"));
+    assert_non_null(strstr(t, "1h00"));
+    assert_non_null(strstr(t, "95.0")); /* CPU % of rank 0 */
+    assert_non_null(strstr(t, "python train.py --rank 1"));
+    assert_int_equal(count(t, "\n"), 50);
+    free(t);
+
+    /* tree mode: the launcher's line above its ranks */
+    st.tree = true;
+    t = render(f, &st, 120, 30, &scr);
+    assert_non_null(strstr(t, "150 launcher (holds no GPU itself): 2 processes"));
+    assert_non_null(strstr(t, "`- python train.py --ra"));
+    st.tree = false;
+    free(t);
+
+    /* a filter says so in the header */
+    struct vg_top_filter flt = {.user = "bob"};
+    st.filter = &flt;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "user=bob"));
+    assert_null(strstr(t, "    200 "));
+    assert_non_null(strstr(t, "    201 "));
+    st.filter = NULL;
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
+static void test_render_panes(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_PID, .interval_ms = 1000};
+    /* the orphan is the first line by PID: its detail */
+    st.mode = VG_TOP_MODE_DETAIL;
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "PID 100  user alice  state S"));
+    assert_non_null(strstr(t, "command: python train.py"));
+    assert_non_null(strstr(t, "!! orphan-holder (critical, high confidence):"));
+    assert_non_null(strstr(t, "fix:"));
+    free(t);
+    st.sel = 1;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "CUDA_VISIBLE_DEVICES=0,1  LOCAL_RANK=0"));
+    assert_non_null(strstr(t, "holds: GPU 0: 20.0G (40% SM)"));
+    assert_non_null(strstr(t, "libraries: cuda nccl torch"));
+    free(t);
+
+    st.mode = VG_TOP_MODE_HELP;
+    st.read_only = true;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "Keys of vramguard top"));
+    assert_non_null(strstr(t, "read-only (--read-only): k and K are off"));
+    free(t);
+
+    /* colour and monochrome: the same characters; severity has its mark either way */
+    st.mode = VG_TOP_MODE_LIST;
+    st.color = true;
+    char *c = render(f, &st, 80, 24, &scr);
+    bool red = false;
+    for (size_t i = 0; i < (size_t)scr.w * scr.h; i++)
+        red |= scr.cells[i].color == VG_TOP_C_RED;
+    assert_true(red);
+    st.color = false;
+    char *m = render(f, &st, 80, 24, &scr);
+    assert_string_equal(c, m);
+    free(c);
+    free(m);
+
+    /* no frame yet, and a tiny terminal, render without harm */
+    st.waiting_ms = 3000;
+    scr.w = 80;
+    scr.h = 24;
+    assert_int_equal(vg_top_render(NULL, &st, &scr), 0);
+    t = screen_text(&scr);
+    assert_non_null(strstr(t, "waiting for the first sample (3s)"));
+    free(t);
+    t = render(f, &st, 10, 3, &scr);
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frame_gpus),
-        cmocka_unit_test(test_frame_rows),
-        cmocka_unit_test(test_sort_filter_tree),
+        cmocka_unit_test(test_frame_gpus),       cmocka_unit_test(test_frame_rows),
+        cmocka_unit_test(test_sort_filter_tree), cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_render_panes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
