@@ -780,7 +780,7 @@ static void vg_top_detail(struct vg_top_screen *s, const struct vg_top_frame *f,
 }
 
 static const char *const vg_top_help_lines[] = {
-    "Up/Down j/k PgUp/PgDn Home/End  select a holder",
+    "Up/Down j Ctrl-N/Ctrl-P PgUp/PgDn Home/End  select a holder",
     "Enter   detail: command line, GPU variables, libraries, finding, evidence, fix",
     "< > F6  sort by the previous / next column;  r  reverse the order",
     "/       search command, user, PID or container (Enter keeps it, Esc drops it)",
@@ -792,7 +792,7 @@ static const char *const vg_top_help_lines[] = {
     "        the plan of `vramguard clean` first, y confirms, the identity is",
     "        re-checked through a pidfd",
     "K       the same for every sure leftover of the selected holder's finding",
-    "+ -     sample more or less often;  ?  this help (any key closes it);  q  quit",
+    "+ -     longer / shorter interval;  ?  this help (any key closes it);  q  quit",
     "",
     "Bars: one character per reason memory is held (the legend under the GPUs),",
     "coloured when the terminal can. Severity: !! critical, ! warning, i info.",
