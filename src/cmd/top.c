@@ -637,7 +637,7 @@ static void vg_top_search_key(struct vg_top *t, int ch)
     if (ch == 27) {
         t->search[0] = '\0';
         t->searching = false;
-    } else if (ch == '\n' || ch == KEY_ENTER) {
+    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
         t->searching = false;
     } else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && n) {
         t->search[n - 1] = '\0';
@@ -665,7 +665,7 @@ static bool vg_top_pane_key(struct vg_top *t, int ch)
         }
         return true;
     case VG_TOP_MODE_DETAIL:
-        if (ch == '\n' || ch == KEY_ENTER || ch == 27 || ch == 'q') {
+        if (ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == 27 || ch == 'q') {
             t->mode = VG_TOP_MODE_LIST;
             return true;
         }
@@ -711,6 +711,7 @@ static bool vg_top_key(struct vg_top *t, int ch)
         vg_top_select(t, (long)t->nlines);
         break;
     case '\n':
+    case '\r':
     case KEY_ENTER:
         t->mode = VG_TOP_MODE_DETAIL;
         break;

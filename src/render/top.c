@@ -307,8 +307,8 @@ static void vg_top_spark(struct vg_pen *p, const struct vg_top_gpu *tg, unsigned
 }
 
 /* "0 NVIDIA A100-SXM4-80GB [####...] 28.3G/80.0G  37% ▁▂▃" or the GPU's trouble. */
-static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_frame *f,
-                            const struct vg_top_gpu *tg, const struct vg_top_state *st)
+static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_gpu *tg,
+                            const struct vg_top_state *st)
 {
     const struct vg_gpu *g = tg->g;
     unsigned w = p->s->w, name_w = w >= 120 ? 22 : 12, spark_w = w >= 120 ? 24 : 8;
@@ -320,7 +320,7 @@ static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_frame *f,
         name += 7;
     vg_put_text(p, name, name_w);
     vg_pad_to(p, 3 + name_w + 1);
-    if (g->lost || g->hung || f->hung) {
+    if (g->lost || g->hung) {
         p->color = VG_TOP_C_RED;
         p->attr = VG_TOP_A_BOLD;
         vg_puts(p, g->lost ? "LOST: the GPU answered \"GPU is lost\" (dmesg: Xid 79)"
@@ -388,7 +388,7 @@ static unsigned vg_top_gpus(struct vg_top_screen *s, const struct vg_top_frame *
     for (size_t i = 0; i < shown; i++) {
         const struct vg_top_gpu *tg = &f->gpus[i];
         vg_pen_at(&p, 0, y++);
-        vg_top_gpu_line(&p, f, tg, st);
+        vg_top_gpu_line(&p, tg, st);
         size_t sh = share ? share[i] : 0;
         for (size_t k = 0; k < sh; k++) {
             vg_pen_at(&p, 0, y++);
@@ -837,15 +837,15 @@ static unsigned vg_plan_entry_lines(struct vg_top_screen *s, const struct vg_pla
     }
     vg_buf_adds(&b, "  ");
     vg_text_escape_str(&b, e->cmdline && e->cmdline[0] ? e->cmdline : e->comm, 60);
+    const char *what = e->signal ? "stop:  " : e->leave ? "leave: " : "refuse:";
+    y = vg_top_field(s, y, ymax, what, b.err ? "?" : vg_buf_str(&b),
+                     e->signal ? VG_TOP_C_DEFAULT : VG_TOP_C_YELLOW);
     if (e->reason) {
-        vg_buf_printf(&b, "  why: %s: ", e->reason);
+        vg_buf_reset(&b);
+        vg_buf_printf(&b, "%s: ", e->reason);
         vg_text_escape_str(&b, e->finding ? e->finding : "", 0);
+        y = vg_top_field(s, y, ymax, "       why:", b.err ? "?" : vg_buf_str(&b), 0);
     }
-    y = vg_top_field(s, y, ymax,
-                     e->signal  ? "stop:  "
-                     : e->leave ? "leave: "
-                                : "refuse:",
-                     b.err ? "?" : vg_buf_str(&b), e->signal ? VG_TOP_C_DEFAULT : VG_TOP_C_YELLOW);
     if (!e->signal) {
         vg_buf_reset(&b);
         vg_render_clean_refusal(&b, e, e->refusal, NULL);
