@@ -769,7 +769,7 @@ static void vg_top_detail(struct vg_top_screen *s, const struct vg_top_frame *f,
     vg_buf_release(&b);
     const struct vg_proc *pr = r->proc;
     y = vg_top_field(s, y, ymax, "command:", r->command ? r->command : "n/a", 0);
-    if (pr && (pr->container_id || pr->pod_uid || pr->cgroup))
+    if (pr && (pr->container_id || pr->pod_uid))
         y = vg_top_field(s, y, ymax, "cgroup:", pr->cgroup ? pr->cgroup : "?", 0);
     y = vg_detail_env(s, pr, y, ymax);
     if (r->has_finding)
@@ -885,8 +885,7 @@ static void vg_top_plan(struct vg_top_screen *s, const struct vg_top_state *st, 
     p.attr = VG_TOP_A_BOLD;
     if (nsig)
         vg_putf(&p,
-                "y: stop %zu process%s (SIGTERM through a pidfd after re-checking its identity, "
-                "SIGKILL %us later)   n or Esc: cancel",
+                "y: stop %zu process%s (pidfd, identity re-checked; SIGKILL after %us)  n: cancel",
                 nsig, nsig == 1 ? "" : "es", st->grace_ms / 1000);
     else
         vg_puts(&p, "Nothing to stop. n or Esc: back");
