@@ -61,7 +61,7 @@ static const char vg_top_help_tail[] =
     "Keys: arrows, j, Ctrl-N/Ctrl-P, PgUp/PgDn, Home/End select; Enter detail; < > F6 sort;\n"
     "r reverse; / search; u user; g GPU; f finding; Esc clear filters; t tree; k K stop;\n"
     "+ - interval; ? help; q quit. Temperature, power, fan and host RSS are not shown yet.\n"
-    "Exit status: 0 quit; 3 /proc could not be read; 64 bad usage or no terminal;\n"
+    "Exit status: 0 quit; 3 /proc could not be opened; 64 bad usage or no terminal;\n"
     "70 internal error.\n"
     "\n";
 
