@@ -912,8 +912,15 @@ static void vg_top_release(struct vg_top *t)
     vg_top_plan_clear(t);
     vg_top_clear_filters(t);
     vg_top_screen_release(&t->scr);
-    free(t->ancestors);
-    /* root_fd stays open for a stop that may still run on its own thread */
+    /* a stop still running on its own thread reads the ancestors and root_fd: both stay
+     * then, for the process's exit to take */
+    pthread_mutex_lock(&t->sh.mu);
+    bool acting = t->sh.acting;
+    pthread_mutex_unlock(&t->sh.mu);
+    if (!acting) {
+        free(t->ancestors);
+        t->ancestors = NULL;
+    }
 }
 
 /* Stop the sampler thread, waiting at most a second: one stuck in the driver is left behind
