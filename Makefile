@@ -40,6 +40,8 @@ LDLIBS   := -ldl -lpthread -lm
 # to the binary's link line, so the library, unit tests and fuzz targets do not need it.
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
+# ncursesw, for `vramguard top` only (src/cmd/top.c): on the binary's link line alone.
+CURSES_LIBS := $(or $(shell pkg-config --libs ncursesw 2>/dev/null),-lncursesw)
 
 SRC      := $(filter-out src/main.c,$(wildcard src/*/*.c))
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
@@ -84,7 +86,7 @@ $(BUILD)/src/cmd/demo.o: ALLCFLAGS += -DVG_PKGLIBDIR='"$(PKGLIBDIR)"'
 FORCE:
 
 $(BIN): $(BUILD)/src/main.o $(LIB)
-	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(MHD_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(MHD_LIBS) $(CURSES_LIBS) $(LDLIBS)
 
 # The fake driver: one source, three builds with the real SONAME (see tests/fake-nvml/README.md).
 FAKE_CFLAGS = -std=c11 -D_GNU_SOURCE $(CPPFLAGS) $(WARN) -Wno-missing-prototypes $(CFLAGS) \

@@ -27,6 +27,7 @@ static const struct vg_command vg_commands[] = {
     {"pick", vg_cmd_pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value"},
     {"clean", vg_cmd_clean, "free memory held by leftovers, safely (a plan unless --force)"},
     {"serve", vg_cmd_serve, "Prometheus exporter: GPU memory by holder and by reason"},
+    {"top", vg_cmd_top, "the live view: memory by reason, holders, findings; safe stop keys"},
     {"handoff", vg_cmd_handoff,
      "the scheduler's gate between jobs (prolog, epilog) and node checks"},
 };

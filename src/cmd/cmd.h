@@ -168,5 +168,6 @@ int vg_cmd_check(struct vg_global *g, int argc, char **argv);
 int vg_cmd_clean(struct vg_global *g, int argc, char **argv);
 int vg_cmd_serve(struct vg_global *g, int argc, char **argv);
 int vg_cmd_handoff(struct vg_global *g, int argc, char **argv);
+int vg_cmd_top(struct vg_global *g, int argc, char **argv);
 
 #endif

@@ -829,3 +829,9 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
     vg_json_obj_end(&j);
     return vg_json_finish(&j);
 }
+
+void vg_render_clean_refusal(struct vg_buf *o, const struct vg_plan_entry *e,
+                             enum vg_kill_refusal r, const struct vg_kill *k)
+{
+    vg_refusal_text(o, e, r, k);
+}

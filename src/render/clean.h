@@ -45,4 +45,9 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out);
 /* The preconditions of `nvidia-smi --gpu-reset`, one per line, shared by text and JSON. */
 extern const char *const vg_clean_reset_preconditions[];
 
+/* Why entry e is refused (r), one sentence as clean's plan words it; k: the signalling, when
+ * the refusal came at signal time (NULL otherwise). Shared with top's plan view. */
+void vg_render_clean_refusal(struct vg_buf *o, const struct vg_plan_entry *e,
+                             enum vg_kill_refusal r, const struct vg_kill *k);
+
 #endif

@@ -1,0 +1,1000 @@
+/*
+ * `vramguard top`: the live view, on ncurses. Two threads and, while a stop runs, a third:
+ *
+ * - the sampler thread owns the sampler (model/sampler.h: NVML kept open on its own deadline
+ *   worker, incremental /proc scans) and, every interval, samples, measures the suspects'
+ *   activity, runs the rules and builds a frame (rules/top.h), which it hands over under a
+ *   mutex. A hung driver costs it one --nvml-timeout; it never touches the terminal;
+ * - the UI thread (this one) owns the terminal: it waits for keys at most 100 ms at a time,
+ *   takes the newest frame when there is one, and draws the screen (render/top.h) when
+ *   something changed. It never calls the driver, so keys answer whatever the driver does;
+ * - a stop action (k, K) builds the plan of `clean` (act/plan.h) on the UI thread from the
+ *   frame shown, confirmed with y, then signals on an action thread through act/kill.h
+ *   (pidfd, identity re-checked, SIGTERM, grace, SIGKILL), whose outcome comes back as a line.
+ *
+ * Signals: SIGINT and SIGTERM end it (the handler only sets a flag); ncurses handles SIGWINCH
+ * (KEY_RESIZE) and SIGTSTP. The other threads block every signal.
+ */
+#include <curses.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "act/kill.h"
+#include "act/plan.h"
+#include "cmd/cmd.h"
+#include "model/sampler.h"
+#include "proc/signal.h"
+#include "render/clean.h"
+#include "render/top.h"
+#include "rules/rules.h"
+#include "rules/top.h"
+#include "util/clock.h"
+#include "util/parse.h"
+
+static const char vg_top_help[] =
+    "usage: vramguard top [--interval D] [--sort KEY] [--read-only] [options]\n"
+    "\n"
+    "The live view: per GPU, memory as a bar split by why it is held (expected, context only,\n"
+    "outside the visible set, foreign PID, orphan, zombie, unattributed, the driver's\n"
+    "reservation), utilisation, a history of used memory and its findings; per holder, PID,\n"
+    "user, GPUs, memory, SM %, CPU %, age, state, seen by, container, CUDA_VISIBLE_DEVICES,\n"
+    "command and its finding. Sort, filter, tree and detail keys; ? lists them.\n"
+    "\n"
+    "k stops the selected holder, K every holder of its finding, only when they are sure\n"
+    "leftovers of ended jobs, through the planner and identity checks of `vramguard clean`:\n"
+    "the plan is shown first and y confirms. Never stopped: infrastructure, another user's\n"
+    "process unless you are root, zombies, processes stuck in the driver.\n"
+    "\n"
+    "Options:\n";
+
+static const char vg_top_help_tail[] =
+    "\n"
+    "Keys: arrows, j, Ctrl-N/Ctrl-P, PgUp/PgDn, Home/End select; Enter detail; < > F6 sort;\n"
+    "r reverse; / search; u user; g GPU; f finding; Esc clear filters; t tree; k K stop;\n"
+    "+ - interval; ? help; q quit. Temperature, power, fan and host RSS are not shown yet.\n"
+    "Exit status: 0 quit; 3 /proc could not be opened; 64 bad usage or no terminal;\n"
+    "70 internal error.\n"
+    "\n";
+
+enum {
+    VG_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
+    VG_OPT_READ_ONLY,
+    VG_OPT_SORT,
+};
+
+static const struct vg_opt vg_top_opts[] = {
+    {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)",
+     VG_OPT_INTERVAL, NULL},
+    {"sort", 0, VG_OPT_ARG_REQUIRED, "KEY",
+     "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding or command", VG_OPT_SORT,
+     NULL},
+    {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", VG_OPT_READ_ONLY, NULL},
+    VG_OPT_TABLE_END,
+};
+
+#define VG_TOP_INTERVAL_MIN_MS 250u
+#define VG_TOP_INTERVAL_MAX_MS 60000u
+#define VG_TOP_GRACE_MS 10000u
+#define VG_TOP_KILL_WAIT_MS 5000u
+
+static volatile sig_atomic_t vg_top_quit;
+
+static void vg_top_on_signal(int sig)
+{
+    (void)sig;
+    vg_top_quit = 1;
+}
+
+/* What the threads share, under mu. */
+struct vg_top_shared {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC: the sampler's wait between samples */
+    bool stop, now;    /* end; sample again at once (after an action) */
+    unsigned interval_ms;
+    struct vg_top_frame *next; /* newest frame not yet taken */
+    bool sampling;
+    uint64_t sample_start_ms;
+    char *error; /* the sampler's failure, once */
+    bool done;   /* the sampler thread has ended */
+    /* the action thread */
+    bool acting;
+    char *action_msg; /* its outcome, once */
+};
+
+struct vg_top_action {
+    struct vg_top *t;
+    struct vg_plan plan;
+    bool *chosen;
+};
+
+struct vg_top {
+    struct vg_global *g;
+    bool read_only, color, unicode;
+    enum vg_top_sort sort;
+    bool reverse, tree;
+    struct vg_top_shared sh;
+    pthread_t sampler;
+    /* the UI's */
+    struct vg_top_frame *frame;
+    struct vg_top_line *lines;
+    size_t nlines, sel;
+    pid_t sel_pid;
+    bool sel_group;
+    enum vg_top_mode mode;
+    struct vg_top_filter filter;
+    char *user_filter, *rule_filter;
+    char search[128];
+    bool searching;
+    char message[512];
+    struct vg_top_screen scr;
+    char host[256];
+    int root_fd;
+    pid_t self, *ancestors;
+    size_t nancestors;
+    /* the plan shown (VG_TOP_MODE_PLAN) */
+    struct vg_plan plan;
+    bool *chosen;
+    char plan_what[96];
+};
+
+static int vg_top_parse(struct vg_top *t, int argc, char **argv)
+{
+    struct vg_cmd_parse p = {.g = t->g,
+                             .cmd = "top",
+                             .help = vg_top_help,
+                             .opts = vg_top_opts,
+                             .help_tail = vg_top_help_tail,
+                             .argc = argc,
+                             .argv = argv};
+    int ch;
+    uint64_t ms;
+    while ((ch = vg_cmd_next_opt(&p)) >= 0) {
+        switch (ch) {
+        case VG_OPT_INTERVAL:
+            if (vg_parse_duration_ms(optarg, &ms) != 0 || ms < VG_TOP_INTERVAL_MIN_MS ||
+                ms > VG_TOP_INTERVAL_MAX_MS) {
+                vg_cmd_error("top", "--interval takes a duration from 250ms to 1m, not '%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            t->sh.interval_ms = (unsigned)ms;
+            break;
+        case VG_OPT_SORT:
+            if ((t->sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
+                vg_cmd_error("top",
+                             "--sort takes pid, user, gpu, mem, util, cpu, time, state, "
+                             "finding or command, not '%s'",
+                             optarg);
+                return VG_EXIT_USAGE;
+            }
+            break;
+        case VG_OPT_READ_ONLY:
+            t->read_only = true;
+            break;
+        }
+    }
+    if (ch != VG_CMD_OPT_END)
+        return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (t->g->json) {
+        vg_cmd_error("top", "top is a screen, not a document: use 'vramguard status --json' or "
+                            "'vramguard watch --json'");
+        return VG_EXIT_USAGE;
+    }
+    if (isatty(STDIN_FILENO) != 1 || isatty(STDOUT_FILENO) != 1) {
+        vg_cmd_error("top", "needs a terminal; for pipes use 'vramguard status' or "
+                            "'vramguard watch'");
+        return VG_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* ---- the sampler thread ---- */
+
+static void vg_top_publish(struct vg_top *t, struct vg_top_frame *f, char *error)
+{
+    pthread_mutex_lock(&t->sh.mu);
+    vg_top_frame_free(t->sh.next);
+    t->sh.next = f;
+    if (error && !t->sh.error)
+        t->sh.error = error;
+    else
+        free(error);
+    t->sh.sampling = false;
+    pthread_mutex_unlock(&t->sh.mu);
+}
+
+static char *vg_top_strdup_err(struct vg_err *err)
+{
+    char *s = strdup(vg_err_msg(err));
+    vg_err_release(err);
+    return s;
+}
+
+/* One sample into a frame. 0, or -1 with *error set (NULL: out of memory). */
+static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_history *hist,
+                         struct vg_top_frame **out, char **error)
+{
+    struct vg_snapshot *snap = NULL;
+    bool hung = false;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_sampler_sample(s, &snap, &hung, &err) != 0) {
+        *error = vg_top_strdup_err(&err);
+        return -1;
+    }
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0 ||
+        vg_rules_run(snap, &ro, &fs, &err) != 0) {
+        vg_findings_release(&fs);
+        vg_snap_free(snap);
+        *error = err.msg ? vg_top_strdup_err(&err) : NULL;
+        return -1;
+    }
+    struct vg_top_build_opts bo = {0};
+    long tck = sysconf(_SC_CLK_TCK);
+    struct timespec ts;
+    if (tck > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
+        bo.clk_tck = (unsigned long)tck;
+        bo.now_ticks = (uint64_t)ts.tv_sec * (uint64_t)tck +
+                       (uint64_t)ts.tv_nsec * (uint64_t)tck / 1000000000u;
+    }
+    (void)t;
+    if (vg_top_frame_build(snap, &fs, hung, &bo, hist, out) != 0) {
+        *error = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void *vg_top_sampler_main(void *arg)
+{
+    struct vg_top *t = arg;
+    struct vg_sampler_opts so = {.nvml_path = t->g->nvml_path,
+                                 .nvml_timeout_ms = t->g->nvml_timeout_ms,
+                                 .proc_root = t->g->proc_root,
+                                 .dev_dir = t->g->dev_dir};
+    struct vg_sampler *s = NULL;
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_top_history hist = {0};
+    if (vg_sampler_new(&so, &s, &err) != 0) {
+        vg_top_publish(t, NULL, vg_top_strdup_err(&err));
+        goto out;
+    }
+    pthread_mutex_lock(&t->sh.mu);
+    while (!t->sh.stop) {
+        t->sh.sampling = true;
+        t->sh.now = false;
+        t->sh.sample_start_ms = vg_clock_ms();
+        pthread_mutex_unlock(&t->sh.mu);
+        struct vg_top_frame *f = NULL;
+        char *error = NULL;
+        if (vg_top_sample(t, s, &hist, &f, &error) != 0 && !error)
+            error = strdup("out of memory");
+        vg_top_publish(t, f, error);
+        pthread_mutex_lock(&t->sh.mu);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        vg_clock_ts_add_ms(&until, t->sh.interval_ms);
+        while (!t->sh.stop && !t->sh.now &&
+               pthread_cond_timedwait(&t->sh.cv, &t->sh.mu, &until) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&t->sh.mu);
+out:
+    vg_sampler_free(s);
+    vg_top_history_release(&hist);
+    pthread_mutex_lock(&t->sh.mu);
+    t->sh.done = true;
+    pthread_mutex_unlock(&t->sh.mu);
+    return NULL;
+}
+
+/* Start a thread with every signal blocked (the UI thread alone takes them). */
+static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg, bool detach)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0 && detach)
+        pthread_detach(*th);
+    return -rc;
+}
+
+/* ---- actions ---- */
+
+static void vg_top_say(struct vg_top *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void vg_top_say(struct vg_top *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->message, sizeof(t->message), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        t->message[0] = '\0';
+}
+
+/* One outcome as a phrase: "PID 42 exited after SIGTERM". */
+static void vg_top_outcome(struct vg_buf *b, const struct vg_plan_entry *e, const struct vg_kill *k)
+{
+    vg_buf_printf(b, "%sPID %d ", b->len ? "; " : "", (int)e->id.pid);
+    switch (k->outcome) {
+    case VG_KILL_TERMINATED:
+        vg_buf_adds(b, "exited after SIGTERM");
+        break;
+    case VG_KILL_KILLED:
+        vg_buf_adds(b, "killed with SIGKILL after the grace period");
+        break;
+    case VG_KILL_GONE:
+        vg_buf_adds(b, "had already exited");
+        break;
+    case VG_KILL_REFUSED:
+        vg_buf_adds(b, "not signalled: ");
+        vg_render_clean_refusal(b, e, k->refusal, k);
+        break;
+    case VG_KILL_FAILED:
+        vg_buf_printf(b, "could not be stopped: %s", strerror(-k->error));
+        break;
+    default:
+        vg_buf_adds(b, "still waiting");
+        break;
+    }
+}
+
+static void *vg_top_action_main(void *arg)
+{
+    struct vg_top_action *a = arg;
+    struct vg_top *t = a->t;
+    struct vg_kill *ks = calloc(a->plan.n ? a->plan.n : 1, sizeof(*ks));
+    struct vg_kill_ctx who = {t->self, t->ancestors, t->nancestors, getuid()};
+    struct vg_kill_nvml nvml = {t->g->nvml_path, t->g->nvml_timeout_ms};
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_err err = VG_ERR_INIT;
+    for (size_t i = 0; ks && i < a->plan.n; i++) {
+        vg_kill_init(&ks[i], &a->plan.v[i].id);
+        ks[i].outcome = VG_KILL_REFUSED;
+        if (a->chosen[i] && a->plan.v[i].signal &&
+            vg_kill_start(&ks[i], t->root_fd, t->g->dev_dir, &who, vg_kill_nvml_lists, &nvml,
+                          &err) != 0)
+            ks[i].outcome = VG_KILL_FAILED, ks[i].error = -ENOMEM;
+    }
+    if (ks)
+        vg_kill_finish(ks, a->plan.n, VG_TOP_GRACE_MS, VG_TOP_KILL_WAIT_MS);
+    for (size_t i = 0; ks && i < a->plan.n; i++)
+        if (a->chosen[i] && a->plan.v[i].signal)
+            vg_top_outcome(&b, &a->plan.v[i], &ks[i]);
+    for (size_t i = 0; ks && i < a->plan.n; i++)
+        vg_kill_release(&ks[i]);
+    free(ks);
+    vg_err_release(&err);
+    char *msg = b.err || !ks ? strdup("out of memory while stopping") : vg_buf_steal(&b);
+    vg_buf_release(&b);
+    vg_plan_release(&a->plan);
+    free(a->chosen);
+    free(a);
+    pthread_mutex_lock(&t->sh.mu);
+    free(t->sh.action_msg);
+    t->sh.action_msg = msg;
+    t->sh.acting = false;
+    t->sh.now = true; /* show what changed at once */
+    pthread_cond_signal(&t->sh.cv);
+    pthread_mutex_unlock(&t->sh.mu);
+    return NULL;
+}
+
+/* Who is asking, once: our PID as this procfs numbers it and our ancestors. */
+static int vg_top_who(struct vg_top *t)
+{
+    const char *root = t->g->proc_root && *t->g->proc_root ? t->g->proc_root : "/proc";
+    t->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (t->root_fd < 0) {
+        vg_cmd_error("top", "cannot open '%s': %s", root, strerror(errno));
+        return -1;
+    }
+    if (vg_proc_self_pid(t->root_fd, &t->self) != 0)
+        t->self = getpid();
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_ancestors(t->root_fd, t->self, &t->ancestors, &t->nancestors, &err) != 0) {
+        vg_cmd_error("top", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return -1;
+    }
+    return 0;
+}
+
+static void vg_top_plan_clear(struct vg_top *t)
+{
+    vg_plan_release(&t->plan);
+    free(t->chosen);
+    t->chosen = NULL;
+}
+
+/* k (pid > 0: that holder) or K (rule: every leftover its finding names): the plan shown. */
+static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_finding *fd)
+{
+    const struct vg_snapshot *snap = t->frame->snap;
+    struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
+    po.who = (struct vg_kill_ctx){t->self, t->ancestors, t->nancestors, getuid()};
+    po.pidns_trusted = snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(t->root_fd);
+    vg_top_plan_clear(t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_plan_build(snap, &t->frame->fs, &po, &t->plan, &err) != 0 ||
+        !(t->chosen = calloc(t->plan.n ? t->plan.n : 1, sizeof(bool)))) {
+        vg_top_say(t, "cannot plan: %s", err.msg ? err.msg : "out of memory");
+        vg_err_release(&err);
+        vg_top_plan_clear(t);
+        return;
+    }
+    for (size_t i = 0; i < t->plan.n; i++) {
+        t->chosen[i] = pid > 0;
+        for (size_t k = 0; fd && k < fd->npids; k++)
+            t->chosen[i] |= fd->pids[k] == t->plan.v[i].id.pid;
+    }
+    if (pid > 0)
+        snprintf(t->plan_what, sizeof(t->plan_what), "PID %d", (int)pid);
+    else
+        snprintf(t->plan_what, sizeof(t->plan_what), "the leftovers of %s", fd->rule);
+    t->mode = VG_TOP_MODE_PLAN;
+}
+
+static void vg_top_stop_key(struct vg_top *t, bool all)
+{
+    if (t->read_only) {
+        vg_top_say(t, "read-only (--read-only): %s is off", all ? "K" : "k");
+        return;
+    }
+    const struct vg_top_line *l = t->sel < t->nlines ? &t->lines[t->sel] : NULL;
+    if (!t->frame || !l || l->group) {
+        vg_top_say(t, "select a process first (a launcher's line is not one)");
+        return;
+    }
+    pthread_mutex_lock(&t->sh.mu);
+    bool busy = t->sh.acting;
+    pthread_mutex_unlock(&t->sh.mu);
+    pid_t self;
+    if (busy) {
+        vg_top_say(t, "a stop is still under way");
+    } else if (vg_proc_self_pid(t->root_fd, &self) != 0 || self != getpid()) {
+        vg_top_say(t, "stopping needs the procfs of vramguard's own PID namespace (--proc "
+                      "numbers processes differently)");
+    } else {
+        const struct vg_top_row *r = &t->frame->rows[l->row];
+        if (!all)
+            vg_top_plan_make(t, r->pid, NULL);
+        else if (r->has_finding)
+            vg_top_plan_make(t, 0, &t->frame->fs.v[r->finding]);
+        else
+            vg_top_say(t, "PID %d has no finding: K stops the leftovers of one", (int)r->pid);
+    }
+}
+
+/* y on the plan: hand it to an action thread. */
+static void vg_top_confirm(struct vg_top *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->plan.n; i++)
+        n += t->chosen[i] && t->plan.v[i].signal;
+    t->mode = VG_TOP_MODE_LIST;
+    struct vg_top_action *a = n ? calloc(1, sizeof(*a)) : NULL;
+    if (!a) {
+        vg_top_say(t, n ? "out of memory" : "nothing to stop");
+        vg_top_plan_clear(t);
+        return;
+    }
+    a->t = t;
+    a->plan = t->plan;
+    a->chosen = t->chosen;
+    vg_plan_init(&t->plan);
+    t->chosen = NULL;
+    pthread_mutex_lock(&t->sh.mu);
+    t->sh.acting = true;
+    pthread_mutex_unlock(&t->sh.mu);
+    pthread_t th;
+    if (vg_top_thread(&th, vg_top_action_main, a, true) != 0) {
+        pthread_mutex_lock(&t->sh.mu);
+        t->sh.acting = false;
+        pthread_mutex_unlock(&t->sh.mu);
+        vg_plan_release(&a->plan);
+        free(a->chosen);
+        free(a);
+        vg_top_say(t, "cannot start the stop: %s", strerror(errno));
+        return;
+    }
+    vg_top_say(t, "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
+               n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
+}
+
+/* ---- the list ---- */
+
+/* Recompute the lines after a new frame, sort or filter; the selection follows its PID. */
+static void vg_top_relist(struct vg_top *t)
+{
+    t->filter = (struct vg_top_filter){.user = t->user_filter,
+                                       .rule = t->rule_filter,
+                                       .by_gpu = t->filter.by_gpu,
+                                       .gpu_index = t->filter.gpu_index,
+                                       .text = t->search[0] ? t->search : NULL};
+    free(t->lines);
+    t->lines = NULL;
+    t->nlines = 0;
+    if (!t->frame)
+        return;
+    if (vg_top_lines(t->frame, &t->filter, t->sort, t->reverse, t->tree, &t->lines, &t->nlines))
+        vg_top_say(t, "out of memory");
+    for (size_t i = 0; i < t->nlines; i++)
+        if (t->lines[i].pid == t->sel_pid && t->lines[i].group == t->sel_group) {
+            t->sel = i;
+            return;
+        }
+    if (t->sel >= t->nlines)
+        t->sel = t->nlines ? t->nlines - 1 : 0;
+}
+
+static void vg_top_select(struct vg_top *t, long delta)
+{
+    long n = (long)t->nlines, s = (long)t->sel + delta;
+    s = s >= n ? n - 1 : s;
+    t->sel = s < 0 ? 0 : (size_t)s;
+    if (t->sel < t->nlines) {
+        t->sel_pid = t->lines[t->sel].pid;
+        t->sel_group = t->lines[t->sel].group;
+    }
+}
+
+static const struct vg_top_row *vg_top_sel_row(const struct vg_top *t)
+{
+    if (!t->frame || t->sel >= t->nlines || t->lines[t->sel].group)
+        return NULL;
+    return &t->frame->rows[t->lines[t->sel].row];
+}
+
+/* u, f: filter by the selected row's user or finding, or drop that filter. */
+static void vg_top_toggle(struct vg_top *t, char **slot, bool user)
+{
+    const struct vg_top_row *r = vg_top_sel_row(t);
+    if (*slot) {
+        free(*slot);
+        *slot = NULL;
+        return;
+    }
+    const char *v = !r               ? NULL
+                    : user           ? r->user
+                    : r->has_finding ? t->frame->fs.v[r->finding].rule
+                                     : NULL;
+    if (!v) {
+        vg_top_say(t, user ? "the selected holder's user is unknown"
+                           : "the selected holder has no finding");
+        return;
+    }
+    *slot = strdup(v);
+}
+
+/* g: the next GPU, then all. */
+static void vg_top_gpu_filter(struct vg_top *t)
+{
+    size_t n = t->frame ? t->frame->ngpus : 0;
+    if (!n) {
+        t->filter.by_gpu = false;
+        return;
+    }
+    if (!t->filter.by_gpu) {
+        t->filter.by_gpu = true;
+        t->filter.gpu_index = t->frame->gpus[0].g->index;
+        return;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        if (t->frame->gpus[i].g->index == t->filter.gpu_index) {
+            t->filter.gpu_index = t->frame->gpus[i + 1].g->index;
+            return;
+        }
+    t->filter.by_gpu = false;
+}
+
+static void vg_top_clear_filters(struct vg_top *t)
+{
+    free(t->user_filter);
+    free(t->rule_filter);
+    t->user_filter = t->rule_filter = NULL;
+    t->filter.by_gpu = false;
+    t->search[0] = '\0';
+}
+
+static void vg_top_interval(struct vg_top *t, bool longer)
+{
+    static const unsigned steps[] = {250, 500, 1000, 2000, 5000, 10000, 30000, 60000};
+    size_t n = sizeof(steps) / sizeof(steps[0]), i = 0;
+    pthread_mutex_lock(&t->sh.mu);
+    while (i + 1 < n && steps[i] < t->sh.interval_ms)
+        i++;
+    if (longer && steps[i] <= t->sh.interval_ms && i + 1 < n)
+        i++;
+    else if (!longer && i > 0)
+        i--;
+    t->sh.interval_ms = steps[i];
+    pthread_cond_signal(&t->sh.cv);
+    pthread_mutex_unlock(&t->sh.mu);
+}
+
+/* A key while typing a search: live, Enter keeps it, Esc drops it. */
+static void vg_top_search_key(struct vg_top *t, int ch)
+{
+    size_t n = strlen(t->search);
+    if (ch == 27) {
+        t->search[0] = '\0';
+        t->searching = false;
+    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+        t->searching = false;
+    } else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && n) {
+        t->search[n - 1] = '\0';
+    } else if (ch >= 32 && ch < 127 && n + 1 < sizeof(t->search)) {
+        t->search[n] = (char)ch;
+        t->search[n + 1] = '\0';
+    }
+}
+
+/* A key in a pane over the list: help closes on any key; detail on Enter/Esc/q; the plan
+ * takes y or n. Returns true when the key was the pane's. */
+static bool vg_top_pane_key(struct vg_top *t, int ch)
+{
+    switch (t->mode) {
+    case VG_TOP_MODE_HELP:
+        t->mode = VG_TOP_MODE_LIST;
+        return true;
+    case VG_TOP_MODE_PLAN:
+        if (ch == 'y' || ch == 'Y') {
+            vg_top_confirm(t);
+        } else if (ch == 'n' || ch == 'N' || ch == 27 || ch == 'q') {
+            t->mode = VG_TOP_MODE_LIST;
+            vg_top_plan_clear(t);
+            vg_top_say(t, "nothing stopped");
+        }
+        return true;
+    case VG_TOP_MODE_DETAIL:
+        if (ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == 27 || ch == 'q') {
+            t->mode = VG_TOP_MODE_LIST;
+            return true;
+        }
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* long: one case per key of the list; the switch is the key map, read best whole. */
+static bool vg_top_key(struct vg_top *t, int ch)
+{
+    if (t->searching) {
+        vg_top_search_key(t, ch);
+        return true;
+    }
+    if (vg_top_pane_key(t, ch))
+        return true;
+    t->message[0] = '\0';
+    int page = LINES > 12 ? LINES / 2 : 1;
+    switch (ch) {
+    case 'q':
+        return false;
+    case KEY_DOWN:
+    case 'j':
+    case 14: /* Ctrl-N */
+        vg_top_select(t, 1);
+        break;
+    case KEY_UP:
+    case 16: /* Ctrl-P */
+        vg_top_select(t, -1);
+        break;
+    case KEY_NPAGE:
+        vg_top_select(t, page);
+        break;
+    case KEY_PPAGE:
+        vg_top_select(t, -page);
+        break;
+    case KEY_HOME:
+        vg_top_select(t, -(long)t->nlines);
+        break;
+    case KEY_END:
+        vg_top_select(t, (long)t->nlines);
+        break;
+    case '\n':
+    case '\r':
+    case KEY_ENTER:
+        t->mode = VG_TOP_MODE_DETAIL;
+        break;
+    case '?':
+    case 'h':
+        t->mode = VG_TOP_MODE_HELP;
+        break;
+    case '>':
+    case KEY_F(6):
+        t->sort = (enum vg_top_sort)((t->sort + 1) % VG_TOP_SORT_COUNT);
+        break;
+    case '<':
+        t->sort = (enum vg_top_sort)((t->sort + VG_TOP_SORT_COUNT - 1) % VG_TOP_SORT_COUNT);
+        break;
+    case 'r':
+        t->reverse = !t->reverse;
+        break;
+    case 't':
+        t->tree = !t->tree;
+        break;
+    case '/':
+        t->searching = true;
+        break;
+    case 'u':
+        vg_top_toggle(t, &t->user_filter, true);
+        break;
+    case 'f':
+        vg_top_toggle(t, &t->rule_filter, false);
+        break;
+    case 'g':
+        vg_top_gpu_filter(t);
+        break;
+    case 27:
+        vg_top_clear_filters(t);
+        break;
+    case '+':
+    case '-':
+        vg_top_interval(t, ch == '+');
+        break;
+    case 'k':
+    case 'K':
+        vg_top_stop_key(t, ch == 'K');
+        break;
+    default:
+        break;
+    }
+    return true;
+}
+
+/* ---- the terminal ---- */
+
+static const short vg_top_curses_colors[VG_TOP_C_COUNT] = {
+    [VG_TOP_C_DEFAULT] = -1,          [VG_TOP_C_RED] = COLOR_RED,
+    [VG_TOP_C_YELLOW] = COLOR_YELLOW, [VG_TOP_C_GREEN] = COLOR_GREEN,
+    [VG_TOP_C_CYAN] = COLOR_CYAN,     [VG_TOP_C_MAGENTA] = COLOR_MAGENTA,
+    [VG_TOP_C_BLUE] = COLOR_BLUE,     [VG_TOP_C_WHITE] = COLOR_WHITE,
+};
+
+static void vg_top_curses_init(struct vg_top *t)
+{
+    initscr();
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(0);
+    timeout(100);
+    t->color = t->color && has_colors();
+    if (t->color) {
+        start_color();
+        use_default_colors();
+        for (short i = 1; i < VG_TOP_C_COUNT; i++)
+            init_pair(i, vg_top_curses_colors[i], -1);
+    }
+}
+
+static void vg_top_draw_cell(const struct vg_top *t, unsigned y, unsigned x,
+                             const struct vg_top_cell *c)
+{
+    attr_t a = 0;
+    if (c->attr & VG_TOP_A_BOLD)
+        a |= A_BOLD;
+    if (c->attr & VG_TOP_A_REVERSE)
+        a |= A_REVERSE;
+    if (c->attr & VG_TOP_A_DIM)
+        a |= A_DIM;
+    short pair = t->color ? (short)c->color : 0;
+    wchar_t w[2] = {(wchar_t)(c->ch < 0x80 || t->unicode ? c->ch : '?'), 0};
+    cchar_t cc;
+    if (setcchar(&cc, w, a, pair, NULL) == OK)
+        mvadd_wch((int)y, (int)x, &cc);
+}
+
+static void vg_top_draw(struct vg_top *t)
+{
+    uint64_t waiting = 0;
+    pthread_mutex_lock(&t->sh.mu);
+    bool sampling = t->sh.sampling;
+    unsigned interval = t->sh.interval_ms;
+    if (sampling)
+        waiting = vg_clock_ms() - t->sh.sample_start_ms;
+    pthread_mutex_unlock(&t->sh.mu);
+    char prompt[200];
+    snprintf(prompt, sizeof(prompt), "search (Enter keeps, Esc drops): %s", t->search);
+    struct vg_top_state st = {
+        .lines = t->lines,
+        .nlines = t->nlines,
+        .sel = t->sel,
+        .sort = t->sort,
+        .reverse = t->reverse,
+        .tree = t->tree,
+        .filter = &t->filter,
+        .mode = t->mode,
+        .prompt = t->searching ? prompt : NULL,
+        .message = t->message[0] ? t->message : NULL,
+        .interval_ms = interval,
+        .read_only = t->read_only,
+        .color = t->color,
+        .unicode = t->unicode,
+        .host = t->host,
+        .now = time(NULL),
+        .sampling = sampling,
+        .waiting_ms = waiting,
+        .plan = &t->plan,
+        .chosen = t->chosen,
+        .plan_what = t->plan_what,
+        .grace_ms = VG_TOP_GRACE_MS,
+    };
+    t->scr.w = COLS > 0 ? (unsigned)COLS : 0;
+    t->scr.h = LINES > 0 ? (unsigned)LINES : 0;
+    if (vg_top_render(t->frame, &st, &t->scr) != 0)
+        return;
+    erase();
+    for (unsigned y = 0; y < t->scr.h; y++)
+        for (unsigned x = 0; x < t->scr.w; x++) {
+            /* the bottom-right cell: writing it scrolls some terminals */
+            if (y + 1 == t->scr.h && x + 1 == t->scr.w)
+                continue;
+            vg_top_draw_cell(t, y, x, &t->scr.cells[(size_t)y * t->scr.w + x]);
+        }
+    refresh();
+}
+
+/* Take what the other threads left: the newest frame, the sampler's error, a stop's outcome.
+ * Returns true when something changed. */
+static bool vg_top_take(struct vg_top *t)
+{
+    pthread_mutex_lock(&t->sh.mu);
+    struct vg_top_frame *f = t->sh.next;
+    t->sh.next = NULL;
+    char *err = t->sh.error, *act = t->sh.action_msg;
+    t->sh.error = t->sh.action_msg = NULL;
+    pthread_mutex_unlock(&t->sh.mu);
+    if (err)
+        vg_top_say(t, "sampling failed: %s", err);
+    if (act)
+        vg_top_say(t, "%s", act);
+    free(err);
+    free(act);
+    if (f) {
+        /* the plan on screen keeps pointing into its own copies, not the frame */
+        vg_top_frame_free(t->frame);
+        t->frame = f;
+    }
+    return f || err || act;
+}
+
+static void vg_top_loop(struct vg_top *t)
+{
+    bool dirty = true;
+    uint64_t drawn = 0;
+    while (!vg_top_quit) {
+        if (vg_top_take(t))
+            dirty = true;
+        uint64_t now = vg_clock_ms();
+        if (dirty || now - drawn >= 1000) {
+            vg_top_relist(t);
+            vg_top_draw(t);
+            drawn = now;
+            dirty = false;
+        }
+        int ch = getch();
+        if (ch == ERR)
+            continue;
+        dirty = true;
+        if (ch == KEY_RESIZE)
+            continue;
+        if (!vg_top_key(t, ch))
+            break;
+    }
+}
+
+static void vg_top_release(struct vg_top *t)
+{
+    vg_top_frame_free(t->frame);
+    free(t->lines);
+    vg_top_plan_clear(t);
+    vg_top_clear_filters(t);
+    vg_top_screen_release(&t->scr);
+    /* a stop still running on its own thread reads the ancestors and root_fd: both stay
+     * then, for the process's exit to take */
+    pthread_mutex_lock(&t->sh.mu);
+    bool acting = t->sh.acting;
+    pthread_mutex_unlock(&t->sh.mu);
+    if (!acting) {
+        free(t->ancestors);
+        t->ancestors = NULL;
+    }
+}
+
+/* Stop the sampler thread, waiting at most a second: one stuck in the driver is left behind
+ * (the process is about to exit). Returns whether it ended, so its state may be freed. */
+static bool vg_top_stop_sampler(struct vg_top *t)
+{
+    pthread_mutex_lock(&t->sh.mu);
+    t->sh.stop = true;
+    pthread_cond_signal(&t->sh.cv);
+    pthread_mutex_unlock(&t->sh.mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(t->sampler, NULL, &until) != 0)
+        return false;
+    vg_top_frame_free(t->sh.next);
+    free(t->sh.error);
+    t->sh.next = NULL;
+    t->sh.error = NULL;
+    return true;
+}
+
+static int vg_top_shared_init(struct vg_top_shared *sh)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&sh->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc == 0 && pthread_mutex_init(&sh->mu, NULL) != 0) {
+        pthread_cond_destroy(&sh->cv);
+        rc = -1;
+    }
+    return rc ? -1 : 0;
+}
+
+int vg_cmd_top(struct vg_global *g, int argc, char **argv)
+{
+    static struct vg_top t; /* static: a stop's thread may outlive this call's frame */
+    memset(&t, 0, sizeof(t));
+    t.g = g;
+    t.sort = VG_TOP_SORT_MEM;
+    t.root_fd = -1;
+    t.sh.interval_ms = 1000;
+    vg_plan_init(&t.plan);
+    int status = vg_top_parse(&t, argc, argv);
+    if (status >= 0)
+        return status;
+    if (vg_top_who(&t) != 0)
+        return VG_EXIT_UNKNOWN;
+    if (vg_top_shared_init(&t.sh) != 0) {
+        vg_cmd_error("top", "cannot set up its threads");
+        return VG_EXIT_SOFTWARE;
+    }
+    if (gethostname(t.host, sizeof(t.host) - 1) != 0)
+        t.host[0] = '\0';
+    t.color = vg_cmd_use_color(g);
+    setlocale(LC_CTYPE, "");
+    t.unicode = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
+    struct sigaction sa = {.sa_handler = vg_top_on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (vg_top_thread(&t.sampler, vg_top_sampler_main, &t, false) != 0) {
+        vg_cmd_error("top", "cannot start the sampler: %s", strerror(errno));
+        return VG_EXIT_SOFTWARE;
+    }
+    vg_top_curses_init(&t);
+    vg_top_loop(&t);
+    endwin();
+    bool joined = vg_top_stop_sampler(&t);
+    vg_top_release(&t);
+    (void)joined;
+    return VG_EXIT_OK;
+}

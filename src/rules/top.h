@@ -1,0 +1,162 @@
+/*
+ * What one frame of `vramguard top` shows, as data: per GPU its memory split by reason (the
+ * classes `serve` exports, rules/reason.h, plus the driver's reservation), utilisation, a short
+ * history of used memory and its findings worst first; per holder process one row with its
+ * GPU and host figures and the worst finding that names it. Sorting and filtering the rows and
+ * the tree order (a launcher's ranks and workers under it, by parent PID) are pure functions
+ * over a frame, so the screen (render/top.h) and the tests share them.
+ *
+ * Lives in rules/ because a frame is built from the rules' output (findings, memory by reason);
+ * it reads nothing from the system.
+ *
+ * Not shown because nothing below reads it yet: temperature, power draw and fan (the NVML
+ * client does not ask for them), and host RSS (the /proc reader does not keep it).
+ *
+ * Ownership: vg_top_frame_build() takes the snapshot and the findings over (the frame frees
+ * them in vg_top_frame_free()); rows and GPUs borrow strings from them. A history
+ * (struct vg_top_history) is the caller's, kept between frames (vg_top_history_release()).
+ */
+#ifndef VG_RULES_TOP_H
+#define VG_RULES_TOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/snapshot.h"
+#include "rules/reason.h"
+#include "rules/rules.h"
+
+/* Samples of used memory kept per GPU for the sparkline. */
+#define VG_TOP_HIST 64
+/* A history sample whose figure was unknown. */
+#define VG_TOP_HIST_UNKNOWN 255u
+
+/* Used memory per GPU (by UUID) over the last VG_TOP_HIST frames, in percent of total. */
+struct vg_top_hist_gpu {
+    char *uuid;
+    unsigned char pct[VG_TOP_HIST]; /* oldest first */
+    size_t n;
+};
+struct vg_top_history {
+    struct vg_top_hist_gpu *g;
+    size_t n;
+};
+void vg_top_history_release(struct vg_top_history *h);
+
+struct vg_top_gpu {
+    size_t gi;              /* index into snap->gpus.gpus */
+    const struct vg_gpu *g; /* borrowed */
+    bool reasons_known;     /* memory by reason could be told (driver view, lists read) */
+    uint64_t bytes[VG_REASON_COUNT];
+    bool reserved_known; /* the driver's reservation, apart from used (memory v2) */
+    uint64_t reserved;
+    unsigned char hist[VG_TOP_HIST]; /* percent used, oldest first (VG_TOP_HIST_UNKNOWN) */
+    size_t nhist;
+    size_t *findings; /* indices into fs.v, worst first */
+    size_t nfindings;
+};
+
+struct vg_top_row {
+    pid_t pid;
+    const struct vg_proc *proc; /* NULL: only the driver sees it */
+    const char *user;           /* NULL when unknown */
+    size_t gpus[8];             /* snapshot GPU indices it holds, ascending (first 8) */
+    size_t ngpus;
+    size_t ngpus_more; /* beyond the 8 kept */
+    bool mem_known;    /* the driver gave a figure for some holding */
+    uint64_t mem;
+    bool util_known; /* per-process SM utilisation: the highest over its GPUs */
+    unsigned util;
+    bool cpu_known; /* CPU % over the last sample interval, in tenths */
+    unsigned cpu_tenths;
+    bool age_known;
+    uint64_t age_ms;
+    char state;            /* '?' unknown */
+    unsigned seen;         /* VG_SEEN_* over its holdings */
+    const char *container; /* pod UID, else container id; NULL: none known */
+    const char *cvd;       /* CUDA_VISIBLE_DEVICES; NULL unset or unknown */
+    const char *command;   /* command line, else comm; NULL unknown */
+    enum vg_reason reason; /* the class of its largest holding (VG_REASON_COUNT: none) */
+    bool has_finding;
+    size_t finding; /* index into fs.v of the worst finding naming it */
+    enum vg_severity severity;
+    pid_t ppid; /* 0 unknown */
+};
+
+struct vg_top_frame {
+    struct vg_snapshot *snap; /* owned */
+    struct vg_findings fs;    /* owned */
+    bool hung;                /* the sampler found the driver hung */
+    struct vg_top_gpu *gpus;  /* one per driver GPU (none without a driver view) */
+    size_t ngpus;
+    struct vg_top_row *rows; /* by pid */
+    size_t nrows;
+};
+
+struct vg_top_build_opts {
+    uint64_t context_max;  /* for memory by reason; 0: VG_RULE_CONTEXT_MAX_DEFAULT */
+    uint64_t now_ticks;    /* time since boot in clock ticks (0: ages unknown) */
+    unsigned long clk_tck; /* sysconf(_SC_CLK_TCK) */
+};
+
+/* Build a frame from snap and fs (both taken over, also on failure: *out is then NULL and
+ * they are freed), and append this frame's used memory to hist (which may be NULL).
+ * 0 or -ENOMEM. */
+int vg_top_frame_build(struct vg_snapshot *snap, struct vg_findings *fs, bool hung,
+                       const struct vg_top_build_opts *o, struct vg_top_history *hist,
+                       struct vg_top_frame **out);
+void vg_top_frame_free(struct vg_top_frame *f);
+
+/* The row of pid, or NULL. */
+const struct vg_top_row *vg_top_frame_row(const struct vg_top_frame *f, pid_t pid);
+
+enum vg_top_sort {
+    VG_TOP_SORT_PID,
+    VG_TOP_SORT_USER,
+    VG_TOP_SORT_GPU,
+    VG_TOP_SORT_MEM,
+    VG_TOP_SORT_UTIL,
+    VG_TOP_SORT_CPU,
+    VG_TOP_SORT_TIME,
+    VG_TOP_SORT_STATE,
+    VG_TOP_SORT_FINDING,
+    VG_TOP_SORT_COMMAND,
+    VG_TOP_SORT_COUNT
+};
+/* "pid", "user", "gpu", "mem", "util", "cpu", "time", "state", "finding", "command" */
+const char *vg_top_sort_name(enum vg_top_sort s);
+/* The key of that name, or VG_TOP_SORT_COUNT. */
+enum vg_top_sort vg_top_sort_parse(const char *name);
+
+/* What a row must match: each set field narrows (NULL / false: any). */
+struct vg_top_filter {
+    const char *user; /* exact user name */
+    bool by_gpu;
+    unsigned gpu_index; /* NVML index */
+    const char *rule;   /* its finding's rule id */
+    const char *text;   /* a substring of the command, user, PID or container */
+};
+bool vg_top_row_match(const struct vg_top_frame *f, const struct vg_top_row *r,
+                      const struct vg_top_filter *flt);
+
+/* One line of the holder list: a row, or (tree mode) the header of a group of rows that share
+ * a parent which holds no GPU itself (a launcher: torchrun, mpirun, srun). */
+struct vg_top_line {
+    bool group; /* a launcher's header line: pid is the launcher's */
+    size_t row; /* index into rows (not group) */
+    pid_t pid;
+    unsigned depth; /* 0 at the top, 1 under a launcher or parent row */
+};
+
+/* The list shown: rows passing flt, ordered by key (biggest first for figures when !reverse;
+ * alphabetical or ascending for the others), ties by PID; with tree, rows whose parent is
+ * another row are put right under it, and rows sharing a parent that is no row (and not PID
+ * 1 or 0) under a group line for that parent when there are two or more. *out is heap
+ * (vg_top_lines_free); 0 or -ENOMEM. */
+int vg_top_lines(const struct vg_top_frame *f, const struct vg_top_filter *flt,
+                 enum vg_top_sort key, bool reverse, bool tree, struct vg_top_line **out,
+                 size_t *n);
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * Unit tests for `vramguard top`: the frame (rules/top.c: memory by reason per GPU adding up to
+ * used memory, the driver's reservation apart, history, findings worst first, one row per
+ * holder with its figures and worst finding), the sort keys, filters and tree order; and the
+ * screen (render/top.c) laid out at 80x24 and 200x50, in colour and monochrome.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "rules/rules.h"
+#include "render/top.h"
+#include "rules/top.h"
+#include "util/text.h"
+
+#define GiB (1ull << 30)
+#define MiB (1ull << 20)
+
+/*
+ * GPU 0 (minor 0, 80 GiB, 512 MiB reserved, 28 GiB used):
+ *   100 an idle orphaned DataLoader worker of a dead job (fd only), alice: orphan-holder
+ *   200 a live job's rank 0, 20 GiB, 40% SM, alice, parent 150 (torchrun, holds nothing)
+ *   201 the same job's rank 1, 8 GiB on GPU 1 and a 300 MiB stray context on GPU 0, bob
+ * GPU 1 (minor 1, 80 GiB, 8 GiB used): 201.
+ */
+static struct vg_snapshot *host(void)
+{
+    struct vg_gpu_list l;
+    vg_gpu_list_init(&l);
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    fx_gpu(&l, "GPU-aaaaaaaa-0000", "NVIDIA A100-SXM4-80GB", 0, 80 * GiB,
+           20 * GiB + 300 * MiB + 7 * GiB, 512 * MiB);
+    fx_gpu(&l, "GPU-bbbbbbbb-0000", "NVIDIA A100-SXM4-80GB", 1, 80 * GiB, 8 * GiB, 512 * MiB);
+    fx_gproc(&l.gpus[0], 200, 20 * GiB, VG_PTYPE_COMPUTE);
+    fx_gproc(&l.gpus[0], 201, 300 * MiB, VG_PTYPE_COMPUTE);
+    fx_gproc(&l.gpus[1], 201, 8 * GiB, VG_PTYPE_COMPUTE);
+    fx_util(&l.gpus[0], 200, 40);
+
+    struct vg_proc *p = fx_proc(&t, 100, "pt_data_worker", "python train.py", 'S');
+    p->pgid = p->sid = 99;
+    p->start_ticks = 1000;
+    fx_activity(p, 500, 0);
+    fx_fd(p, 0);
+    p = fx_proc(&t, 200, "python", "python train.py --rank 0", 'R');
+    p->ppid = 150;
+    p->parent_alive = true;
+    p->pgid = p->sid = 150;
+    p->start_ticks = 100;
+    fx_activity(p, 1000, 950);
+    p->known |= VG_PROC_K_ENV | VG_PROC_K_MAPS;
+    p->libs = VG_LIB_CUDA | VG_LIB_NCCL | VG_LIB_TORCH_CUDA;
+    p->env[VG_ENV_CUDA_VISIBLE_DEVICES] = fx_strdup("0,1");
+    p->env[VG_ENV_LOCAL_RANK] = fx_strdup("0");
+    fx_fd(p, 0);
+    p = fx_proc(&t, 201, "python", "python train.py --rank 1", 'R');
+    p->ppid = 150;
+    p->parent_alive = true;
+    p->pgid = p->sid = 150;
+    p->uid = 1001;
+    free(p->user);
+    p->user = fx_strdup("bob");
+    p->env[VG_ENV_CUDA_VISIBLE_DEVICES] = fx_strdup("0,1");
+    p->env[VG_ENV_LOCAL_RANK] = fx_strdup("1");
+    fx_fd(p, 0);
+    fx_fd(p, 1);
+    return fx_assemble(&l, &t);
+}
+
+static struct vg_top_frame *frame(struct vg_top_history *hist)
+{
+    struct vg_snapshot *snap = host();
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    struct vg_err err = VG_ERR_INIT;
+    assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
+    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100};
+    struct vg_top_frame *f = NULL;
+    assert_int_equal(vg_top_frame_build(snap, &fs, false, &o, hist, &f), 0);
+    assert_non_null(f);
+    return f;
+}
+
+static void test_frame_gpus(void **state)
+{
+    (void)state;
+    struct vg_top_history hist = {0};
+    struct vg_top_frame *f = frame(&hist);
+    assert_int_equal(f->ngpus, 2);
+    for (size_t i = 0; i < f->ngpus; i++) {
+        const struct vg_top_gpu *g = &f->gpus[i];
+        assert_true(g->reasons_known);
+        uint64_t sum = 0;
+        for (int r = 0; r < VG_REASON_COUNT; r++)
+            sum += g->bytes[r];
+        /* the bars add up to used memory; the reservation is apart */
+        assert_int_equal(sum, g->g->mem_used);
+        assert_true(g->reserved_known);
+        assert_int_equal(g->reserved, 512 * MiB);
+        assert_int_equal(g->nhist, 1);
+    }
+    /* GPU 0: 7 GiB no process accounts for */
+    assert_int_equal(f->gpus[0].bytes[VG_REASON_UNATTRIBUTED], 7 * GiB);
+    assert_int_equal(f->gpus[0].hist[0], (20 * GiB + 300 * MiB + 7 * GiB) * 100 / (80 * GiB));
+    /* findings worst first */
+    assert_true(f->gpus[0].nfindings >= 2);
+    for (size_t k = 1; k < f->gpus[0].nfindings; k++)
+        assert_true(f->fs.v[f->gpus[0].findings[k - 1]].severity >=
+                    f->fs.v[f->gpus[0].findings[k]].severity);
+    vg_top_frame_free(f);
+    /* the history grows per GPU, by UUID, and keeps the last VG_TOP_HIST */
+    for (int i = 0; i < VG_TOP_HIST + 3; i++)
+        vg_top_frame_free(frame(&hist));
+    assert_int_equal(hist.n, 2);
+    assert_int_equal(hist.g[0].n, VG_TOP_HIST);
+    vg_top_history_release(&hist);
+}
+
+static void test_frame_rows(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    assert_int_equal(f->nrows, 3);
+    const struct vg_top_row *o = vg_top_frame_row(f, 100);
+    assert_non_null(o);
+    assert_true(o->has_finding);
+    assert_string_equal(f->fs.v[o->finding].rule, "orphan-holder");
+    assert_false(o->mem_known);
+    assert_int_equal(o->seen, VG_SEEN_FD);
+    assert_int_equal(o->reason, VG_REASON_ORPHAN);
+
+    const struct vg_top_row *r0 = vg_top_frame_row(f, 200);
+    assert_true(r0->mem_known);
+    assert_int_equal(r0->mem, 20 * GiB);
+    assert_true(r0->util_known);
+    assert_int_equal(r0->util, 40);
+    assert_true(r0->cpu_known);
+    assert_int_equal(r0->cpu_tenths, 950);
+    assert_true(r0->age_known);
+    assert_int_equal(r0->age_ms, 3600 * 1000ull);
+    assert_string_equal(r0->cvd, "0,1");
+    assert_string_equal(r0->command, "python train.py --rank 0");
+    assert_int_equal(r0->seen, VG_SEEN_NVML | VG_SEEN_FD);
+
+    const struct vg_top_row *r1 = vg_top_frame_row(f, 201);
+    assert_int_equal(r1->ngpus, 2);
+    assert_int_equal(r1->mem, 8 * GiB + 300 * MiB);
+    assert_false(r1->util_known);
+    assert_false(r1->cpu_known);
+    assert_string_equal(r1->user, "bob");
+    assert_null(vg_top_frame_row(f, 150));
+    vg_top_frame_free(f);
+}
+
+static void lines_pids(const struct vg_top_frame *f, const struct vg_top_filter *flt,
+                       enum vg_top_sort key, bool rev, bool tree, char *out, size_t n)
+{
+    struct vg_top_line *v;
+    size_t k;
+    assert_int_equal(vg_top_lines(f, flt, key, rev, tree, &v, &k), 0);
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < k; i++) {
+        int w = snprintf(out + at, n - at, "%s%s%d/%u", i ? " " : "", v[i].group ? "g" : "",
+                         (int)v[i].pid, v[i].depth);
+        assert_true(w > 0 && (size_t)w < n - at);
+        at += (size_t)w;
+    }
+    free(v);
+}
+
+static void test_sort_filter_tree(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    char s[256];
+    lines_pids(f, NULL, VG_TOP_SORT_MEM, false, false, s, sizeof(s));
+    assert_string_equal(s, "200/0 201/0 100/0"); /* biggest first, unknown last */
+    lines_pids(f, NULL, VG_TOP_SORT_MEM, true, false, s, sizeof(s));
+    assert_string_equal(s, "100/0 201/0 200/0");
+    lines_pids(f, NULL, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "100/0 200/0 201/0");
+    lines_pids(f, NULL, VG_TOP_SORT_USER, true, false, s, sizeof(s));
+    assert_string_equal(s, "201/0 100/0 200/0");
+    lines_pids(f, NULL, VG_TOP_SORT_FINDING, false, false, s, sizeof(s));
+    assert_true(strncmp(s, "100/0", 5) == 0 || strncmp(s, "201/0", 5) == 0);
+    lines_pids(f, NULL, VG_TOP_SORT_CPU, false, false, s, sizeof(s));
+    assert_string_equal(s, "200/0 100/0 201/0");
+
+    struct vg_top_filter flt = {.user = "bob"};
+    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "201/0");
+    flt = (struct vg_top_filter){.by_gpu = true, .gpu_index = 1};
+    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "201/0");
+    flt = (struct vg_top_filter){.rule = "orphan-holder"};
+    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "100/0");
+    flt = (struct vg_top_filter){.text = "rank 1"};
+    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "201/0");
+    flt = (struct vg_top_filter){.text = "200"};
+    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
+    assert_string_equal(s, "200/0");
+
+    /* tree: the two ranks under their launcher, 150, which holds no GPU */
+    lines_pids(f, NULL, VG_TOP_SORT_PID, false, true, s, sizeof(s));
+    assert_string_equal(s, "100/0 g150/0 200/1 201/1");
+    lines_pids(f, NULL, VG_TOP_SORT_MEM, false, true, s, sizeof(s));
+    assert_string_equal(s, "g150/0 200/1 201/1 100/0");
+
+    assert_int_equal(vg_top_sort_parse("mem"), VG_TOP_SORT_MEM);
+    assert_int_equal(vg_top_sort_parse("nope"), VG_TOP_SORT_COUNT);
+    for (int k = 0; k < VG_TOP_SORT_COUNT; k++)
+        assert_int_equal(vg_top_sort_parse(vg_top_sort_name((enum vg_top_sort)k)), k);
+    vg_top_frame_free(f);
+}
+
+/* The screen as text, one line per row; printed when VG_TEST_SHOW is set. */
+static char *screen_text(const struct vg_top_screen *scr)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    for (unsigned y = 0; y < scr->h; y++) {
+        vg_top_screen_line(scr, y, &b);
+        vg_buf_addc(&b, '\n');
+    }
+    assert_int_equal(b.err, 0);
+    char *t = vg_buf_steal(&b);
+    if (getenv("VG_TEST_SHOW"))
+        fputs(t, stderr);
+    return t;
+}
+
+static char *render(const struct vg_top_frame *f, struct vg_top_state *st, unsigned w, unsigned h,
+                    struct vg_top_screen *scr)
+{
+    struct vg_top_line *v;
+    size_t n;
+    assert_int_equal(vg_top_lines(f, st->filter, st->sort, st->reverse, st->tree, &v, &n), 0);
+    st->lines = v;
+    st->nlines = n;
+    scr->w = w;
+    scr->h = h;
+    assert_int_equal(vg_top_render(f, st, scr), 0);
+    for (unsigned y = 0; y < h; y++) {
+        struct vg_buf b;
+        vg_buf_init(&b, 0);
+        vg_top_screen_line(scr, y, &b);
+        assert_true(vg_text_cols(vg_buf_str(&b)) <= w);
+        vg_buf_release(&b);
+    }
+    free(v);
+    st->lines = NULL;
+    return screen_text(scr);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_render_sizes(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_MEM, .interval_ms = 1000, .host = "node7"};
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "vramguard top  node7"));
+    assert_non_null(strstr(t, " 0 A100-SXM4-"));
+    assert_non_null(strstr(t, " 1 A100-SXM4-"));
+    assert_non_null(strstr(t, "!! orphan-holder")); /* the finding inline, marked */
+    assert_non_null(strstr(t, "??"));               /* 7 GiB unattributed on GPU 0 */
+    assert_non_null(strstr(t, "# expected"));       /* the legend */
+    assert_non_null(strstr(t, "PID"));
+    assert_non_null(strstr(t, "FINDING"));
+    assert_null(strstr(t, "CONTAINER")); /* dropped at 80 columns */
+    assert_null(strstr(t, "TIME"));
+    assert_non_null(strstr(t, "20.0G"));
+    assert_non_null(strstr(t, "python train.py --"));
+    assert_non_null(strstr(t, "q quit"));
+    /* rows biggest first: 200 above 201 above 100 */
+    assert_true(strstr(t, "    200 ") < strstr(t, "    201 "));
+    assert_true(strstr(t, "    201 ") < strstr(t, "    100 "));
+    free(t);
+
+    t = render(f, &st, 200, 50, &scr);
+    assert_non_null(strstr(t, "CONTAINER"));
+    assert_non_null(strstr(t, "TIME"));
+    assert_non_null(strstr(t, "CVD"));
+    assert_non_null(strstr(t, "1h00"));
+    assert_non_null(strstr(t, "95.0")); /* CPU % of rank 0 */
+    assert_non_null(strstr(t, "python train.py --rank 1"));
+    assert_int_equal(count(t, "\n"), 50);
+    free(t);
+
+    /* tree mode: the launcher's line above its ranks */
+    st.tree = true;
+    t = render(f, &st, 120, 30, &scr);
+    assert_non_null(strstr(t, "150 launcher (holds no GPU itself): 2 processes"));
+    assert_non_null(strstr(t, "`- python train.py --ra"));
+    st.tree = false;
+    free(t);
+
+    /* a filter says so in the header */
+    struct vg_top_filter flt = {.user = "bob"};
+    st.filter = &flt;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "user=bob"));
+    assert_null(strstr(t, "    200 "));
+    assert_non_null(strstr(t, "    201 "));
+    st.filter = NULL;
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
+static void test_render_panes(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame(NULL);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_PID, .interval_ms = 1000};
+    /* the orphan is the first line by PID: its detail */
+    st.mode = VG_TOP_MODE_DETAIL;
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "PID 100  user alice  state S"));
+    assert_non_null(strstr(t, "command: python train.py"));
+    assert_non_null(strstr(t, "!! orphan-holder (critical, high confidence):"));
+    assert_non_null(strstr(t, "fix:"));
+    free(t);
+    st.sel = 1;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "CUDA_VISIBLE_DEVICES=0,1  LOCAL_RANK=0"));
+    assert_non_null(strstr(t, "holds: GPU 0: 20.0G (40% SM)"));
+    assert_non_null(strstr(t, "libraries: cuda nccl torch"));
+    free(t);
+
+    st.mode = VG_TOP_MODE_HELP;
+    st.read_only = true;
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, "Keys of vramguard top"));
+    assert_non_null(strstr(t, "read-only (--read-only): k and K are off"));
+    free(t);
+
+    /* colour and monochrome: the same characters; severity has its mark either way */
+    st.mode = VG_TOP_MODE_LIST;
+    st.color = true;
+    char *c = render(f, &st, 80, 24, &scr);
+    bool red = false;
+    for (size_t i = 0; i < (size_t)scr.w * scr.h; i++)
+        red |= scr.cells[i].color == VG_TOP_C_RED;
+    assert_true(red);
+    st.color = false;
+    char *m = render(f, &st, 80, 24, &scr);
+    assert_string_equal(c, m);
+    free(c);
+    free(m);
+
+    /* no frame yet, and a tiny terminal, render without harm */
+    st.waiting_ms = 3000;
+    scr.w = 80;
+    scr.h = 24;
+    assert_int_equal(vg_top_render(NULL, &st, &scr), 0);
+    t = screen_text(&scr);
+    assert_non_null(strstr(t, "waiting for the first sample (3s)"));
+    free(t);
+    t = render(f, &st, 10, 3, &scr);
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frame_gpus),       cmocka_unit_test(test_frame_rows),
+        cmocka_unit_test(test_sort_filter_tree), cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_render_panes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
