@@ -135,19 +135,26 @@ static int vg_top_build_gpus(struct vg_top_frame *f, const struct vg_top_build_o
     return 0;
 }
 
-/* The row of pid, appended when new (rows stay sorted: holdings come by gpu, so insert). */
-static struct vg_top_row *vg_top_row_get(struct vg_top_frame *f, pid_t pid, size_t *cap)
+/* Where pid's row is or would go: rows are sorted by pid. */
+static size_t vg_top_row_lower(const struct vg_top_frame *f, pid_t pid)
 {
     size_t lo = 0, hi = f->nrows;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (f->rows[mid].pid == pid)
-            return &f->rows[mid];
         if (f->rows[mid].pid < pid)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The row of pid, appended when new (rows stay sorted: holdings come by gpu, so insert). */
+static struct vg_top_row *vg_top_row_get(struct vg_top_frame *f, pid_t pid, size_t *cap)
+{
+    size_t lo = vg_top_row_lower(f, pid);
+    if (lo < f->nrows && f->rows[lo].pid == pid)
+        return &f->rows[lo];
     if (f->nrows == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
         struct vg_top_row *v = realloc(f->rows, nc * sizeof(*v));
@@ -317,17 +324,8 @@ void vg_top_frame_free(struct vg_top_frame *f)
 
 const struct vg_top_row *vg_top_frame_row(const struct vg_top_frame *f, pid_t pid)
 {
-    size_t lo = 0, hi = f->nrows;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->rows[mid].pid == pid)
-            return &f->rows[mid];
-        if (f->rows[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t lo = vg_top_row_lower(f, pid);
+    return lo < f->nrows && f->rows[lo].pid == pid ? &f->rows[lo] : NULL;
 }
 
 /* ---- sorting and filtering ---- */

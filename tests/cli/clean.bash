@@ -87,7 +87,8 @@ show() {
     printf 'status %s\nstdout:\n%s\nstderr:\n%s\n' "$status" "$output" "${stderr:-}"
 }
 
-teardown() {
+# clean_teardown: what every clean test leaves behind goes (a file with its own teardown calls it).
+clean_teardown() {
     local d
     vg_cleanup
     _vg_dir || return 0
@@ -97,4 +98,8 @@ teardown() {
         done <"$_VG_STATE/clean-dirs"
         rm -f "$_VG_STATE/clean-dirs"
     fi
+}
+
+teardown() {
+    clean_teardown
 }

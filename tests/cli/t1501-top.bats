@@ -31,14 +31,7 @@ top_again() {
 teardown() {
     local s
     for s in "${SOCKS[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
-    local d
-    vg_cleanup
-    _vg_dir || return 0
-    if [[ -f $_VG_STATE/clean-dirs ]]; then
-        while read -r d; do
-            if [[ $d == /tmp/vg-clean.* ]]; then rm -rf -- "$d"; fi
-        done <"$_VG_STATE/clean-dirs"
-    fi
+    clean_teardown
 }
 
 # top_start W H [PREFIX...] -- [TOP ARGS...]: vramguard top in a W x H tmux window, then the
