@@ -39,6 +39,7 @@ struct vg_exec {
     struct vg_exec_child *kids;
     size_t nkids;
     struct vg_exec_stats stats;
+    const char *what, *owner; /* for messages */
 };
 
 void vg_exec_argv_free(char **argv)
@@ -152,8 +153,16 @@ int vg_exec_new(const char *cmd, bool shell, uint64_t timeout_ms, unsigned max_r
     }
     x->timeout_ms = timeout_ms;
     x->max_running = max_running ? max_running : VG_EXEC_MAX_RUNNING;
+    x->stats.last_exit = -1;
+    vg_exec_set_names(x, NULL, NULL);
     *out = x;
     return 0;
+}
+
+void vg_exec_set_names(struct vg_exec *x, const char *what, const char *owner)
+{
+    x->what = what ? what : "alert command";
+    x->owner = owner ? owner : "watch";
 }
 
 void vg_exec_free(struct vg_exec *x)
@@ -278,7 +287,7 @@ int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const ch
     if (in_fd < 0) {
         free(envp);
         x->stats.failed++;
-        return vg_err_set(err, in_fd, "cannot prepare the alert command's input: %s",
+        return vg_err_set(err, in_fd, "cannot prepare the %s's input: %s", x->what,
                           strerror(-in_fd));
     }
     pid_t pid = -1;
@@ -304,7 +313,7 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
     /* whole, however long the command it names (was cut at 255 bytes without a mark) */
     va_list ap;
     va_start(ap, fmt);
-    vg_note_v(report, ctx, "(a message about an alert command was lost: out of memory)", fmt, ap);
+    vg_note_v(report, ctx, "(a message about a command vramguard ran was lost: out of memory)", fmt, ap);
     va_end(ap);
 }
 
@@ -320,21 +329,25 @@ void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, 
             if (r < 0) {
                 continue;
             } else if (c->termed && c->stopped) {
-                vg_exec_say(report, ctx, "alert command (PID %d) stopped: watch is exiting",
-                            (int)c->pid);
+                x->stats.last_exit = -1;
+                vg_exec_say(report, ctx, "%s (PID %d) stopped: %s is exiting", x->what,
+                            (int)c->pid, x->owner);
             } else if (c->termed) {
                 x->stats.timed_out++;
-                vg_exec_say(report, ctx,
-                            "alert command (PID %d) did not finish within %llu ms and was "
-                            "killed",
-                            (int)c->pid, (unsigned long long)x->timeout_ms);
-            } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
-                x->stats.failed++;
-                vg_exec_say(report, ctx, "alert command (PID %d) exited with status %d",
-                            (int)c->pid, WEXITSTATUS(st));
+                x->stats.last_exit = -1;
+                vg_exec_say(report, ctx, "%s (PID %d) did not finish within %llu ms and was killed",
+                            x->what, (int)c->pid, (unsigned long long)x->timeout_ms);
+            } else if (WIFEXITED(st)) {
+                x->stats.last_exit = WEXITSTATUS(st);
+                if (WEXITSTATUS(st) != 0) {
+                    x->stats.failed++;
+                    vg_exec_say(report, ctx, "%s (PID %d) exited with status %d", x->what,
+                                (int)c->pid, WEXITSTATUS(st));
+                }
             } else if (WIFSIGNALED(st)) {
                 x->stats.failed++;
-                vg_exec_say(report, ctx, "alert command (PID %d) was killed by signal %d",
+                x->stats.last_exit = 128 + WTERMSIG(st);
+                vg_exec_say(report, ctx, "%s (PID %d) was killed by signal %d", x->what,
                             (int)c->pid, WTERMSIG(st));
             }
             continue;
@@ -406,6 +419,6 @@ void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *m
         nanosleep(&ts, NULL);
     }
     for (size_t i = 0; i < x->nkids; i++)
-        vg_exec_say(report, ctx, "alert command (PID %d) outlived SIGKILL; left to init",
+        vg_exec_say(report, ctx, "%s (PID %d) outlived SIGKILL; left to init", x->what,
                     (int)x->kids[i].pid);
 }

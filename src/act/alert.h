@@ -32,6 +32,8 @@ struct vg_exec;
 
 struct vg_exec_stats {
     uint64_t started, dropped, failed, timed_out;
+    int last_exit; /* the last child to finish: its exit status, 128 + N when signal N ended
+                    * it, -1 when none has finished or it was stopped or timed out */
 };
 
 /* cmd: the command line; shell: run it through /bin/sh -c. -EINVAL (unbalanced quote, empty
@@ -39,6 +41,10 @@ struct vg_exec_stats {
 int vg_exec_new(const char *cmd, bool shell, uint64_t timeout_ms, unsigned max_running,
                 struct vg_exec **out, struct vg_err *err);
 void vg_exec_free(struct vg_exec *x);
+
+/* What the messages call the command and who stops it ("alert command" and "watch" unless
+ * set); both borrowed, static strings. */
+void vg_exec_set_names(struct vg_exec *x, const char *what, const char *owner);
 
 /* Replace the command and timeout (SIGHUP); running children are not touched. */
 int vg_exec_configure(struct vg_exec *x, const char *cmd, bool shell, uint64_t timeout_ms,

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +68,7 @@ struct vg_clean {
     unsigned grace_ms;
     struct vg_plan_opts po;
     struct vg_buf filters; /* the selecting options as given, for the report */
-    int root_fd;
-    pid_t *ancestors;
-    size_t nancestors;
+    struct vg_cmd_who who;
     struct vg_rule_opts ropts;
     /* What one run looks at and does. */
     struct vg_snapshot *before, *after;
@@ -81,22 +78,6 @@ struct vg_clean {
     struct vg_reset *resets;
     size_t nresets;
 };
-
-static int vg_clean_user(const char *arg, uid_t *uid)
-{
-    struct passwd pw, *res = NULL;
-    char buf[4096];
-    if (getpwnam_r(arg, &pw, buf, sizeof(buf), &res) == 0 && res) {
-        *uid = res->pw_uid;
-        return 0;
-    }
-    int64_t v;
-    if (vg_parse_i64(arg, 0, VG_PID_MAX, &v) == 0) {
-        *uid = (uid_t)v;
-        return 0;
-    }
-    return -1;
-}
 
 static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val)
 {
@@ -143,7 +124,7 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
         if (ch == VG_CLEAN_USER) {
-            if (vg_clean_user(optarg, &c->po.uid) != 0) {
+            if (vg_cmd_user(optarg, &c->po.uid) != 0) {
                 vg_cmd_error("clean", "--user takes a user name or uid; no user '%s' here", optarg);
                 return VG_EXIT_USAGE;
             }
@@ -160,29 +141,14 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
     return -1;
 }
 
-/* Who is asking, as this procfs numbers processes. */
+/* Who is asking, and the clock the plan ages processes by. */
 static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
 {
-    const char *root = c->g->proc_root && *c->g->proc_root ? c->g->proc_root : "/proc";
-    c->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (c->root_fd < 0) {
-        vg_cmd_error("clean", "cannot open '%s': %s", root, strerror(errno));
+    if (vg_cmd_who_open(c->g, "clean", &c->who) != 0)
         return -1;
-    }
-    pid_t self;
-    if (vg_proc_self_pid(c->root_fd, &self) != 0)
-        self = getpid();
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_ancestors(c->root_fd, self, &c->ancestors, &c->nancestors, &err) != 0) {
-        vg_cmd_error("clean", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return -1;
-    }
-    c->po.who.self = self;
-    c->po.who.ancestors = c->ancestors;
-    c->po.who.nancestors = c->nancestors;
-    c->po.who.ruid = getuid();
-    c->po.pidns_trusted = snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(c->root_fd);
+    c->po.who = vg_cmd_who_ctx(&c->who);
+    c->po.pidns_trusted =
+        snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(c->who.root_fd);
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
     if (tck > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
@@ -247,8 +213,7 @@ static int vg_clean_act(struct vg_clean *c)
 {
     /* A pidfd names a process of OUR PID namespace: with another namespace's procfs the
      * numbers in the plan would name other processes. */
-    pid_t self;
-    if (vg_proc_self_pid(c->root_fd, &self) != 0 || self != getpid()) {
+    if (!c->who.own_pidns) {
         vg_cmd_error("clean",
                      "--force needs the procfs of vramguard's own PID namespace; "
                      "'%s' numbers processes differently (run clean where those "
@@ -268,7 +233,7 @@ static int vg_clean_act(struct vg_clean *c)
         vg_kill_init(&c->kills[i], &plan->v[i].id);
         if (!plan->v[i].signal)
             continue;
-        if (vg_kill_start(&c->kills[i], c->root_fd, c->before->dev_dir, &c->po.who,
+        if (vg_kill_start(&c->kills[i], c->who.root_fd, c->before->dev_dir, &c->po.who,
                           vg_kill_nvml_lists, &nvml, &err)) {
             vg_cmd_error("clean", "%s", vg_err_msg(&err));
             vg_err_release(&err);
@@ -375,15 +340,13 @@ static void vg_clean_release(struct vg_clean *c)
     vg_findings_release(&c->fs_before);
     vg_snap_free(c->after);
     vg_snap_free(c->before);
-    free(c->ancestors);
+    vg_cmd_who_release(&c->who);
     vg_buf_release(&c->filters);
-    if (c->root_fd >= 0)
-        close(c->root_fd);
 }
 
 int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
 {
-    struct vg_clean c = {.g = g, .grace_ms = VG_CLEAN_GRACE_DEFAULT_MS, .root_fd = -1};
+    struct vg_clean c = {.g = g, .grace_ms = VG_CLEAN_GRACE_DEFAULT_MS, .who.root_fd = -1};
     vg_rule_opts_init(&c.ropts);
     c.ropts.check_shell = false;
     vg_buf_init(&c.filters, 0);

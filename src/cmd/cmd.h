@@ -14,7 +14,9 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
+#include "act/kill.h"
 #include "cmd/opt.h"
 #include "util/buf.h"
 
@@ -156,6 +158,26 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status);
 /* A GPU named on the command line: its NVML index or a UUID (prefix). -1 with a message when
  * nothing or more than one GPU matches. */
 int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text, size_t *gpu);
+
+/* A user named on the command line: a name first (as chown does), else a uid. 0, or -1 when
+ * neither names a user. */
+int vg_cmd_user(const char *arg, uid_t *uid);
+
+/* Who is asking, as the procfs of --proc numbers processes: the commands that signal never
+ * touch vramguard or its ancestors (a shell, slurmd and its epilog script). */
+struct vg_cmd_who {
+    int root_fd;      /* that procfs, open */
+    pid_t self;       /* our PID there (getpid() when it does not show us) */
+    bool own_pidns;   /* it numbers processes as our PID namespace does: a pidfd may act */
+    pid_t *ancestors; /* owned */
+    size_t nancestors;
+};
+/* Open --proc and find self and ancestors. -1 after printing the error for cmd. */
+int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_who *w);
+/* The view act/kill.h and act/plan.h take (borrows w's ancestors). */
+struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w);
+/* Close and free; w stays safe to release again. */
+void vg_cmd_who_release(struct vg_cmd_who *w);
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);

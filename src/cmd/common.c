@@ -3,6 +3,8 @@
  * ("vramguard: status: cannot read ..."), colour and terminal decisions, writing output.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "rules/health.h"
 #include "rules/rules.h"
 #include "model/snapshot.h"
+#include "proc/signal.h"
 #include "render/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
@@ -338,4 +341,58 @@ int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char 
                          ? "matches several GPUs: give more of the UUID"
                          : "is neither a GPU index nor the UUID (or UUID prefix) of a GPU here");
     return -1;
+}
+
+int vg_cmd_user(const char *arg, uid_t *uid)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096]; /* a record longer than this is not found (ERANGE): the uid still works */
+    if (getpwnam_r(arg, &pw, buf, sizeof(buf), &res) == 0 && res) {
+        *uid = res->pw_uid;
+        return 0;
+    }
+    int64_t v;
+    if (vg_parse_i64(arg, 0, (int64_t)UINT32_MAX - 1, &v) == 0) { /* (uid_t)-1 means "none" */
+        *uid = (uid_t)v;
+        return 0;
+    }
+    return -1;
+}
+
+int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_who *w)
+{
+    *w = (struct vg_cmd_who){.root_fd = -1};
+    const char *root = g->proc_root && *g->proc_root ? g->proc_root : "/proc";
+    w->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->root_fd < 0) {
+        vg_cmd_error(cmd, "cannot open '%s': %s", root, strerror(errno));
+        return -1;
+    }
+    if (vg_proc_self_pid(w->root_fd, &w->self) == 0)
+        w->own_pidns = w->self == getpid();
+    else
+        w->self = getpid(); /* not shown there: at least never our own PID */
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, &err) != 0) {
+        vg_cmd_error(cmd, "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_cmd_who_release(w);
+        return -1;
+    }
+    return 0;
+}
+
+struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w)
+{
+    return (struct vg_kill_ctx){w->self, w->ancestors, w->nancestors, getuid()};
+}
+
+void vg_cmd_who_release(struct vg_cmd_who *w)
+{
+    free(w->ancestors);
+    w->ancestors = NULL;
+    w->nancestors = 0;
+    if (w->root_fd >= 0)
+        close(w->root_fd);
+    w->root_fd = -1;
 }

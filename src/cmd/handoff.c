@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +72,7 @@ struct vg_handoff {
     const char *gpus_arg, *gpus_from, *uid_arg, *node;
     bool drain;
     struct vg_handoff_sels sels;
-    pid_t *ancestors;
-    size_t nancestors;
+    struct vg_cmd_who who;
 };
 
 #define VG_HANDOFF_AT(member) VG_OPT_AT(0, struct vg_handoff, member)
@@ -169,29 +167,17 @@ static const char *vg_handoff_env(const char *name)
     return v && *v ? v : NULL;
 }
 
-static int vg_handoff_user(const char *arg, uid_t *uid)
-{
-    struct passwd pw, *res = NULL;
-    char buf[4096];
-    int64_t v;
-    if (vg_parse_i64(arg, 0, (int64_t)UINT32_MAX - 1, &v) == 0) {
-        *uid = (uid_t)v;
-        return 0;
-    }
-    if (getpwnam_r(arg, &pw, buf, sizeof(buf), &res) == 0 && res) {
-        *uid = res->pw_uid;
-        return 0;
-    }
-    return -1;
-}
-
 static int vg_handoff_job(struct vg_handoff *h)
 {
     if (!h->req.job.id)
         h->req.job.id = vg_handoff_env("SLURM_JOB_ID");
     const char *u = h->uid_arg ? h->uid_arg : vg_handoff_env("SLURM_JOB_UID");
     if (u) {
-        if (vg_handoff_user(u, &h->req.job.uid) != 0) {
+        /* Slurm gives the uid; a name is for people typing --uid */
+        int64_t v;
+        if (!h->uid_arg && vg_parse_i64(u, 0, (int64_t)UINT32_MAX - 1, &v) == 0)
+            h->req.job.uid = (uid_t)v;
+        else if (vg_cmd_user(u, &h->req.job.uid) != 0) {
             vg_cmd_error("handoff", "%s takes a user name or uid; no user '%s' here",
                          h->uid_arg ? "--uid" : "SLURM_JOB_UID", u);
             return -1;
@@ -278,30 +264,17 @@ static int vg_handoff_node_run(struct vg_handoff *h, struct vg_handoff_result *r
  * epilog script) are never a job's leftovers. */
 static int vg_handoff_who(struct vg_handoff *h)
 {
-    const char *root = h->g->proc_root && *h->g->proc_root ? h->g->proc_root : "/proc";
-    h->req.proc_root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (h->req.proc_root_fd < 0) {
-        vg_cmd_error("handoff", "cannot open '%s': %s", root, strerror(errno));
+    if (vg_cmd_who_open(h->g, "handoff", &h->who) != 0)
         return -1;
-    }
-    pid_t self;
-    bool own = vg_proc_self_pid(h->req.proc_root_fd, &self) == 0 && self == getpid();
-    if (!own && vg_proc_self_pid(h->req.proc_root_fd, &self) != 0)
-        self = getpid();
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_ancestors(h->req.proc_root_fd, self, &h->ancestors, &h->nancestors, &err) != 0) {
-        vg_cmd_error("handoff", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return -1;
-    }
-    h->req.who = (struct vg_kill_ctx){self, h->ancestors, h->nancestors, getuid()};
+    h->req.proc_root_fd = h->who.root_fd;
+    h->req.who = vg_cmd_who_ctx(&h->who);
     /* A pidfd names a process of our own PID namespace: with another's procfs the numbers
      * would name other processes, so an epilog there may look but not act. */
-    if (h->req.mode == VG_HANDOFF_EPILOG && !own) {
+    if (h->req.mode == VG_HANDOFF_EPILOG && !h->who.own_pidns) {
         vg_cmd_error("handoff",
                      "an epilog needs the procfs of vramguard's own PID namespace; '%s' "
                      "numbers processes differently",
-                     root);
+                     h->g->proc_root && *h->g->proc_root ? h->g->proc_root : "/proc");
         return -1;
     }
     return 0;
@@ -375,6 +348,7 @@ static void vg_handoff_drain(const struct vg_handoff *h, const char *reason,
     d->status = -1;
     if (d->cmd.err ||
         vg_exec_new(vg_buf_str(&d->cmd), false, VG_HANDOFF_DRAIN_TIMEOUT_MS, 1, &x, &err) != 0 ||
+        (vg_exec_set_names(x, "scontrol", "handoff"), 0) ||
         vg_exec_run(x, NULL, 0, NULL, 0, vg_clock_ms(), &err) != 0) {
         d->error = strdup(d->cmd.err ? "out of memory" : vg_err_msg(&err));
         vg_err_release(&err);
@@ -385,8 +359,7 @@ static void vg_handoff_drain(const struct vg_handoff *h, const char *reason,
     vg_exec_wait(x, vg_handoff_drain_report, d);
     struct vg_exec_stats st;
     vg_exec_stats(x, &st);
-    if (st.failed == 0 && st.timed_out == 0)
-        d->status = 0;
+    d->status = st.last_exit; /* -1 when it timed out: the report says so */
     vg_exec_free(x);
 }
 
@@ -468,6 +441,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     h.req.grace_ms = VG_HANDOFF_GRACE_DEFAULT_MS;
     h.req.tolerance = VG_REASON_DIRTY_TOLERANCE;
     h.req.proc_root_fd = -1;
+    h.who.root_fd = -1;
     int status = vg_handoff_parse(&h, argc, argv);
     bool nogpu = false, blind = false;
     if (status < 0)
@@ -505,8 +479,6 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         vg_handoff_result_release(&res);
     }
     vg_handoff_sels_release(&h.sels);
-    free(h.ancestors);
-    if (h.req.proc_root_fd >= 0)
-        close(h.req.proc_root_fd);
+    vg_cmd_who_release(&h.who);
     return status;
 }

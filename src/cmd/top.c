@@ -138,9 +138,7 @@ struct vg_top {
     char message[512];
     struct vg_top_screen scr;
     char host[256];
-    int root_fd;
-    pid_t self, *ancestors;
-    size_t nancestors;
+    struct vg_cmd_who who;
     /* the plan shown (VG_TOP_MODE_PLAN) */
     struct vg_plan plan;
     bool *chosen;
@@ -361,7 +359,7 @@ static void *vg_top_action_main(void *arg)
     struct vg_top_action *a = arg;
     struct vg_top *t = a->t;
     struct vg_kill *ks = calloc(a->plan.n ? a->plan.n : 1, sizeof(*ks));
-    struct vg_kill_ctx who = {t->self, t->ancestors, t->nancestors, getuid()};
+    struct vg_kill_ctx who = vg_cmd_who_ctx(&t->who);
     struct vg_kill_nvml nvml = {t->g->nvml_path, t->g->nvml_timeout_ms};
     struct vg_buf b;
     vg_buf_init(&b, 0);
@@ -370,7 +368,7 @@ static void *vg_top_action_main(void *arg)
         vg_kill_init(&ks[i], &a->plan.v[i].id);
         ks[i].outcome = VG_KILL_REFUSED;
         if (a->chosen[i] && a->plan.v[i].signal &&
-            vg_kill_start(&ks[i], t->root_fd, t->g->dev_dir, &who, vg_kill_nvml_lists, &nvml,
+            vg_kill_start(&ks[i], t->who.root_fd, t->g->dev_dir, &who, vg_kill_nvml_lists, &nvml,
                           &err) != 0)
             ks[i].outcome = VG_KILL_FAILED, ks[i].error = -ENOMEM;
     }
@@ -398,26 +396,6 @@ static void *vg_top_action_main(void *arg)
     return NULL;
 }
 
-/* Who is asking, once: our PID as this procfs numbers it and our ancestors. */
-static int vg_top_who(struct vg_top *t)
-{
-    const char *root = t->g->proc_root && *t->g->proc_root ? t->g->proc_root : "/proc";
-    t->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (t->root_fd < 0) {
-        vg_cmd_error("top", "cannot open '%s': %s", root, strerror(errno));
-        return -1;
-    }
-    if (vg_proc_self_pid(t->root_fd, &t->self) != 0)
-        t->self = getpid();
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_ancestors(t->root_fd, t->self, &t->ancestors, &t->nancestors, &err) != 0) {
-        vg_cmd_error("top", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return -1;
-    }
-    return 0;
-}
-
 static void vg_top_plan_clear(struct vg_top *t)
 {
     vg_plan_release(&t->plan);
@@ -430,8 +408,8 @@ static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_findin
 {
     const struct vg_snapshot *snap = t->frame->snap;
     struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
-    po.who = (struct vg_kill_ctx){t->self, t->ancestors, t->nancestors, getuid()};
-    po.pidns_trusted = snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(t->root_fd);
+    po.who = vg_cmd_who_ctx(&t->who);
+    po.pidns_trusted = snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(t->who.root_fd);
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
     if (vg_plan_build(snap, &t->frame->fs, &po, &t->plan, &err) != 0 ||
@@ -467,10 +445,9 @@ static void vg_top_stop_key(struct vg_top *t, bool all)
     pthread_mutex_lock(&t->sh.mu);
     bool busy = t->sh.acting;
     pthread_mutex_unlock(&t->sh.mu);
-    pid_t self;
     if (busy) {
         vg_top_say(t, "a stop is still under way");
-    } else if (vg_proc_self_pid(t->root_fd, &self) != 0 || self != getpid()) {
+    } else if (!t->who.own_pidns) {
         vg_top_say(t, "stopping needs the procfs of vramguard's own PID namespace (--proc "
                       "numbers processes differently)");
     } else {
@@ -918,10 +895,8 @@ static void vg_top_release(struct vg_top *t)
     pthread_mutex_lock(&t->sh.mu);
     bool acting = t->sh.acting;
     pthread_mutex_unlock(&t->sh.mu);
-    if (!acting) {
-        free(t->ancestors);
-        t->ancestors = NULL;
-    }
+    if (!acting)
+        vg_cmd_who_release(&t->who);
 }
 
 /* Stop the sampler thread, waiting at most a second: one stuck in the driver is left behind
@@ -965,13 +940,13 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     memset(&t, 0, sizeof(t));
     t.g = g;
     t.sort = VG_TOP_SORT_MEM;
-    t.root_fd = -1;
+    t.who.root_fd = -1;
     t.sh.interval_ms = 1000;
     vg_plan_init(&t.plan);
     int status = vg_top_parse(&t, argc, argv);
     if (status >= 0)
         return status;
-    if (vg_top_who(&t) != 0)
+    if (vg_cmd_who_open(g, "top", &t.who) != 0)
         return VG_EXIT_UNKNOWN;
     if (vg_top_shared_init(&t.sh) != 0) {
         vg_cmd_error("top", "cannot set up its threads");

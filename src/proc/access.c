@@ -29,15 +29,14 @@ static bool vg_acc_line(const char *buf, size_t len, const char *key, const char
                         const char **end)
 {
     size_t k = strlen(key);
-    for (const char *s = buf, *e = buf + len; s < e;) {
-        const char *nl = memchr(s, '\n', (size_t)(e - s));
-        const char *le = nl ? nl : e;
-        if ((size_t)(le - s) >= k && memcmp(s, key, k) == 0) {
+    const char *at = buf, *s;
+    size_t n;
+    while (vg_parse_line(&at, buf + len, &s, &n)) {
+        if (n >= k && memcmp(s, key, k) == 0) {
             *v = s + k;
-            *end = le;
+            *end = s + n;
             return true;
         }
-        s = nl ? nl + 1 : e;
     }
     return false;
 }
@@ -113,9 +112,10 @@ static bool vg_acc_hidepid(struct vg_proc_ctx *c)
         char want[32];
         snprintf(want, sizeof(want), "%u:%u", major(st.st_dev), minor(st.st_dev));
         const char *buf = vg_buf_str(&mi);
-        for (const char *s = buf, *e = buf + mi.len; s < e && !hide;) {
-            const char *nl = memchr(s, '\n', (size_t)(e - s));
-            const char *le = nl ? nl : e;
+        const char *at = buf, *s;
+        size_t n;
+        while (!hide && vg_parse_line(&at, buf + mi.len, &s, &n)) {
+            const char *le = s + n;
             /* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - TYPE SOURCE SUPEROPTS" */
             const char *f = s;
             for (int skip = 0; skip < 2 && f < le; skip++) {
@@ -135,7 +135,6 @@ static bool vg_acc_hidepid(struct vg_proc_ctx *c)
                                  ((size_t)(le - q) >= 11 && memcmp(q + 8, "off", 3) == 0));
                 }
             }
-            s = nl ? nl + 1 : e;
         }
     }
     vg_buf_release(&mi);

@@ -25,6 +25,7 @@
 
 #include "util/buf.h"
 #include "util/file.h"
+#include "util/parse.h"
 
 #define VG_DEVSET_DENTS ((size_t)32 << 10)
 #define VG_DEVSET_DEVICES_MAX ((size_t)64 << 10)
@@ -55,11 +56,6 @@ static uint64_t vg_devset_fs(uint32_t major, uint32_t minor)
 
 /* ---- /proc/devices ---------------------------------------------------------------------- */
 
-static bool vg_devset_lit(const char *s, size_t n, const char *lit)
-{
-    return strlen(lit) == n && memcmp(s, lit, n) == 0;
-}
-
 int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m)
 {
     static const char *const others[VG_DEV_OTHER_MAJORS] = {
@@ -67,15 +63,12 @@ int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m)
     memset(m, 0, sizeof(*m));
     unsigned plain = 0; /* "nvidia": the major when no frontend is listed */
     bool chr = false, seen = false;
-    size_t pos = 0;
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - line) : len - pos;
-        pos += n + (nl != NULL);
+    const char *at = buf, *line;
+    size_t n;
+    while (vg_parse_line(&at, buf + len, &line, &n)) {
         if (n > 0 && line[n - 1] == ':') {
             /* a section header: "Character devices:", "Block devices:" */
-            chr = vg_devset_lit(line, n, "Character devices:");
+            chr = vg_parse_is(line, n, "Character devices:");
             seen |= chr;
             continue;
         }
@@ -93,15 +86,15 @@ int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m)
             continue;
         const char *name = line + i + 1;
         size_t nlen = n - i - 1;
-        if (vg_devset_lit(name, nlen, "nvidia-frontend"))
+        if (vg_parse_is(name, nlen, "nvidia-frontend"))
             m->nvidia = (unsigned)major;
-        else if (vg_devset_lit(name, nlen, "nvidia"))
+        else if (vg_parse_is(name, nlen, "nvidia"))
             plain = (unsigned)major;
-        else if (vg_devset_lit(name, nlen, "nvidia-uvm"))
+        else if (vg_parse_is(name, nlen, "nvidia-uvm"))
             m->uvm = (unsigned)major;
         else
             for (size_t k = 0; k < VG_DEV_OTHER_MAJORS; k++)
-                if (vg_devset_lit(name, nlen, others[k]))
+                if (vg_parse_is(name, nlen, others[k]))
                     m->other[k] = (unsigned)major;
     }
     if (!m->nvidia)
@@ -133,9 +126,9 @@ int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind
             *kind = VG_DEV_GPU;
             *minor = v;
         }
-    } else if (vg_devset_lit(r, n, "ctl")) {
+    } else if (vg_parse_is(r, n, "ctl")) {
         *kind = VG_DEV_CTL;
-    } else if (vg_devset_lit(r, n, "-uvm") || vg_devset_lit(r, n, "-uvm-tools")) {
+    } else if (vg_parse_is(r, n, "-uvm") || vg_parse_is(r, n, "-uvm-tools")) {
         *kind = VG_DEV_UVM;
     }
     return 1;

@@ -74,25 +74,25 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
     bool have_ign = false;
     uint64_t ign = 0;
 
-    for (const char *s = buf, *end = buf + len; s < end;) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        const char *le = nl ? nl : end;
+    const char *at = buf, *s;
+    size_t ln;
+    while (vg_parse_line(&at, buf + len, &s, &ln)) {
+        const char *le = s + ln;
         const char *val;
-        if (!have_uid && vg_status_key(s, (size_t)(le - s), "Uid:", &val)) {
+        if (!have_uid && vg_status_key(s, ln, "Uid:", &val)) {
             uint64_t v;
             if (vg_status_num(&val, le, &v) != 1 || v >= UINT_MAX)
                 return -EINVAL;
             uid = (uid_t)v;
             have_uid = true;
-        } else if (!ns && vg_status_key(s, (size_t)(le - s), "NSpid:", &val)) {
+        } else if (!ns && vg_status_key(s, ln, "NSpid:", &val)) {
             ns = val;
             ns_end = le;
-        } else if (!have_ign && vg_status_key(s, (size_t)(le - s), "SigIgn:", &val)) {
+        } else if (!have_ign && vg_status_key(s, ln, "SigIgn:", &val)) {
             if (vg_status_hex(val, le, &ign))
                 return -EINVAL;
             have_ign = true;
         }
-        s = nl ? nl + 1 : end;
     }
     if (!have_uid)
         return -EINVAL;

@@ -262,6 +262,14 @@ show() {
     [ "$(sed -n 2p "$TMP/scontrol.args")" = nodename=gpu-node-7 ]
     [ "$(sed -n 3p "$TMP/scontrol.args")" = state=drain ]
     [ "$(sed -n 4p "$TMP/scontrol.args")" = "reason=vramguard: dirty: GPU 1: 3 GiB used and no process holds it" ]
+    # scontrol refusing: its status in the document, the message names it, exit 70
+    printf '#!/bin/sh\nexit 3\n' >"$TMP/bin/scontrol"
+    PATH=$TMP/bin:$PATH SLURMD_NODENAME=gpu-node-7 ho prolog --drain --json
+    show
+    [ "$status" -eq 70 ]
+    [ "$(json .drain.ran)" = true ] && [ "$(json .drain.exit_status)" = 3 ]
+    [[ $(json .drain.error) == "scontrol (PID "*") exited with status 3" ]]
+    [[ $stderr == *"--drain failed: scontrol (PID "*") exited with status 3"* ]]
 }
 
 @test "node: leftover memory of an ended job is dirty (nothing signalled); a working job is not" {

@@ -106,6 +106,20 @@ job_gpu() {
     sed -n 's/^[a-z]*: GPU \([0-9]\) .*/\1/p' "$HO/$J.prolog.log" | head -n 1
 }
 
+# job_leaves MEM ARGS...: a job (of nobody, one GPU) leaves a leftover (vg-helper ARGS...)
+# that the driver lists on the job's GPU with MEM, and ends; waits until Slurm says COMPLETED.
+# Sets J, W (the leftover's pid) and G (the job's GPU).
+job_leaves() {
+    local mem=$1
+    shift
+    submit "$(leftover_job "$@")"
+    W=$(leftover_pid)
+    G=$(job_gpu)
+    scenario "proc gpu=$G pid=$W type=compute mem=$mem exits=1"
+    touch "$HO/go.$J"
+    [ "$(vg_slurm_wait_job "$J" 40)" = COMPLETED ]
+}
+
 log() {
     echo "--- epilog log of job $J:"
     cat "$HO/$J.epilog.log" 2>/dev/null || true
@@ -120,12 +134,7 @@ log() {
 }
 
 @test "an orphaned worker holding memory: the epilog stops it, cleaned, the node idle" {
-    submit "$(leftover_job --pgrp --orphan --comm pt_data_worker --open "$VGDEV/nvidia\$SLURM_JOB_GPUS" -- python train.py)"
-    W=$(leftover_pid)
-    G=$(job_gpu)
-    scenario "proc gpu=$G pid=$W type=compute mem=6GiB exits=1"
-    touch "$HO/go.$J"
-    [ "$(vg_slurm_wait_job "$J" 40)" = COMPLETED ]
+    job_leaves 6GiB --pgrp --orphan --comm pt_data_worker --open "$VGDEV/nvidia\$SLURM_JOB_GPUS" -- python train.py
     vg_slurm_wait_node IDLE 20
     idle=$(date +%s.%N)
     log
@@ -138,12 +147,7 @@ log() {
 }
 
 @test "a setsid daemon the job left is the job's: stopped" {
-    submit "$(leftover_job --setsid --orphan --open "$VGDEV/nvidia\$SLURM_JOB_GPUS" -- /usr/bin/mydaemon)"
-    W=$(leftover_pid)
-    G=$(job_gpu)
-    scenario "proc gpu=$G pid=$W type=compute mem=900MiB exits=1"
-    touch "$HO/go.$J"
-    [ "$(vg_slurm_wait_job "$J" 40)" = COMPLETED ]
+    job_leaves 900MiB --setsid --orphan --open "$VGDEV/nvidia\$SLURM_JOB_GPUS" -- /usr/bin/mydaemon
     log
     grep -q "^vramguard: cleaned: stopped 1 leftover process of job $J" "$HO/$J.epilog.log"
     wait_for "vg_gone $W"
