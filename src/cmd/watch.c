@@ -369,8 +369,9 @@ static int vg_watch_sample(struct vg_watch *w)
         if (ss.last_full_reason)
             fprintf(stderr, "full scan (%s)", ss.last_full_reason);
         else
-            fprintf(stderr, "incremental scan (%zu of %zu processes carried over)", ss.last_carried,
-                    ss.last_listed);
+            fprintf(stderr,
+                    "incremental scan (%zu of %zu processes carried over, %zu named openers read)",
+                    ss.last_carried, ss.last_listed, ss.last_openers);
         fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs\n",
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
@@ -531,6 +532,9 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
         vg_err_release(&err);
         return VG_EXIT_SOFTWARE;
     }
+    if (w->g->verbose)
+        fprintf(stderr, "vramguard: watch: device-node opens: %s\n",
+                vg_sampler_watch_kind(w->sampler));
     return 0;
 }
 

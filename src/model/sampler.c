@@ -12,13 +12,16 @@
 #include "model/sampler.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpu/worker.h"
 #include "proc/proc.h"
+#include "proc/signal.h"
 #include "util/clock.h"
 
 struct vg_sampler {
@@ -30,9 +33,12 @@ struct vg_sampler {
     struct vg_proc_index *index;
     struct vg_proc_devwatch *devwatch; /* NULL: no incremental scans (devwatch_error says why) */
     char *devwatch_error;              /* "no device-node watch: why", when devwatch is NULL */
-    bool last_poll_events;             /* the last poll saw a device-node event */
+    bool last_poll_events;             /* the last poll saw an unnamed open or a change */
+    pid_t *openers;                    /* named openers of this poll and the last, to read */
+    size_t nopeners, last_nopeners;    /* all of them; those of the last poll (first) */
     struct timespec last_full;         /* CLOCK_MONOTONIC, when the last full scan started */
     char *reason;                      /* why this sample is a full scan, when not a fixed string */
+    char *watch_kind;                  /* vg_sampler_watch_kind's answer, made once */
     struct vg_snap_cpu_marks cpu;      /* the last sample's CPU times: whether processes work */
     struct vg_sampler_stats stats;
 };
@@ -44,6 +50,19 @@ static int vg_sampler_dup(const char *src, char **dst)
         return 0;
     *dst = strdup(src);
     return *dst ? 0 : -ENOMEM;
+}
+
+/* Whether the procfs numbers processes as our PID namespace does: fanotify names openers by
+ * our numbers, which must name the same processes in the scan. */
+static bool vg_sampler_pids_ours(const char *proc_root)
+{
+    int fd = open(proc_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    pid_t self;
+    bool ours = vg_proc_self_pid(fd, &self) == 0 && self == getpid();
+    close(fd);
+    return ours;
 }
 
 int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, struct vg_err *err)
@@ -73,7 +92,10 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, 
     if (!s->opts.full_scans_only) {
         /* Without the watch every sample is a full scan: slower, never wrong. */
         struct vg_err werr = VG_ERR_INIT;
-        rc = vg_proc_devwatch_new(s->dev_dir, &s->devwatch, &werr);
+        unsigned wf = !s->opts.unnamed_opens && vg_sampler_pids_ours(s->proc_root)
+                          ? VG_PROC_DEVWATCH_NAME_OPENERS
+                          : 0;
+        rc = vg_proc_devwatch_new(s->dev_dir, wf, &s->devwatch, &werr);
         if (rc == -ENOMEM) {
             vg_err_release(&werr);
             vg_sampler_free(s);
@@ -115,6 +137,8 @@ void vg_sampler_free(struct vg_sampler *s)
     vg_proc_devwatch_free(s->devwatch);
     vg_snap_cpu_marks_release(&s->cpu);
     free(s->devwatch_error);
+    free(s->openers);
+    free(s->watch_kind);
     free(s->reason);
     free(s->nvml_path);
     free(s->proc_root);
@@ -157,6 +181,28 @@ static int vg_sampler_driver(struct vg_sampler *s, struct vg_gpu_list *gpus, cha
     return rc;
 }
 
+/* The processes this sample reads for the named opens: this poll's openers and the last
+ * poll's (whose descriptors may have been installed only after that sample's scan). */
+static int vg_sampler_openers(struct vg_sampler *s, bool named)
+{
+    size_t n = 0;
+    const pid_t *now = named ? vg_proc_devwatch_openers(s->devwatch, &n) : NULL;
+    size_t keep = s->last_nopeners; /* the last poll's, first in the array */
+    pid_t *v = malloc((n + keep ? n + keep : 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    if (n)
+        memcpy(v, now, n * sizeof(*v));
+    if (keep)
+        memcpy(v + n, s->openers, keep * sizeof(*v));
+    free(s->openers);
+    s->openers = v;
+    s->nopeners = n + keep;
+    s->last_nopeners = n;
+    s->stats.last_openers = s->nopeners;
+    return 0;
+}
+
 /*
  * Whether this sample may scan incrementally; otherwise *reason says why not. The watch is
  * polled on every sample, full or not, so that the events a full scan covers do not force
@@ -180,8 +226,10 @@ static int vg_sampler_plan(struct vg_sampler *s, const struct timespec *now, boo
         }
         vg_err_release(&werr);
     }
+    if (vg_sampler_openers(s, ev > 0 && (ev & VG_PROC_DEVWATCH_NAMED)) != 0)
+        return -ENOMEM;
     bool last = s->last_poll_events;
-    s->last_poll_events = ev != 0;
+    s->last_poll_events = ev < 0 || (ev & (VG_PROC_DEVWATCH_OPENED | VG_PROC_DEVWATCH_CHANGED));
     if (s->opts.full_scans_only)
         *reason = "incremental scans are off";
     else if (!s->devwatch)
@@ -236,6 +284,17 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
     const char *reason = NULL;
     if (vg_sampler_plan(s, &tscan, &incremental, &reason) != 0)
         return vg_err_set(err, -ENOMEM, "out of memory");
+    pid_t *all = NULL;
+    if (incremental && s->nopeners) {
+        /* the named openers are read in full, as the driver's PIDs are */
+        if (!(all = malloc((nwant + s->nopeners) * sizeof(*all))))
+            return vg_err_set(err, -ENOMEM, "out of memory");
+        if (nwant)
+            memcpy(all, want, nwant * sizeof(*all));
+        memcpy(all + nwant, s->openers, s->nopeners * sizeof(*all));
+        want = all;
+        nwant += s->nopeners;
+    }
     struct vg_proc_opts popts = {
         .proc_root = s->proc_root,
         .dev_dir = s->dev_dir,
@@ -246,6 +305,7 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         .incremental = incremental,
     };
     int rc = vg_proc_scan(&popts, procs, err);
+    free(all);
     if (rc)
         return rc;
     snap->scanned_ms = vg_clock_ms();
@@ -321,4 +381,25 @@ out:
 void vg_sampler_stats(const struct vg_sampler *s, struct vg_sampler_stats *out)
 {
     *out = s->stats;
+}
+
+const char *vg_sampler_watch_kind(struct vg_sampler *s)
+{
+    if (s->watch_kind)
+        return s->watch_kind;
+    const char *why = s->devwatch ? vg_proc_devwatch_unnamed(s->devwatch) : NULL;
+    int rc;
+    if (s->opts.full_scans_only)
+        rc = asprintf(&s->watch_kind, "none (incremental scans are off)");
+    else if (!s->devwatch)
+        rc = asprintf(&s->watch_kind, "none (%s)", s->devwatch_error ? s->devwatch_error : "?");
+    else if (!why)
+        rc = asprintf(&s->watch_kind, "fanotify (openers named)");
+    else
+        rc = asprintf(&s->watch_kind, "inotify (openers not named: %s)", why);
+    if (rc < 0) {
+        s->watch_kind = NULL;
+        return "unknown (out of memory)";
+    }
+    return s->watch_kind;
 }

@@ -16,11 +16,13 @@
  *   The cache lives in src/proc/ (struct vg_proc_cache, see proc.h for what is re-read when).
  * - The fd scan is incremental between full scans (see proc.h, struct vg_proc_index): a sample
  *   reads the known holders, the PIDs the driver reports and the processes started since the
- *   last sample, and carries the rest over, while an inotify watch on the device nodes says
- *   nobody opened one. A sample is a full scan when there is no primed index or no watch, when
- *   a node was opened or the nodes changed (in this sample's poll or the last one's: the open
- *   event precedes the new descriptor), and at least every full_scan_ms, for descriptors that
- *   arrive without an open (passed over a Unix socket, pidfd_getfd).
+ *   last sample, and carries the rest over, while a watch on the device nodes says nobody
+ *   opened one, or (fanotify, with CAP_SYS_ADMIN) who did: those openers are read in full in
+ *   that sample and the next (the open event precedes the new descriptor), and nothing else.
+ *   A sample is a full scan when there is no primed index or no watch, when a node was opened
+ *   by a process the watch cannot name or the nodes changed (in this sample's poll or the
+ *   last one's), and at least every full_scan_ms, for descriptors that arrive without an open
+ *   (passed over a Unix socket, pidfd_getfd).
  * - Each snapshot also carries per-process utilisation where the driver has it
  *   (vg_gpu_proc.sm_util, VG_GPU_K_PROC_UTIL), for idle tracking.
  * - The worker thread is created by vg_sampler_new() and inherits the caller's signal mask:
@@ -51,6 +53,7 @@ struct vg_sampler_opts {
     bool skip_nvml;
     unsigned full_scan_ms; /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
     bool full_scans_only;  /* no incremental scans */
+    bool unnamed_opens;    /* never name openers (inotify alone): an open forces full scans */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u
@@ -68,10 +71,17 @@ struct vg_sampler_stats {
     size_t last_listed;           /* processes the last sample listed */
     const char *last_full_reason; /* why the last sample was a full scan; NULL when it was
                                    * incremental. Valid until the next sample. */
+    size_t last_openers;          /* processes read because fanotify named them as openers of
+                                   * a node, in this sample's poll or the last one's */
 };
 
 int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, struct vg_err *err);
 void vg_sampler_free(struct vg_sampler *s);
+
+/* How the sampler learns of opens of the device nodes, for --verbose: "fanotify (openers
+ * named)", "inotify (OPENERS_UNNAMED_WHY)", or "none (WHY)" when every sample is full. Valid
+ * while the sampler lives. */
+const char *vg_sampler_watch_kind(struct vg_sampler *s);
 
 /* One sample. Fails only when /proc cannot be read or memory runs out; driver trouble is in
  * the snapshot (driver_ok, driver_error) and in *hung. */

@@ -16,6 +16,14 @@
  * kernel) or the queue overflows, the poll reports a change and builds every watch anew, after
  * draining, so that an open in between is either seen by the full scan that follows or queued
  * on the new watches.
+ *
+ * With CAP_SYS_ADMIN the opens come from fanotify instead (FAN_OPEN marks on the same nodes,
+ * FAN_EVENT_ON_CHILD on nvidia-caps/), which names the opener: the sampler then reads that
+ * process alone rather than every process. inotify keeps the directory and the nodes' own
+ * removal. FAN_REPORT_FID, so that no event carries a descriptor: an event descriptor of a
+ * device node would be opened through the driver. An unprivileged fanotify reports pid 0
+ * (and an opener the listener's PID namespace cannot see is 0 too): such an open counts as
+ * unnamed, as an inotify one.
  */
 #include "proc/internal.h"
 
@@ -26,7 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,17 +46,25 @@
 #define VG_DEVWATCH_DIR_MASK                                                                       \
     (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |         \
      IN_ONLYDIR)
-#define VG_DEVWATCH_NODE_MASK (IN_OPEN | IN_DELETE_SELF | IN_MOVE_SELF)
+#define VG_DEVWATCH_NODE_MASK (IN_DELETE_SELF | IN_MOVE_SELF)
 #define VG_DEVWATCH_SUBDIR_MASK                                                                    \
-    (IN_OPEN | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |              \
-     IN_MOVE_SELF | IN_ONLYDIR)
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |         \
+     IN_ONLYDIR)
+
+/* More distinct openers than this between two polls: cheaper to read everyone. */
+#define VG_DEVWATCH_MAX_OPENERS 1024u
 
 struct vg_proc_devwatch {
     char *dir;
-    int fd;       /* the inotify instance; -1 between a failed rebuild and the next */
-    int dir_wd;   /* the watch on dir itself */
-    size_t nodes; /* node watches, directories included */
+    int fd;        /* the inotify instance; -1 between a failed rebuild and the next */
+    int fan_fd;    /* the fanotify instance naming openers; -1: opens come from inotify */
+    bool fan_try;  /* try fanotify at each build (allowed, and the caller can use names) */
+    char *fan_why; /* why opens are not named, when fan_fd < 0 */
+    int dir_wd;    /* the watch on dir itself */
+    size_t nodes;  /* node watches, directories included */
     char *buf;
+    pid_t *openers; /* named since the last poll, sorted and unique after it */
+    size_t nopeners;
 };
 
 static bool vg_devwatch_name(const char *name)
@@ -53,11 +72,70 @@ static bool vg_devwatch_name(const char *name)
     return strncmp(name, "nvidia", 6) == 0;
 }
 
-/* A fresh inotify instance with every watch. The old one is closed first. */
-static int vg_devwatch_build(struct vg_proc_devwatch *w, struct vg_err *err)
+/* Whether this process may read openers' PIDs from fanotify: CAP_SYS_ADMIN, which
+ * fanotify_init checks. Without it the instance works but names nobody. */
+static bool vg_devwatch_may_fanotify(void)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return false;
+    return (d[CAP_SYS_ADMIN / 32].effective >> (CAP_SYS_ADMIN % 32)) & 1u;
+}
+
+static void vg_devwatch_fan_off(struct vg_proc_devwatch *w, const char *what, int e)
+{
+    if (w->fan_fd >= 0)
+        close(w->fan_fd);
+    w->fan_fd = -1;
+    free(w->fan_why);
+    if (asprintf(&w->fan_why, "%s: %s", what, strerror(e)) < 0)
+        w->fan_why = NULL;
+}
+
+/* Add the node at path (a directory: its files) to the watches; 1 when it is gone already,
+ * 0, or a negative errno with the message. */
+static int vg_devwatch_add(struct vg_proc_devwatch *w, const char *path, struct vg_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return 1; /* removed since the listing: the directory watch has reported it */
+    bool dir = S_ISDIR(st.st_mode);
+    if (w->fan_fd >= 0 &&
+        fanotify_mark(w->fan_fd, FAN_MARK_ADD, FAN_OPEN | (dir ? FAN_EVENT_ON_CHILD : 0), AT_FDCWD,
+                      path) != 0) {
+        if (errno == ENOENT)
+            return 1;
+        /* a file system without file handles, or out of marks: opens go unnamed, never
+         * unseen (the inotify instance is rebuilt with IN_OPEN by the caller) */
+        vg_devwatch_fan_off(w, "fanotify", errno);
+        w->fan_try = false;
+        return -EAGAIN;
+    }
+    uint32_t mask = dir ? VG_DEVWATCH_SUBDIR_MASK : VG_DEVWATCH_NODE_MASK;
+    if (w->fan_fd < 0)
+        mask |= IN_OPEN;
+    if (inotify_add_watch(w->fd, path, mask) < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return 1;
+        /* A node that cannot be watched (unreadable, out of watches) could be opened unseen:
+         * no incremental scans at all rather than wrong ones. */
+        return vg_err_set(err, -e, "cannot watch '%s': %s", path, strerror(e));
+    }
+    w->nodes++;
+    return 0;
+}
+
+/* A fresh inotify instance (and fanotify one) with every watch. The old ones are closed
+ * first. */
+static int vg_devwatch_build_once(struct vg_proc_devwatch *w, struct vg_err *err)
 {
     if (w->fd >= 0)
         close(w->fd);
+    if (w->fan_fd >= 0)
+        close(w->fan_fd);
+    w->fan_fd = -1;
     w->nodes = 0;
     w->dir_wd = -1;
     w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -65,24 +143,26 @@ static int vg_devwatch_build(struct vg_proc_devwatch *w, struct vg_err *err)
         int e = errno;
         return vg_err_set(err, -e, "cannot watch the device nodes: inotify: %s", strerror(e));
     }
+    if (w->fan_try) {
+        w->fan_fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK | FAN_REPORT_FID,
+                                  O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+        if (w->fan_fd < 0)
+            vg_devwatch_fan_off(w, "fanotify", errno);
+    }
     /* The directory first: a node created while the others are being added is then reported. */
     w->dir_wd = inotify_add_watch(w->fd, w->dir, VG_DEVWATCH_DIR_MASK);
     if (w->dir_wd < 0) {
         int e = errno;
-        close(w->fd);
-        w->fd = -1;
         return vg_err_set(err, -e, "cannot watch '%s': %s", w->dir, strerror(e));
     }
     DIR *d = opendir(w->dir);
     if (!d) {
         int e = errno;
-        close(w->fd);
-        w->fd = -1;
         return vg_err_set(err, -e, "cannot list '%s': %s", w->dir, strerror(e));
     }
     int rc = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    while (rc == 0 && (de = readdir(d)) != NULL) {
         if (!vg_devwatch_name(de->d_name))
             continue;
         char *path = NULL;
@@ -90,43 +170,51 @@ static int vg_devwatch_build(struct vg_proc_devwatch *w, struct vg_err *err)
             rc = vg_err_set(err, -ENOMEM, "out of memory");
             break;
         }
-        struct stat st;
-        if (stat(path, &st) < 0) {
-            /* removed since the listing: the directory watch has reported it */
-            free(path);
-            continue;
-        }
-        uint32_t mask = S_ISDIR(st.st_mode) ? VG_DEVWATCH_SUBDIR_MASK : VG_DEVWATCH_NODE_MASK;
-        int wd = inotify_add_watch(w->fd, path, mask);
-        int e = errno;
+        int r = vg_devwatch_add(w, path, err);
         free(path);
-        if (wd < 0) {
-            if (e == ENOENT)
-                continue;
-            /* A node that cannot be watched (unreadable, out of watches) could be opened
-             * unseen: no incremental scans at all rather than wrong ones. */
-            rc = vg_err_set(err, -e, "cannot watch '%s/%s': %s", w->dir, de->d_name, strerror(e));
-            break;
-        }
-        w->nodes++;
+        if (r < 0)
+            rc = r;
     }
     closedir(d);
+    return rc;
+}
+
+static int vg_devwatch_build(struct vg_proc_devwatch *w, struct vg_err *err)
+{
+    int rc = vg_devwatch_build_once(w, err);
+    if (rc == -EAGAIN) /* fanotify gave up half-way: again with inotify's opens */
+        rc = vg_devwatch_build_once(w, err);
     if (rc) {
-        close(w->fd);
-        w->fd = -1;
+        if (w->fd >= 0)
+            close(w->fd);
+        if (w->fan_fd >= 0)
+            close(w->fan_fd);
+        w->fd = w->fan_fd = -1;
     }
     return rc;
 }
 
-int vg_proc_devwatch_new(const char *dev_dir, struct vg_proc_devwatch **out, struct vg_err *err)
+int vg_proc_devwatch_new(const char *dev_dir, unsigned flags, struct vg_proc_devwatch **out,
+                         struct vg_err *err)
 {
     *out = NULL;
     struct vg_proc_devwatch *w = calloc(1, sizeof(*w));
     if (!w)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    w->fd = -1;
+    w->fd = w->fan_fd = -1;
     const char *dir = dev_dir && *dev_dir ? dev_dir : "/dev";
-    if (!(w->dir = strdup(dir)) || !(w->buf = malloc(VG_DEVWATCH_BUF))) {
+    if (!(w->dir = strdup(dir)) || !(w->buf = malloc(VG_DEVWATCH_BUF)) ||
+        !(w->openers = malloc(VG_DEVWATCH_MAX_OPENERS * sizeof(*w->openers)))) {
+        vg_proc_devwatch_free(w);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+    const char *why = NULL;
+    if (!(flags & VG_PROC_DEVWATCH_NAME_OPENERS))
+        why = "the process view numbers processes differently";
+    else if (!vg_devwatch_may_fanotify())
+        why = "fanotify names openers only with CAP_SYS_ADMIN";
+    w->fan_try = !why;
+    if (why && !(w->fan_why = strdup(why))) {
         vg_proc_devwatch_free(w);
         return vg_err_set(err, -ENOMEM, "out of memory");
     }
@@ -145,6 +233,10 @@ void vg_proc_devwatch_free(struct vg_proc_devwatch *w)
         return;
     if (w->fd >= 0)
         close(w->fd);
+    if (w->fan_fd >= 0)
+        close(w->fan_fd);
+    free(w->openers);
+    free(w->fan_why);
     free(w->buf);
     free(w->dir);
     free(w);
@@ -153,6 +245,19 @@ void vg_proc_devwatch_free(struct vg_proc_devwatch *w)
 size_t vg_proc_devwatch_nodes(const struct vg_proc_devwatch *w)
 {
     return w ? w->nodes : 0;
+}
+
+const char *vg_proc_devwatch_unnamed(const struct vg_proc_devwatch *w)
+{
+    if (w->fan_fd >= 0)
+        return NULL;
+    return w->fan_why ? w->fan_why : "fanotify is unavailable";
+}
+
+const pid_t *vg_proc_devwatch_openers(const struct vg_proc_devwatch *w, size_t *n)
+{
+    *n = w->nopeners;
+    return w->openers;
 }
 
 /* What one event means: 0 nothing, VG_PROC_DEVWATCH_OPENED, or VG_PROC_DEVWATCH_CHANGED. */
@@ -178,9 +283,49 @@ static int vg_devwatch_event(const struct vg_proc_devwatch *w, const struct inot
     return 0;
 }
 
+/* Drain the fanotify instance: openers named into w->openers (unsorted), the rest as bits. */
+static int vg_devwatch_fan_read(struct vg_proc_devwatch *w, struct vg_err *err)
+{
+    int seen = 0;
+    while (w->fan_fd >= 0) {
+        ssize_t n = read(w->fan_fd, w->buf, VG_DEVWATCH_BUF);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            int e = errno;
+            return vg_err_set(err, -e, "cannot read the device-node watch: %s", strerror(e));
+        }
+        if (n == 0)
+            break;
+        const struct fanotify_event_metadata *m = (const void *)w->buf;
+        for (ssize_t left = n; FAN_EVENT_OK(m, left); m = FAN_EVENT_NEXT(m, left)) {
+            if (m->fd >= 0) /* never with FAN_REPORT_FID; not leaked if a kernel did */
+                close(m->fd);
+            if (m->vers != FANOTIFY_METADATA_VERSION || (m->mask & FAN_Q_OVERFLOW))
+                seen |= VG_PROC_DEVWATCH_CHANGED;
+            else if (!(m->mask & FAN_OPEN))
+                continue;
+            else if (m->pid <= 0 || w->nopeners == VG_DEVWATCH_MAX_OPENERS)
+                seen |= VG_PROC_DEVWATCH_OPENED; /* not named to us, or too many: read all */
+            else
+                w->openers[w->nopeners++] = m->pid;
+        }
+    }
+    return seen;
+}
+
+static int vg_devwatch_pid_cmp(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
 int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err)
 {
     int seen = 0;
+    w->nopeners = 0;
     if (w->fd < 0)
         seen = VG_PROC_DEVWATCH_CHANGED; /* the last rebuild failed: try again */
     while (w->fd >= 0) {
@@ -200,6 +345,19 @@ int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err)
             seen |= vg_devwatch_event(w, ev);
             off += sizeof(*ev) + ev->len;
         }
+    }
+    int fan = vg_devwatch_fan_read(w, err);
+    if (fan < 0)
+        return fan;
+    seen |= fan;
+    if (w->nopeners) {
+        qsort(w->openers, w->nopeners, sizeof(*w->openers), vg_devwatch_pid_cmp);
+        size_t k = 1;
+        for (size_t i = 1; i < w->nopeners; i++)
+            if (w->openers[i] != w->openers[k - 1])
+                w->openers[k++] = w->openers[i];
+        w->nopeners = k;
+        seen |= VG_PROC_DEVWATCH_NAMED;
     }
     if (seen & VG_PROC_DEVWATCH_CHANGED) {
         int rc = vg_devwatch_build(w, err);

@@ -251,10 +251,10 @@ bool vg_proc_index_primed(const struct vg_proc_index *idx);
 size_t vg_proc_index_size(const struct vg_proc_index *idx);
 
 /*
- * Whether anyone opened an NVIDIA device node between two polls: what tells the sampler that an
- * incremental scan is sound. It watches every DIR/nvidia* node (and the files in nvidia-caps/)
- * with inotify, so it sees opens through any path to the same inode, bind mounts into
- * containers included, but not opens of a different inode of the same device (a node a
+ * Whether anyone opened an NVIDIA device node between two polls, and who: what tells the
+ * sampler that an incremental scan is sound. It watches every DIR/nvidia* node (and the files in
+ * nvidia-caps/) with inotify or fanotify, so it sees opens through any path to the same inode, bind
+ * mounts into containers included, but not opens of a different inode of the same device (a node a
  * container runtime created with mknod in the container's own /dev): the scan matches those by
  * device number, so the periodic full scan finds them, and the driver's process list shows
  * their CUDA contexts at once. The nodes watched are the ones vg_proc_devset reads from DIR
@@ -262,10 +262,18 @@ size_t vg_proc_index_size(const struct vg_proc_index *idx);
  * inode is watched.
  *
  * poll drains the events queued since the last poll and returns a set of VG_PROC_DEVWATCH_*
- * bits: OPENED, a node was opened; CHANGED, nodes were created, removed or renamed, or events
- * were lost (queue overflow), and the watches were built anew. Either means the next scan must
- * be full. 0: nothing. A negative errno when the watch failed (the next poll tries to build it
- * again and reports CHANGED).
+ * bits: OPENED, a node was opened by a process it cannot name; NAMED, nodes were opened by the
+ * processes vg_proc_devwatch_openers() lists (sorted, unique, valid until the next poll);
+ * CHANGED, nodes were created, removed or renamed, or events were lost (queue overflow), and
+ * the watches were built anew. OPENED or CHANGED means the next scan must be full; NAMED only
+ * that the openers must be read (this time and next: the event precedes the descriptor). 0:
+ * nothing. A negative errno when the watch failed (the next poll tries to build it again and
+ * reports CHANGED).
+ *
+ * Openers are named by fanotify, with CAP_SYS_ADMIN and flags VG_PROC_DEVWATCH_NAME_OPENERS
+ * (give it only when the scan's procfs numbers processes as this process's PID namespace
+ * does: fanotify's PIDs are ours). vg_proc_devwatch_unnamed() says why opens are not named,
+ * or NULL when they are.
  *
  * Ownership: vg_proc_devwatch_new() returns a watch freed with vg_proc_devwatch_free(). It
  * fails when inotify is unavailable, DIR cannot be watched, or some node cannot be (not
@@ -275,10 +283,15 @@ struct vg_proc_devwatch;
 enum {
     VG_PROC_DEVWATCH_OPENED = 1 << 0,
     VG_PROC_DEVWATCH_CHANGED = 1 << 1,
+    VG_PROC_DEVWATCH_NAMED = 1 << 2,
 };
-int vg_proc_devwatch_new(const char *dev_dir, struct vg_proc_devwatch **out, struct vg_err *err);
+enum { VG_PROC_DEVWATCH_NAME_OPENERS = 1u << 0 };
+int vg_proc_devwatch_new(const char *dev_dir, unsigned flags, struct vg_proc_devwatch **out,
+                         struct vg_err *err);
 void vg_proc_devwatch_free(struct vg_proc_devwatch *w);
 int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err);
+const pid_t *vg_proc_devwatch_openers(const struct vg_proc_devwatch *w, size_t *n);
+const char *vg_proc_devwatch_unnamed(const struct vg_proc_devwatch *w);
 /* Node watches in place (directories such as nvidia-caps count as one). */
 size_t vg_proc_devwatch_nodes(const struct vg_proc_devwatch *w);
 

@@ -156,9 +156,50 @@ teardown() {
     wait_line 'incremental scan (' 1 "$WERR"
     [[ $(grep -m 1 'watch: sample 1:' "$WERR") == *"; full scan (first scan); "* ]]
     wait_samples 3
-    [[ $(grep 'watch: sample [0-9]*:' "$WERR" | tail -n 1) == *"; incremental scan ("*" processes carried over); "* ]]
+    [[ $(grep 'watch: sample [0-9]*:' "$WERR" | tail -n 1) == *"; incremental scan ("*" processes carried over, 0 named openers read); "* ]]
     [ "$(nlines "holder-present PID $A")" -eq 1 ]
     [ "$(nlines holder-left)" -eq 0 ]
+}
+
+# full_scans: samples so far that were full scans for the reason given (a prefix).
+full_scans() {
+    grep -c "watch: sample [0-9]*: .*; full scan ($1" "$WERR" || true
+}
+
+@test "a process that keeps opening the nodes (an NVML poller) is named by fanotify and read alone; without CAP_SYS_ADMIN each open forces full scans" {
+    [[ $(id -u) -eq 0 ]] || skip "needs root (fanotify names openers only with CAP_SYS_ADMIN)"
+    A=$(vg_spawn --open "$(dev 1)" -- python train.py)
+    host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
+    # The poller and a late holder exist before the watch starts, so the watch carries them
+    # over; the poller opens GPU 0's node five times a second, the holder once, when told.
+    (while :; do : <"$(dev 0)"; sleep 0.2; done) </dev/null >/dev/null 2>&1 3>&- &
+    P=$!
+    _vg_record poller "$P"
+    (while [ ! -e "$TMP/go" ]; do sleep 0.1; done; exec 7<"$(dev 0)"; exec sleep 600) </dev/null >/dev/null 2>&1 3>&- &
+    L=$!
+    _vg_record late "$L"
+    watch_start --full-scan 1h
+    wait_line 'vramguard: watch: device-node opens: fanotify (openers named)' 1 "$WERR"
+    wait_samples 15
+    [ "$(full_scans)" -eq 1 ] && [ "$(full_scans 'first scan')" -eq 1 ]
+    grep -Eq 'incremental scan \([0-9]+ of [0-9]+ processes carried over, [1-9][0-9]* named openers read\)' "$WERR"
+    # the late holder opens and keeps the node: found at once, still without a full scan
+    touch "$TMP/go"
+    wait_line "holder-appeared PID $L on GPU 0 (GPU-00000000): device node only, root: "
+    [ "$(full_scans)" -eq 1 ]
+    watch_stop
+    [ "$WSTATUS" -eq 0 ]
+
+    # The same without CAP_SYS_ADMIN (root otherwise): opens are seen but not named, so the
+    # poller's opens make full scans.
+    rm -f "$TMP/go"
+    printf '#!/bin/sh\nexec setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin "%s" "$@"\n' "$VG" >"$TMP/vg-nocap"
+    chmod +x "$TMP/vg-nocap"
+    VG=$TMP/vg-nocap watch_start --full-scan 1h
+    wait_line 'vramguard: watch: device-node opens: inotify (openers not named: fanotify names openers only with CAP_SYS_ADMIN)' 1 "$WERR"
+    wait_for "[ \$(full_scans 'a device node was opened') -ge 2 ]" 30
+    watch_stop
+    [ "$WSTATUS" -eq 0 ]
 }
 
 @test "--once: the present events, exit 0; without a driver: a driver-error event" {

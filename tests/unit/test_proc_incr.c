@@ -435,11 +435,11 @@ static void test_loadavg(void **state)
 
 /* ---- the device-node watch ------------------------------------------------------------- */
 
-static struct vg_proc_devwatch *watch_new(const char *dir)
+static struct vg_proc_devwatch *watch_new(const char *dir, unsigned flags)
 {
     struct vg_proc_devwatch *w = NULL;
     struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_devwatch_new(dir, &w, &err))
+    if (vg_proc_devwatch_new(dir, flags, &w, &err))
         fail_msg("devwatch: %s", vg_err_msg(&err));
     return w;
 }
@@ -465,7 +465,8 @@ static void open_close(const char *dir, const char *name)
 static void test_devwatch(void **state)
 {
     struct fx *f = *state;
-    struct vg_proc_devwatch *w = watch_new(f->dir);
+    struct vg_proc_devwatch *w = watch_new(f->dir, 0);
+    assert_non_null(vg_proc_devwatch_unnamed(w));
     assert_int_equal(vg_proc_devwatch_nodes(w), 2); /* nvidia0, nvidiactl */
     assert_int_equal(poll_(w), 0);
 
@@ -519,11 +520,95 @@ static void test_devwatch(void **state)
     struct vg_err err = VG_ERR_INIT;
     struct vg_proc_devwatch *w2 = NULL;
     snprintf(p, sizeof(p), "%s/absent", f->dir);
-    assert_true(vg_proc_devwatch_new(p, &w2, &err) < 0);
+    assert_true(vg_proc_devwatch_new(p, 0, &w2, &err) < 0);
     assert_null(w2);
     assert_non_null(strstr(vg_err_msg(&err), "absent"));
     vg_err_release(&err);
     vg_proc_devwatch_free(NULL);
+}
+
+/* open_in_child: a child opens DIR/NAME and exits; its pid. */
+static pid_t open_in_child(const char *dir, const char *name)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        _exit(open(p, O_RDONLY | O_CLOEXEC) >= 0 ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return pid;
+}
+
+/* With fanotify (CAP_SYS_ADMIN) the watch names who opened a node. */
+static void test_devwatch_named(void **state)
+{
+    struct fx *f = *state;
+    struct vg_proc_devwatch *w = watch_new(f->dir, VG_PROC_DEVWATCH_NAME_OPENERS);
+    const char *why = vg_proc_devwatch_unnamed(w);
+    if (why) {
+        /* unprivileged: said, and opens are still seen (unnamed) */
+        assert_non_null(strstr(why, "CAP_SYS_ADMIN"));
+        open_close(f->dir, "nvidia0");
+        assert_int_equal(poll_(w), VG_PROC_DEVWATCH_OPENED);
+        vg_proc_devwatch_free(w);
+        skip();
+    }
+    assert_int_equal(poll_(w), 0);
+    size_t n;
+    const pid_t *v;
+
+    /* two children and this process, one of them twice: each named once, sorted */
+    pid_t c1 = open_in_child(f->dir, "nvidia0");
+    pid_t c2 = open_in_child(f->dir, "nvidiactl");
+    open_close(f->dir, "nvidia0");
+    open_close(f->dir, "nvidia0");
+    assert_int_equal(poll_(w), VG_PROC_DEVWATCH_NAMED);
+    v = vg_proc_devwatch_openers(w, &n);
+    pid_t want[3] = {c1, c2, getpid()};
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (want[j] < want[i]) {
+                pid_t t = want[i];
+                want[i] = want[j];
+                want[j] = t;
+            }
+    assert_int_equal(n, 3);
+    assert_memory_equal(v, want, sizeof(want));
+    assert_int_equal(poll_(w), 0); /* drained, and the list with it */
+    v = vg_proc_devwatch_openers(w, &n);
+    assert_int_equal(n, 0);
+
+    /* other files are not nodes; listing nvidia-caps/ is not an open; its files are */
+    open_close(f->dir, "null");
+    char caps[PATH_MAX];
+    snprintf(caps, sizeof(caps), "%s/nvidia-caps", f->dir);
+    assert_int_equal(mkdir(caps, 0755), 0);
+    touch(caps, "nvidia-cap1");
+    assert_int_equal(poll_(w), VG_PROC_DEVWATCH_CHANGED);
+    int dfd = open(caps, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    close(dfd);
+    assert_int_equal(poll_(w), 0);
+    pid_t c3 = open_in_child(caps, "nvidia-cap1");
+    assert_int_equal(poll_(w), VG_PROC_DEVWATCH_NAMED);
+    v = vg_proc_devwatch_openers(w, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0], c3);
+
+    /* a node created after the watch: rebuilt (both instances) and named from then on */
+    touch(f->dir, "nvidia1");
+    assert_int_equal(poll_(w), VG_PROC_DEVWATCH_CHANGED);
+    pid_t c4 = open_in_child(f->dir, "nvidia1");
+    assert_int_equal(poll_(w), VG_PROC_DEVWATCH_NAMED);
+    v = vg_proc_devwatch_openers(w, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0], c4);
+    assert_null(vg_proc_devwatch_unnamed(w));
+    vg_proc_devwatch_free(w);
 }
 
 int main(void)
@@ -535,6 +620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_scan_unprimes, fx_setup, fx_teardown),
         cmocka_unit_test(test_loadavg),
         cmocka_unit_test_setup_teardown(test_devwatch, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_devwatch_named, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
