@@ -313,7 +313,8 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
     /* whole, however long the command it names (was cut at 255 bytes without a mark) */
     va_list ap;
     va_start(ap, fmt);
-    vg_note_v(report, ctx, "(a message about a command vramguard ran was lost: out of memory)", fmt, ap);
+    vg_note_v(report, ctx, "(a message about a command vramguard ran was lost: out of memory)", fmt,
+              ap);
     va_end(ap);
 }
 
@@ -330,8 +331,8 @@ void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, 
                 continue;
             } else if (c->termed && c->stopped) {
                 x->stats.last_exit = -1;
-                vg_exec_say(report, ctx, "%s (PID %d) stopped: %s is exiting", x->what,
-                            (int)c->pid, x->owner);
+                vg_exec_say(report, ctx, "%s (PID %d) stopped: %s is exiting", x->what, (int)c->pid,
+                            x->owner);
             } else if (c->termed) {
                 x->stats.timed_out++;
                 x->stats.last_exit = -1;
