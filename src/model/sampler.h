@@ -51,6 +51,7 @@ struct vg_sampler_opts {
     bool skip_nvml;
     unsigned full_scan_ms; /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
     bool full_scans_only;  /* no incremental scans */
+    bool sensors;          /* also read GPU temperature, power and fan (top shows them) */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u
