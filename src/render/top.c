@@ -206,11 +206,13 @@ static const char *vg_sev_mark(enum vg_severity s)
     return s == VG_SEV_CRITICAL ? "!!" : s == VG_SEV_WARNING ? "! " : "i ";
 }
 
-/* "20.0G", "300M", "1.5T" */
+/* "20.0G", "300M", "1.5T", "640K" (a small process's RSS) */
 static void vg_top_size(uint64_t b, char *out, size_t n)
 {
     double g = (double)b / (double)(1ull << 30);
-    if (b < (1ull << 30))
+    if (b < (1ull << 20))
+        snprintf(out, n, "%" PRIu64 "K", b >> 10);
+    else if (b < (1ull << 30))
         snprintf(out, n, "%" PRIu64 "M", b >> 20);
     else if (g < 100)
         snprintf(out, n, "%.1fG", g);
