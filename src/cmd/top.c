@@ -63,7 +63,8 @@ static const char vg_top_help_tail[] =
     "\n"
     "Keys: arrows, j, Ctrl-N/Ctrl-P, PgUp/PgDn, Home/End select; Enter detail; < > F6 sort;\n"
     "r reverse; / search; u user; g GPU; f finding; Esc clear filters; t tree; k K stop;\n"
-    "+ - interval; m mouse on/off (click selects, the wheel scrolls); ? help; q quit.\n"
+    "+ - interval; m mouse on/off (click selects, the wheel scrolls); ? h help; q quit;\n"
+    "on a stop's plan y stops, n Esc q leave it.\n"
     "Exit status: 0 quit; 3 /proc could not be opened; 64 bad usage or no terminal;\n"
     "70 internal error.\n"
     "\n";

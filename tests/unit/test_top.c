@@ -104,8 +104,7 @@ static struct vg_top_frame *frame_of(struct vg_snapshot *snap, struct vg_top_his
     ro.check_shell = false;
     struct vg_err err = VG_ERR_INIT;
     assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
-    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100,
-                                  .page_size = 4096};
+    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100, .page_size = 4096};
     struct vg_top_frame *f = NULL;
     assert_int_equal(vg_top_frame_build(snap, &fs, false, &o, hist, &f), 0);
     assert_non_null(f);
@@ -459,8 +458,8 @@ static void test_input(void **state)
     snprintf(line, sizeof(line), "%s", vg_buf_str(&b));
     vg_buf_release(&b);
     assert_non_null(strstr(line, "    201 ")); /* by PID: 100, 200, 201 */
-    struct vg_top_input in = {.mouse = true, .x = 3, .y = (int)scr.list_y + 2,
-                              .buttons = VG_TOP_MOUSE_CLICK};
+    struct vg_top_input in = {
+        .mouse = true, .x = 3, .y = (int)scr.list_y + 2, .buttons = VG_TOP_MOUSE_CLICK};
     struct vg_top_act a = vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in);
     assert_int_equal(a.kind, VG_TOP_ACT_SELECT_AT);
     assert_int_equal(a.arg, 2);
@@ -480,6 +479,16 @@ static void test_input(void **state)
     st.mode = VG_TOP_MODE_HELP;
     free(render(f, &st, 120, 30, &scr));
     assert_int_equal(scr.list_rows, 0);
+    /* the help lists every key, whole, at 80x24 (read-only adds a line) */
+    st.read_only = true;
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(
+        t, "m       mouse on/off (--no-mouse: off at start): a click selects, wheel scrolls"));
+    assert_non_null(strstr(t, "? h  help (any key closes it);  q  quit"));
+    assert_non_null(strstr(t, "n, Esc or q leave everything as it is"));
+    assert_non_null(
+        strstr(t, "zombies, processes stuck in the driver. --read-only turns actions off."));
+    free(t);
     vg_top_screen_release(&scr);
     vg_top_frame_free(f);
 }
@@ -543,10 +552,9 @@ static void test_render_panes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frame_gpus),       cmocka_unit_test(test_frame_rows),
-        cmocka_unit_test(test_sort_filter_tree), cmocka_unit_test(test_render_sizes),
-        cmocka_unit_test(test_render_sensors_rss),
-        cmocka_unit_test(test_input),
+        cmocka_unit_test(test_frame_gpus),         cmocka_unit_test(test_frame_rows),
+        cmocka_unit_test(test_sort_filter_tree),   cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_render_sensors_rss), cmocka_unit_test(test_input),
         cmocka_unit_test(test_render_panes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
