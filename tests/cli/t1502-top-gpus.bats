@@ -32,7 +32,7 @@ teardown() {
 
 # four PID0 PID1 PID2 PID3 [LINES...]: four H100s; GPU i holds i+1 GiB for PIDi (busy), runs at
 # 60+i C, draws (300+i*10) W of 700 W with its fan at 40+i %; GPU 3 has no fan (a fanless SXM
-# board: NOT_SUPPORTED) and no power reading. Then LINES.
+# board: NOT_SUPPORTED) and no power reading. Then LINES. FAKE_NVML_SCENARIO names the file.
 four() {
     local p=("$1" "$2" "$3" "$4")
     shift 4
@@ -83,6 +83,10 @@ holders() {
     # sort by RSS: the last key before the wrap (pid -> < -> rss)
     keys '<'
     wait_screen "sort rss"
+    # the driver's figures change while top runs: the next sample shows them
+    sed 's/temp=60 power_mw=300000/temp=77 power_mw=650000/' "$FAKE_NVML_SCENARIO" >"$FAKE_NVML_SCENARIO.new"
+    mv "$FAKE_NVML_SCENARIO.new" "$FAKE_NVML_SCENARIO"
+    wait_for "[[ \$(gpu_line 0) == *' 77C  650/700W fan 40%'* ]]"
 }
 
 # ddp_job: a launcher (L, a shell as torchrun would be: it holds no GPU) starts four ranks
