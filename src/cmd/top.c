@@ -35,19 +35,22 @@
 #include "proc/signal.h"
 #include "render/clean.h"
 #include "render/top.h"
+#include "render/top_keys.h"
 #include "rules/rules.h"
 #include "rules/top.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
 static const char vg_top_help[] =
-    "usage: vramguard top [--interval D] [--sort KEY] [--read-only] [options]\n"
+    "usage: vramguard top [--interval D] [--sort KEY] [--read-only] [--no-mouse] [options]\n"
     "\n"
     "The live view: per GPU, memory as a bar split by why it is held (expected, context only,\n"
     "outside the visible set, foreign PID, orphan, zombie, unattributed, the driver's\n"
-    "reservation), utilisation, a history of used memory and its findings; per holder, PID,\n"
-    "user, GPUs, memory, SM %, CPU %, age, state, seen by, container, CUDA_VISIBLE_DEVICES,\n"
-    "command and its finding. Sort, filter, tree and detail keys; ? lists them.\n"
+    "reservation), utilisation, temperature, power draw against the limit, fan, a history of\n"
+    "used memory and its findings; per holder, PID, user, GPUs, memory, SM %, CPU %, age,\n"
+    "host RSS, state, seen by, container, CUDA_VISIBLE_DEVICES, command and its finding.\n"
+    "Sort, filter, tree and detail keys; ? lists them. A figure the driver or the board does\n"
+    "not give shows as -.\n"
     "\n"
     "k stops the selected holder, K every holder of its finding, only when they are sure\n"
     "leftovers of ended jobs, through the planner and identity checks of `vramguard clean`:\n"
@@ -60,7 +63,8 @@ static const char vg_top_help_tail[] =
     "\n"
     "Keys: arrows, j, Ctrl-N/Ctrl-P, PgUp/PgDn, Home/End select; Enter detail; < > F6 sort;\n"
     "r reverse; / search; u user; g GPU; f finding; Esc clear filters; t tree; k K stop;\n"
-    "+ - interval; ? help; q quit. Temperature, power, fan and host RSS are not shown yet.\n"
+    "+ - interval; m mouse on/off (click selects, the wheel scrolls); ? h help; q quit;\n"
+    "on a stop's plan y stops, n Esc q leave it.\n"
     "Exit status: 0 quit; 3 /proc could not be opened; 64 bad usage or no terminal;\n"
     "70 internal error.\n"
     "\n";
@@ -69,16 +73,20 @@ enum {
     VG_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
     VG_OPT_READ_ONLY,
     VG_OPT_SORT,
+    VG_OPT_NO_MOUSE,
 };
 
 static const struct vg_opt vg_top_opts[] = {
     {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)",
      VG_OPT_INTERVAL, NULL, VG_OPT_CODE},
     {"sort", 0, VG_OPT_ARG_REQUIRED, "KEY",
-     "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding or command", VG_OPT_SORT,
+     "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding, command or rss", VG_OPT_SORT,
      NULL, VG_OPT_CODE},
     {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", VG_OPT_READ_ONLY, NULL,
      VG_OPT_CODE},
+    {"no-mouse", 0, VG_OPT_ARG_NONE, NULL,
+     "leave the mouse to the terminal (text selection);\nm turns top's mouse on and off",
+     VG_OPT_NO_MOUSE, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -86,6 +94,15 @@ static const struct vg_opt vg_top_opts[] = {
 #define VG_TOP_INTERVAL_MAX_MS 60000u
 #define VG_TOP_GRACE_MS 10000u
 #define VG_TOP_KILL_WAIT_MS 5000u
+
+/* The mouse events top asks for: a click selects, the wheel scrolls. The wheel's down notch is
+ * button 5 in ncurses 6 (BUTTON5_PRESSED); older ABIs reported it as REPORT_MOUSE_POSITION. */
+#ifdef BUTTON5_PRESSED
+#define VG_TOP_WHEEL_DOWN_BIT BUTTON5_PRESSED
+#else
+#define VG_TOP_WHEEL_DOWN_BIT REPORT_MOUSE_POSITION
+#endif
+#define VG_TOP_MOUSE_EVENTS (BUTTON1_PRESSED | BUTTON4_PRESSED | VG_TOP_WHEEL_DOWN_BIT)
 
 static volatile sig_atomic_t vg_top_quit;
 
@@ -119,7 +136,7 @@ struct vg_top_action {
 
 struct vg_top {
     struct vg_global *g;
-    bool read_only, color, unicode;
+    bool read_only, color, unicode, mouse;
     enum vg_top_sort sort;
     bool reverse, tree;
     struct vg_top_shared sh;
@@ -171,13 +188,16 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
             if ((t->sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
                 vg_cmd_error("top",
                              "--sort takes pid, user, gpu, mem, util, cpu, time, state, "
-                             "finding or command, not '%s'",
+                             "finding, command or rss, not '%s'",
                              optarg);
                 return VG_EXIT_USAGE;
             }
             break;
         case VG_OPT_READ_ONLY:
             t->read_only = true;
+            break;
+        case VG_OPT_NO_MOUSE:
+            t->mouse = false;
             break;
         }
     }
@@ -249,6 +269,8 @@ static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_h
         bo.now_ticks = (uint64_t)ts.tv_sec * (uint64_t)tck +
                        (uint64_t)ts.tv_nsec * (uint64_t)tck / 1000000000u;
     }
+    long page = sysconf(_SC_PAGESIZE);
+    bo.page_size = page > 0 ? (uint64_t)page : 0;
     (void)t;
     if (vg_top_frame_build(snap, &fs, hung, &bo, hist, out) != 0) {
         *error = NULL;
@@ -263,7 +285,8 @@ static void *vg_top_sampler_main(void *arg)
     struct vg_sampler_opts so = {.nvml_path = t->g->nvml_path,
                                  .nvml_timeout_ms = t->g->nvml_timeout_ms,
                                  .proc_root = t->g->proc_root,
-                                 .dev_dir = t->g->dev_dir};
+                                 .dev_dir = t->g->dev_dir,
+                                 .sensors = true};
     struct vg_sampler *s = NULL;
     struct vg_err err = VG_ERR_INIT;
     struct vg_top_history hist = {0};
@@ -608,135 +631,142 @@ static void vg_top_interval(struct vg_top *t, bool longer)
     pthread_mutex_unlock(&t->sh.mu);
 }
 
-/* A key while typing a search: live, Enter keeps it, Esc drops it. */
-static void vg_top_search_key(struct vg_top *t, int ch)
+/* long: one case per action; the switch is the action map, read best whole. Carry out what a
+ * key or a click means (render/top_keys.h). Returns false to quit. */
+static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
 {
-    size_t n = strlen(t->search);
-    if (ch == 27) {
-        t->search[0] = '\0';
-        t->searching = false;
-    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
-        t->searching = false;
-    } else if ((ch == KEY_BACKSPACE || ch == 127 || ch == 8) && n) {
-        t->search[n - 1] = '\0';
-    } else if (ch >= 32 && ch < 127 && n + 1 < sizeof(t->search)) {
-        t->search[n] = (char)ch;
-        t->search[n + 1] = '\0';
-    }
-}
-
-/* A key in a pane over the list: help closes on any key; detail on Enter/Esc/q; the plan
- * takes y or n. Returns true when the key was the pane's. */
-static bool vg_top_pane_key(struct vg_top *t, int ch)
-{
-    switch (t->mode) {
-    case VG_TOP_MODE_HELP:
-        t->mode = VG_TOP_MODE_LIST;
-        return true;
-    case VG_TOP_MODE_PLAN:
-        if (ch == 'y' || ch == 'Y') {
-            vg_top_confirm(t);
-        } else if (ch == 'n' || ch == 'N' || ch == 27 || ch == 'q') {
-            t->mode = VG_TOP_MODE_LIST;
-            vg_top_plan_clear(t);
-            vg_top_say(t, "nothing stopped");
-        }
-        return true;
-    case VG_TOP_MODE_DETAIL:
-        if (ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == 27 || ch == 'q') {
-            t->mode = VG_TOP_MODE_LIST;
-            return true;
-        }
+    long page = LINES > 12 ? LINES / 2 : 1;
+    /* a new key on the list or the detail clears the last message; closing a pane keeps it */
+    if (a.kind != VG_TOP_ACT_NONE && a.kind != VG_TOP_ACT_LIST &&
+        (t->mode == VG_TOP_MODE_LIST || t->mode == VG_TOP_MODE_DETAIL))
+        t->message[0] = '\0';
+    switch (a.kind) {
+    case VG_TOP_ACT_NONE:
+        break;
+    case VG_TOP_ACT_QUIT:
         return false;
-    default:
-        return false;
-    }
-}
-
-/* long: one case per key of the list; the switch is the key map, read best whole. */
-static bool vg_top_key(struct vg_top *t, int ch)
-{
-    if (t->searching) {
-        vg_top_search_key(t, ch);
-        return true;
-    }
-    if (vg_top_pane_key(t, ch))
-        return true;
-    t->message[0] = '\0';
-    int page = LINES > 12 ? LINES / 2 : 1;
-    switch (ch) {
-    case 'q':
-        return false;
-    case KEY_DOWN:
-    case 'j':
-    case 14: /* Ctrl-N */
-        vg_top_select(t, 1);
+    case VG_TOP_ACT_MOVE:
+        vg_top_select(t, a.arg);
         break;
-    case KEY_UP:
-    case 16: /* Ctrl-P */
-        vg_top_select(t, -1);
+    case VG_TOP_ACT_PAGE:
+        vg_top_select(t, a.arg * page);
         break;
-    case KEY_NPAGE:
-        vg_top_select(t, page);
-        break;
-    case KEY_PPAGE:
-        vg_top_select(t, -page);
-        break;
-    case KEY_HOME:
+    case VG_TOP_ACT_FIRST:
         vg_top_select(t, -(long)t->nlines);
         break;
-    case KEY_END:
+    case VG_TOP_ACT_LAST:
         vg_top_select(t, (long)t->nlines);
         break;
-    case '\n':
-    case '\r':
-    case KEY_ENTER:
+    case VG_TOP_ACT_SELECT_AT:
+        vg_top_select(t, a.arg - (long)t->sel);
+        break;
+    case VG_TOP_ACT_DETAIL:
         t->mode = VG_TOP_MODE_DETAIL;
         break;
-    case '?':
-    case 'h':
+    case VG_TOP_ACT_HELP:
         t->mode = VG_TOP_MODE_HELP;
         break;
-    case '>':
-    case KEY_F(6):
-        t->sort = (enum vg_top_sort)((t->sort + 1) % VG_TOP_SORT_COUNT);
+    case VG_TOP_ACT_LIST:
+        t->mode = VG_TOP_MODE_LIST;
         break;
-    case '<':
-        t->sort = (enum vg_top_sort)((t->sort + VG_TOP_SORT_COUNT - 1) % VG_TOP_SORT_COUNT);
+    case VG_TOP_ACT_SORT:
+        t->sort = (enum vg_top_sort)((t->sort + VG_TOP_SORT_COUNT + (a.arg > 0 ? 1 : -1)) %
+                                     VG_TOP_SORT_COUNT);
         break;
-    case 'r':
+    case VG_TOP_ACT_REVERSE:
         t->reverse = !t->reverse;
         break;
-    case 't':
+    case VG_TOP_ACT_TREE:
         t->tree = !t->tree;
         break;
-    case '/':
+    case VG_TOP_ACT_SEARCH:
         t->searching = true;
         break;
-    case 'u':
+    case VG_TOP_ACT_FILTER_USER:
         vg_top_toggle(t, &t->user_filter, true);
         break;
-    case 'f':
+    case VG_TOP_ACT_FILTER_FINDING:
         vg_top_toggle(t, &t->rule_filter, false);
         break;
-    case 'g':
+    case VG_TOP_ACT_FILTER_GPU:
         vg_top_gpu_filter(t);
         break;
-    case 27:
+    case VG_TOP_ACT_CLEAR_FILTERS:
         vg_top_clear_filters(t);
         break;
-    case '+':
-    case '-':
-        vg_top_interval(t, ch == '+');
+    case VG_TOP_ACT_INTERVAL:
+        vg_top_interval(t, a.arg > 0);
         break;
-    case 'k':
-    case 'K':
-        vg_top_stop_key(t, ch == 'K');
+    case VG_TOP_ACT_STOP:
+    case VG_TOP_ACT_STOP_ALL:
+        vg_top_stop_key(t, a.kind == VG_TOP_ACT_STOP_ALL);
         break;
-    default:
+    case VG_TOP_ACT_CONFIRM:
+        vg_top_confirm(t);
+        break;
+    case VG_TOP_ACT_CANCEL:
+        t->mode = VG_TOP_MODE_LIST;
+        vg_top_plan_clear(t);
+        vg_top_say(t, "nothing stopped");
+        break;
+    case VG_TOP_ACT_MOUSE:
+        t->mouse = !t->mouse;
+        mousemask(t->mouse ? VG_TOP_MOUSE_EVENTS : 0, NULL);
+        vg_top_say(t, t->mouse ? "mouse on: click selects, the wheel scrolls (m: off)"
+                               : "mouse off: the terminal selects text again (m: on)");
         break;
     }
     return true;
+}
+
+/* ncurses' key codes as top_keys.h's. */
+static int vg_top_keycode(int ch)
+{
+    switch (ch) {
+    case KEY_UP:
+        return VG_TOP_KEY_UP;
+    case KEY_DOWN:
+        return VG_TOP_KEY_DOWN;
+    case KEY_PPAGE:
+        return VG_TOP_KEY_PGUP;
+    case KEY_NPAGE:
+        return VG_TOP_KEY_PGDN;
+    case KEY_HOME:
+        return VG_TOP_KEY_HOME;
+    case KEY_END:
+        return VG_TOP_KEY_END;
+    case KEY_ENTER:
+        return VG_TOP_KEY_ENTER;
+    case KEY_BACKSPACE:
+        return VG_TOP_KEY_BACKSPACE;
+    case KEY_F(6):
+        return VG_TOP_KEY_F6;
+    default:
+        return ch >= 0 && ch < 256 ? ch : -1;
+    }
+}
+
+/* One key (or KEY_MOUSE) from getch. Returns false to quit. */
+static bool vg_top_key(struct vg_top *t, int ch)
+{
+    struct vg_top_input in = {.key = vg_top_keycode(ch)};
+    if (ch == KEY_MOUSE) {
+        MEVENT ev;
+        if (getmouse(&ev) != OK)
+            return true;
+        in = (struct vg_top_input){.mouse = true, .x = ev.x, .y = ev.y};
+        if (ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED))
+            in.buttons |= VG_TOP_MOUSE_CLICK;
+        if (ev.bstate & BUTTON4_PRESSED)
+            in.buttons |= VG_TOP_MOUSE_WHEEL_UP;
+        if (ev.bstate & VG_TOP_WHEEL_DOWN_BIT)
+            in.buttons |= VG_TOP_MOUSE_WHEEL_DOWN;
+    } else if (t->searching) {
+        if (vg_top_search_edit(t->search, sizeof(t->search), in.key) != VG_TOP_EDIT_MORE)
+            t->searching = false;
+        return true;
+    }
+    return vg_top_act(t, vg_top_input_act(t->mode, &t->scr, &in));
 }
 
 /* ---- the terminal ---- */
@@ -758,6 +788,9 @@ static void vg_top_curses_init(struct vg_top *t)
     set_escdelay(25);
     curs_set(0);
     timeout(100);
+    mouseinterval(0); /* a press selects at once: no wait to tell a click from a drag */
+    if (t->mouse && mousemask(VG_TOP_MOUSE_EVENTS, NULL) == 0)
+        t->mouse = false; /* the terminal reports no mouse */
     t->color = t->color && has_colors();
     if (t->color) {
         start_color();
@@ -940,6 +973,7 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     memset(&t, 0, sizeof(t));
     t.g = g;
     t.sort = VG_TOP_SORT_MEM;
+    t.mouse = true;
     t.who.root_fd = -1;
     t.sh.interval_ms = 1000;
     vg_plan_init(&t.plan);

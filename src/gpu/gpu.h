@@ -51,9 +51,14 @@ enum {
     VG_GPU_K_PERSIST = 1u << 8,
     VG_GPU_K_COMPUTE_MODE = 1u << 9,
     VG_GPU_K_MIG_MODE = 1u << 10,
-    VG_GPU_K_PROCS = 1u << 11,    /* every process list that could hold processes was read */
-    VG_GPU_K_INSTANCE = 1u << 12, /* MIG devices: gpu/compute instance ids */
-    VG_GPU_K_PROC_UTIL = 1u << 13 /* per-process utilisation was read (procs[].util_known) */
+    VG_GPU_K_PROCS = 1u << 11,     /* every process list that could hold processes was read */
+    VG_GPU_K_INSTANCE = 1u << 12,  /* MIG devices: gpu/compute instance ids */
+    VG_GPU_K_PROC_UTIL = 1u << 13, /* per-process utilisation was read (procs[].util_known) */
+    /* The sensors, read only when asked for (vg_nvml_want_sensors(); `top` asks): */
+    VG_GPU_K_TEMP = 1u << 14,        /* temp_c */
+    VG_GPU_K_POWER = 1u << 15,       /* power_mw */
+    VG_GPU_K_POWER_LIMIT = 1u << 16, /* power_limit_mw */
+    VG_GPU_K_FAN = 1u << 17,         /* fan_pct */
 };
 
 /* One problem NVML reported while reading a device; kept so one bad field or one lost GPU
@@ -84,6 +89,10 @@ struct vg_gpu {
     unsigned pci_domain, pci_bus, pci_device;
     uint64_t mem_total, mem_used, mem_free, mem_reserved;
     unsigned util_gpu, util_mem; /* percent */
+    unsigned temp_c;             /* the GPU die's temperature, degrees Celsius */
+    unsigned power_mw;           /* power draw, milliwatts */
+    unsigned power_limit_mw;     /* the enforced power limit, milliwatts */
+    unsigned fan_pct;            /* fan speed, percent of its maximum (may pass 100) */
     int cc_major, cc_minor;
     bool persistence;
     unsigned compute_mode; /* enum vg_compute_mode (the driver's number, also when unnamed) */

@@ -83,6 +83,10 @@ struct vg_nvml_fns {
     nvml_dev_uint_fn compute_instance;
     nvml_procs_fn procs[VG_PT_N][VG_PV_N];
     nvml_proc_util_fn proc_util;
+    nvml_temp_fn temperature;
+    nvml_dev_uint_fn power;
+    nvml_dev_uint_fn power_limit[2]; /* enforced, management */
+    nvml_dev_uint_fn fan;
     void *conf_compute_mem;    /* presence only: the 535 window */
     void *process_detail_list; /* presence only: the 535 window */
 };
@@ -121,7 +125,8 @@ struct vg_nvml {
     void *dl;
     char *path;
     int initialised;
-    int r535; /* the _v3 process lists write 32-byte entries */
+    int r535;     /* the _v3 process lists write 32-byte entries */
+    bool sensors; /* read temperature, power and fan too (vg_nvml_want_sensors) */
     struct vg_nvml_fns f;
 };
 
@@ -176,6 +181,11 @@ static const struct vg_nvml_sym vg_nvml_syms[] = {
     VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses_v2", procs[VG_PT_MPS][VG_PV2]),
     VG_SYM("nvmlDeviceGetMPSComputeRunningProcesses", procs[VG_PT_MPS][VG_PV1]),
     VG_SYM("nvmlDeviceGetProcessUtilization", proc_util),
+    VG_SYM("nvmlDeviceGetTemperature", temperature),
+    VG_SYM("nvmlDeviceGetPowerUsage", power),
+    VG_SYM("nvmlDeviceGetEnforcedPowerLimit", power_limit[0]),
+    VG_SYM("nvmlDeviceGetPowerManagementLimit", power_limit[1]),
+    VG_SYM("nvmlDeviceGetFanSpeed", fan),
     VG_SYM("nvmlDeviceGetConfComputeMemSizeInfo", conf_compute_mem),
     VG_SYM("nvmlDeviceGetRunningProcessDetailList", process_detail_list),
 };
@@ -1137,6 +1147,60 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
     return 0;
 }
 
+/* ---- sensors ---------------------------------------------------------------------------- */
+
+/* One unsigned sensor into *out with its known bit; optional like the fields above. */
+static int vg_nvml_read_uint(struct vg_nvml_dev *d, nvml_dev_uint_fn const *slot, unsigned bit,
+                             unsigned *out)
+{
+    unsigned v = 0;
+    if (!*slot)
+        return 0;
+    vg_nvml_at(d, slot);
+    int r = vg_nvml_got(d, slot, (*slot)(d->dev, &v), 1, bit);
+    if (r > 0)
+        *out = v;
+    return r < 0 ? r : 0;
+}
+
+/*
+ * Temperature, power draw, the power limit and fan speed: only when the client was asked for
+ * them (vg_nvml_want_sensors; `top` shows them, the other commands do not read them, so their
+ * calls and output stay as they were). Each is optional: a getter the driver lacks or one
+ * answering NOT_SUPPORTED (a fanless GPU, a MIG-capable board without power readings) leaves
+ * the field unknown, shown as "-". The enforced limit comes first (what the board obeys), the
+ * management limit when the driver has only that.
+ */
+static int vg_nvml_read_sensors(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu *g = d->g;
+    if (!d->nvml->sensors || g->lost)
+        return 0;
+    int r = 0;
+    if (f->temperature) {
+        unsigned t = 0;
+        vg_nvml_at(d, &f->temperature);
+        r = vg_nvml_got(d, &f->temperature, f->temperature(d->dev, NVML_TEMPERATURE_GPU, &t), 1,
+                        VG_GPU_K_TEMP);
+        if (r > 0)
+            g->temp_c = t;
+        if (r < 0)
+            return r;
+    }
+    if ((r = vg_nvml_read_uint(d, &f->power, VG_GPU_K_POWER, &g->power_mw)) < 0)
+        return r;
+    const nvml_dev_uint_fn *lim = f->power_limit[0] ? &f->power_limit[0] : &f->power_limit[1];
+    if ((r = vg_nvml_read_uint(d, lim, VG_GPU_K_POWER_LIMIT, &g->power_limit_mw)) < 0)
+        return r;
+    return vg_nvml_read_uint(d, &f->fan, VG_GPU_K_FAN, &g->fan_pct);
+}
+
+void vg_nvml_want_sensors(struct vg_nvml *nvml, bool on)
+{
+    nvml->sensors = on;
+}
+
 /* ---- devices ---------------------------------------------------------------------------- */
 
 typedef int (*vg_nvml_reader)(struct vg_nvml_dev *d);
@@ -1240,9 +1304,9 @@ static const vg_nvml_reader vg_nvml_ident_readers[] = {
 };
 
 static const vg_nvml_reader vg_nvml_gpu_readers[] = {
-    vg_nvml_read_memory,      vg_nvml_read_util,         vg_nvml_read_cc,
-    vg_nvml_read_persistence, vg_nvml_read_compute_mode, vg_nvml_read_mig_mode,
-    vg_nvml_read_procs,       vg_nvml_read_proc_util,    vg_nvml_read_migs,
+    vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,    vg_nvml_read_persistence,
+    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_proc_util,
+    vg_nvml_read_migs,         vg_nvml_read_sensors,
 };
 
 /* Copy the identity fields of src (name, UUID, minor, PCI) into dst, which holds none. On

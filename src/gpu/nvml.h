@@ -26,6 +26,7 @@
 #ifndef VG_GPU_NVML_H
 #define VG_GPU_NVML_H
 
+#include <stdbool.h>
 #include <time.h>
 
 #include "gpu/gpu.h"
@@ -62,6 +63,11 @@ int vg_nvml_read_host(struct vg_nvml *nvml, struct vg_gpu_list *list, struct vg_
  * deadline. 0 or -ENOMEM. */
 int vg_nvml_read_gpus(struct vg_nvml *nvml, struct vg_gpu_list *list,
                       const struct timespec *deadline, struct vg_err *err);
+
+/* Also read each GPU's temperature, power draw and limit, and fan speed (VG_GPU_K_TEMP...) in
+ * the reads that follow; off by default, so commands that do not show them make no such call.
+ * Set it before the first read, from the thread that reads. */
+void vg_nvml_want_sensors(struct vg_nvml *nvml, bool on);
 
 /* nvmlErrorString's text for a status, or a text of our own when the library has none. */
 const char *vg_nvml_strerror(const struct vg_nvml *nvml, int status);

@@ -73,6 +73,9 @@ enum {
 #define NVML_COMPUTEMODE_PROHIBITED 2
 #define NVML_COMPUTEMODE_EXCLUSIVE_PROCESS 3
 
+/* nvmlTemperatureSensors_t: the GPU die, the only sensor NVML defines. */
+#define NVML_TEMPERATURE_GPU 0
+
 /* nvmlEnableState_t */
 #define NVML_FEATURE_DISABLED 0
 #define NVML_FEATURE_ENABLED 1
@@ -181,6 +184,8 @@ typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t dev, nvmlUtilization_t *util);
 typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t dev, unsigned int *count, void *infos);
 typedef nvmlReturn_t (*nvml_mig_handle_fn)(nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig);
 typedef nvmlReturn_t (*nvml_dev_from_mig_fn)(nvmlDevice_t mig, nvmlDevice_t *dev);
+/* nvmlDeviceGetTemperature(device, nvmlTemperatureSensors_t sensorType, unsigned int *temp) */
+typedef nvmlReturn_t (*nvml_temp_fn)(nvmlDevice_t dev, int sensor, unsigned int *temp);
 typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev, nvmlProcessUtilizationSample_t *samples,
                                           unsigned int *count,
                                           unsigned long long lastSeenTimeStamp);
@@ -210,6 +215,9 @@ typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev, nvmlProcessUtilizati
  *   nvmlDeviceGet{Compute,Graphics}RunningProcesses{_v3,_v2,}  nvml_procs_fn
  *   nvmlDeviceGetMPSComputeRunningProcesses{_v3,_v2,}          nvml_procs_fn
  *   nvmlDeviceGetProcessUtilization                            nvml_proc_util_fn
+ *   nvmlDeviceGetTemperature (sensor NVML_TEMPERATURE_GPU; C)  nvml_temp_fn
+ *   nvmlDeviceGetPowerUsage (mW), nvmlDeviceGetEnforcedPowerLimit (mW),
+ *   nvmlDeviceGetPowerManagementLimit (mW), nvmlDeviceGetFanSpeed (%)  nvml_dev_uint_fn
  *   nvmlDeviceGetConfComputeMemSizeInfo                        (presence only: 535 window)
  *   nvmlDeviceGetRunningProcessDetailList                      (presence only: 535 window)
  */

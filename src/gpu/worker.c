@@ -26,6 +26,7 @@ struct vg_gpu_worker_state {
     bool stop;
     bool finished; /* the worker has shut NVML down and is about to return */
     enum vg_gpu_worker_session session;
+    bool sensors;                 /* vg_gpu_worker_want_sensors: passed to each session opened */
     uint64_t asked, answered_seq; /* request numbers */
     struct timespec deadline;     /* of request `asked` (CLOCK_MONOTONIC) */
     uint64_t gpus_phase; /* the request whose GPUs are being read: no host-wide call left */
@@ -64,8 +65,14 @@ static int vg_gpu_worker_do_read(struct vg_gpu_worker_state *w, struct vg_nvml *
                                  const struct timespec *deadline, struct vg_err *err)
 {
     int rc = 0;
-    if (!*nvml)
+    if (!*nvml) {
         rc = vg_nvml_open(w->path, nvml, err);
+        pthread_mutex_lock(&w->lock);
+        bool sensors = w->sensors;
+        pthread_mutex_unlock(&w->lock);
+        if (rc == 0)
+            vg_nvml_want_sensors(*nvml, sensors);
+    }
     if (rc == 0)
         rc = vg_nvml_read_host(*nvml, list, err);
     if (rc == 0) {
@@ -153,6 +160,13 @@ int vg_gpu_worker_new(const char *path, enum vg_gpu_worker_session session,
     h->st = w;
     *out = h;
     return 0;
+}
+
+void vg_gpu_worker_want_sensors(struct vg_gpu_worker *h)
+{
+    pthread_mutex_lock(&h->st->lock);
+    h->st->sensors = true;
+    pthread_mutex_unlock(&h->st->lock);
 }
 
 int vg_gpu_worker_read(struct vg_gpu_worker *h, const struct timespec *deadline,

@@ -50,6 +50,10 @@ struct vg_gpu_worker;
 int vg_gpu_worker_new(const char *path, enum vg_gpu_worker_session session,
                       struct vg_gpu_worker **out, struct vg_err *err);
 
+/* Have the sessions this worker opens from now on also read the sensors (temperature, power,
+ * fan: vg_nvml_want_sensors). */
+void vg_gpu_worker_want_sensors(struct vg_gpu_worker *w);
+
 /* Whether a read was answered; when not, the read returns -ETIMEDOUT with err not set. */
 enum vg_gpu_worker_answer {
     VG_GPU_WORKER_ANSWERED,

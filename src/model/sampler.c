@@ -117,6 +117,8 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, 
         vg_sampler_free(s);
         return rc;
     }
+    if (s->w && opts->sensors)
+        vg_gpu_worker_want_sensors(s->w);
     *out = s;
     return 0;
 }

@@ -54,6 +54,7 @@ struct vg_sampler_opts {
     unsigned full_scan_ms; /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
     bool full_scans_only;  /* no incremental scans */
     bool unnamed_opens;    /* never name openers (inotify alone): an open forces full scans */
+    bool sensors;          /* also read GPU temperature, power and fan (top shows them) */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u

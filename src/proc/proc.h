@@ -100,6 +100,8 @@ struct vg_proc {
     unsigned flags;       /* PF_* from stat; kernel threads have PF_KTHREAD */
     int tty_nr;           /* controlling terminal (0: none, as for a daemon) */
     uint64_t cpu_ticks;   /* utime + stime, in clock ticks, when stat was read */
+    bool rss_known;       /* stat had its rss field (24) */
+    uint64_t rss_pages;   /* resident set size in pages (sysconf(_SC_PAGESIZE)), as statm's */
 
     /* status */
     uid_t uid;            /* real uid */

@@ -11,13 +11,16 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/parse.h"
 
-/* Fields 3..22 of stat, the last one we need being starttime (22). */
+/* Fields 3..22 of stat, the last one required being starttime (22); rss (24) is read when the
+ * line has it (every kernel writes it; a short line only loses the figure). */
 #define VG_STAT_FIELDS_AFTER_COMM 20
+#define VG_STAT_FIELDS_WITH_RSS 22
 
 struct vg_stat_field {
     const char *s;
@@ -83,8 +86,8 @@ int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p)
     if (vg_stat_pid(&pidf, &pid))
         return -EINVAL;
 
-    struct vg_stat_field f[VG_STAT_FIELDS_AFTER_COMM];
-    size_t nf = vg_stat_fields(rest, buf + len, f, VG_STAT_FIELDS_AFTER_COMM);
+    struct vg_stat_field f[VG_STAT_FIELDS_WITH_RSS];
+    size_t nf = vg_stat_fields(rest, buf + len, f, VG_STAT_FIELDS_WITH_RSS);
     if (nf < VG_STAT_FIELDS_AFTER_COMM)
         return -EINVAL;
     /* f[k] is stat field k + 3 */
@@ -105,6 +108,8 @@ int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p)
         return -EINVAL;
     if (vg_parse_u64n(f[19].s, f[19].n, &start))
         return -EINVAL;
+    uint64_t rss = 0;
+    bool rss_known = nf > 21 && vg_parse_u64n(f[21].s, f[21].n, &rss) == 0;
 
     char *c = vg_proc_strndup(comm, comm_len);
     if (!c)
@@ -121,6 +126,8 @@ int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p)
     p->tty_nr = (int)tty;
     p->cpu_ticks = utime + stime;
     p->start_ticks = start;
+    p->rss_known = rss_known;
+    p->rss_pages = rss;
     p->known |= VG_PROC_K_STAT;
     return 0;
 }

@@ -206,11 +206,13 @@ static const char *vg_sev_mark(enum vg_severity s)
     return s == VG_SEV_CRITICAL ? "!!" : s == VG_SEV_WARNING ? "! " : "i ";
 }
 
-/* "20.0G", "300M", "1.5T" */
+/* "20.0G", "300M", "1.5T", "640K" (a small process's RSS) */
 static void vg_top_size(uint64_t b, char *out, size_t n)
 {
     double g = (double)b / (double)(1ull << 30);
-    if (b < (1ull << 30))
+    if (b < (1ull << 20))
+        snprintf(out, n, "%" PRIu64 "K", b >> 10);
+    else if (b < (1ull << 30))
         snprintf(out, n, "%" PRIu64 "M", b >> 20);
     else if (g < 100)
         snprintf(out, n, "%.1fG", g);
@@ -306,12 +308,43 @@ static void vg_top_spark(struct vg_pen *p, const struct vg_top_gpu *tg, unsigned
     p->color = VG_TOP_C_DEFAULT;
 }
 
-/* "0 NVIDIA A100-SXM4-80GB [####...] 28.3G/80.0G  37% ▁▂▃" or the GPU's trouble. */
+/* The sensors: " 63C  245/700W fan 41%" (wide, VG_TOP_SENSORS_W columns) or " 63C 245/700W
+ * f41%" (narrow, VG_TOP_SENSORS_NARROW_W); an unknown one is "-" (the driver lacks the call or
+ * the board the sensor: a fanless GPU has no fan speed). 85C and up is red. */
+#define VG_TOP_SENSORS_W 24u
+#define VG_TOP_SENSORS_NARROW_W 18u
+static void vg_top_sensors(struct vg_pen *p, const struct vg_gpu *g, bool wide)
+{
+    char t[16] = "-", pw[24] = "-", fan[16] = "-";
+    if (g->known & VG_GPU_K_TEMP)
+        snprintf(t, sizeof(t), "%uC", g->temp_c);
+    unsigned w = (g->power_mw + 500u) / 1000u, lim = (g->power_limit_mw + 500u) / 1000u;
+    if ((g->known & VG_GPU_K_POWER) && (g->known & VG_GPU_K_POWER_LIMIT))
+        snprintf(pw, sizeof(pw), "%u/%uW", w, lim);
+    else if (g->known & VG_GPU_K_POWER)
+        snprintf(pw, sizeof(pw), "%uW", w);
+    else if (g->known & VG_GPU_K_POWER_LIMIT)
+        snprintf(pw, sizeof(pw), "-/%uW", lim);
+    if (g->known & VG_GPU_K_FAN)
+        snprintf(fan, sizeof(fan), "%u%%", g->fan_pct);
+    if ((g->known & VG_GPU_K_TEMP) && g->temp_c >= 85)
+        p->color = VG_TOP_C_RED;
+    vg_putf(p, wide ? " %4s" : " %3s", t);
+    p->color = VG_TOP_C_DEFAULT;
+    if (wide)
+        vg_putf(p, " %9s fan %-4s", pw, fan);
+    else
+        vg_putf(p, " %8s f%-3s", pw, fan);
+}
+
+/* "0 NVIDIA A100-SXM4-80GB [####...] 28.3G/80.0G  37%  63C  245/700W fan 41% ▁▂▃" or the
+ * GPU's trouble. */
 static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_gpu *tg,
-                            const struct vg_top_state *st)
+                            const struct vg_top_state *st, bool sensors)
 {
     const struct vg_gpu *g = tg->g;
-    unsigned w = p->s->w, name_w = w >= 120 ? 22 : 12, spark_w = w >= 120 ? 24 : 8;
+    unsigned w = p->s->w, name_w = w >= 120 ? 22 : 12, spark_w = w >= 120 ? 24 : w >= 100 ? 8 : 4;
+    bool wide = w >= 120;
     p->attr = VG_TOP_A_BOLD;
     vg_putf(p, "%2u ", g->index);
     p->attr = 0;
@@ -327,7 +360,8 @@ static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_gpu *tg,
                            : "HUNG: the driver did not answer for it; figures unknown");
         return;
     }
-    int fixed = 1 + 1 + 1 + 11 + 1 + 4 + 1 + (int)spark_w;
+    unsigned sensors_w = !sensors ? 0 : wide ? VG_TOP_SENSORS_W : VG_TOP_SENSORS_NARROW_W;
+    int fixed = 1 + 1 + 1 + 11 + 1 + 4 + (int)sensors_w + 1 + (int)spark_w;
     int bar_w = (int)w - (int)p->x - fixed;
     if (tg->reasons_known && bar_w >= 8)
         vg_top_bar(p, tg, (unsigned)bar_w);
@@ -343,6 +377,8 @@ static void vg_top_gpu_line(struct vg_pen *p, const struct vg_top_gpu *tg,
         vg_putf(p, " %3u%%", g->util_gpu);
     else
         vg_puts(p, "  n/a");
+    if (sensors)
+        vg_top_sensors(p, g, wide);
     vg_put(p, ' ');
     vg_top_spark(p, tg, spark_w, st->unicode);
 }
@@ -378,6 +414,17 @@ static size_t *vg_top_shares(const struct vg_top_frame *f, size_t shown, size_t 
     return share;
 }
 
+/* Whether any GPU of the frame gave a sensor figure: when none did (a driver or boards without
+ * them, or a GPU list read without asking) the sensor columns are left out, for the bar. */
+static bool vg_top_any_sensor(const struct vg_top_frame *f)
+{
+    const unsigned bits = VG_GPU_K_TEMP | VG_GPU_K_POWER | VG_GPU_K_POWER_LIMIT | VG_GPU_K_FAN;
+    for (size_t i = 0; i < f->ngpus; i++)
+        if (f->gpus[i].g->known & bits)
+            return true;
+    return false;
+}
+
 /* The GPUs with as many findings as fit in budget lines. Returns the next free line. */
 static unsigned vg_top_gpus(struct vg_top_screen *s, const struct vg_top_frame *f,
                             const struct vg_top_state *st, unsigned y, unsigned budget)
@@ -385,10 +432,11 @@ static unsigned vg_top_gpus(struct vg_top_screen *s, const struct vg_top_frame *
     struct vg_pen p = {.s = s};
     size_t n = f->ngpus, shown = n <= budget ? n : budget ? budget - 1 : 0;
     size_t *share = vg_top_shares(f, shown, budget - shown - (shown < n ? 1 : 0));
+    bool sensors = vg_top_any_sensor(f);
     for (size_t i = 0; i < shown; i++) {
         const struct vg_top_gpu *tg = &f->gpus[i];
         vg_pen_at(&p, 0, y++);
-        vg_top_gpu_line(&p, tg, st);
+        vg_top_gpu_line(&p, tg, st, sensors);
         size_t sh = share ? share[i] : 0;
         for (size_t k = 0; k < sh; k++) {
             vg_pen_at(&p, 0, y++);
@@ -437,6 +485,7 @@ enum vg_col {
     VG_COL_UTIL,
     VG_COL_CPU,
     VG_COL_TIME,
+    VG_COL_RSS,
     VG_COL_STATE,
     VG_COL_SEEN,
     VG_COL_CONT,
@@ -462,6 +511,7 @@ static const struct vg_col_def vg_cols[VG_COL_COUNT] = {
     [VG_COL_UTIL] = {"SM%", 4, 5, true, VG_TOP_SORT_UTIL},
     [VG_COL_CPU] = {"CPU%", 5, 4, true, VG_TOP_SORT_CPU},
     [VG_COL_TIME] = {"TIME", 6, 6, true, VG_TOP_SORT_TIME},
+    [VG_COL_RSS] = {"RSS", 6, 6, true, VG_TOP_SORT_RSS},
     [VG_COL_STATE] = {"S", 1, 3, false, VG_TOP_SORT_STATE},
     [VG_COL_SEEN] = {"SEEN", 4, 7, false, VG_TOP_SORT_COUNT},
     [VG_COL_CONT] = {"CONTAINER", 12, 9, false, VG_TOP_SORT_COUNT},
@@ -541,6 +591,10 @@ static void vg_cell_text(const struct vg_top_frame *f, const struct vg_top_row *
     case VG_COL_TIME:
         if (r->age_known)
             vg_top_age(r->age_ms, t, n);
+        break;
+    case VG_COL_RSS:
+        if (r->rss_known)
+            vg_top_size(r->rss, t, n);
         break;
     case VG_COL_STATE:
         snprintf(t, n, "%c", r->state);
@@ -635,6 +689,10 @@ static void vg_top_table(struct vg_top_screen *s, const struct vg_top_frame *f,
         return;
     }
     size_t first = rows && st->sel >= rows ? st->sel - rows + 1 : 0;
+    s->list_y = y;
+    s->list_first = first;
+    size_t left = st->nlines > first ? st->nlines - first : 0;
+    s->list_rows = (unsigned)(left < rows ? left : rows);
     for (size_t i = first; i < st->nlines && y < ymax; i++) {
         vg_pen_at(&p, 0, y++);
         if (st->lines[i].group)
@@ -719,6 +777,11 @@ static void vg_detail_ids(struct vg_buf *b, struct vg_buf *gb, const struct vg_t
     vg_buf_printf(b, "PID %d  user ", (int)r->pid);
     vg_text_escape_str(b, r->user ? r->user : "?", 32);
     vg_buf_printf(b, "  state %c  running %s", r->state, age);
+    if (r->rss_known) {
+        char rss[16];
+        vg_top_size(r->rss, rss, sizeof(rss));
+        vg_buf_printf(b, "  RSS %s", rss);
+    }
     if (pr && (pr->known & VG_PROC_K_STAT))
         vg_buf_printf(b, "  parent %d  group %d  session %d", (int)pr->ppid, (int)pr->pgid,
                       (int)pr->sid);
@@ -790,9 +853,10 @@ static const char *const vg_top_help_lines[] = {
     "Esc     clear every filter;  t  tree: a job's ranks under their launcher",
     "k       stop the selected holder if it is a sure leftover of an ended job:",
     "        the plan of `vramguard clean` first, y confirms, the identity is",
-    "        re-checked through a pidfd",
+    "        re-checked through a pidfd; n, Esc or q leave everything as it is",
     "K       the same for every sure leftover of the selected holder's finding",
-    "+ -     longer / shorter interval;  ?  this help (any key closes it);  q  quit",
+    "+ -     longer / shorter interval;  ? h  help (any key closes it);  q  quit",
+    "m       mouse on/off (--no-mouse: off at start): a click selects, wheel scrolls",
     "",
     "Bars: one character per reason memory is held (the legend under the GPUs),",
     "coloured when the terminal can. Severity: !! critical, ! warning, i info.",
@@ -999,6 +1063,8 @@ int vg_top_render(const struct vg_top_frame *f, const struct vg_top_state *st,
 {
     if (vg_top_screen_resize(s, s->w, s->h))
         return -ENOMEM;
+    s->list_y = s->list_rows = 0;
+    s->list_first = 0;
     if (s->w == 0 || s->h < 2)
         return 0;
     vg_top_header(s, f, st);

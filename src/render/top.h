@@ -50,6 +50,10 @@ struct vg_top_cell {
 struct vg_top_screen {
     unsigned w, h;
     struct vg_top_cell *cells; /* h rows of w */
+    /* Where vg_top_render() put the holder list, for mouse clicks: list_rows lines from screen
+     * line list_y show lines list_first... of the list (list_rows 0: no list on screen). */
+    unsigned list_y, list_rows;
+    size_t list_first;
 };
 
 /* (Re)size to w x h, blank. 0 or -ENOMEM. */

@@ -191,6 +191,11 @@ static void vg_top_row_proc(struct vg_top_row *r, const struct vg_proc *p,
         uint64_t t = p->activity_cpu_ms * 1000u / p->activity_ms;
         r->cpu_tenths = t > 100000u ? 100000u : (unsigned)t;
     }
+    if ((p->known & VG_PROC_K_STAT) && p->rss_known && o && o->page_size) {
+        r->rss_known = true;
+        r->rss =
+            p->rss_pages > UINT64_MAX / o->page_size ? UINT64_MAX : p->rss_pages * o->page_size;
+    }
     r->container = p->pod_uid ? p->pod_uid : p->container_id;
     r->cvd = p->env[VG_ENV_CUDA_VISIBLE_DEVICES];
     r->command = p->cmdline && p->cmdline[0] ? p->cmdline : p->comm;
@@ -331,7 +336,7 @@ const struct vg_top_row *vg_top_frame_row(const struct vg_top_frame *f, pid_t pi
 /* ---- sorting and filtering ---- */
 
 static const char *const vg_top_sort_names[VG_TOP_SORT_COUNT] = {
-    "pid", "user", "gpu", "mem", "util", "cpu", "time", "state", "finding", "command",
+    "pid", "user", "gpu", "mem", "util", "cpu", "time", "state", "finding", "command", "rss",
 };
 
 const char *vg_top_sort_name(enum vg_top_sort s)
@@ -418,6 +423,8 @@ static int vg_top_cmp_key(const struct vg_top_sorter *so, const struct vg_top_ro
         return vg_top_cmp_u64(x->cpu_known, x->cpu_tenths, y->cpu_known, y->cpu_tenths);
     case VG_TOP_SORT_TIME:
         return vg_top_cmp_u64(x->age_known, x->age_ms, y->age_known, y->age_ms);
+    case VG_TOP_SORT_RSS:
+        return vg_top_cmp_u64(x->rss_known, x->rss, y->rss_known, y->rss);
     case VG_TOP_SORT_STATE:
         return (x->state > y->state) - (x->state < y->state);
     case VG_TOP_SORT_FINDING:

@@ -9,8 +9,10 @@
  * Lives in rules/ because a frame is built from the rules' output (findings, memory by reason);
  * it reads nothing from the system.
  *
- * Not shown because nothing below reads it yet: temperature, power draw and fan (the NVML
- * client does not ask for them), and host RSS (the /proc reader does not keep it).
+ * Temperature, power and fan are read by the NVML client only when asked (the sampler's
+ * `sensors`, which top sets); the frame's GPUs borrow them with the rest of struct vg_gpu.
+ * Host RSS comes from the rss field of /proc/PID/stat, which the sampler reads for every
+ * holder anyway (the figure statm's second field gives), so it costs no extra read.
  *
  * Ownership: vg_top_frame_build() takes the snapshot and the findings over (the frame frees
  * them in vg_top_frame_free()); rows and GPUs borrow strings from them. A history
@@ -73,6 +75,8 @@ struct vg_top_row {
     unsigned cpu_tenths;
     bool age_known;
     uint64_t age_ms;
+    bool rss_known; /* host resident set size, bytes */
+    uint64_t rss;
     char state;            /* '?' unknown */
     unsigned seen;         /* VG_SEEN_* over its holdings */
     const char *container; /* pod UID, else container id; NULL: none known */
@@ -99,6 +103,7 @@ struct vg_top_build_opts {
     uint64_t context_max;  /* for memory by reason; 0: VG_RULE_CONTEXT_MAX_DEFAULT */
     uint64_t now_ticks;    /* time since boot in clock ticks (0: ages unknown) */
     unsigned long clk_tck; /* sysconf(_SC_CLK_TCK) */
+    uint64_t page_size;    /* sysconf(_SC_PAGESIZE), for RSS (0: RSS unknown) */
 };
 
 /* Build a frame from snap and fs (both taken over, also on failure: *out is then NULL and
@@ -123,9 +128,10 @@ enum vg_top_sort {
     VG_TOP_SORT_STATE,
     VG_TOP_SORT_FINDING,
     VG_TOP_SORT_COMMAND,
+    VG_TOP_SORT_RSS,
     VG_TOP_SORT_COUNT
 };
-/* "pid", "user", "gpu", "mem", "util", "cpu", "time", "state", "finding", "command" */
+/* "pid", "user", "gpu", "mem", "util", "cpu", "time", "state", "finding", "command", "rss" */
 const char *vg_top_sort_name(enum vg_top_sort s);
 /* The key of that name, or VG_TOP_SORT_COUNT. */
 enum vg_top_sort vg_top_sort_parse(const char *name);

@@ -463,6 +463,30 @@ FAKE_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
     return r;
 }
 
+/* The sensors: GPU handles only (MIG devices answer NOT_SUPPORTED, as they share their
+ * parent's); a field left out or `na` answers NOT_SUPPORTED, as a fanless board's fan does. */
+FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned int *temp)
+{
+    struct fake_call c;
+    nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetTemperature, dev, 0, &c);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!temp || sensor != NVML_TEMPERATURE_GPU)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    else if (!GPU_FIELD(&c, FK_TEMP))
+        r = NVML_ERROR_NOT_SUPPORTED;
+    else
+        *temp = c.dev->temp;
+    fake_leave();
+    return r;
+}
+FIELD_GETTER(nvmlDeviceGetPowerUsage, unsigned int, GPU_FIELD(c, FK_POWER), c->dev->power_mw)
+FIELD_GETTER(nvmlDeviceGetEnforcedPowerLimit, unsigned int, GPU_FIELD(c, FK_PLIMIT),
+             c->dev->power_limit_mw)
+FIELD_GETTER(nvmlDeviceGetPowerManagementLimit, unsigned int, GPU_FIELD(c, FK_PLIMIT),
+             c->dev->power_limit_mw)
+FIELD_GETTER(nvmlDeviceGetFanSpeed, unsigned int, GPU_FIELD(c, FK_FAN), c->dev->fan)
+
 /* Present only so a client can tell the 535 window apart (see nvml_abi.h); never supported,
  * but still logged and subject to hang and error rules. */
 #define STUB(fn)                                                                            \

@@ -54,6 +54,9 @@ enum fake_scope { FAKE_NONE, FAKE_GLOBAL, FAKE_INDEX, FAKE_DEVICE };
     X(nvmlDeviceGetMPSComputeRunningProcesses_v2, FAKE_DEVICE)                                  \
     X(nvmlDeviceGetMPSComputeRunningProcesses_v3, FAKE_DEVICE)                                  \
     X(nvmlDeviceGetProcessUtilization, FAKE_DEVICE)                                             \
+    X(nvmlDeviceGetTemperature, FAKE_DEVICE) X(nvmlDeviceGetPowerUsage, FAKE_DEVICE)            \
+    X(nvmlDeviceGetEnforcedPowerLimit, FAKE_DEVICE)                                             \
+    X(nvmlDeviceGetPowerManagementLimit, FAKE_DEVICE) X(nvmlDeviceGetFanSpeed, FAKE_DEVICE)     \
     X(nvmlDeviceGetConfComputeMemSizeInfo, FAKE_DEVICE)                                         \
     X(nvmlDeviceGetRunningProcessDetailList, FAKE_DEVICE)
 
@@ -69,7 +72,8 @@ enum {
     FK_UTIL = 1u << 8, FK_CC = 1u << 9, FK_PERSIST = 1u << 10, FK_CMODE = 1u << 11,
     FK_MIG = 1u << 12, FK_GI = 1u << 13, FK_CI = 1u << 14,
     FK_DRIVER = 1u << 15, FK_NVML = 1u << 16, FK_CUDA = 1u << 17,
-    FK_PARSER = 1u << 18, /* bits from here on are the parser's own */
+    FK_TEMP = 1u << 18, FK_POWER = 1u << 19, FK_PLIMIT = 1u << 20, FK_FAN = 1u << 21,
+    FK_PARSER = 1u << 22, /* bits from here on are the parser's own */
 };
 
 enum fake_ptype { FAKE_COMPUTE, FAKE_GRAPHICS, FAKE_MPS };
@@ -84,6 +88,7 @@ struct fake_dev {
     uint64_t total, reserved, used;   /* used: when FK_USED, else the sum of its procs */
     unsigned minor, util, mem_util, persistence, compute_mode, mig, mig_pending, gi, ci;
     int cc_major, cc_minor;
+    unsigned temp, power_mw, power_limit_mw, fan; /* C, mW, mW, % */
 };
 
 struct fake_gpu {

@@ -36,17 +36,23 @@ struct rec {
     unsigned exits;
 };
 
-/* The parser's own bits, above the device's FK_* ones. */
-enum {
-    K_MEMU = FK_PARSER << 0, K_MIGP = FK_PARSER << 1, K_INDEX = FK_PARSER << 2,
-    K_PARENT = FK_PARSER << 3, K_TARGET = FK_PARSER << 4, K_PID = FK_PARSER << 5,
-    K_TYPE = FK_PARSER << 6, K_FUNC = FK_PARSER << 7, K_CODE = FK_PARSER << 8,
-    K_SECS = FK_PARSER << 9, K_BY = FK_PARSER << 10, K_TIMES = FK_PARSER << 11,
-    K_MEM = FK_PARSER << 12,
-};
-/* Past what an int enum constant holds (bit 31 would sign-extend into a uint64_t). */
-#define K_SM ((uint64_t)FK_PARSER << 13)
-#define K_EXITS ((uint64_t)FK_PARSER << 14)
+/* The parser's own bits, above the device's FK_* ones (64-bit: past what an int enum holds). */
+#define K_BIT(n) ((uint64_t)FK_PARSER << (n))
+#define K_MEMU K_BIT(0)
+#define K_MIGP K_BIT(1)
+#define K_INDEX K_BIT(2)
+#define K_PARENT K_BIT(3)
+#define K_TARGET K_BIT(4)
+#define K_PID K_BIT(5)
+#define K_TYPE K_BIT(6)
+#define K_FUNC K_BIT(7)
+#define K_CODE K_BIT(8)
+#define K_SECS K_BIT(9)
+#define K_BY K_BIT(10)
+#define K_TIMES K_BIT(11)
+#define K_MEM K_BIT(12)
+#define K_SM K_BIT(13)
+#define K_EXITS K_BIT(14)
 
 enum { D_GPU = 1, D_MIG = 2, D_PROC = 4, D_ERROR = 8, D_HANG = 16, D_GROW = 32 };
 #define D_RULES (D_ERROR | D_HANG | D_GROW)
@@ -81,6 +87,10 @@ static const struct key {
     {D_GPU, "compute_mode", V_UINT, AT(d.compute_mode), FK_CMODE, 3, true},
     {D_GPU, "mig", V_UINT, AT(d.mig), FK_MIG, 1, true},
     {D_GPU, "mig_pending", V_UINT, AT(d.mig_pending), K_MIGP, 1, true},
+    {D_GPU, "temp", V_UINT, AT(d.temp), FK_TEMP, 200, true},
+    {D_GPU, "power_mw", V_UINT, AT(d.power_mw), FK_POWER, 10000000, true},
+    {D_GPU, "power_limit_mw", V_UINT, AT(d.power_limit_mw), FK_PLIMIT, 10000000, true},
+    {D_GPU, "fan", V_UINT, AT(d.fan), FK_FAN, 200, true},
     {D_MIG, "gi", V_UINT, AT(d.gi), FK_GI, 0xFFFFFFFEu, true},
     {D_MIG, "ci", V_UINT, AT(d.ci), FK_CI, 0xFFFFFFFEu, true},
     {D_PROC | D_RULES, "gpu", V_GPU, AT(g), K_TARGET, FAKE_MAX_GPUS - 1, false},
@@ -468,7 +478,8 @@ static int do_line(struct parser *ps, const char *s, size_t n)
 {
     static const struct {
         const char *word;
-        unsigned dir, need;
+        unsigned dir;
+        uint64_t need;
     } dirs[] = {
         {"gpu", D_GPU, K_INDEX},
         {"mig", D_MIG, K_PARENT | K_INDEX},

@@ -630,6 +630,57 @@ static void test_optional_not_supported(void **state)
     vg_t_done(&t);
 }
 
+/* The sensors are read only when asked for; each left out (or missing from the library) is
+ * unknown without an error; the enforced power limit answers before the management one. */
+static void test_sensors(void **state)
+{
+    static const char sc[] =
+        "gpu index=0 uuid=GPU-s0 name=S minor=0 bus=00000000:01:00.0 total=16GiB"
+        " temp=63 power_mw=245500 power_limit_mw=700000 fan=41\n"
+        "gpu index=1 uuid=GPU-s1 name=S minor=1 bus=00000000:02:00.0 total=16GiB"
+        " temp=40 power_mw=na fan=na\n"
+        "error func=nvmlDeviceGetTemperature gpu=1 code=4\n";
+    struct vg_t t;
+    const unsigned bits = VG_GPU_K_TEMP | VG_GPU_K_POWER | VG_GPU_K_POWER_LIMIT | VG_GPU_K_FAN;
+    /* not asked: no call, nothing known */
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.list.gpus[0].known & bits, 0);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetTemperature"), 0);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetFanSpeed"), 0);
+    vg_t_done(&t);
+
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_nvml_want_sensors(t.nvml, true);
+    assert_int_equal(vg_nvml_read(t.nvml, &t.list, &t.err), 0);
+    const struct vg_gpu *g = &t.list.gpus[0];
+    assert_int_equal(g->known & bits, bits);
+    assert_int_equal(g->temp_c, 63);
+    assert_int_equal(g->power_mw, 245500);
+    assert_int_equal(g->power_limit_mw, 700000);
+    assert_int_equal(g->fan_pct, 41);
+    assert_int_equal(g->nerrors, 0);
+    /* GPU 1: power and fan not supported (quiet), the limit left out, the temperature refused
+     * (NO_PERMISSION: recorded, not fatal) */
+    g = &t.list.gpus[1];
+    assert_int_equal(g->known & bits, 0);
+    assert_true(g->known & VG_GPU_K_MEM);
+    assert_int_equal(g->nerrors, 1);
+    assert_string_equal(g->errors[0].func, "nvmlDeviceGetTemperature");
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetEnforcedPowerLimit"), 2);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetPowerManagementLimit"), 0);
+    vg_t_done(&t);
+
+    /* the legacy library has none of them: unknown, no error */
+    vg_t_open(state, &t, FAKE_LEGACY, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_nvml_want_sensors(t.nvml, true);
+    assert_int_equal(vg_nvml_read(t.nvml, &t.list, &t.err), 0);
+    assert_int_equal(t.list.gpus[0].known & bits, 0);
+    assert_int_equal(vg_t_nerrors(&t.list), 0);
+    vg_t_done(&t);
+}
+
 static void test_mem_na_and_bogus_pids(void **state)
 {
     static const char sc[] =
@@ -987,6 +1038,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_four_gpus),
+        cmocka_unit_test(test_sensors),
         cmocka_unit_test(test_legacy_v1_everything),
         cmocka_unit_test(test_r535_stride),
         cmocka_unit_test(test_full_stride_24),

@@ -18,6 +18,7 @@
 #include "fixture.h"
 #include "rules/rules.h"
 #include "render/top.h"
+#include "render/top_keys.h"
 #include "rules/top.h"
 #include "util/text.h"
 
@@ -75,9 +76,27 @@ static struct vg_snapshot *host(void)
     return fx_assemble(&l, &t);
 }
 
-static struct vg_top_frame *frame(struct vg_top_history *hist)
+/* The host with sensors: GPU 0 reports every one, GPU 1 none (a board without them); holder
+ * 200's RSS is 1000 pages. */
+static struct vg_snapshot *host_sensors(void)
 {
     struct vg_snapshot *snap = host();
+    struct vg_gpu *g = &snap->gpus.gpus[0];
+    g->known |= VG_GPU_K_TEMP | VG_GPU_K_POWER | VG_GPU_K_POWER_LIMIT | VG_GPU_K_FAN;
+    g->temp_c = 87;
+    g->power_mw = 245400;
+    g->power_limit_mw = 400000;
+    g->fan_pct = 41;
+    for (size_t i = 0; i < snap->procs.n; i++)
+        if (snap->procs.procs[i].pid == 200) {
+            snap->procs.procs[i].rss_known = true;
+            snap->procs.procs[i].rss_pages = 1000;
+        }
+    return snap;
+}
+
+static struct vg_top_frame *frame_of(struct vg_snapshot *snap, struct vg_top_history *hist)
+{
     struct vg_findings fs;
     vg_findings_init(&fs);
     struct vg_rule_opts ro;
@@ -85,11 +104,16 @@ static struct vg_top_frame *frame(struct vg_top_history *hist)
     ro.check_shell = false;
     struct vg_err err = VG_ERR_INIT;
     assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
-    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100};
+    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100, .page_size = 4096};
     struct vg_top_frame *f = NULL;
     assert_int_equal(vg_top_frame_build(snap, &fs, false, &o, hist, &f), 0);
     assert_non_null(f);
     return f;
+}
+
+static struct vg_top_frame *frame(struct vg_top_history *hist)
+{
+    return frame_of(host(), hist);
 }
 
 static void test_frame_gpus(void **state)
@@ -266,6 +290,14 @@ static char *render(const struct vg_top_frame *f, struct vg_top_state *st, unsig
     return screen_text(scr);
 }
 
+static long count_lines_before(const char *text, const char *at)
+{
+    long n = 0;
+    for (const char *p = text; p < at; p++)
+        n += *p == '\n';
+    return n;
+}
+
 static size_t count(const char *hay, const char *needle)
 {
     size_t n = 0;
@@ -313,7 +345,7 @@ static void test_render_sizes(void **state)
     st.tree = true;
     t = render(f, &st, 120, 30, &scr);
     assert_non_null(strstr(t, "150 launcher (holds no GPU itself): 2 processes"));
-    assert_non_null(strstr(t, "`- python train.py --ra"));
+    assert_non_null(strstr(t, "`- python train."));
     st.tree = false;
     free(t);
 
@@ -325,6 +357,137 @@ static void test_render_sizes(void **state)
     assert_null(strstr(t, "    200 "));
     assert_non_null(strstr(t, "    201 "));
     st.filter = NULL;
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
+/* Temperature, power against the limit and fan on the GPU line (hot in red), "-" for a GPU
+ * without them, left out when no GPU has any; RSS per holder. */
+static void test_render_sensors_rss(void **state)
+{
+    (void)state;
+    struct vg_top_frame *f = frame_of(host_sensors(), NULL);
+    const struct vg_top_row *r = vg_top_frame_row(f, 200);
+    assert_true(r->rss_known);
+    assert_int_equal(r->rss, 1000 * 4096);
+    assert_false(vg_top_frame_row(f, 201)->rss_known);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_RSS, .interval_ms = 1000, .host = "node7"};
+    char *t = render(f, &st, 160, 40, &scr);
+    assert_non_null(strstr(t, " 87C  245/400W fan 41%"));
+    assert_non_null(strstr(t, "   -         - fan -"));
+    assert_non_null(strstr(t, "RSSv"));
+    assert_non_null(strstr(t, "    3M "));
+    /* sorted by RSS: the known one first */
+    assert_true(strstr(t, "    200 ") < strstr(t, "    201 "));
+    /* the hot temperature is red */
+    const char *line = strstr(t, " 87C");
+    size_t y = (size_t)count_lines_before(t, line);
+    bool red = false;
+    for (unsigned x = 0; x < scr.w; x++)
+        red |= scr.cells[y * scr.w + x].ch == '8' && scr.cells[y * scr.w + x].color == VG_TOP_C_RED;
+    assert_true(red);
+    free(t);
+    t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(t, " 87C 245/400W f41%"));
+    free(t);
+    vg_top_frame_free(f);
+    /* no GPU with a sensor: no sensor columns */
+    f = frame(NULL);
+    t = render(f, &st, 160, 40, &scr);
+    assert_null(strstr(t, " fan "));
+    free(t);
+    vg_top_screen_release(&scr);
+    vg_top_frame_free(f);
+}
+
+static struct vg_top_act key(enum vg_top_mode mode, int k)
+{
+    struct vg_top_input in = {.key = k};
+    return vg_top_input_act(mode, NULL, &in);
+}
+
+/* The key map per mode, the search line, and the mouse over the list as last drawn. */
+static void test_input(void **state)
+{
+    (void)state;
+    assert_int_equal(key(VG_TOP_MODE_LIST, 'q').kind, VG_TOP_ACT_QUIT);
+    assert_int_equal(key(VG_TOP_MODE_LIST, 'j').arg, 1);
+    assert_int_equal(key(VG_TOP_MODE_LIST, VG_TOP_KEY_UP).arg, -1);
+    assert_int_equal(key(VG_TOP_MODE_LIST, '\r').kind, VG_TOP_ACT_DETAIL);
+    assert_int_equal(key(VG_TOP_MODE_LIST, 'm').kind, VG_TOP_ACT_MOUSE);
+    assert_int_equal(key(VG_TOP_MODE_LIST, 'x').kind, VG_TOP_ACT_NONE);
+    assert_int_equal(key(VG_TOP_MODE_LIST, 0x7fffffff).kind, VG_TOP_ACT_NONE);
+    /* help: any key closes it */
+    assert_int_equal(key(VG_TOP_MODE_HELP, 'q').kind, VG_TOP_ACT_LIST);
+    /* a plan takes only y, or n/Esc/q */
+    assert_int_equal(key(VG_TOP_MODE_PLAN, 'y').kind, VG_TOP_ACT_CONFIRM);
+    assert_int_equal(key(VG_TOP_MODE_PLAN, 'q').kind, VG_TOP_ACT_CANCEL);
+    assert_int_equal(key(VG_TOP_MODE_PLAN, 'k').kind, VG_TOP_ACT_NONE);
+    assert_int_equal(key(VG_TOP_MODE_PLAN, VG_TOP_KEY_ENTER).kind, VG_TOP_ACT_NONE);
+    /* detail: Enter, Esc and q close it, the rest is the list's */
+    assert_int_equal(key(VG_TOP_MODE_DETAIL, 'q').kind, VG_TOP_ACT_LIST);
+    assert_int_equal(key(VG_TOP_MODE_DETAIL, VG_TOP_KEY_DOWN).kind, VG_TOP_ACT_MOVE);
+
+    char buf[6] = "";
+    assert_int_equal(vg_top_search_edit(buf, sizeof(buf), 'a'), VG_TOP_EDIT_MORE);
+    for (int c = 'b'; c < 'k'; c++)
+        vg_top_search_edit(buf, sizeof(buf), c);
+    assert_string_equal(buf, "abcde"); /* what does not fit is refused */
+    vg_top_search_edit(buf, sizeof(buf), VG_TOP_KEY_BACKSPACE);
+    vg_top_search_edit(buf, sizeof(buf), 0x1b5b); /* not a key: nothing */
+    vg_top_search_edit(buf, sizeof(buf), '\t');
+    assert_string_equal(buf, "abcd");
+    assert_int_equal(vg_top_search_edit(buf, sizeof(buf), '\n'), VG_TOP_EDIT_KEEP);
+    assert_string_equal(buf, "abcd");
+    assert_int_equal(vg_top_search_edit(buf, sizeof(buf), VG_TOP_KEY_ESC), VG_TOP_EDIT_DROP);
+    assert_string_equal(buf, "");
+
+    /* the mouse: rows of the list as drawn; a click elsewhere, or over a pane, means nothing */
+    struct vg_top_frame *f = frame(NULL);
+    struct vg_top_screen scr = {0};
+    struct vg_top_state st = {.sort = VG_TOP_SORT_PID, .interval_ms = 1000, .host = "n"};
+    free(render(f, &st, 120, 30, &scr));
+    assert_int_equal(scr.list_rows, 3);
+    assert_int_equal(scr.list_first, 0);
+    char line[160];
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_top_screen_line(&scr, scr.list_y + 2, &b);
+    snprintf(line, sizeof(line), "%s", vg_buf_str(&b));
+    vg_buf_release(&b);
+    assert_non_null(strstr(line, "    201 ")); /* by PID: 100, 200, 201 */
+    struct vg_top_input in = {
+        .mouse = true, .x = 3, .y = (int)scr.list_y + 2, .buttons = VG_TOP_MOUSE_CLICK};
+    struct vg_top_act a = vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in);
+    assert_int_equal(a.kind, VG_TOP_ACT_SELECT_AT);
+    assert_int_equal(a.arg, 2);
+    in.y = (int)scr.list_y + 3; /* below the last row */
+    assert_int_equal(vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in).kind, VG_TOP_ACT_NONE);
+    in.y = 1; /* a GPU line */
+    assert_int_equal(vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in).kind, VG_TOP_ACT_NONE);
+    in.y = (int)scr.list_y;
+    assert_int_equal(vg_top_input_act(VG_TOP_MODE_PLAN, &scr, &in).kind, VG_TOP_ACT_NONE);
+    in.buttons = VG_TOP_MOUSE_WHEEL_DOWN;
+    a = vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in);
+    assert_int_equal(a.kind, VG_TOP_ACT_MOVE);
+    assert_int_equal(a.arg, VG_TOP_WHEEL_LINES);
+    in.buttons = VG_TOP_MOUSE_WHEEL_UP;
+    assert_int_equal(vg_top_input_act(VG_TOP_MODE_LIST, &scr, &in).arg, -VG_TOP_WHEEL_LINES);
+    /* a pane in place of the list: no list to click */
+    st.mode = VG_TOP_MODE_HELP;
+    free(render(f, &st, 120, 30, &scr));
+    assert_int_equal(scr.list_rows, 0);
+    /* the help lists every key, whole, at 80x24 (read-only adds a line) */
+    st.read_only = true;
+    char *t = render(f, &st, 80, 24, &scr);
+    assert_non_null(strstr(
+        t, "m       mouse on/off (--no-mouse: off at start): a click selects, wheel scrolls"));
+    assert_non_null(strstr(t, "? h  help (any key closes it);  q  quit"));
+    assert_non_null(strstr(t, "n, Esc or q leave everything as it is"));
+    assert_non_null(
+        strstr(t, "zombies, processes stuck in the driver. --read-only turns actions off."));
     free(t);
     vg_top_screen_release(&scr);
     vg_top_frame_free(f);
@@ -389,8 +552,9 @@ static void test_render_panes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frame_gpus),       cmocka_unit_test(test_frame_rows),
-        cmocka_unit_test(test_sort_filter_tree), cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_frame_gpus),         cmocka_unit_test(test_frame_rows),
+        cmocka_unit_test(test_sort_filter_tree),   cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_render_sensors_rss), cmocka_unit_test(test_input),
         cmocka_unit_test(test_render_panes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
