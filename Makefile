@@ -135,6 +135,12 @@ unit: $(UNIT_BIN)
 check: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 	VG_BUILD=$(abspath $(BUILD)) tests/run $(PROVE_ARGS)
 
+# The unit tests alone (the binary, the fake drivers and the helper are built too, as the unit
+# tests load them).
+.PHONY: unit-check
+unit-check: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
+	VG_BUILD=$(abspath $(BUILD)) tests/run --unit $(PROVE_ARGS)
+
 # Static checks over src/ (scripts/lint): the layer order of includes, banned functions,
 # functions over 80 lines without a "long:" reason, and clang-format (.clang-format) over
 # LINT_FORMAT_FILES (every C file of src/). `clang-format -i FILE` formats one.
