@@ -194,8 +194,8 @@ valgrind valgrind-quick: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 
 # `make install` (DESTDIR, PREFIX and the directories above; `make install-strip` strips the
 # programs) and `make uninstall`, which removes exactly what install puts there. The systemd
-# units are generated at install time from contrib/systemd/, whose ExecStart= names
-# /usr/local/bin: that path becomes BINDIR.
+# units are generated at install time from the templates contrib/systemd/*.service.in, whose
+# @BINDIR@ becomes BINDIR.
 INST_FAKE  := $(BUILD)/fake-nvml/full/libnvidia-ml.so.1
 UNITS      := vramguard-watch.service vramguard-exporter.service
 DOCS       := README.md LICENSE $(wildcard docs/*.md)
@@ -217,7 +217,7 @@ install: $(BIN) $(HELPER) $(INST_FAKE)
 	install -m 0755 $(INSTALL_STRIP) $(HELPER) $(DESTDIR)$(PKGLIBDIR)/vg-helper
 	install -m 0644 $(INSTALL_STRIP) $(INST_FAKE) $(DESTDIR)$(PKGLIBDIR)/libnvidia-ml.so.1
 	for u in $(UNITS); do \
-		sed 's|/usr/local/bin/vramguard|$(BINDIR)/vramguard|g' contrib/systemd/$$u \
+		sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/$$u.in \
 			>$(DESTDIR)$(SYSTEMDUNITDIR)/$$u && chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; \
 	done
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/

@@ -7,7 +7,7 @@ load lib
 load diag
 load serve
 
-UNIT=$ROOT/contrib/systemd/vramguard-exporter.service
+UNIT=$ROOT/contrib/systemd/vramguard-exporter.service.in
 DS=$ROOT/contrib/kubernetes/daemonset.yaml
 
 setup() {
@@ -22,7 +22,8 @@ setup() {
         'CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' \
         'AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' DevicePolicy=closed \
         PrivateTmp=yes ProtectKernelTunables=yes RestrictNamespaces=yes \
-        MemoryDenyWriteExecute=yes 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX'; do
+        MemoryDenyWriteExecute=yes 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' \
+        Type=notify WatchdogSec=60s; do
         grep -qxF -- "$key" "$UNIT" || { echo "missing: $key"; return 1; }
     done
     # It must see every process: no hidden /proc.
@@ -30,7 +31,9 @@ setup() {
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (apt-get install systemd)"
     local copy
     copy=$(vg_tmpdir)/vramguard-exporter.service
-    sed "s|^ExecStart=/usr/local/bin/vramguard |ExecStart=$VG |" "$UNIT" >"$copy"
+    # The template filled in as make install does, with the build directory as BINDIR (any
+    # prefix: the unit names no path of its own).
+    sed "s|@BINDIR@|${VG%/*}|g" "$UNIT" >"$copy"
     run systemd-analyze verify --man=no "$copy"
     printf '%s\n' "$output"
     [ "$status" -eq 0 ]
@@ -38,11 +41,11 @@ setup() {
 
 @test "the systemd unit's command line is one serve accepts" {
     local args
-    args=$(sed -n 's|^ExecStart=/usr/local/bin/vramguard serve ||p' "$UNIT")
-    [[ $args == *"--listen 127.0.0.1:9835"* ]]
+    args=$(sed -n 's|^ExecStart=@BINDIR@/vramguard serve ||p' "$UNIT")
+    [[ $args == *"--listen 127.0.0.1:19835"* ]]
     # The same options, on a free port.
     # shellcheck disable=SC2086 # split on purpose
-    serve_start ${args/--listen 127.0.0.1:9835/}
+    serve_start ${args/--listen 127.0.0.1:19835/}
     scrape
     [ "$SCRAPE_CODE" = 200 ]
 }
