@@ -201,16 +201,17 @@ UNITS      := vramguard-watch.service vramguard-exporter.service
 DOCS       := README.md LICENSE $(wildcard docs/*.md)
 DATA       := contrib/vramguard/watch.conf contrib/prometheus/alerts.yml
 DATA_EXEC  := contrib/slurm/vramguard-prolog contrib/slurm/vramguard-epilog
-K8S        := contrib/kubernetes/daemonset.yaml
+K8S        := contrib/kubernetes/daemonset.yaml contrib/kubernetes/podmonitor.yaml
 NPD        := contrib/kubernetes/npd/vramguard-monitor.json
 NPD_EXEC   := contrib/kubernetes/npd/vramguard-npd
+GRAFANA    := contrib/grafana/vramguard.json
 INSTALL_STRIP ?=
 
 .PHONY: install-strip
 install: $(BIN) $(HELPER) $(INST_FAKE)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGLIBDIR) \
 		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
-		$(DESTDIR)$(DATADIR)/kubernetes/npd
+		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/grafana
 	install -m 0755 $(INSTALL_STRIP) $(BIN) $(DESTDIR)$(BINDIR)/vramguard
 	gzip -9n <man/vramguard.1 >$(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
 	chmod 0644 $(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
@@ -226,6 +227,7 @@ install: $(BIN) $(HELPER) $(INST_FAKE)
 	install -m 0644 $(K8S) $(DESTDIR)$(DATADIR)/kubernetes/
 	install -m 0644 $(NPD) $(DESTDIR)$(DATADIR)/kubernetes/npd/
 	install -m 0755 $(NPD_EXEC) $(DESTDIR)$(DATADIR)/kubernetes/npd/
+	install -m 0644 $(GRAFANA) $(DESTDIR)$(DATADIR)/grafana/
 
 install-strip:
 	$(MAKE) INSTALL_STRIP=-s install
@@ -237,9 +239,11 @@ uninstall:
 		$(addprefix $(DESTDIR)$(DATADIR)/,$(notdir $(DATA))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/slurm/,$(notdir $(DATA_EXEC))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/,$(notdir $(K8S))) \
-		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/npd/,$(notdir $(NPD) $(NPD_EXEC)))
+		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/npd/,$(notdir $(NPD) $(NPD_EXEC))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/grafana/,$(notdir $(GRAFANA)))
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
-		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/kubernetes $(DESTDIR)$(DATADIR) \
+		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/kubernetes \
+		$(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) \
 		2>/dev/null
 
 clean:

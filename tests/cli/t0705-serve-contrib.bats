@@ -9,6 +9,7 @@ load serve
 
 UNIT=$ROOT/contrib/systemd/vramguard-exporter.service.in
 DS=$ROOT/contrib/kubernetes/daemonset.yaml
+PM=$ROOT/contrib/kubernetes/podmonitor.yaml
 
 setup() {
     command -v curl >/dev/null || skip "curl is missing (apt-get install curl)"
@@ -65,8 +66,23 @@ setup() {
     grep -q 'readOnlyRootFilesystem: true' "$DS"
     if command -v python3 >/dev/null && python3 -c 'import yaml' 2>/dev/null; then
         run python3 -c 'import sys, yaml; print(" ".join(d["kind"] for d in yaml.safe_load_all(open(sys.argv[1]))))' "$DS"
-        [ "$output" = "Namespace DaemonSet PodMonitor" ]
+        [ "$output" = "Namespace DaemonSet" ]
+        run python3 -c 'import sys, yaml; print(" ".join(d["kind"] for d in yaml.safe_load_all(open(sys.argv[1]))))' "$PM"
+        [ "$output" = "PodMonitor" ]
     fi
+}
+
+@test "the PodMonitor is a file of its own, selecting the DaemonSet's pods and its port" {
+    # without the Prometheus Operator's CRDs a PodMonitor fails the whole apply: not in the
+    # DaemonSet's file
+    run ! grep -q 'kind: PodMonitor' "$DS"
+    grep -q '^kind: PodMonitor$' "$PM"
+    grep -q 'Prometheus Operator' "$PM"
+    grep -q 'app.kubernetes.io/name: vramguard-exporter' "$PM"
+    grep -q -- '- port: metrics$' "$PM"
+    grep -q 'name: metrics$' "$DS"
+    grep -q 'replacement: vramguard$' "$PM"
+    [ "$(sed -n 's/^  namespace: //p' "$PM")" = "$(sed -n '/^kind: DaemonSet/,/^spec/s/^  namespace: //p' "$DS")" ]
 }
 
 @test "the DaemonSet's arguments are ones serve accepts" {
