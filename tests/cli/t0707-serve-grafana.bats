@@ -32,7 +32,7 @@ setup() {
     # the metrics it names are ones serve documents
     local m
     for m in $(jq -r '.. | .expr? // empty' "$DASH" | grep -o 'vramguard_[a-z_]*' | sort -u); do
-        grep -q "\`$m[{\`]" "$ROOT/docs/metrics.md" || { echo "undocumented metric $m"; return 1; }
+        grep -q "\`${m}[{\`]" "$ROOT/docs/metrics.md" || { echo "undocumented metric $m"; return 1; }
     done
 }
 
