@@ -200,30 +200,31 @@ valgrind valgrind-quick: $(BIN) $(UNIT_BIN) $(FAKE_LIBS) $(HELPER)
 
 # `make install` (DESTDIR, PREFIX and the directories above; `make install-strip` strips the
 # programs) and `make uninstall`, which removes exactly what install puts there. The systemd
-# units are generated at install time from contrib/systemd/, whose ExecStart= names
-# /usr/local/bin: that path becomes BINDIR.
+# units are generated at install time from the templates contrib/systemd/*.service.in, whose
+# @BINDIR@ becomes BINDIR.
 INST_FAKE  := $(BUILD)/fake-nvml/full/libnvidia-ml.so.1
 UNITS      := vramguard-watch.service vramguard-exporter.service
 DOCS       := README.md LICENSE $(wildcard docs/*.md)
 DATA       := contrib/vramguard/watch.conf contrib/prometheus/alerts.yml
 DATA_EXEC  := contrib/slurm/vramguard-prolog contrib/slurm/vramguard-epilog
-K8S        := contrib/kubernetes/daemonset.yaml
+K8S        := contrib/kubernetes/daemonset.yaml contrib/kubernetes/podmonitor.yaml
 NPD        := contrib/kubernetes/npd/vramguard-monitor.json
 NPD_EXEC   := contrib/kubernetes/npd/vramguard-npd
+GRAFANA    := contrib/grafana/vramguard.json
 INSTALL_STRIP ?=
 
 .PHONY: install-strip
 install: $(BIN) $(HELPER) $(INST_FAKE)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGLIBDIR) \
 		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
-		$(DESTDIR)$(DATADIR)/kubernetes/npd
+		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/grafana
 	install -m 0755 $(INSTALL_STRIP) $(BIN) $(DESTDIR)$(BINDIR)/vramguard
 	gzip -9n <man/vramguard.1 >$(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
 	chmod 0644 $(DESTDIR)$(MANDIR)/man1/vramguard.1.gz
 	install -m 0755 $(INSTALL_STRIP) $(HELPER) $(DESTDIR)$(PKGLIBDIR)/vg-helper
 	install -m 0644 $(INSTALL_STRIP) $(INST_FAKE) $(DESTDIR)$(PKGLIBDIR)/libnvidia-ml.so.1
 	for u in $(UNITS); do \
-		sed 's|/usr/local/bin/vramguard|$(BINDIR)/vramguard|g' contrib/systemd/$$u \
+		sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/$$u.in \
 			>$(DESTDIR)$(SYSTEMDUNITDIR)/$$u && chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; \
 	done
 	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
@@ -232,6 +233,7 @@ install: $(BIN) $(HELPER) $(INST_FAKE)
 	install -m 0644 $(K8S) $(DESTDIR)$(DATADIR)/kubernetes/
 	install -m 0644 $(NPD) $(DESTDIR)$(DATADIR)/kubernetes/npd/
 	install -m 0755 $(NPD_EXEC) $(DESTDIR)$(DATADIR)/kubernetes/npd/
+	install -m 0644 $(GRAFANA) $(DESTDIR)$(DATADIR)/grafana/
 
 install-strip:
 	$(MAKE) INSTALL_STRIP=-s install
@@ -243,9 +245,11 @@ uninstall:
 		$(addprefix $(DESTDIR)$(DATADIR)/,$(notdir $(DATA))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/slurm/,$(notdir $(DATA_EXEC))) \
 		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/,$(notdir $(K8S))) \
-		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/npd/,$(notdir $(NPD) $(NPD_EXEC)))
+		$(addprefix $(DESTDIR)$(DATADIR)/kubernetes/npd/,$(notdir $(NPD) $(NPD_EXEC))) \
+		$(addprefix $(DESTDIR)$(DATADIR)/grafana/,$(notdir $(GRAFANA)))
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR)/slurm \
-		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/kubernetes $(DESTDIR)$(DATADIR) \
+		$(DESTDIR)$(DATADIR)/kubernetes/npd $(DESTDIR)$(DATADIR)/kubernetes \
+		$(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR) \
 		2>/dev/null
 
 clean:

@@ -71,6 +71,10 @@ void vg_global_help(FILE *f);
  * text output is (vg_text_escape): control characters and invalid UTF-8 as \n, \xNN, so it
  * stays one line whatever outside text it carries. */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for what is not a failure ("listening on ...", "stopping on ..."): under systemd,
+ * when stderr is the journal stream, vg_cmd_error's lines go at priority err ("<3>") and
+ * these at info ("<6>"). */
+void vg_cmd_notice(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
  * starts with ':') the way getopt saw it, and point at --help. */
 void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv);

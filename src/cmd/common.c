@@ -20,6 +20,7 @@
 #include "render/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
+#include "util/sdnotify.h"
 
 #define VG_GLOBAL_AT(member) VG_OPT_AT(0, struct vg_global, member)
 
@@ -76,7 +77,9 @@ void vg_cmd_help(FILE *f, const char *head, const struct vg_opt *opts, unsigned 
     vg_global_help(f);
 }
 
-void vg_cmd_error(const char *cmd, const char *fmt, ...)
+/* One message line to stderr, with its syslog priority in front ("<3>") when stderr is the
+ * journal stream systemd gave a service, so that journald files it at that priority. */
+static void vg_cmd_vlog(int level, const char *cmd, const char *fmt, va_list ap)
 {
     /* Messages carry outside text (command lines, a driver's names, UUIDs and error texts, file
      * names, values given on the command line): escaped like every text output, so each stays
@@ -85,12 +88,11 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...)
     struct vg_buf raw, esc;
     vg_buf_init(&raw, 0);
     vg_buf_init(&esc, 0);
-    va_list ap;
-    va_start(ap, fmt);
     vg_buf_vprintf(&raw, fmt, ap);
-    va_end(ap);
     if (!raw.err)
         vg_text_escape(&esc, raw.data ? raw.data : "", raw.len, 0, NULL);
+    if (vg_sd_journal_stream(STDERR_FILENO))
+        fprintf(stderr, "<%d>", level);
     fputs("vramguard: ", stderr);
     if (cmd)
         fprintf(stderr, "%s: ", cmd);
@@ -100,6 +102,22 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
     vg_buf_release(&raw);
     vg_buf_release(&esc);
+}
+
+void vg_cmd_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vg_cmd_vlog(VG_SD_ERR, cmd, fmt, ap);
+    va_end(ap);
+}
+
+void vg_cmd_notice(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vg_cmd_vlog(VG_SD_INFO, cmd, fmt, ap);
+    va_end(ap);
 }
 
 void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)

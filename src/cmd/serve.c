@@ -23,9 +23,12 @@
 #include "cmd/serve_http.h"
 #include "cmd/serve_route.h"
 #include "model/collector.h"
+#include "proc/proc.h"
 #include "render/metrics.h"
 #include "rules/rules.h"
+#include "util/clock.h"
 #include "util/parse.h"
+#include "util/sdnotify.h"
 
 static const char vg_serve_help[] =
     "usage: vramguard serve [--listen ADDR] [--interval DUR] [--per-process top:N|all|none]\n"
@@ -114,6 +117,32 @@ struct vg_serve_cfg {
     bool allow_remote;
     uint64_t interval_ms, conn_timeout_ms, max_conn, max_per_client, full_scan_ms;
 };
+
+/* The failure to listen; for a port already taken, who has it (net/tcp and the fds of
+ * --proc's processes): "port 9400 is in use by pid 1234 (dcgm-exporter)". */
+static void vg_serve_listen_error(const struct vg_global *g, const struct vg_serve_cfg *sc,
+                                  const struct vg_serve_addr *addr, int e)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&addr->ss;
+    uint16_t port = sa->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)sa)->sin6_port)
+                                              : ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    pid_t pid = 0;
+    char *comm = NULL;
+    if (e != EADDRINUSE || port == 0 ||
+        vg_proc_port_listener(g->proc_root, port, &pid, &comm, NULL) <= 0)
+        vg_cmd_error("serve", "cannot listen on %s: %s", sc->listen_arg, strerror(e));
+    else if (pid > 0)
+        vg_cmd_error("serve",
+                     "cannot listen on %s: port %u is in use by pid %d (%s); choose another "
+                     "port with --listen",
+                     sc->listen_arg, (unsigned)port, (int)pid, comm ? comm : "?");
+    else
+        vg_cmd_error("serve",
+                     "cannot listen on %s: port %u is in use by a process this user cannot "
+                     "see (ss -ltnp as root names it); choose another port with --listen",
+                     sc->listen_arg, (unsigned)port);
+    free(comm);
+}
 
 /* The parse's targets: 0 the struct vg_serve_cfg, 1 the struct vg_serve_diag. */
 #define VG_SERVE_AT(member) VG_OPT_AT(0, struct vg_serve_cfg, member)
@@ -242,23 +271,49 @@ static int vg_serve_open(const struct vg_serve_addr *addr, sigset_t *stop_set, c
     return fd;
 }
 
-/* Serve until SIGTERM or SIGINT. */
-static void vg_serve_wait(const sigset_t *stop_set, struct vg_http *http)
+/* Tell the service manager (a no-op outside a Type=notify service); a failure is said once. */
+static void vg_serve_notify(const char *state, bool *failed)
 {
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_sd_notify(state, &err) < 0 && !*failed) {
+        vg_cmd_error("serve", "%s", vg_err_msg(&err));
+        *failed = true;
+    }
+    vg_err_release(&err);
+}
+
+/* Serve until SIGTERM or SIGINT. The service manager's watchdog is pinged from here while the
+ * collector is alive (its /healthz is 200): a collection thread stuck past what its schedule
+ * allows, like this loop itself stuck, stops the pings and the manager restarts the service. */
+static void vg_serve_wait(const sigset_t *stop_set, struct vg_http *http, struct vg_collector *coll)
+{
+    bool failed = false;
+    vg_serve_notify("READY=1", &failed);
+    struct vg_sd_watchdog wd;
+    vg_sd_watchdog_init(&wd, vg_clock_ms());
     for (;;) {
+        struct vg_collector_health hl;
+        vg_collector_health(coll, &hl);
+        struct vg_err err = VG_ERR_INIT;
+        if (!hl.stalled && vg_sd_watchdog_tick(&wd, vg_clock_ms(), &err) < 0 && !failed) {
+            vg_cmd_error("serve", "%s", vg_err_msg(&err));
+            failed = true;
+        }
+        vg_err_release(&err);
         struct timespec tick = {0, 250 * 1000000L};
         int sig = sigtimedwait(stop_set, NULL, &tick);
         if (sig == SIGHUP) {
             /* What watch does without --config: a service manager's reload (or a closed
              * terminal) must not stop the exporter. */
-            vg_cmd_error("serve", "SIGHUP: there is no configuration file to read again; "
-                                  "going on");
+            vg_cmd_notice("serve", "SIGHUP: there is no configuration file to read again; "
+                                   "going on");
         } else if (sig > 0) {
-            vg_cmd_error("serve", "stopping on %s", strsignal(sig));
+            vg_cmd_notice("serve", "stopping on %s", strsignal(sig));
             break;
         }
         vg_http_reap(http);
     }
+    vg_serve_notify("STOPPING=1", &failed);
 }
 
 int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
@@ -288,7 +343,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     char where[96] = "?";
     int fd = vg_serve_open(&addr, &stop_set, where, sizeof(where));
     if (fd < 0) {
-        vg_cmd_error("serve", "cannot listen on %s: %s", sc.listen_arg, strerror(-fd));
+        vg_serve_listen_error(g, &sc, &addr, -fd);
         return VG_EXIT_SOFTWARE;
     }
 
@@ -322,10 +377,10 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
         vg_cmd_error("serve", "%s", vg_err_msg(&err));
         goto out;
     }
-    vg_cmd_error("serve", "listening on http://%s/metrics (every %llu ms)", where,
-                 (unsigned long long)sc.interval_ms);
+    vg_cmd_notice("serve", "listening on http://%s/metrics (every %llu ms)", where,
+                  (unsigned long long)sc.interval_ms);
 
-    vg_serve_wait(&stop_set, http);
+    vg_serve_wait(&stop_set, http, coll);
     status = VG_EXIT_OK;
 out:
     vg_http_stop(http);

@@ -42,11 +42,11 @@ struct vg_serve_addr {
     bool loopback; /* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104 */
 };
 
-#define VG_SERVE_LISTEN_DEFAULT "127.0.0.1:9835"
+#define VG_SERVE_LISTEN_DEFAULT "127.0.0.1:19835"
 
 int vg_serve_parse_listen(const char *s, struct vg_serve_addr *a, struct vg_err *err);
 
-/* "127.0.0.1:9835" or "[::1]:9835" for a bound address; writes at most n bytes. */
+/* "127.0.0.1:19835" or "[::1]:19835" for a bound address; writes at most n bytes. */
 void vg_serve_addr_format(const struct sockaddr *sa, socklen_t len, char *out, size_t n);
 
 #endif

@@ -39,6 +39,7 @@
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/sdnotify.h"
 
 static const char vg_watch_help[] =
     "usage: vramguard watch [options]\n"
@@ -73,6 +74,9 @@ struct vg_watch {
     char *problem_shown;
     uint64_t samples;
     char host[256];
+    bool journal;             /* stdout is systemd's journal stream: "<N>" before each event */
+    struct vg_sd_watchdog wd; /* the service manager's watchdog, pinged from the loop */
+    bool notify_failed;       /* told once, not at every ping */
 };
 
 static double vg_cpu_seconds(void)
@@ -156,7 +160,7 @@ static void vg_watch_reload(struct vg_watch *w)
                         : nvml       ? " (nvml_timeout takes effect at the next start)"
                         : full       ? " (full_scan takes effect at the next start)"
                                      : "";
-    vg_cmd_error("watch", "SIGHUP: configuration read again from '%s'%s", w->config_path, later);
+    vg_cmd_notice("watch", "SIGHUP: configuration read again from '%s'%s", w->config_path, later);
 }
 
 /* Does the process still exist (for holders carried while the driver's view is missing)? */
@@ -276,6 +280,8 @@ static int vg_watch_emit(struct vg_watch *w, const struct vg_event_list *evs,
     for (size_t i = 0; i < evs->n; i++) {
         const struct vg_event *ev = &evs->v[i];
         bool alert = ev->type == VG_EV_ALERT && w->exec_on && w->exec;
+        if (w->journal)
+            vg_buf_printf(&out, "<%d>", vg_render_event_priority(ev));
         if (w->cfg.format == VG_WATCH_JSON || alert) {
             vg_buf_reset(&line);
             vg_render_event_json(ev, when, w->samples, &line);
@@ -302,7 +308,7 @@ static void vg_watch_problem(struct vg_watch *w)
     if (p)
         vg_cmd_error("watch", "%s", p);
     else
-        vg_cmd_error("watch", "every expectation can be checked again");
+        vg_cmd_notice("watch", "every expectation can be checked again");
     free(w->problem_shown);
     w->problem_shown = p ? strdup(p) : NULL;
 }
@@ -382,6 +388,17 @@ static int vg_watch_sample(struct vg_watch *w)
     return status;
 }
 
+/* Tell the service manager (a no-op outside a Type=notify service); a failure is said once. */
+static void vg_watch_notify(struct vg_watch *w, const char *state)
+{
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_sd_notify(state, &err) < 0 && !w->notify_failed) {
+        vg_cmd_error("watch", "%s", vg_err_msg(&err));
+        w->notify_failed = true;
+    }
+    vg_err_release(&err);
+}
+
 /* Drain the signalfd. Returns true when asked to stop. */
 static bool vg_watch_signals(struct vg_watch *w, int sfd)
 {
@@ -402,12 +419,15 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
 {
     uint64_t next = vg_clock_ms();
     int out_fd = STDOUT_FILENO;
+    vg_sd_watchdog_init(&w->wd, next);
     for (;;) {
         uint64_t now = vg_clock_ms();
         if (now >= next) {
             int status = vg_watch_sample(w);
             if (status || w->once)
                 return status;
+            if (w->samples == 1)
+                vg_watch_notify(w, "READY=1");
             uint64_t after = vg_clock_ms();
             next += w->cfg.interval_ms;
             if (next < after)
@@ -418,6 +438,17 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
         uint64_t ex = w->exec ? vg_exec_next_ms(w->exec, now) : UINT64_MAX;
         if (ex < wait)
             wait = ex;
+        /* The watchdog is pinged here, between samples, and nowhere else: a loop stuck in a
+         * sample (or anywhere) stops the pings, and the manager restarts the service. */
+        struct vg_err err = VG_ERR_INIT;
+        if (vg_sd_watchdog_tick(&w->wd, now, &err) < 0 && !w->notify_failed) {
+            vg_cmd_error("watch", "%s", vg_err_msg(&err));
+            w->notify_failed = true;
+        }
+        vg_err_release(&err);
+        uint64_t wd = vg_sd_watchdog_wait_ms(&w->wd, now);
+        if (wd < wait)
+            wait = wd;
         /* stdout too, for nothing but errors: a pipe whose reader went away (watch | head)
          * ends the watch now rather than at the next event. */
         struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = out_fd}};
@@ -501,6 +532,7 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
         w->host[0] = '\0';
     w->host[sizeof(w->host) - 1] = '\0';
     w->color = w->cfg.format == VG_WATCH_TEXT && vg_cmd_use_color(w->g);
+    w->journal = vg_sd_journal_stream(STDOUT_FILENO);
 
     /* Blocked before the sampler's worker exists, so it inherits the mask and every one of
      * these arrives through the signalfd. */
@@ -547,9 +579,10 @@ int vg_cmd_watch(struct vg_global *g, int argc, char **argv)
     int status = vg_watch_parse(&w, argc, argv);
     if (status == 0)
         status = vg_watch_start(&w, &sfd);
-    if (status == 0)
+    if (status == 0) {
         status = vg_watch_loop(&w, sfd);
-    else if (status < 0)
+        vg_watch_notify(&w, "STOPPING=1");
+    } else if (status < 0)
         status = VG_EXIT_OK; /* --help */
     if (w.once && w.exec)
         vg_watch_drain(&w, sfd);

@@ -433,4 +433,16 @@ int vg_proc_parse_devices(const char *buf, size_t len, struct vg_dev_majors *m);
  * nvidia-uvm, nvidia-uvm-tools; any other nvidia* name: OTHER), 0 and VG_DEV_NONE otherwise. */
 int vg_proc_parse_node_name(const char *name, size_t len, enum vg_dev_kind *kind, unsigned *minor);
 
+/* Who listens on TCP port (any address, IPv4 or IPv6) in the reader's network namespace
+ * (sockets.c): 1 when something does, with *pid and *comm (malloc'ed, the caller frees; NULL
+ * when unreadable) of the process holding the socket, *pid 0 when that process is not visible
+ * (another user's, without privileges); 0 when nothing listens there; negative errno with err
+ * when the procfs root cannot be opened. */
+int vg_proc_port_listener(const char *proc_root, uint16_t port, pid_t *pid, char **comm,
+                          struct vg_err *err);
+/* The inodes of the sockets in LISTEN state on port, from net/tcp or net/tcp6 text (the header
+ * line first); at most cap, -E2BIG beyond. */
+int vg_proc_parse_tcp_listen(const char *buf, size_t len, uint16_t port, uint64_t *inodes,
+                             size_t cap, size_t *n);
+
 #endif

@@ -173,6 +173,15 @@ static bool vg_event_shows_severity(const struct vg_event *ev)
     }
 }
 
+int vg_render_event_priority(const struct vg_event *ev)
+{
+    if (!vg_event_shows_severity(ev))
+        return VG_SD_INFO;
+    return ev->severity == VG_SEV_CRITICAL  ? VG_SD_CRIT
+           : ev->severity == VG_SEV_WARNING ? VG_SD_WARNING
+                                            : VG_SD_INFO;
+}
+
 int vg_render_event_text(const struct vg_event *ev, const struct timespec *when,
                          const struct vg_style *st, struct vg_buf *out)
 {

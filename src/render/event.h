@@ -12,6 +12,7 @@
 
 #include "model/engine.h"
 #include "util/buf.h"
+#include "util/sdnotify.h"
 
 #define VG_JSON_SCHEMA_EVENT "vramguard.event/1"
 
@@ -26,5 +27,9 @@ int vg_render_event_text(const struct vg_event *ev, const struct timespec *when,
                          const struct vg_style *st, struct vg_buf *out);
 int vg_render_event_json(const struct vg_event *ev, const struct timespec *when, uint64_t sample,
                          struct vg_buf *out);
+
+/* The event's syslog priority for journald (enum vg_sd_level): the severity of what shows one
+ * (CRITICAL: crit, WARNING: warning), info for the rest. */
+int vg_render_event_priority(const struct vg_event *ev);
 
 #endif

@@ -6,7 +6,7 @@
 load lib
 load watch
 
-UNIT=$ROOT/contrib/systemd/vramguard-watch.service
+UNIT=$ROOT/contrib/systemd/vramguard-watch.service.in
 CONF=$ROOT/contrib/vramguard/watch.conf
 
 setup() {
@@ -19,14 +19,17 @@ setup() {
         PrivateTmp=yes ReadOnlyPaths=/etc/vramguard \
         'CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' \
         'AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' \
-        'ExecReload=/bin/kill -HUP $MAINPID' KillMode=control-group DevicePolicy=closed; do
+        'ExecReload=/bin/kill -HUP $MAINPID' KillMode=control-group DevicePolicy=closed \
+        Type=notify WatchdogSec=60s; do
         grep -qxF -- "$key" "$UNIT" || { echo "missing: $key"; return 1; }
     done
     # It must see every process: no hidden /proc.
     run ! grep -Eq '^(ProtectProc=invisible|ProcSubset=pid|PrivateDevices=yes)' "$UNIT"
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (apt-get install systemd)"
     local copy=$TMP/vramguard-watch.service
-    sed "s|^ExecStart=/usr/local/bin/vramguard |ExecStart=$VG |" "$UNIT" >"$copy"
+    # The template filled in as make install does, with the build directory as BINDIR (any
+    # prefix: the unit names no path of its own).
+    sed "s|@BINDIR@|${VG%/*}|g" "$UNIT" >"$copy"
     run systemd-analyze verify --man=no "$copy"
     printf '%s\n' "$output"
     [ "$status" -eq 0 ]
@@ -34,7 +37,7 @@ setup() {
 
 @test "the unit's command line, with the example configuration, runs" {
     local args
-    args=$(sed -n 's|^ExecStart=/usr/local/bin/vramguard ||p' "$UNIT")
+    args=$(sed -n 's|^ExecStart=@BINDIR@/vramguard ||p' "$UNIT")
     [ "$args" = "watch --config /etc/vramguard/watch.conf" ]
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
     host "proc gpu=1 pid=$A type=compute mem=2GiB"

@@ -285,7 +285,7 @@ EOF
     [ "$status" -eq 0 ]
     [[ $output == *"usage: vramguard serve"* && $output == *--per-process* && $output == *--allow-remote* ]]
     [[ $output == *"  --full-scan DUR"* ]]
-    for args in "--listen 0.0.0.0:9835" "--listen :9835" "--listen 10.0.0.1:1" \
+    for args in "--listen 0.0.0.0:19835" "--listen :19835" "--listen 10.0.0.1:1" \
         "--listen nohost" "--listen 127.0.0.1:70000" "--listen example.com:80" \
         "--interval 0" "--interval soon" "--per-process top:0" "--per-process most" \
         "--conn-timeout 0" "--max-connections 0" "--full-scan -1" "--full-scan 2d" \
@@ -297,7 +297,7 @@ EOF
         [[ $output == "vramguard: serve: "* ]]
         [ "$(wc -l <<<"$output")" -eq 1 ]
     done
-    run "$VG" serve --listen 0.0.0.0:9835
+    run "$VG" serve --listen 0.0.0.0:19835
     [[ $output == *--allow-remote* ]]
 }
 

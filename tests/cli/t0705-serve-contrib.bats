@@ -7,8 +7,9 @@ load lib
 load diag
 load serve
 
-UNIT=$ROOT/contrib/systemd/vramguard-exporter.service
+UNIT=$ROOT/contrib/systemd/vramguard-exporter.service.in
 DS=$ROOT/contrib/kubernetes/daemonset.yaml
+PM=$ROOT/contrib/kubernetes/podmonitor.yaml
 
 setup() {
     command -v curl >/dev/null || skip "curl is missing (apt-get install curl)"
@@ -22,7 +23,8 @@ setup() {
         'CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' \
         'AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH' DevicePolicy=closed \
         PrivateTmp=yes ProtectKernelTunables=yes RestrictNamespaces=yes \
-        MemoryDenyWriteExecute=yes 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX'; do
+        MemoryDenyWriteExecute=yes 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX' \
+        Type=notify WatchdogSec=60s; do
         grep -qxF -- "$key" "$UNIT" || { echo "missing: $key"; return 1; }
     done
     # It must see every process: no hidden /proc.
@@ -30,7 +32,9 @@ setup() {
     command -v systemd-analyze >/dev/null || skip "systemd-analyze is missing (apt-get install systemd)"
     local copy
     copy=$(vg_tmpdir)/vramguard-exporter.service
-    sed "s|^ExecStart=/usr/local/bin/vramguard |ExecStart=$VG |" "$UNIT" >"$copy"
+    # The template filled in as make install does, with the build directory as BINDIR (any
+    # prefix: the unit names no path of its own).
+    sed "s|@BINDIR@|${VG%/*}|g" "$UNIT" >"$copy"
     run systemd-analyze verify --man=no "$copy"
     printf '%s\n' "$output"
     [ "$status" -eq 0 ]
@@ -38,11 +42,11 @@ setup() {
 
 @test "the systemd unit's command line is one serve accepts" {
     local args
-    args=$(sed -n 's|^ExecStart=/usr/local/bin/vramguard serve ||p' "$UNIT")
-    [[ $args == *"--listen 127.0.0.1:9835"* ]]
+    args=$(sed -n 's|^ExecStart=@BINDIR@/vramguard serve ||p' "$UNIT")
+    [[ $args == *"--listen 127.0.0.1:19835"* ]]
     # The same options, on a free port.
     # shellcheck disable=SC2086 # split on purpose
-    serve_start ${args/--listen 127.0.0.1:9835/}
+    serve_start ${args/--listen 127.0.0.1:19835/}
     scrape
     [ "$SCRAPE_CODE" = 200 ]
 }
@@ -62,8 +66,23 @@ setup() {
     grep -q 'readOnlyRootFilesystem: true' "$DS"
     if command -v python3 >/dev/null && python3 -c 'import yaml' 2>/dev/null; then
         run python3 -c 'import sys, yaml; print(" ".join(d["kind"] for d in yaml.safe_load_all(open(sys.argv[1]))))' "$DS"
-        [ "$output" = "Namespace DaemonSet PodMonitor" ]
+        [ "$output" = "Namespace DaemonSet" ]
+        run python3 -c 'import sys, yaml; print(" ".join(d["kind"] for d in yaml.safe_load_all(open(sys.argv[1]))))' "$PM"
+        [ "$output" = "PodMonitor" ]
     fi
+}
+
+@test "the PodMonitor is a file of its own, selecting the DaemonSet's pods and its port" {
+    # without the Prometheus Operator's CRDs a PodMonitor fails the whole apply: not in the
+    # DaemonSet's file
+    run ! grep -q 'kind: PodMonitor' "$DS"
+    grep -q '^kind: PodMonitor$' "$PM"
+    grep -q 'Prometheus Operator' "$PM"
+    grep -q 'app.kubernetes.io/name: vramguard-exporter' "$PM"
+    grep -q -- '- port: metrics$' "$PM"
+    grep -q 'name: metrics$' "$DS"
+    grep -q 'replacement: vramguard$' "$PM"
+    [ "$(sed -n 's/^  namespace: //p' "$PM")" = "$(sed -n '/^kind: DaemonSet/,/^spec/s/^  namespace: //p' "$DS")" ]
 }
 
 @test "the DaemonSet's arguments are ones serve accepts" {

@@ -72,7 +72,8 @@ setup() {
         ./usr/lib/vramguard/vg-helper ./usr/lib/vramguard/libnvidia-ml.so.1 \
         ./usr/share/vramguard/watch.conf ./usr/share/vramguard/alerts.yml \
         ./usr/share/vramguard/slurm/vramguard-prolog ./usr/share/vramguard/slurm/vramguard-epilog \
-        ./usr/share/vramguard/kubernetes/daemonset.yaml ./usr/share/doc/vramguard/copyright; do
+        ./usr/share/vramguard/kubernetes/daemonset.yaml ./usr/share/doc/vramguard/copyright \
+        ./usr/share/vramguard/kubernetes/podmonitor.yaml ./usr/share/vramguard/grafana/vramguard.json; do
         [[ $output == *" $f"$'\n'* || $output == *" $f" ]] || { echo "missing: $f"; false; }
     done
     # the units start what the package installs

@@ -1442,6 +1442,44 @@ static void test_parent_session(void **state)
     rmdir(dir);
 }
 
+/* net/tcp and net/tcp6 text: the LISTEN sockets (state 0A) on one port, by local port only. */
+static void test_parse_tcp_listen(void **state)
+{
+    (void)state;
+    static const char tcp[] =
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+        "timeout inode\n"
+        "   0: 0100007F:4D7B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+        "0 31337 1 0000000000000000 100 0 0 10 0\n"
+        "   1: 0100007F:4D7B 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        "
+        "0 31338 1 0000000000000000 20 4 30 10 -1\n"
+        "   2: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+        "0 2222 1 0000000000000000 100 0 0 10 0\n"
+        "   3: garbage\n";
+    static const char tcp6[] =
+        "  sl  local_address                         remote_address                        st "
+        "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 00000000000000000000000001000000:4D7B 00000000000000000000000000000000:0000 0A "
+        "00000000:00000000 00:00000000 00000000   65534        0 4242 1 0000000000000000 100 0 0 "
+        "10 0\n";
+    uint64_t ino[4];
+    size_t n = 0;
+    /* 0x4D7B = 19835: the listener, not the connection on the same port */
+    assert_int_equal(vg_proc_parse_tcp_listen(tcp, strlen(tcp), 19835, ino, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ino[0], 31337);
+    assert_int_equal(vg_proc_parse_tcp_listen(tcp, strlen(tcp), 22, ino, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ino[0], 2222);
+    assert_int_equal(vg_proc_parse_tcp_listen(tcp, strlen(tcp), 9835, ino, 4, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(vg_proc_parse_tcp_listen(tcp6, strlen(tcp6), 19835, ino, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ino[0], 4242);
+    /* no room: said, not cut short silently */
+    assert_int_equal(vg_proc_parse_tcp_listen(tcp, strlen(tcp), 19835, ino, 0, &n), -E2BIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1463,6 +1501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_real, real_setup, real_teardown),
         cmocka_unit_test_setup_teardown(test_scan_churn, churn_setup, churn_teardown),
         cmocka_unit_test(test_parent_session),
+        cmocka_unit_test(test_parse_tcp_listen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

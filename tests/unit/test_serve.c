@@ -87,28 +87,28 @@ static void listen_ok(const char *s, int family, const char *host, unsigned port
 static void test_listen(void **state)
 {
     (void)state;
-    listen_ok("127.0.0.1:9835", AF_INET, "127.0.0.1", 9835, true);
+    listen_ok("127.0.0.1:19835", AF_INET, "127.0.0.1", 19835, true);
     listen_ok("127.1.2.3:0", AF_INET, "127.1.2.3", 0, true);
     listen_ok("localhost:80", AF_INET, "127.0.0.1", 80, true);
-    listen_ok(":9835", AF_INET, "0.0.0.0", 9835, false);
-    listen_ok("0.0.0.0:9835", AF_INET, "0.0.0.0", 9835, false);
+    listen_ok(":19835", AF_INET, "0.0.0.0", 19835, false);
+    listen_ok("0.0.0.0:19835", AF_INET, "0.0.0.0", 19835, false);
     listen_ok("10.1.2.3:65535", AF_INET, "10.1.2.3", 65535, false);
-    listen_ok("[::1]:9835", AF_INET6, "::1", 9835, true);
-    listen_ok("[::]:9835", AF_INET6, "::", 9835, false);
+    listen_ok("[::1]:19835", AF_INET6, "::1", 19835, true);
+    listen_ok("[::]:19835", AF_INET6, "::", 19835, false);
     listen_ok("[::ffff:127.0.0.1]:1", AF_INET6, "::ffff:127.0.0.1", 1, true);
     listen_ok("[fe80::1]:1", AF_INET6, "fe80::1", 1, false);
 
     static const char *const bad[] = {
         "",
-        "9835",
+        "19835",
         "127.0.0.1",
         "127.0.0.1:",
         "127.0.0.1:65536",
         "127.0.0.1:-1",
         "127.0.0.1:1x",
         "127.0.0.1: 1",
-        "::1:9835",
-        "[::1:9835",
+        "::1:19835",
+        "[::1:19835",
         "[]:1",
         "[::1]x:1",
         "example.com:80",
