@@ -51,6 +51,7 @@ enum {
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
     VG_OPT_HELP,
+    VG_OPT_VERSION,
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
 };
 
@@ -70,13 +71,20 @@ void vg_global_help(FILE *f);
  * stays one line whatever outside text it carries. */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
- * starts with ':') the way getopt saw it, and point at --help. */
-void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv);
+ * starts with ':') the way getopt saw it, and point at --help. longopts (the getopt_long array
+ * the parse used; NULL: none) tells an abbreviation that fits several options from an unknown
+ * one, and the message names the candidates. */
+void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv,
+                        const struct option *longopts);
+/* Whether word ("--name" or "--name=value") abbreviates more than one option of longopts. */
+bool vg_cmd_opt_ambiguous(const struct option *longopts, const char *word);
+/* Print "vramguard VERSION" to stdout (--version, wherever it is given). */
+void vg_cmd_version(void);
 
 /* Values vg_cmd_next_opt returns besides the command's own option codes (all >= 0). */
 enum {
     VG_CMD_OPT_END = -1,   /* no options left; optind is at the first word after them */
-    VG_CMD_OPT_HELP = -2,  /* -h or --help: the help is printed and the command is done */
+    VG_CMD_OPT_HELP = -2,  /* -h, --help or --version: printed, and the command is done */
     VG_CMD_OPT_USAGE = -3, /* the error is printed: the command ends with VG_EXIT_USAGE */
 };
 
@@ -156,6 +164,35 @@ int vg_cmd_emit(const char *cmd, int rc, const struct vg_buf *out, int status);
 /* A GPU named on the command line: its NVML index or a UUID (prefix). -1 with a message when
  * nothing or more than one GPU matches. */
 int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char *text, size_t *gpu);
+
+/* One subcommand as main's table lists it: what runs it, and what the main help, `help` and
+ * the completion scripts (complete.c) say about it. */
+struct vg_cmd_def {
+    const char *name;
+    int (*run)(struct vg_global *g, int argc, char **argv);
+    const char *summary;       /* the main help's line; NULL: a hidden command (completion) */
+    const struct vg_opt *opts; /* its option table (NULL: none), for the completion scripts */
+    const char *operands;      /* its first operand's words, '|'-separated; NULL: none */
+    bool operand_commands;     /* its first operand is a vramguard command (help) */
+    bool operand_program;      /* its operands are a program and its arguments (run) */
+};
+
+/* The main help: usage, the listed commands of cmds[0..n), the global options. */
+void vg_cmd_main_help(FILE *f, const struct vg_cmd_def *cmds, size_t n);
+/* `vramguard help [COMMAND]`: the main help, or COMMAND's --help (the same text). */
+int vg_cmd_help_command(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
+                        size_t n);
+/* `vramguard completion bash|zsh|fish`: the shell's completion script, from cmds' tables. */
+int vg_cmd_completion(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
+                      size_t n);
+/* Write the completion script for shell ("bash", "zsh" or "fish") to f. -EINVAL: no such
+ * shell. */
+int vg_cmd_completion_script(FILE *f, const char *shell, const struct vg_cmd_def *cmds, size_t n);
+
+/* Each command's option table (in its own file), for the completion scripts. */
+extern const struct vg_opt vg_status_opts[], vg_doctor_opts[], vg_visible_opts[], vg_run_opts[],
+    vg_pick_opts[], vg_demo_opts[], vg_check_opts[], vg_clean_opts[], vg_serve_opts[],
+    vg_handoff_opts[], vg_top_opts[];
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);

@@ -46,7 +46,7 @@ static int vg_doctor_list(void)
 #define VG_DOCTOR_RULES(member) VG_OPT_AT(0, struct vg_rule_opts, member)
 #define VG_DOCTOR_SIZE "a size such as 512MiB or 1GiB"
 
-static const struct vg_opt vg_doctor_opts[] = {
+const struct vg_opt vg_doctor_opts[] = {
     {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "only findings about GPU G (index or UUID prefix)", 0,
      NULL, VG_OPT_VAL(VG_OPT_VAR(2, const char *), .kind = VG_OPT_K_STR)},
     {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "only findings about process P", 0, NULL,

@@ -122,7 +122,7 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
     return vg_json_finish(&j);
 }
 
-static const struct vg_opt vg_pick_opts[] = {
+const struct vg_opt vg_pick_opts[] = {
     {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many GPUs (default 1, at most 64)", 'n', NULL,
      VG_OPT_CODE},
     VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"

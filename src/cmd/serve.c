@@ -126,7 +126,7 @@ struct vg_serve_cfg {
                .takes = "a number from 1 to 10000")
 #define VG_SERVE_SIZE "a size such as 512MiB or 1GiB"
 
-static const struct vg_opt vg_serve_opts[] = {
+const struct vg_opt vg_serve_opts[] = {
     {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
      "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
      "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"

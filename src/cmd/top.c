@@ -71,12 +71,14 @@ enum {
     VG_OPT_SORT,
 };
 
-static const struct vg_opt vg_top_opts[] = {
+const struct vg_opt vg_top_opts[] = {
     {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)",
      VG_OPT_INTERVAL, NULL, VG_OPT_CODE},
     {"sort", 0, VG_OPT_ARG_REQUIRED, "KEY",
      "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding or command", VG_OPT_SORT,
-     NULL, VG_OPT_CODE},
+     NULL,
+     VG_OPT_VAL(.kind = VG_OPT_K_CODE,
+                .words = "pid|user|gpu|mem|util|cpu|time|state|finding|command")},
     {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", VG_OPT_READ_ONLY, NULL,
      VG_OPT_CODE},
     VG_OPT_TABLE_END,

@@ -72,7 +72,10 @@ setup() {
         ./usr/lib/vramguard/vg-helper ./usr/lib/vramguard/libnvidia-ml.so.1 \
         ./usr/share/vramguard/watch.conf ./usr/share/vramguard/alerts.yml \
         ./usr/share/vramguard/slurm/vramguard-prolog ./usr/share/vramguard/slurm/vramguard-epilog \
-        ./usr/share/vramguard/kubernetes/daemonset.yaml ./usr/share/doc/vramguard/copyright; do
+        ./usr/share/vramguard/kubernetes/daemonset.yaml ./usr/share/doc/vramguard/copyright \
+        ./usr/share/bash-completion/completions/vramguard \
+        ./usr/share/zsh/vendor-completions/_vramguard \
+        ./usr/share/fish/vendor_completions.d/vramguard.fish; do
         [[ $output == *" $f"$'\n'* || $output == *" $f" ]] || { echo "missing: $f"; false; }
     done
     # the units start what the package installs
