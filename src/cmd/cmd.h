@@ -78,6 +78,10 @@ void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv,
                         const struct option *longopts);
 /* Whether word ("--name" or "--name=value") abbreviates more than one option of longopts. */
 bool vg_cmd_opt_ambiguous(const struct option *longopts, const char *word);
+/* For a command whose output is no document (top's screen, run's job, serve's metrics): with
+ * --json, print why (the message names what to use instead) and return true, for the caller's
+ * exit 64; --json is never silently ignored. */
+bool vg_cmd_refuse_json(const struct vg_global *g, const char *cmd, const char *why);
 /* Print "vramguard VERSION" to stdout (--version, wherever it is given). */
 void vg_cmd_version(void);
 

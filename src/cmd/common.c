@@ -170,6 +170,13 @@ void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv,
     vg_buf_release(&cand);
 }
 
+bool vg_cmd_refuse_json(const struct vg_global *g, const char *cmd, const char *why)
+{
+    if (g->json)
+        vg_cmd_error(cmd, "%s", why);
+    return g->json;
+}
+
 void vg_cmd_version(void)
 {
     printf("vramguard %s\n", VG_VERSION);

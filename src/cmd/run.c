@@ -373,6 +373,10 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (vg_cmd_refuse_json(g, "run",
+                           "run's output is its job's, not a document: use 'vramguard pick "
+                           "--json' to see which GPUs it would take"))
+        return VG_EXIT_USAGE;
     if (optind >= argc) {
         vg_cmd_error("run", "missing the command to run: vramguard run [options] -- CMD "
                             "[ARGS...] (see 'vramguard run --help')");

@@ -216,6 +216,10 @@ static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (vg_cmd_refuse_json(g, "serve",
+                           "serve answers Prometheus' text format on /metrics, not a document: "
+                           "use 'vramguard status --json' or 'vramguard doctor --json'"))
+        return VG_EXIT_USAGE;
     return vg_serve_check_listen(sc, addr);
 }
 

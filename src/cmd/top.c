@@ -187,11 +187,10 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
     }
     if (ch != VG_CMD_OPT_END)
         return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
-    if (t->g->json) {
-        vg_cmd_error("top", "top is a screen, not a document: use 'vramguard status --json' or "
-                            "'vramguard watch --json'");
+    if (vg_cmd_refuse_json(t->g, "top",
+                           "top is a screen, not a document: use 'vramguard status --json' or "
+                           "'vramguard watch --json'"))
         return VG_EXIT_USAGE;
-    }
     if (isatty(STDIN_FILENO) != 1 || isatty(STDOUT_FILENO) != 1) {
         vg_cmd_error("top", "needs a terminal; for pipes use 'vramguard status' or "
                             "'vramguard watch'");

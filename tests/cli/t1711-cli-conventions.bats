@@ -2,7 +2,9 @@
 # t1711-cli-conventions: what every command line shares. --version anywhere on the line;
 # `vramguard help [COMMAND]` printing exactly what --help prints (an unknown command: a usage
 # error, 64); an abbreviation that fits more than one option refused with one line naming the
-# candidates, while one that fits a single option (or an alias and its option) still works.
+# candidates, while one that fits a single option (or an alias and its option) still works;
+# --json honoured by every command: doctor --list prints vramguard.rules/1, pick's document has
+# its time, and the commands that print no document (top, run, serve) refuse it (64).
 
 load lib
 
@@ -102,4 +104,56 @@ SCN
     done
     grep -q '^\.B help' "$ROOT/man/vramguard.1"
     grep -q '^\.B completion' "$ROOT/man/vramguard.1"
+}
+
+@test "doctor --list --json is a vramguard.rules/1 document of the same rules as the text list" {
+    vg_require_jq
+    run --separate-stderr "$VG" doctor --list --json
+    [ "$status" -eq 0 ]
+    [ "$(jq -r .schema <<<"$output")" = "vramguard.rules/1" ]
+    local ids
+    ids=$(jq -r '.rules[].id' <<<"$output")
+    run "$VG" doctor --list
+    [ "$ids" = "$(awk '{print $1}' <<<"$output")" ]
+    [ "$(wc -l <<<"$ids")" -ge 10 ]
+    # --json before the command, and before --list, mean the same
+    run --separate-stderr "$VG" --json doctor --list
+    [ "$(jq -r '.rules[].id' <<<"$output")" = "$ids" ]
+    run --separate-stderr "$VG" doctor --json --list
+    [ "$(jq -r '.rules[].id' <<<"$output")" = "$ids" ]
+    # what follows --list is parsed too: a bad option is still a usage error
+    run --separate-stderr "$VG" doctor --list --bogus
+    [ "$status" -eq 64 ]
+}
+
+@test "pick --json carries the time the GPUs were read, like every other document" {
+    vg_require_jq
+    export VRAMGUARD_RUNTIME_DIR=$(vg_tmpdir)/locks
+    vg_scenario <<'SCN'
+driver 550.54.15
+gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA A100-SXM4-80GB" minor=0 bus=00000000:07:00.0 total=80GiB reserved=512MiB used=auto util=0
+SCN
+    local before after t
+    before=$(date -u +%s)
+    run_vg pick --json
+    after=$(date -u +%s)
+    [ "$status" -eq 0 ]
+    t=$(jq -r .time <<<"$output")
+    [[ $t =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$ ]]
+    t=$(date -u -d "$t" +%s)
+    [ "$t" -ge "$before" ] && [ "$t" -le "$after" ]
+    [ "$(jq -r 'keys_unsorted[0:3] | join(",")' <<<"$output")" = "schema,vramguard_version,time" ]
+}
+
+@test "top, run and serve, which print no document, refuse --json (64) and say what to use" {
+    run --separate-stderr "$VG" --json top
+    [ "$status" -eq 64 ]
+    [[ $stderr == "vramguard: top: top is a screen, not a document: use 'vramguard status --json'"* ]]
+    run --separate-stderr "$VG" run --json -- true
+    [ "$status" -eq 64 ]
+    [[ $stderr == "vramguard: run: run's output is its job's, not a document: use 'vramguard pick --json'"* ]]
+    run --separate-stderr "$VG" --json serve --listen 127.0.0.1:0
+    [ "$status" -eq 64 ]
+    [[ $stderr == "vramguard: serve: serve answers Prometheus' text format on /metrics, not a document"* ]]
+    [ -z "$output" ]
 }
