@@ -9,45 +9,48 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "cmd/watch_config.h"
 
-struct vg_command {
-    const char *name;
-    int (*run)(struct vg_global *g, int argc, char **argv);
-    const char *summary;
+static int vg_main_help_command(struct vg_global *g, int argc, char **argv);
+static int vg_main_completion(struct vg_global *g, int argc, char **argv);
+
+/* A command of cmd/: its function vg_cmd_NAME and option table vg_NAME_opts. */
+#define VG_CMD(cmd_name, text)                                                                     \
+    .name = #cmd_name, .run = vg_cmd_##cmd_name, .summary = (text), .opts = vg_##cmd_name##_opts
+
+static const struct vg_cmd_def vg_commands[] = {
+    {VG_CMD(status, "each GPU and every process holding its memory (default)")},
+    {VG_CMD(doctor, "why memory is held, and what to do about it")},
+    {VG_CMD(visible, "how CUDA_VISIBLE_DEVICES resolves to GPUs on this host")},
+    {VG_CMD(watch, "log holders, findings and alerts as they change; alert commands")},
+    {VG_CMD(check, "one sample against expectations and rules; Nagios exit status")},
+    {VG_CMD(demo, "a simulated host in the classic bad states, diagnosed (no GPU needed)")},
+    {VG_CMD(run, "start a job on reserved GPUs, tracked, and clean up after it"),
+     .operand_program = true},
+    {VG_CMD(pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value")},
+    {VG_CMD(clean, "free memory held by leftovers, safely (a plan unless --force)")},
+    {VG_CMD(serve, "Prometheus exporter: GPU memory by holder and by reason")},
+    {VG_CMD(top, "the live view: memory by reason, holders, findings; safe stop keys")},
+    {VG_CMD(handoff, "the scheduler's gate between jobs (prolog, epilog) and node checks"),
+     .operands = "prolog|epilog|node"},
+    {.name = "help",
+     .run = vg_main_help_command,
+     .summary = "a command's help: the same as 'vramguard COMMAND --help'",
+     .operand_commands = true},
+    /* Hidden from the help: the scripts that make install puts where the shells look. */
+    {.name = "completion", .run = vg_main_completion, .operands = "bash|zsh|fish"},
 };
 
-static const struct vg_command vg_commands[] = {
-    {"status", vg_cmd_status, "each GPU and every process holding its memory (default)"},
-    {"doctor", vg_cmd_doctor, "why memory is held, and what to do about it"},
-    {"visible", vg_cmd_visible, "how CUDA_VISIBLE_DEVICES resolves to GPUs on this host"},
-    {"watch", vg_cmd_watch, "log holders, findings and alerts as they change; alert commands"},
-    {"check", vg_cmd_check, "one sample against expectations and rules; Nagios exit status"},
-    {"demo", vg_cmd_demo, "a simulated host in the classic bad states, diagnosed (no GPU needed)"},
-    {"run", vg_cmd_run, "start a job on reserved GPUs, tracked, and clean up after it"},
-    {"pick", vg_cmd_pick, "choose free GPUs; print a CUDA_VISIBLE_DEVICES value"},
-    {"clean", vg_cmd_clean, "free memory held by leftovers, safely (a plan unless --force)"},
-    {"serve", vg_cmd_serve, "Prometheus exporter: GPU memory by holder and by reason"},
-    {"top", vg_cmd_top, "the live view: memory by reason, holders, findings; safe stop keys"},
-    {"handoff", vg_cmd_handoff,
-     "the scheduler's gate between jobs (prolog, epilog) and node checks"},
-};
+#define VG_NCOMMANDS (sizeof(vg_commands) / sizeof(vg_commands[0]))
 
-static void vg_main_help(FILE *f)
+static int vg_main_help_command(struct vg_global *g, int argc, char **argv)
 {
-    fputs("usage: vramguard [global options] [COMMAND] [options]\n"
-          "\n"
-          "Shows who holds memory on which NVIDIA GPU, joined from the driver (NVML) and from\n"
-          "the /dev/nvidia* descriptors processes hold open.\n"
-          "\n"
-          "Commands:\n",
-          f);
-    for (size_t i = 0; i < sizeof(vg_commands) / sizeof(vg_commands[0]); i++)
-        fprintf(f, "  %-10s %s\n", vg_commands[i].name, vg_commands[i].summary);
-    fputs("\n'vramguard COMMAND --help' shows a command's options.\n\n", f);
-    vg_global_help(f);
-    fputs("\nExit status: 0 ok; 1 warnings; 2 critical; 3 could not check; 64 bad usage;\n"
-          "70 internal error. See vramguard(1).\n",
-          f);
+    return vg_cmd_help_command(g, argc, argv, vg_commands, VG_NCOMMANDS);
+}
+
+static int vg_main_completion(struct vg_global *g, int argc, char **argv)
+{
+    return vg_cmd_completion(g, argc, argv, vg_commands, VG_NCOMMANDS);
 }
 
 int main(int argc, char **argv)
@@ -75,14 +78,22 @@ int main(int argc, char **argv)
         switch (c) {
         case 'h':
         case VG_OPT_HELP:
-            vg_main_help(stdout);
+            vg_cmd_main_help(stdout, vg_commands, VG_NCOMMANDS);
             return VG_EXIT_OK;
         case 'V':
-            printf("vramguard %s\n", VG_VERSION);
+        case VG_OPT_VERSION:
+            vg_cmd_version();
             return VG_EXIT_OK;
         case ':':
-            vg_cmd_usage_error(NULL, c, argc, argv);
+            vg_cmd_usage_error(NULL, c, argc, argv, longopts);
             return VG_EXIT_USAGE;
+        case '?':
+            /* An abbreviation of several options is refused here, whatever the command. */
+            if (optind > 0 && vg_cmd_opt_ambiguous(longopts, argv[optind - 1])) {
+                vg_cmd_usage_error(NULL, c, argc, argv, longopts);
+                return VG_EXIT_USAGE;
+            }
+            /* fall through */
         default:
             /* Not a global option: it may be one of the default command's
              * (`vramguard --no-nvml`), so let status parse the whole line and complain. */
@@ -91,7 +102,7 @@ int main(int argc, char **argv)
     }
 
     const char *name = optind < argc ? argv[optind] : "status";
-    for (size_t i = 0; i < sizeof(vg_commands) / sizeof(vg_commands[0]); i++) {
+    for (size_t i = 0; i < VG_NCOMMANDS; i++) {
         if (strcmp(vg_commands[i].name, name) != 0)
             continue;
         /* The command sees argv[0] = its name, then its own arguments. */

@@ -33,7 +33,7 @@ static const char vg_check_help_tail[] =
 
 /* --expect and --threshold are the watch config keys of the same name; --config is stored
  * into the parse's target 0. */
-static const struct vg_opt vg_check_opts[] = {
+const struct vg_opt vg_check_opts[] = {
     {"expect", 0, VG_OPT_ARG_REQUIRED, "GPU=WHO",
      "what GPU (index or UUID) may carry: none, PIDs, uid:N or user\n"
      "names, comma-separated; repeatable (see 'vramguard watch --help')",

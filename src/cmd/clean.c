@@ -89,7 +89,7 @@ static void vg_clean_filter(struct vg_clean *c, const char *opt, const char *val
 #define VG_CLEAN_AT(member) VG_OPT_AT(0, struct vg_clean, member)
 #define VG_CLEAN_GIVEN(member) VG_OPT_GIVEN(struct vg_clean, member)
 
-static const struct vg_opt vg_clean_opts[] = {
+const struct vg_opt vg_clean_opts[] = {
     {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "holders of GPU G (index or UUID prefix)", VG_CLEAN_FILTER,
      NULL, VG_OPT_VAL(VG_CLEAN_AT(gpu_arg), .kind = VG_OPT_K_STR, .then_code = true)},
     {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "process P", VG_CLEAN_FILTER, NULL,

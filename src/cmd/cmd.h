@@ -53,6 +53,7 @@ enum {
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
     VG_OPT_HELP,
+    VG_OPT_VERSION,
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
 };
 
@@ -76,13 +77,24 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * these at info ("<6>"). */
 void vg_cmd_notice(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report an unknown option (c == '?') or a missing value (c == ':', from an optstring that
- * starts with ':') the way getopt saw it, and point at --help. */
-void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv);
+ * starts with ':') the way getopt saw it, and point at --help. longopts (the getopt_long array
+ * the parse used; NULL: none) tells an abbreviation that fits several options from an unknown
+ * one, and the message names the candidates. */
+void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv,
+                        const struct option *longopts);
+/* Whether word ("--name" or "--name=value") abbreviates more than one option of longopts. */
+bool vg_cmd_opt_ambiguous(const struct option *longopts, const char *word);
+/* For a command whose output is no document (top's screen, run's job, serve's metrics): with
+ * --json, print why (the message names what to use instead) and return true, for the caller's
+ * exit 64; --json is never silently ignored. */
+bool vg_cmd_refuse_json(const struct vg_global *g, const char *cmd, const char *why);
+/* Print "vramguard VERSION" to stdout (--version, wherever it is given). */
+void vg_cmd_version(void);
 
 /* Values vg_cmd_next_opt returns besides the command's own option codes (all >= 0). */
 enum {
     VG_CMD_OPT_END = -1,   /* no options left; optind is at the first word after them */
-    VG_CMD_OPT_HELP = -2,  /* -h or --help: the help is printed and the command is done */
+    VG_CMD_OPT_HELP = -2,  /* -h, --help or --version: printed, and the command is done */
     VG_CMD_OPT_USAGE = -3, /* the error is printed: the command ends with VG_EXIT_USAGE */
 };
 
@@ -182,6 +194,35 @@ int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_wh
 struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w);
 /* Close and free; w stays safe to release again. */
 void vg_cmd_who_release(struct vg_cmd_who *w);
+
+/* One subcommand as main's table lists it: what runs it, and what the main help, `help` and
+ * the completion scripts (complete.c) say about it. */
+struct vg_cmd_def {
+    const char *name;
+    int (*run)(struct vg_global *g, int argc, char **argv);
+    const char *summary;       /* the main help's line; NULL: a hidden command (completion) */
+    const struct vg_opt *opts; /* its option table (NULL: none), for the completion scripts */
+    const char *operands;      /* its first operand's words, '|'-separated; NULL: none */
+    bool operand_commands;     /* its first operand is a vramguard command (help) */
+    bool operand_program;      /* its operands are a program and its arguments (run) */
+};
+
+/* The main help: usage, the listed commands of cmds[0..n), the global options. */
+void vg_cmd_main_help(FILE *f, const struct vg_cmd_def *cmds, size_t n);
+/* `vramguard help [COMMAND]`: the main help, or COMMAND's --help (the same text). */
+int vg_cmd_help_command(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
+                        size_t n);
+/* `vramguard completion bash|zsh|fish`: the shell's completion script, from cmds' tables. */
+int vg_cmd_completion(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
+                      size_t n);
+/* Write the completion script for shell ("bash", "zsh" or "fish") to f. -EINVAL: no such
+ * shell. */
+int vg_cmd_completion_script(FILE *f, const char *shell, const struct vg_cmd_def *cmds, size_t n);
+
+/* Each command's option table (in its own file), for the completion scripts. */
+extern const struct vg_opt vg_status_opts[], vg_doctor_opts[], vg_visible_opts[], vg_run_opts[],
+    vg_pick_opts[], vg_demo_opts[], vg_check_opts[], vg_clean_opts[], vg_serve_opts[],
+    vg_handoff_opts[], vg_top_opts[];
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);

@@ -49,6 +49,8 @@ const struct vg_opt vg_global_opts[] = {
     {"verbose", 0, VG_OPT_ARG_NONE, NULL, "say more about what was read and how", VG_OPT_VERBOSE,
      NULL, VG_OPT_VAL(VG_GLOBAL_AT(verbose), .kind = VG_OPT_K_SET)},
     {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL, VG_OPT_CODE},
+    {"version", 0, VG_OPT_ARG_NONE, NULL, "print the version and exit", VG_OPT_VERSION, NULL,
+     VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -120,20 +122,85 @@ void vg_cmd_notice(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
-void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv)
+/* The long options word (argv's "--name" or "--name=value") abbreviates, when it fits more
+ * than one that differ (an alias, such as --colour for --color, is one option): "--verbose,
+ * --version" into out. false when it fits one or none. */
+static bool vg_cmd_ambiguous(const struct option *longopts, const char *word, struct vg_buf *out)
+{
+    if (!longopts || strncmp(word, "--", 2) != 0)
+        return false;
+    const char *name = word + 2;
+    size_t n = strcspn(name, "=");
+    const struct option *first = NULL;
+    bool differ = false;
+    for (const struct option *o = longopts; o->name; o++) {
+        if (strncmp(o->name, name, n) != 0)
+            continue;
+        if (strlen(o->name) == n)
+            return false; /* an exact match is never ambiguous */
+        if (!first)
+            first = o;
+        else if (o->has_arg != first->has_arg || o->val != first->val)
+            differ = true;
+    }
+    if (!differ)
+        return false;
+    for (const struct option *o = longopts; o->name; o++) {
+        if (strncmp(o->name, name, n) != 0)
+            continue;
+        /* An alias of one already named is left out. */
+        bool alias = false;
+        for (const struct option *e = longopts; e < o && !alias; e++)
+            alias = strncmp(e->name, name, n) == 0 && e->val == o->val && e->has_arg == o->has_arg;
+        if (!alias)
+            vg_buf_printf(out, "%s--%s", out->len ? ", " : "", o->name);
+    }
+    return !out->err;
+}
+
+bool vg_cmd_opt_ambiguous(const struct option *longopts, const char *word)
+{
+    struct vg_buf cand;
+    vg_buf_init(&cand, 0);
+    bool amb = vg_cmd_ambiguous(longopts, word, &cand);
+    vg_buf_release(&cand);
+    return amb;
+}
+
+void vg_cmd_usage_error(const char *cmd, int c, int argc, char **argv,
+                        const struct option *longopts)
 {
     const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
     const char *sp = cmd ? " " : "";
     cmd = cmd ? cmd : "";
+    struct vg_buf cand;
+    vg_buf_init(&cand, 0);
     if (c == ':')
         vg_cmd_error(*cmd ? cmd : NULL, "option '%s' needs a value (see 'vramguard %s%s--help')",
                      bad, cmd, sp);
     else if (optopt > 0 && optopt < 0x100)
         vg_cmd_error(*cmd ? cmd : NULL, "unknown option '-%c' (see 'vramguard %s%s--help')", optopt,
                      cmd, sp);
+    else if (vg_cmd_ambiguous(longopts, bad, &cand))
+        vg_cmd_error(*cmd ? cmd : NULL,
+                     "option '%.*s' is ambiguous: %s (see 'vramguard %s%s--help')",
+                     (int)strcspn(bad, "="), bad, vg_buf_str(&cand), cmd, sp);
     else
         vg_cmd_error(*cmd ? cmd : NULL, "unknown option '%s' (see 'vramguard %s%s--help')", bad,
                      cmd, sp);
+    vg_buf_release(&cand);
+}
+
+bool vg_cmd_refuse_json(const struct vg_global *g, const char *cmd, const char *why)
+{
+    if (g->json)
+        vg_cmd_error(cmd, "%s", why);
+    return g->json;
+}
+
+void vg_cmd_version(void)
+{
+    printf("vramguard %s\n", VG_VERSION);
 }
 
 /* The row getopt matched: by its long name (li, an index into longopts), else by its letter;
@@ -203,8 +270,12 @@ int vg_cmd_next_opt(struct vg_cmd_parse *p)
             vg_cmd_help(stdout, p->help, p->opts, p->help_col, p->help_tail);
             return VG_CMD_OPT_HELP;
         }
+        if (o && o->id == VG_OPT_VERSION) {
+            vg_cmd_version();
+            return VG_CMD_OPT_HELP;
+        }
         if (!o) {
-            vg_cmd_usage_error(p->cmd, c, p->argc, p->argv);
+            vg_cmd_usage_error(p->cmd, c, p->argc, p->argv, p->longopts);
             return VG_CMD_OPT_USAGE;
         }
         if (global) {
@@ -249,7 +320,7 @@ int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
 {
     /* By id: an alias (--colour) shares its row's id, and the first row words the message. */
     const struct vg_opt *o = c >= VG_OPT_JSON ? vg_opt_find_id(vg_global_opts, c) : NULL;
-    if (!o || o->id == VG_OPT_HELP)
+    if (!o || o->id == VG_OPT_HELP || o->id == VG_OPT_VERSION)
         return 0;
     if (o->id == VG_OPT_DEV)
         return vg_global_dev(g, arg, cmd);

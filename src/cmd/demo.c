@@ -997,7 +997,7 @@ enum { VG_DEMO_KEEP = VG_OPT_FIRST_LOCAL };
 
 #define VG_DEMO_AT(member) VG_OPT_AT(0, struct vg_demo_args, member)
 
-static const struct vg_opt vg_demo_opts[] = {
+const struct vg_opt vg_demo_opts[] = {
     {"helper", 0, VG_OPT_ARG_REQUIRED, "PATH",
      "the process helper (default: found beside the binary)", 0, NULL,
      VG_OPT_VAL(VG_DEMO_AT(helper_arg), .kind = VG_OPT_K_STR)},

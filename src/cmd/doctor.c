@@ -33,20 +33,28 @@ static const char vg_doctor_help_tail[] =
 
 enum { VG_DOCTOR_LIST = VG_OPT_FIRST_LOCAL };
 
-static int vg_doctor_list(void)
+/* --list: each rule's id and what it sees; with --json, a vramguard.rules/1 document. */
+static int vg_doctor_list(const struct vg_global *g)
 {
     size_t n;
     const struct vg_rule_def *t = vg_rules_table(&n);
-    for (size_t i = 0; i < n; i++)
-        printf("%-16s %s\n", t[i].id, t[i].sees);
-    return VG_EXIT_OK;
+    if (!g->json) {
+        for (size_t i = 0; i < n; i++)
+            printf("%-16s %s\n", t[i].id, t[i].sees);
+        return VG_EXIT_OK;
+    }
+    struct vg_buf out;
+    vg_buf_init(&out, 0);
+    int status = vg_cmd_emit("doctor", vg_render_rules_json(&out), &out, VG_EXIT_OK);
+    vg_buf_release(&out);
+    return status;
 }
 
 /* The parse's targets: 0 the rule options, 1 the finding filter, 2 the --gpu text. */
 #define VG_DOCTOR_RULES(member) VG_OPT_AT(0, struct vg_rule_opts, member)
 #define VG_DOCTOR_SIZE "a size such as 512MiB or 1GiB"
 
-static const struct vg_opt vg_doctor_opts[] = {
+const struct vg_opt vg_doctor_opts[] = {
     {"gpu", 0, VG_OPT_ARG_REQUIRED, "G", "only findings about GPU G (index or UUID prefix)", 0,
      NULL, VG_OPT_VAL(VG_OPT_VAR(2, const char *), .kind = VG_OPT_K_STR)},
     {"pid", 0, VG_OPT_ARG_REQUIRED, "P", "only findings about process P", 0, NULL,
@@ -63,8 +71,8 @@ static const struct vg_opt vg_doctor_opts[] = {
      "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
      "CUDA_DEVICE_ORDER",
      0, NULL, VG_OPT_VAL(VG_DOCTOR_RULES(check_shell), .kind = VG_OPT_K_CLEAR)},
-    {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit", VG_DOCTOR_LIST, NULL,
-     VG_OPT_CODE},
+    {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit (--json: vramguard.rules/1)",
+     VG_DOCTOR_LIST, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
 };
 
@@ -76,8 +84,14 @@ static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg
     struct vg_cmd_parse p = {VG_CMD_PARSE(doctor), .g = g, .argc = argc, .argv = argv,
                              .dst = {ropts, flt, gpu_arg}};
     int c = vg_cmd_next_opt(&p);
-    if (c == VG_DOCTOR_LIST)
-        return vg_doctor_list();
+    /* the rest of the line first: a --json after --list counts too */
+    if (c == VG_DOCTOR_LIST) {
+        while ((c = vg_cmd_next_opt(&p)) >= 0)
+            ;
+        if (c != VG_CMD_OPT_END)
+            return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+        return vg_doctor_list(g);
+    }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
     return -1;

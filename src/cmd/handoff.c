@@ -80,7 +80,7 @@ struct vg_handoff {
     VG_OPT_VAL(VG_HANDOFF_AT(member), .kind = VG_OPT_K_DURATION, .max = VG_HOUR_MS,                \
                .takes = "a duration up to 1h (e.g. 500ms, 30s)")
 
-static const struct vg_opt vg_handoff_opts[] = {
+const struct vg_opt vg_handoff_opts[] = {
     {"gpus", 0, VG_OPT_ARG_REQUIRED, "LIST",
      "the job's GPUs: NVML indices or UUIDs, comma-separated\n"
      "(default: from Slurm's variables)",

@@ -46,7 +46,9 @@ struct vg_opt_val {
     size_t off, size;  /* the member within it */
     size_t given;      /* 1 + the offset of a bool set true as well; 0: none */
     uint64_t min, max; /* DURATION, NUM: the range; WORD: the value for a missing argument */
-    const char *words; /* WORD: the accepted words, '|'-separated, in the enum's order */
+    const char *words; /* WORD: the accepted words, '|'-separated, in the enum's order; any
+                        * other kind: the values the completion scripts offer (the parse
+                        * checks them itself) */
     const char *takes; /* what the option takes, for the message */
     bool then_code;    /* after storing, return the row's id to the command as well */
 };

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd/cmd.h"
 #include "cmd/gpusel.h"
@@ -87,12 +88,13 @@ static void vg_pick_json_gpu(struct vg_json *j, const struct vg_gpusel *s, size_
     vg_json_obj_end(j);
 }
 
+/* when: the time the GPUs were read, the document's "time" as in every other document. */
 static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria *c, unsigned count,
-                        bool ok, const char *cvd, struct vg_buf *out)
+                        bool ok, const char *cvd, const struct timespec *when, struct vg_buf *out)
 {
     struct vg_json j;
     vg_json_init(&j, out, true);
-    vg_json_envelope(&j, "vramguard.pick/1", NULL);
+    vg_json_envelope(&j, "vramguard.pick/1", when);
     vg_json_kbool(&j, "ok", ok);
     vg_json_kstr(&j, "cuda_visible_devices", ok ? cvd : NULL);
     vg_json_key(&j, "criteria");
@@ -122,7 +124,7 @@ static int vg_pick_json(const struct vg_gpusel *s, const struct vg_pick_criteria
     return vg_json_finish(&j);
 }
 
-static const struct vg_opt vg_pick_opts[] = {
+const struct vg_opt vg_pick_opts[] = {
     {"count", 'n', VG_OPT_ARG_REQUIRED, "N", "how many GPUs (default 1, at most 64)", 'n', NULL,
      VG_OPT_CODE},
     VG_GPUSEL_ROW_MIN_FREE("free memory each needs: a size (20GiB, 512MiB) or a fraction of\n"
@@ -171,6 +173,8 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
 
     struct vg_gpusel s;
     int status = vg_gpusel_acquire(&o, &s);
+    struct timespec read_at;
+    clock_gettime(CLOCK_REALTIME, &read_at);
     if (status != VG_EXIT_OK && !(status == VG_EXIT_WARN && fmt == VG_FMT_JSON && s.ranked)) {
         vg_gpusel_release(&s);
         return status;
@@ -187,7 +191,7 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
     }
     int rc = cvd.err;
     if (rc == 0 && fmt == VG_FMT_JSON)
-        rc = vg_pick_json(&s, &o.crit, o.spec.count, ok, vg_buf_str(&cvd), &out);
+        rc = vg_pick_json(&s, &o.crit, o.spec.count, ok, vg_buf_str(&cvd), &read_at, &out);
     else if (rc == 0)
         rc = vg_buf_printf(&out, "%s\n", vg_buf_str(&cvd));
     if (rc == 0)

@@ -319,7 +319,7 @@ static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, stru
 /* The parse's targets: 0 the struct vg_run, VG_GPUSEL_DST the shared selection options. */
 #define VG_RUN_AT(member) VG_OPT_AT(0, struct vg_run, member)
 
-static const struct vg_opt vg_run_opts[] = {
+const struct vg_opt vg_run_opts[] = {
     {"gpus", 0, VG_OPT_ARG_REQUIRED, "GPUS",
      "indices (nvidia-smi's numbering), GPU-/MIG- UUIDs or unique UUID\n"
      "prefixes, comma-separated; or auto:N, N GPUs chosen like\n"
@@ -373,6 +373,10 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (vg_cmd_refuse_json(g, "run",
+                           "run's output is its job's, not a document: use 'vramguard pick "
+                           "--json' to see which GPUs it would take"))
+        return VG_EXIT_USAGE;
     if (optind >= argc) {
         vg_cmd_error("run", "missing the command to run: vramguard run [options] -- CMD "
                             "[ARGS...] (see 'vramguard run --help')");

@@ -155,7 +155,7 @@ static void vg_serve_listen_error(const struct vg_global *g, const struct vg_ser
                .takes = "a number from 1 to 10000")
 #define VG_SERVE_SIZE "a size such as 512MiB or 1GiB"
 
-static const struct vg_opt vg_serve_opts[] = {
+const struct vg_opt vg_serve_opts[] = {
     {"listen", 0, VG_OPT_ARG_REQUIRED, "ADDR",
      "HOST:PORT to listen on (default " VG_SERVE_LISTEN_DEFAULT ");\n"
      "HOST is an IPv4 address, [IPv6] or localhost; :PORT means every\n"
@@ -245,6 +245,10 @@ static int vg_serve_parse(struct vg_global *g, int argc, char **argv, struct vg_
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    if (vg_cmd_refuse_json(g, "serve",
+                           "serve answers Prometheus' text format on /metrics, not a document: "
+                           "use 'vramguard status --json' or 'vramguard doctor --json'"))
+        return VG_EXIT_USAGE;
     return vg_serve_check_listen(sc, addr);
 }
 

@@ -25,7 +25,7 @@ static const char vg_status_help_tail[] =
     "still printed); 64 bad usage; 70 internal error.\n"
     "\n";
 
-static const struct vg_opt vg_status_opts[] = {
+const struct vg_opt vg_status_opts[] = {
     {"no-nvml", 0, VG_OPT_ARG_NONE, NULL, "do not load the driver; show device-node holders only",
      0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,

@@ -76,12 +76,14 @@ enum {
     VG_OPT_NO_MOUSE,
 };
 
-static const struct vg_opt vg_top_opts[] = {
+const struct vg_opt vg_top_opts[] = {
     {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)",
      VG_OPT_INTERVAL, NULL, VG_OPT_CODE},
     {"sort", 0, VG_OPT_ARG_REQUIRED, "KEY",
      "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding, command or rss", VG_OPT_SORT,
-     NULL, VG_OPT_CODE},
+     NULL,
+     VG_OPT_VAL(.kind = VG_OPT_K_CODE,
+                .words = "pid|user|gpu|mem|util|cpu|time|state|finding|command|rss")},
     {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", VG_OPT_READ_ONLY, NULL,
      VG_OPT_CODE},
     {"no-mouse", 0, VG_OPT_ARG_NONE, NULL,
@@ -203,11 +205,10 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
     }
     if (ch != VG_CMD_OPT_END)
         return ch == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
-    if (t->g->json) {
-        vg_cmd_error("top", "top is a screen, not a document: use 'vramguard status --json' or "
-                            "'vramguard watch --json'");
+    if (vg_cmd_refuse_json(t->g, "top",
+                           "top is a screen, not a document: use 'vramguard status --json' or "
+                           "'vramguard watch --json'"))
         return VG_EXIT_USAGE;
-    }
     if (isatty(STDIN_FILENO) != 1 || isatty(STDOUT_FILENO) != 1) {
         vg_cmd_error("top", "needs a terminal; for pipes use 'vramguard status' or "
                             "'vramguard watch'");

@@ -29,10 +29,11 @@ static const char vg_visible_help_tail[] =
     "\n";
 
 /* The parse's targets: 0 the --order text, 1 whether --unset was given. */
-static const struct vg_opt vg_visible_opts[] = {
+const struct vg_opt vg_visible_opts[] = {
     {"order", 0, VG_OPT_ARG_REQUIRED, "ORDER",
      "CUDA_DEVICE_ORDER to assume (default: this shell's)", 0, NULL,
-     VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
+     VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR,
+                .words = "FASTEST_FIRST|PCI_BUS_ID")},
     {"unset", 0, VG_OPT_ARG_NONE, NULL, "resolve as if CUDA_VISIBLE_DEVICES were unset", 0, NULL,
      VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},
     VG_OPT_TABLE_END,

@@ -74,7 +74,7 @@ const struct vg_opt vg_watch_opts[] = {
      VG_WATCH_OPT_SETTING, "exec_timeout", VG_OPT_CODE},
     {"format", 0, VG_OPT_ARG_REQUIRED, "FMT",
      "text (default) or json: one vramguard.event/1 object per line", VG_WATCH_OPT_SETTING,
-     "format", VG_OPT_CODE},
+     "format", VG_OPT_VAL(.kind = VG_OPT_K_CODE, .words = "text|json")},
     {"idle-after", 0, VG_OPT_ARG_REQUIRED, "DUR",
      "idle-holder: memory held this long with no utilisation (default 1h)", VG_WATCH_OPT_SETTING,
      "idle_after", VG_OPT_CODE},

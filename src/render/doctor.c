@@ -341,6 +341,27 @@ static void vg_doctor_json_gpus(struct vg_json *j, const struct vg_snapshot *sna
     vg_json_arr_end(j);
 }
 
+int vg_render_rules_json(struct vg_buf *out)
+{
+    size_t n;
+    const struct vg_rule_def *t = vg_rules_table(&n);
+    struct vg_json j;
+    vg_json_init(&j, out, true);
+    /* no "time": the list is the program's, not an observation of the host */
+    vg_json_envelope(&j, VG_JSON_SCHEMA_RULES, NULL);
+    vg_json_key(&j, "rules");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; i < n; i++) {
+        vg_json_obj_begin(&j);
+        vg_json_kstr(&j, "id", t[i].id);
+        vg_json_kstr(&j, "sees", t[i].sees);
+        vg_json_obj_end(&j);
+    }
+    vg_json_arr_end(&j);
+    vg_json_obj_end(&j);
+    return vg_json_finish(&j);
+}
+
 int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, struct vg_buf *out)
 {

@@ -66,6 +66,10 @@ void vg_render_finding_json(struct vg_json *j, const struct vg_snapshot *snap,
 int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, const struct vg_render_opts *ro,
                           struct vg_buf *out);
+/* `doctor --list --json`: the rules, in run order, as a vramguard.rules/1 document. */
+#define VG_JSON_SCHEMA_RULES "vramguard.rules/1"
+int vg_render_rules_json(struct vg_buf *out);
+
 int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findings *fs,
                           const struct vg_finding_filter *flt, struct vg_buf *out);
 

@@ -73,7 +73,10 @@ setup() {
         ./usr/share/vramguard/watch.conf ./usr/share/vramguard/alerts.yml \
         ./usr/share/vramguard/slurm/vramguard-prolog ./usr/share/vramguard/slurm/vramguard-epilog \
         ./usr/share/vramguard/kubernetes/daemonset.yaml ./usr/share/doc/vramguard/copyright \
-        ./usr/share/vramguard/kubernetes/podmonitor.yaml ./usr/share/vramguard/grafana/vramguard.json; do
+        ./usr/share/vramguard/kubernetes/podmonitor.yaml ./usr/share/vramguard/grafana/vramguard.json \
+        ./usr/share/bash-completion/completions/vramguard \
+        ./usr/share/zsh/vendor-completions/_vramguard \
+        ./usr/share/fish/vendor_completions.d/vramguard.fish; do
         [[ $output == *" $f"$'\n'* || $output == *" $f" ]] || { echo "missing: $f"; false; }
     done
     # the units start what the package installs

@@ -126,6 +126,34 @@ static void test_bad_usage(void **state)
     assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_USAGE);
 }
 
+/* An abbreviation of several options is told from an unknown option; an alias and its option
+ * (--colour, --color) are one; an exact name is never ambiguous; --version ends the parse. */
+static void test_ambiguous(void **state)
+{
+    (void)state;
+    struct option lo[VG_OPT_MAX];
+    char os[16] = "+:h";
+    assert_int_equal(vg_cmd_opt_arrays(opts, lo, VG_OPT_MAX, os, sizeof(os)), 0);
+    assert_true(vg_cmd_opt_ambiguous(lo, "--v"));
+    assert_true(vg_cmd_opt_ambiguous(lo, "--ver=1"));
+    assert_true(vg_cmd_opt_ambiguous(lo, "--n"));     /* --nvml, --nvml-timeout, --number */
+    assert_false(vg_cmd_opt_ambiguous(lo, "--nvml")); /* exact, though --nvml-timeout too */
+    assert_false(vg_cmd_opt_ambiguous(lo, "--col"));  /* --color and its alias --colour */
+    assert_false(vg_cmd_opt_ambiguous(lo, "--verb"));
+    assert_false(vg_cmd_opt_ambiguous(lo, "--bogus"));
+    assert_false(vg_cmd_opt_ambiguous(lo, "-v"));
+    assert_false(vg_cmd_opt_ambiguous(NULL, "--v"));
+
+    struct vg_global g = {0};
+    char *amb[] = {"t", "--v", NULL};
+    struct vg_cmd_parse p = parse(&g, 2, amb, false);
+    assert_int_equal(vg_cmd_next_opt(&p), VG_CMD_OPT_USAGE);
+    char *ver[] = {"t", "--flag", "--version", "--bogus", NULL};
+    p = parse(&g, 4, ver, false);
+    assert_int_equal(vg_cmd_next_opt(&p), OPT_FLAG);
+    assert_int_equal(next_quiet(&p), VG_CMD_OPT_HELP);
+}
+
 /* The text vg_opt_help prints for t at col. */
 static char *help_of(const struct vg_opt *t, unsigned col)
 {
@@ -324,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_help),           cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_table_help),     cmocka_unit_test(test_table_getopt),
         cmocka_unit_test(test_typed_rows),     cmocka_unit_test(test_table_config_keys),
+        cmocka_unit_test(test_ambiguous),
     };
     return cmocka_run_group_tests_name("cmd", tests, NULL, NULL);
 }

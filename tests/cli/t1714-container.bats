@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# t1711-container: contrib/container/Containerfile without a container engine (none is
+# t1714-container: contrib/container/Containerfile without a container engine (none is
 # installed by scripts/install-deps: podman's packages bring services and a network pull of
 # debian:12). What can be checked here is checked: the build stage installs exactly the build
 # packages of scripts/install-deps and runs the README's make commands; `make install-strip
