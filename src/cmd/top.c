@@ -265,7 +265,8 @@ static void *vg_top_sampler_main(void *arg)
     struct vg_sampler_opts so = {.nvml_path = t->g->nvml_path,
                                  .nvml_timeout_ms = t->g->nvml_timeout_ms,
                                  .proc_root = t->g->proc_root,
-                                 .dev_dir = t->g->dev_dir};
+                                 .dev_dir = t->g->dev_dir,
+                                 .scan = t->g->scan};
     struct vg_sampler *s = NULL;
     struct vg_err err = VG_ERR_INIT;
     struct vg_top_history hist = {0};

@@ -51,6 +51,7 @@ struct vg_sampler_opts {
     bool skip_nvml;
     unsigned full_scan_ms; /* longest time between full scans; 0: VG_SAMPLER_FULL_SCAN_MS */
     bool full_scans_only;  /* no incremental scans */
+    int scan;              /* enum vg_proc_scan_mode: how holders are found (--scan) */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u

@@ -172,6 +172,17 @@ void vg_proc_index_abort(struct vg_proc_index *idx);
  * VG_PROC_ACC_* bits, or VG_PROC_ACC_UNKNOWN. */
 unsigned vg_proc_access_read(struct vg_proc_ctx *c);
 
+/* The in-kernel holder scan (kscan.c) over c's procfs root and device set: the processes, in
+ * the view's numbering, distinct and ascending (*pids owned by the caller), whose descriptor
+ * tables hold a node c->devset matches. 0, -ENOMEM, or another negative errno with why set to
+ * the reason it cannot run here (no libbpf, not permitted, no BTF, a view it does not cover...). */
+int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
+                  struct vg_err *why);
+
+/* The path under DIR of the set's node i (i < vg_proc_devset_size), with its filesystem and
+ * inode in id (dev_major, dev_minor, ino; the rest zero). Borrowed. */
+const char *vg_proc_devset_node(const struct vg_proc_devset *s, size_t i, struct vg_dev_id *id);
+
 /* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
 char *vg_proc_strndup(const char *s, size_t n);
 

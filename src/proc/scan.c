@@ -197,6 +197,38 @@ static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *id
     return 0;
 }
 
+/* Whether the in-kernel scan finds the holders this time (see proc.h, vg_proc_scan_mode): on
+ * success *kpids holds the processes it found. Only -ENOMEM, or a kernel scan asked for
+ * (--scan=kernel) that cannot run, fail; otherwise t->scan_note says why /proc is read. */
+static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts,
+                          struct vg_proc_table *t, pid_t **kpids, size_t *nk, struct vg_err *err)
+{
+    *kpids = NULL;
+    *nk = 0;
+    t->kernel_scan = false;
+    if (opts->scan == VG_PROC_SCAN_PROC)
+        return 0;
+    struct vg_err why = VG_ERR_INIT;
+    int rc = opts->all ? vg_err_set(&why, -ENOTSUP, "every process is read in full")
+                       : vg_proc_kscan(c, opts->dev_dir, kpids, nk, &why);
+    if (rc == 0) {
+        t->kernel_scan = true;
+        return 0;
+    }
+    if (rc == -ENOMEM) {
+        vg_err_release(&why);
+        return rc;
+    }
+    if (opts->scan == VG_PROC_SCAN_KERNEL)
+        rc = vg_err_set(err, rc, "the kernel scan cannot run: %s", vg_err_msg(&why));
+    else if (!(t->scan_note = vg_proc_strndup(vg_err_msg(&why), strlen(vg_err_msg(&why)))))
+        rc = -ENOMEM;
+    else
+        rc = 0;
+    vg_err_release(&why);
+    return rc;
+}
+
 /* Read one listed process into the table (kept, skipped or vanished) and index it. Returns 0
  * or a negative errno. */
 static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_scan_ent *e,
@@ -257,8 +289,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
 
     struct vg_proc_ctx c;
     struct vg_scan_ent *ents = NULL;
-    pid_t *want = NULL;
-    size_t nents = 0, cap = 0;
+    pid_t *want = NULL, *kpids = NULL;
+    size_t nents = 0, cap = 0, nk = 0;
     struct vg_proc_index *idx = opts->index;
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
     if (rc)
@@ -283,11 +315,22 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
     }
+    /* After the listing: a holder listed is in the kernel's tables now, unless it exited. */
+    if ((rc = vg_scan_choose(&c, opts, t, &kpids, &nk, err)) != 0)
+        goto out;
+    if (t->kernel_scan)
+        t->incremental = false; /* the kernel scan saw everyone: nothing to carry */
 
     for (size_t i = 0; i < nents; i++) {
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
+        if (t->kernel_scan && !wanted && !vg_scan_wanted(kpids, nk, e->pid)) {
+            /* the kernel walked its descriptors and found no node: read, holding nothing */
+            if (idx && (rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
+                goto out;
+            continue;
+        }
         if (t->incremental && !wanted && vg_scan_carry(idx, e, have_last, last_pid)) {
             if ((rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
                 goto out;
@@ -312,6 +355,7 @@ out:
     }
     free(ents);
     free(want);
+    free(kpids);
     vg_proc_ctx_release(&c);
     close(root_fd);
     return rc;
