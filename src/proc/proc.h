@@ -296,7 +296,10 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
  * table the /proc scan gives. It needs a procfs view of this process's PID namespace or one
  * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
  * when it can run, else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan that
- * cannot run fails. opts->all (every process read in full) always means PROC.
+ * cannot run fails. opts->all (every process read in full) always means PROC, and so does an
+ * incremental scan (opts->incremental with a primed index), which reads less than the kernel
+ * walks; a kernel scan with an index records every process it walked, so the next scan can
+ * be incremental.
  */
 enum vg_proc_scan_mode { VG_PROC_SCAN_AUTO, VG_PROC_SCAN_KERNEL, VG_PROC_SCAN_PROC };
 

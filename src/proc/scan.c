@@ -315,11 +315,10 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
     }
-    /* After the listing: a holder listed is in the kernel's tables now, unless it exited. */
-    if ((rc = vg_scan_choose(&c, opts, t, &kpids, &nk, err)) != 0)
+    /* After the listing: a holder listed is in the kernel's tables now, unless it exited. An
+     * incremental scan reads less than the kernel scan would walk: it stays on /proc. */
+    if (!t->incremental && (rc = vg_scan_choose(&c, opts, t, &kpids, &nk, err)) != 0)
         goto out;
-    if (t->kernel_scan)
-        t->incremental = false; /* the kernel scan saw everyone: nothing to carry */
 
     for (size_t i = 0; i < nents; i++) {
         const struct vg_scan_ent *e = &ents[i];
