@@ -174,7 +174,10 @@ struct vg_bpf {
     void (*close)(struct bpf_object *obj);
 };
 
-#define VG_BPF_SYM(name, member) {name, offsetof(struct vg_bpf, member)}
+#define VG_BPF_SYM(name, member)                                                                   \
+    {                                                                                              \
+        name, offsetof(struct vg_bpf, member)                                                      \
+    }
 static const struct {
     const char *name;
     size_t off;
@@ -293,8 +296,10 @@ static int vg_kscan_cfg(const struct vg_proc_devset *ds, const struct vg_proc_kc
         if (k < cfg->nfs)
             continue;
         if (cfg->nfs == VG_KREC_FS)
-            return vg_err_set(why, -E2BIG, "the nodes matched by inode span more than %d "
-                              "filesystems", VG_KREC_FS);
+            return vg_err_set(why, -E2BIG,
+                              "the nodes matched by inode span more than %d "
+                              "filesystems",
+                              VG_KREC_FS);
         cfg->fs_devs[cfg->nfs++] = dev;
     }
     cfg->view_ns = view_ns;
@@ -322,8 +327,9 @@ static int vg_kscan_read(int fd, struct vg_buf *out)
 static int vg_kscan_load_err(int rc, struct vg_err *why)
 {
     if (rc == -EPERM || rc == -EACCES)
-        return vg_err_set(why, rc, "loading the BPF program is not permitted (it needs root, or "
-                                   "CAP_BPF and CAP_PERFMON)");
+        return vg_err_set(why, rc,
+                          "loading the BPF program is not permitted (it needs root, or "
+                          "CAP_BPF and CAP_PERFMON)");
     return vg_err_set(why, rc, "the kernel refused the BPF program: %s", strerror(-rc));
 }
 
@@ -402,14 +408,17 @@ static int vg_kscan_view_ns(struct vg_proc_ctx *c, unsigned *ns, bool *below, st
     if (rc == -ENOMEM)
         return rc;
     if (rc == 0 && depth != 1)
-        return vg_err_set(why, -EXDEV, "the --proc view is of an outer PID namespace, which "
-                                       "the kernel scan does not walk from here");
+        return vg_err_set(why, -EXDEV,
+                          "the --proc view is of an outer PID namespace, which "
+                          "the kernel scan does not walk from here");
     *below = rc != 0;
     const char *path = *below ? "1/ns/pid" : "self/ns/pid";
     struct stat st;
     if (fstatat(c->root_fd, path, &st, 0) < 0)
-        return vg_err_set(why, -errno, "the PID namespace of the --proc view cannot be told "
-                          "(%s: %s)", path, strerror(errno));
+        return vg_err_set(why, -errno,
+                          "the PID namespace of the --proc view cannot be told "
+                          "(%s: %s)",
+                          path, strerror(errno));
     *ns = (unsigned)st.st_ino;
     return 0;
 }
@@ -441,8 +450,9 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
         (rc = vg_kscan_run(&b, &cfg, &out, &saw_init, why)) != 0)
         goto out;
     if (below && !saw_init) {
-        rc = vg_err_set(why, -EXDEV, "the --proc view is of a PID namespace the kernel scan "
-                                     "does not walk from here (or its pid 1 holds no files)");
+        rc = vg_err_set(why, -EXDEV,
+                        "the --proc view is of a PID namespace the kernel scan "
+                        "does not walk from here (or its pid 1 holds no files)");
         goto out;
     }
     rc = vg_proc_parse_krecs(out.data, out.len, c->devset, cal, ncal, pids, npids);
@@ -451,8 +461,10 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
     for (size_t i = 0; rc == 0 && i < ncal; i++)
         if (cal[i].differs || !cal[i].seen) {
             struct vg_dev_id id;
-            rc = vg_err_set(why, -EXDEV, "the kernel names %s/%s otherwise than stat does "
-                            "(overlayfs or btrfs?)", dir, vg_proc_devset_node(c->devset, i, &id));
+            rc = vg_err_set(why, -EXDEV,
+                            "the kernel names %s/%s otherwise than stat does "
+                            "(overlayfs or btrfs?)",
+                            dir, vg_proc_devset_node(c->devset, i, &id));
         }
     if (rc) {
         free(*pids);

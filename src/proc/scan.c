@@ -229,6 +229,26 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     return rc;
 }
 
+/* A listed process that is not read: the kernel scan walked its descriptors and found no node
+ * (it counts as read, holding nothing), or an incremental scan carries it over. 1 when it is
+ * not read (and indexed), 0 when it must be, -ENOMEM. */
+static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
+                          const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
+                          bool have_last, pid_t last)
+{
+    bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
+    bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
+    if (!walked && !carried)
+        return 0;
+    t->n_carried += carried;
+    if (idx) {
+        int rc = vg_proc_index_add(idx, e->pid, e->ino, 0);
+        if (rc)
+            return rc;
+    }
+    return 1;
+}
+
 /* Read one listed process into the table (kept, skipped or vanished) and index it. Returns 0
  * or a negative errno. */
 static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_scan_ent *e,
@@ -324,16 +344,10 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (t->kernel_scan && !wanted && !vg_scan_wanted(kpids, nk, e->pid)) {
-            /* the kernel walked its descriptors and found no node: read, holding nothing */
-            if (idx && (rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
+        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+            if (rc < 0)
                 goto out;
-            continue;
-        }
-        if (t->incremental && !wanted && vg_scan_carry(idx, e, have_last, last_pid)) {
-            if ((rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
-                goto out;
-            t->n_carried++;
+            rc = 0;
             continue;
         }
         if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
