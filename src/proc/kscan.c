@@ -302,6 +302,11 @@ static int vg_kscan_cfg(const struct vg_proc_devset *ds, const struct vg_proc_kc
                               VG_KREC_FS);
         cfg->fs_devs[cfg->nfs++] = dev;
     }
+    if (ncal <= VG_KREC_INOS) {
+        for (size_t i = 0; i < ncal; i++)
+            cfg->inos[i] = cal[i].id.ino;
+        cfg->nino = (unsigned)ncal;
+    }
     cfg->view_ns = view_ns;
     return 0;
 }

@@ -13,6 +13,9 @@
 #define VG_KREC_MAJORS 6
 /* Filesystems of --dev DIR's inode-matched nodes the program lets through. */
 #define VG_KREC_FS 8
+/* Their inode numbers, when there are no more than this: only those files are let through;
+ * with more, every file on those filesystems is (and userspace sorts them out). */
+#define VG_KREC_INOS 32
 
 struct vg_krec {
     unsigned int magic;
@@ -32,6 +35,8 @@ struct vg_kcfg {
     unsigned int fs_devs[VG_KREC_FS];    /* kernel dev_t: major << 20 | minor */
     unsigned int nfs;
     unsigned int view_ns; /* inode number of the --proc view's PID namespace */
+    unsigned long long inos[VG_KREC_INOS];
+    unsigned int nino; /* 0: no inode filter */
 };
 
 /* The program's state between calls (its .bss): reset before every run. */
