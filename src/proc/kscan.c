@@ -124,12 +124,14 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
 #ifndef VG_HAVE_BPF
 
 int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
-                  struct vg_err *why)
+                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why)
 {
     (void)c;
     (void)dev_dir;
     *pids = NULL;
     *npids = 0;
+    *kfds = NULL;
+    *nkfds = 0;
     return vg_err_set(why, -ENOTSUP,
                       "this build has no kernel scan (built without clang's BPF target or "
                       "libbpf-dev)");
@@ -428,11 +430,63 @@ static int vg_kscan_view_ns(struct vg_proc_ctx *c, unsigned *ns, bool *below, st
     return 0;
 }
 
+static int vg_kscan_cmp_kfd(const void *a, const void *b)
+{
+    const struct vg_proc_kfd *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->fd < y->fd ? -1 : x->fd > y->fd;
+}
+
+/* The descriptors behind the pids of records that vg_proc_parse_krecs accepted: every record
+ * the set matches that is not a check descriptor. 0 or -ENOMEM. */
+static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset *ds,
+                        const struct vg_proc_kcal *cal, size_t ncal, struct vg_proc_kfd **out,
+                        size_t *nout)
+{
+    size_t n = 0, cap = 0;
+    struct vg_proc_kfd *v = NULL;
+    for (size_t i = 0; i < len / sizeof(struct vg_krec); i++) {
+        struct vg_krec r;
+        memcpy(&r, buf + i * sizeof(r), sizeof(r));
+        bool check = false;
+        for (size_t k = 0; (r.flags & VG_KREC_SELF) && k < ncal && !check; k++)
+            check = cal[k].fd >= 0 && (unsigned)cal[k].fd == r.fd;
+        struct vg_dev_id id = {.mode = r.mode,
+                               .rdev_major = r.rdev_major,
+                               .rdev_minor = r.rdev_minor,
+                               .dev_major = r.dev_major,
+                               .dev_minor = r.dev_minor,
+                               .ino = r.ino};
+        struct vg_dev_match m;
+        if (check || !vg_proc_devset_match(ds, &id, &m))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct vg_proc_kfd *nv = realloc(v, ncap * sizeof(*nv));
+            if (!nv) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[n++] = (struct vg_proc_kfd){.pid = (pid_t)r.pid, .fd = r.fd, .other = r.tid != r.pid};
+    }
+    if (n > 1)
+        qsort(v, n, sizeof(*v), vg_kscan_cmp_kfd);
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
 int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
-                  struct vg_err *why)
+                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why)
 {
     *pids = NULL;
     *npids = 0;
+    *kfds = NULL;
+    *nkfds = 0;
     const char *dir = dev_dir && *dev_dir ? dev_dir : "/dev";
     if (!c->procfs)
         return vg_err_set(why, -ENOTSUP, "the --proc view is not a procfs");
@@ -461,6 +515,8 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
         goto out;
     }
     rc = vg_proc_parse_krecs(out.data, out.len, c->devset, cal, ncal, pids, npids);
+    if (rc == 0)
+        rc = vg_kscan_fds(out.data, out.len, c->devset, cal, ncal, kfds, nkfds);
     if (rc == -EINVAL)
         vg_err_set(why, rc, "the BPF iterator wrote malformed records");
     for (size_t i = 0; rc == 0 && i < ncal; i++)
@@ -475,6 +531,9 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
         free(*pids);
         *pids = NULL;
         *npids = 0;
+        free(*kfds);
+        *kfds = NULL;
+        *nkfds = 0;
     }
 out:
     if (rc == -ENOMEM)

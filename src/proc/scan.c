@@ -201,16 +201,19 @@ static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *id
  * success *kpids holds the processes it found. Only -ENOMEM, or a kernel scan asked for
  * (--scan=kernel) that cannot run, fail; otherwise t->scan_note says why /proc is read. */
 static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts,
-                          struct vg_proc_table *t, pid_t **kpids, size_t *nk, struct vg_err *err)
+                          struct vg_proc_table *t, pid_t **kpids, size_t *nk,
+                          struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *err)
 {
     *kpids = NULL;
     *nk = 0;
+    *kfds = NULL;
+    *nkfds = 0;
     t->kernel_scan = false;
     if (opts->scan == VG_PROC_SCAN_PROC)
         return 0;
     struct vg_err why = VG_ERR_INIT;
     int rc = opts->all ? vg_err_set(&why, -ENOTSUP, "every process is read in full")
-                       : vg_proc_kscan(c, opts->dev_dir, kpids, nk, &why);
+                       : vg_proc_kscan(c, opts->dev_dir, kpids, nk, kfds, nkfds, &why);
     if (rc == 0) {
         t->kernel_scan = true;
         return 0;
@@ -227,6 +230,29 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
         rc = 0;
     vg_err_release(&why);
     return rc;
+}
+
+/* Point c at the kernel scan's descriptors of pid (sorted by pid), for phase one to read by
+ * number; left unset when it has none or some come from a table other than its leader's (phase
+ * one then walks fd/ and, if need be, task/ as the /proc scan does). */
+static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, size_t n, pid_t pid)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (kfds[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < n && kfds[end].pid == pid)
+        if (kfds[end++].other)
+            return;
+    if (end > lo) {
+        c->kfds = &kfds[lo];
+        c->nkfds = end - lo;
+    }
 }
 
 /* A listed process that is not read: the kernel scan walked its descriptors and found no node
@@ -310,7 +336,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     struct vg_proc_ctx c;
     struct vg_scan_ent *ents = NULL;
     pid_t *want = NULL, *kpids = NULL;
-    size_t nents = 0, cap = 0, nk = 0;
+    struct vg_proc_kfd *kfds = NULL;
+    size_t nents = 0, cap = 0, nk = 0, nkfds = 0;
     struct vg_proc_index *idx = opts->index;
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
     if (rc)
@@ -337,7 +364,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     }
     /* After the listing: a holder listed is in the kernel's tables now, unless it exited. An
      * incremental scan reads less than the kernel scan would walk: it stays on /proc. */
-    if (!t->incremental && (rc = vg_scan_choose(&c, opts, t, &kpids, &nk, err)) != 0)
+    if (!t->incremental && (rc = vg_scan_choose(&c, opts, t, &kpids, &nk, &kfds, &nkfds, err)) != 0)
         goto out;
 
     for (size_t i = 0; i < nents; i++) {
@@ -350,7 +377,12 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             rc = 0;
             continue;
         }
-        if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
+        if (t->kernel_scan)
+            vg_scan_kfds(&c, kfds, nkfds, e->pid);
+        rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx);
+        c.kfds = NULL;
+        c.nkfds = 0;
+        if (rc != 0)
             goto out;
     }
     if (c.cache)
@@ -369,6 +401,7 @@ out:
     free(ents);
     free(want);
     free(kpids);
+    free(kfds);
     vg_proc_ctx_release(&c);
     close(root_fd);
     return rc;
