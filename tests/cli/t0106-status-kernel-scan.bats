@@ -4,7 +4,8 @@
 # and says so under --verbose, where the program cannot load.
 #
 # The staged host: holders of real character devices (mknod, held through O_PATH: no driver
-# answers an open) and of plain stand-ins (matched by inode), workers that inherit them, a
+# answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
+# (matched by inode), workers that inherit them, a
 # thread-group leader that exited while a thread holds the table (--zombie-leader), holders in
 # a PID namespace of their own, and churn (processes that start, open a node and exit while
 # the scans run). Both scans run on it again and again, and the holder sets of the staged
@@ -28,7 +29,7 @@ setup() {
     vg_require_jq
     TMP=$(vg_tmpdir)
     DEVDIR=$(vg_fake_dev "$TMP" 4)
-    printf 'Character devices:\n  1 mem\n4000 nvidia-frontend\n4001 nvidia-uvm\n\nBlock devices:\n' \
+    printf 'Character devices:\n  1 mem\n4000 nvidia-frontend\n4001 nvidia-uvm\n4002 nvidia-caps\n\nBlock devices:\n' \
         >"$TMP/devices"
     vg_scenario <<'EOF'
 driver 550.54.15
@@ -83,9 +84,11 @@ stage_host() {
     mknod "$REAL/nvidiactl" c 4000 255
     mknod "$REAL/nvidia-uvm" c 4001 0
     mknod "$REAL/nvidia2" c 4000 2
+    mkdir -p "$REAL/nvidia-caps"
+    mknod "$REAL/nvidia-caps/nvidia-cap1" c 4002 1
     mknod "$TMP/mygpu" c 4000 1 # a container's own node: another inode, the same numbers
     vg_spawn --open-path "$REAL/nvidia0" --open-path "$REAL/nvidiactl" --open-path "$REAL/nvidia-uvm" \
-        --comm ks-real >/dev/null
+        --open-path "$REAL/nvidia-caps/nvidia-cap1" --comm ks-real >/dev/null
     vg_spawn --open-path "$TMP/mygpu" --children 3 --comm ks-mknod >/dev/null
     vg_spawn --open "$DEVDIR/nvidia3" --open "$DEVDIR/nvidiactl" --children 2 --comm ks-plain >/dev/null
     vg_spawn --open-path "$REAL/nvidia2" --zombie-leader --comm ks-zleader >/dev/null
@@ -123,7 +126,7 @@ stage_host() {
     # every staged holder is there: ks-real, ks-mknod + 3 workers, ks-plain + 2, ks-zleader,
     # ks-other, ks-inns (its init and main process) + 2 workers; ks-none is nobody's
     [ "$(grep -c . <<<"$k")" -ge 12 ]
-    [[ $k == *" gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm"* ]]
+    [[ $k == *" gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm,$REAL/nvidia-caps/nvidia-cap1"* ]]
     [[ $k == *" gpu1 ks-mknod $TMP/mygpu"* ]]
     [[ $k == *" gpu2 ks-zleader "* ]]
     [[ $k == *" gpu3 ks-plain "* ]]
