@@ -5,12 +5,11 @@
 #
 # The staged host: holders of real character devices (mknod, held through O_PATH: no driver
 # answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
-# (matched by inode), workers that inherit them, a
-# thread-group leader that exited while a thread holds the table (--zombie-leader), holders in
-# a PID namespace of their own, and churn (processes that start, open a node and exit while
-# the scans run). Both scans run on it again and again, and the holder sets of the staged
-# processes must be identical (the churned ones come and go between two runs, so they are
-# compared only for what each run reports about them being real holders).
+# (matched by inode), workers that inherit them, a thread-group leader that exited while a
+# thread holds the table (--zombie-leader), holders in a PID namespace of their own, and churn
+# (processes that start, open a node and exit while the scans run). Both scans run on it again
+# and again, and the holders among the staged processes must be identical: pid, GPU, comm and
+# nodes (the churned ones come and go between two runs, so they are left out of the compare).
 #
 # Real nodes use major 4000 declared as the NVIDIA major in a /proc/devices bound over the real
 # one in a private mount namespace, as t0105 explains: a held node of major 195 would show up
