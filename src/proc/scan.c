@@ -232,11 +232,15 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     return rc;
 }
 
-/* Point c at the kernel scan's descriptors of pid (sorted by pid), for phase one to read by
- * number; left unset when it has none or some come from a table other than its leader's (phase
- * one then walks fd/ and, if need be, task/ as the /proc scan does). */
+/* Point c at the kernel scan's descriptors of pid (kfds sorted by pid; NULL: no kernel scan),
+ * for phase one to read by number; unset when it has none or some come from a table other than
+ * its leader's (phase one then walks fd/ and, if need be, task/ as the /proc scan does). */
 static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, size_t n, pid_t pid)
 {
+    c->kfds = NULL;
+    c->nkfds = 0;
+    if (!kfds)
+        return;
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -377,12 +381,8 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             rc = 0;
             continue;
         }
-        if (t->kernel_scan)
-            vg_scan_kfds(&c, kfds, nkfds, e->pid);
-        rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx);
-        c.kfds = NULL;
-        c.nkfds = 0;
-        if (rc != 0)
+        vg_scan_kfds(&c, t->kernel_scan ? kfds : NULL, nkfds, e->pid);
+        if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
             goto out;
     }
     if (c.cache)
