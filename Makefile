@@ -79,6 +79,23 @@ $(LIB): $(OBJ)
 
 $(BUILD)/src/cmd/serve_http.o: ALLCFLAGS += $(MHD_CFLAGS)
 
+# The in-kernel holder scan (src/proc/kscan.c): its BPF program is built with clang's BPF
+# target against libbpf's headers (libbpf-dev) and embedded in kscan.o; libbpf itself is loaded
+# with dlopen at run time, so the binary never links it. Without that toolchain (or with
+# BPF=0) the binary has the /proc scan only. The program needs no BTF at build time: its CO-RE
+# types are src/proc/bpf/vg_core.h.
+BPF_CLANG ?= clang
+BPF ?= $(shell $(BPF_CLANG) -target bpf -print-targets >/dev/null 2>&1 && \
+         test -f /usr/include/bpf/bpf_helpers.h && echo 1 || echo 0)
+ifeq ($(BPF),1)
+KSCAN_OBJ := $(BUILD)/bpf/holders.bpf.o
+$(KSCAN_OBJ): src/proc/bpf/holders.bpf.c src/proc/bpf/vg_core.h src/proc/kscan_rec.h
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) -target bpf -O2 -g -Wall -Werror -Isrc -c -o $@ $<
+$(BUILD)/src/proc/kscan.o: $(KSCAN_OBJ)
+$(BUILD)/src/proc/kscan.o: ALLCFLAGS += -DVG_HAVE_BPF -DVG_KSCAN_OBJ='"$(KSCAN_OBJ)"'
+endif
+
 # demo looks for its helper and the fake driver in PKGLIBDIR (after the build tree); the stamp
 # rebuilds demo.o when PKGLIBDIR changes.
 $(BUILD)/pkglibdir.stamp: FORCE

@@ -2,7 +2,8 @@
  * The command layer: one file per subcommand, each parsing its own flags, calling the layers
  * below and printing. Only main.c and cmd/ print or choose exit statuses.
  *
- * Global options (--json, --color, --proc, --dev, --nvml, --nvml-timeout, --verbose) are accepted
+ * Global options (--json, --color, --proc, --dev, --nvml, --nvml-timeout, --verbose, --scan) are
+ * accepted
  * both before the command name and among the command's own flags, so `vramguard --json status`
  * and `vramguard status --json` mean the same. They are parsed into one struct vg_global owned
  * by main(), the only mutable state shared between files.
@@ -40,6 +41,7 @@ struct vg_global {
     unsigned nvml_timeout_ms; /* --nvml-timeout; 0 = default */
     bool json;                /* --json */
     bool verbose;             /* --verbose */
+    int scan;                 /* --scan: enum vg_proc_scan_mode (auto, kernel, proc) */
     enum vg_color color;      /* --color */
 };
 
@@ -52,6 +54,7 @@ enum {
     VG_OPT_NVML,
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
+    VG_OPT_SCAN,
     VG_OPT_HELP,
     VG_OPT_VERSION,
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
@@ -163,6 +166,9 @@ enum {
 struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out);
+/* With --verbose, say on stderr which scan found the holders of snap and, when /proc was read,
+ * why the kernel scan did not run. */
+void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg_snapshot *snap);
 /* Whether the snapshot holds a view of the GPUs worth the name: the driver answered and, if it
  * listed any GPU, at least one is neither lost nor hung (every GPU lost or hung, or no handle
  * for any, is a driver view in name only: "could not check", exit 3, rather than "nothing

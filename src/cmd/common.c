@@ -48,6 +48,13 @@ const struct vg_opt vg_global_opts[] = {
                 .max = VG_HOUR_MS, .takes = "a duration between 1ms and 1h (e.g. 500ms, 10s)")},
     {"verbose", 0, VG_OPT_ARG_NONE, NULL, "say more about what was read and how", VG_OPT_VERBOSE,
      NULL, VG_OPT_VAL(VG_GLOBAL_AT(verbose), .kind = VG_OPT_K_SET)},
+    {"scan", 0, VG_OPT_ARG_REQUIRED, "HOW",
+     "how holders are found: auto (default: kernel when it can\n"
+     "run, else proc), kernel (a BPF iterator; root or CAP_BPF\n"
+     "and CAP_PERFMON, a kernel with BTF), proc (/proc/PID/fd)",
+     VG_OPT_SCAN, NULL,
+     VG_OPT_VAL(VG_GLOBAL_AT(scan), .kind = VG_OPT_K_WORD, .words = "auto|kernel|proc",
+                .takes = "auto, kernel or proc")},
     {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL, VG_OPT_CODE},
     {"version", 0, VG_OPT_ARG_NONE, NULL, "print the version and exit", VG_OPT_VERSION, NULL,
      VG_OPT_CODE},
@@ -381,11 +388,14 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
         .proc_root = g->proc_root,
         .dev_dir = g->dev_dir,
         .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
+        .scan = g->scan,
     };
     struct vg_err err = VG_ERR_INIT;
     int rc = vg_snap_build(&so, out, &err);
     if (rc)
         vg_cmd_error(cmd, "%s", vg_err_msg(&err));
+    else if (!(flags & VG_CMD_SNAP_GPUS_ONLY))
+        vg_cmd_say_scan(g, cmd, *out);
     vg_err_release(&err);
     if (rc || !(flags & VG_CMD_SNAP_JUDGE))
         return rc;
@@ -393,6 +403,20 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
      * only them, over a short window (no wait at all on a host without any). */
     vg_leftovers_measure(*out, VG_SNAP_ACTIVITY_MS);
     return 0;
+}
+
+void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg_snapshot *snap)
+{
+    if (!g->verbose)
+        return;
+    if (snap->procs.kernel_scan)
+        vg_cmd_error(cmd, "scan: kernel (a BPF task_file iterator found the holders; /proc was "
+                          "read for them only)");
+    else if (g->scan == VG_PROC_SCAN_PROC)
+        vg_cmd_error(cmd, "scan: /proc (--scan=proc)");
+    else
+        vg_cmd_error(cmd, "scan: /proc (the kernel scan did not run: %s)",
+                     snap->procs.scan_note ? snap->procs.scan_note : "unknown");
 }
 
 bool vg_cmd_driver_view(const struct vg_snapshot *snap)

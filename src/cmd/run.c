@@ -294,6 +294,7 @@ static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, stru
         .nvml_timeout_ms = r->g->nvml_timeout_ms,
         .proc_root = r->g->proc_root,
         .dev_dir = r->g->dev_dir,
+        .scan = r->g->scan,
     };
     struct vg_afterrun_gpu *gpus = calloc(s->n, sizeof(*gpus));
     struct vg_afterrun a;

@@ -355,6 +355,7 @@ int vg_cmd_serve(struct vg_global *g, int argc, char **argv)
     co.sampler.nvml_timeout_ms = g->nvml_timeout_ms;
     co.sampler.proc_root = g->proc_root;
     co.sampler.dev_dir = g->dev_dir;
+    co.sampler.scan = g->scan;
     co.sampler.full_scan_ms = (unsigned)sc.full_scan_ms;
     co.sampler.full_scans_only = sc.full_scan_ms == 0;
     co.interval_ms = sc.interval_ms;

@@ -287,7 +287,8 @@ static void *vg_top_sampler_main(void *arg)
                                  .nvml_timeout_ms = t->g->nvml_timeout_ms,
                                  .proc_root = t->g->proc_root,
                                  .dev_dir = t->g->dev_dir,
-                                 .sensors = true};
+                                 .sensors = true,
+                                 .scan = t->g->scan};
     struct vg_sampler *s = NULL;
     struct vg_err err = VG_ERR_INIT;
     struct vg_top_history hist = {0};

@@ -381,6 +381,8 @@ static int vg_watch_sample(struct vg_watch *w)
         fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs\n",
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
+        if (w->samples == 1)
+            vg_cmd_say_scan(w->g, "watch", snap);
     }
     vg_event_list_release(&evs);
     vg_err_release(&err);
@@ -555,6 +557,7 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
         .nvml_timeout_ms = timeout,
         .proc_root = w->g->proc_root,
         .dev_dir = w->g->dev_dir,
+        .scan = w->g->scan,
         .full_scan_ms = w->cfg.full_scan_ms,
         .full_scans_only = w->cfg.full_scan_ms == 0,
     };

@@ -305,6 +305,7 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         .cache = s->cache,
         .index = s->index,
         .incremental = incremental,
+        .scan = (enum vg_proc_scan_mode)s->opts.scan,
     };
     int rc = vg_proc_scan(&popts, procs, err);
     free(all);

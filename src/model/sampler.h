@@ -55,6 +55,7 @@ struct vg_sampler_opts {
     bool full_scans_only;  /* no incremental scans */
     bool unnamed_opens;    /* never name openers (inotify alone): an open forces full scans */
     bool sensors;          /* also read GPU temperature, power and fan (top shows them) */
+    int scan;              /* enum vg_proc_scan_mode: how holders are found (--scan) */
 };
 
 #define VG_SAMPLER_FULL_SCAN_MS 60000u

@@ -461,6 +461,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         .want = pt.want,
         .nwant = pt.nwant,
         .all = opts->all_procs,
+        .scan = (enum vg_proc_scan_mode)opts->scan,
     };
     rc = parts & VG_SNAP_PART_PROCS ? vg_proc_scan(&popts, &pt.procs, err) : 0;
     if (rc)

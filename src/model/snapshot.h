@@ -104,6 +104,7 @@ struct vg_snap_opts {
     const char *dev_dir;      /* NULL: /dev */
     bool skip_nvml;           /* build from /proc alone */
     bool all_procs;           /* read every process in full, not only holders */
+    int scan;                 /* enum vg_proc_scan_mode: how holders are found (--scan) */
 };
 
 /* The window the commands that judge leftovers (doctor, check, clean) measure activity over. */

@@ -39,6 +39,8 @@ struct vg_devset_node {
     uint64_t ino;
     enum vg_dev_kind kind;
     unsigned minor;
+    char *name; /* its path under DIR ("nvidia0", "nvidia-caps/nvidia-cap1"), for the kernel
+                 * scan's check that the kernel names it as statx does (kscan.c) */
 };
 
 struct vg_proc_devset {
@@ -210,8 +212,19 @@ size_t vg_proc_devset_size(const struct vg_proc_devset *s)
     return s ? s->n : 0;
 }
 
+const char *vg_proc_devset_node(const struct vg_proc_devset *s, size_t i, struct vg_dev_id *id)
+{
+    const struct vg_devset_node *e = &s->nodes[i];
+    *id = (struct vg_dev_id){
+        .dev_major = (uint32_t)(e->dev >> 32),
+        .dev_minor = (uint32_t)e->dev,
+        .ino = e->ino,
+    };
+    return e->name;
+}
+
 static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum vg_dev_kind kind,
-                         unsigned minor)
+                         unsigned minor, const char *sub, const char *name)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -221,24 +234,35 @@ static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum 
         s->nodes = v;
         s->cap = cap;
     }
+    size_t ls = sub ? strlen(sub) + 1 : 0, ln = strlen(name);
+    char *path = malloc(ls + ln + 1);
+    if (!path)
+        return -ENOMEM;
+    if (sub) {
+        memcpy(path, sub, ls - 1);
+        path[ls - 1] = '/';
+    }
+    memcpy(path + ls, name, ln + 1);
     s->nodes[s->n++] = (struct vg_devset_node){
         .dev = vg_devset_fs(st->stx_dev_major, st->stx_dev_minor),
         .ino = st->stx_ino,
         .kind = kind,
         .minor = minor,
+        .name = path,
     };
     return 0;
 }
 
 /* The nodes of one directory: DIR itself (top: only nvidia* names, classified by name, and one
  * level into its nvidia* directories) or one of those directories (every entry, OTHER). */
-static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, bool top, char *dents,
+static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, const char *sub, char *dents,
                               size_t cap)
 {
     struct vg_proc_dirit it;
     vg_proc_dirit_init(&it, dirfd, dents, cap);
     const char *name;
     int rc;
+    bool top = sub == NULL;
     while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
         enum vg_dev_kind kind = VG_DEV_OTHER;
         unsigned minor = 0;
@@ -254,14 +278,14 @@ static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, bool top, cha
         if (S_ISDIR(st.stx_mode)) {
             if (!top)
                 continue;
-            int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0)
+            int subfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (subfd < 0)
                 continue;
             /* the subdirectory's listing needs its own buffer: this one is mid-iteration */
             char *subdents = malloc(VG_DEVSET_DENTS);
-            rc = subdents ? vg_devset_scan_dir(s, sub, false, subdents, VG_DEVSET_DENTS) : -ENOMEM;
+            rc = subdents ? vg_devset_scan_dir(s, subfd, name, subdents, VG_DEVSET_DENTS) : -ENOMEM;
             free(subdents);
-            close(sub);
+            close(subfd);
             if (rc == -ENOMEM)
                 return rc;
             continue;
@@ -269,7 +293,7 @@ static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, bool top, cha
         /* Nodes of the driver's majors match by number anywhere; the set is for the rest. */
         if (S_ISCHR(st.stx_mode) && vg_devset_is_driver_major(&s->majors, st.stx_rdev_major))
             continue;
-        if ((rc = vg_devset_add(s, &st, kind, minor)) != 0)
+        if ((rc = vg_devset_add(s, &st, kind, minor, sub, name)) != 0)
             return rc;
     }
     return rc == -ENOMEM ? rc : 0;
@@ -297,6 +321,8 @@ static void vg_devset_finish(struct vg_proc_devset *s)
         if (k == 0 || s->nodes[k - 1].dev != s->nodes[i].dev ||
             s->nodes[k - 1].ino != s->nodes[i].ino)
             s->nodes[k++] = s->nodes[i];
+        else
+            free(s->nodes[i].name);
     s->n = k;
     s->nfs = 0;
     for (size_t i = 0; i < s->n && s->nfs <= VG_DEVSET_FS_MAX; i++)
@@ -333,7 +359,7 @@ int vg_proc_devset_new(int proc_root_fd, const char *dev_dir, struct vg_proc_dev
     int dfd = rc ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         char *dents = malloc(VG_DEVSET_DENTS);
-        rc = dents ? vg_devset_scan_dir(s, dfd, true, dents, VG_DEVSET_DENTS) : -ENOMEM;
+        rc = dents ? vg_devset_scan_dir(s, dfd, NULL, dents, VG_DEVSET_DENTS) : -ENOMEM;
         free(dents);
         close(dfd);
     }
@@ -350,6 +376,8 @@ void vg_proc_devset_free(struct vg_proc_devset *s)
 {
     if (!s)
         return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->nodes[i].name);
     free(s->nodes);
     free(s);
 }

@@ -14,7 +14,9 @@
  * hung NFS or FUSE file answers from the cache instead of stalling the scan. Paths are read
  * (readlink) only for the nodes a process holds, for display, and only for the first
  * VG_PROC_NODES_MAX distinct ones: the cost per process is one statx per descriptor and a
- * constant per node, whatever it holds.
+ * constant per node, whatever it holds. After the kernel scan (kscan.c), a holder it found is
+ * read by the descriptor numbers it reported, not by statx'ing every descriptor again: the
+ * count of all comes from fd/'s size.
  */
 #include "proc/internal.h"
 
@@ -308,6 +310,28 @@ static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, pid_t pid, stru
     return rc < 0 ? rc : 0;
 }
 
+/* The kernel scan named the process's NVIDIA descriptors (c->kfds): read those by number, and
+ * the count of all from fd/'s size. Returns 0 when done, 1 when fd/ must be walked after all
+ * (no count, or none of them is there any more), or a negative errno. */
+static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
+                          struct vg_fd_counts *k)
+{
+    if (st->st_size <= 0 || st->st_size >= UINT_MAX)
+        return 1;
+    for (size_t i = 0; i < c->nkfds; i++) {
+        char buf[16];
+        int rc = vg_fd_link(c, fdd, vg_fd_name(c->kfds[i].fd, buf), k);
+        if (rc < 0 && rc != -ENOENT) /* ENOENT: closed since the kernel saw it */
+            return rc;
+    }
+    if (k->ndev == 0) {
+        vg_proc_fds_reset(c);
+        return 1;
+    }
+    k->total = (unsigned)st->st_size;
+    return 0;
+}
+
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
     vg_proc_fds_reset(c);
@@ -321,8 +345,13 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     bool said_empty = false;
     if (c->fd_count_ok && fstat(fdd, &st) == 0) {
         said_empty = st.st_size == 0;
-        if (st.st_size > 0 && st.st_size < UINT_MAX)
-            rc = vg_fd_probe(c, fdd, (unsigned)st.st_size, &k, &from);
+        if (c->kfds)
+            rc = vg_fd_numbered(c, fdd, &st, &k);
+        if (rc > 0) {
+            k = (struct vg_fd_counts){0};
+            if (st.st_size > 0 && st.st_size < UINT_MAX)
+                rc = vg_fd_probe(c, fdd, (unsigned)st.st_size, &k, &from);
+        }
     }
     if (rc > 0)
         rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, from, &k);

@@ -68,6 +68,12 @@ struct vg_proc_ctx {
 
     bool denied; /* some file of the current process was denied */
 
+    /* The kernel scan's word on the process being read (scan.c sets it, NULL otherwise): the
+     * numbers of its NVIDIA descriptors in its leader's table, which phase one then reads by
+     * number instead of statx'ing every descriptor (fds.c). */
+    const struct vg_proc_kfd *kfds;
+    size_t nkfds;
+
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
 };
 
@@ -171,6 +177,23 @@ void vg_proc_index_abort(struct vg_proc_index *idx);
 /* What may keep this process from reading others under the procfs root (access.c):
  * VG_PROC_ACC_* bits, or VG_PROC_ACC_UNKNOWN. */
 unsigned vg_proc_access_read(struct vg_proc_ctx *c);
+
+/* The in-kernel holder scan (kscan.c) over c's procfs root and device set: the processes, in
+ * the view's numbering, distinct and ascending (*pids owned by the caller), whose descriptor
+ * tables hold a node c->devset matches, and those descriptors (*kfds, owned by the caller),
+ * sorted by pid and number. 0, -ENOMEM, or another negative errno with why set to the reason
+ * it cannot run here (no libbpf, not permitted, no BTF, a view it does not cover...). */
+struct vg_proc_kfd {
+    pid_t pid;
+    unsigned fd;
+    bool other; /* from a table that is not its thread group leader's */
+};
+int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
+                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why);
+
+/* The path under DIR of the set's node i (i < vg_proc_devset_size), with its filesystem and
+ * inode in id (dev_major, dev_minor, ino; the rest zero). Borrowed. */
+const char *vg_proc_devset_node(const struct vg_proc_devset *s, size_t i, struct vg_dev_id *id);
 
 /* A copy of n bytes as a NUL-terminated string, or NULL when out of memory. */
 char *vg_proc_strndup(const char *s, size_t n);

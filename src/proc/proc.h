@@ -194,6 +194,9 @@ struct vg_proc_table {
                              * of them may hold an NVIDIA node unseen */
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
     unsigned access;        /* VG_PROC_ACC_*: what may have kept processes from being read */
+    bool kernel_scan;       /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
+    char *scan_note;        /* owned: why the kernel scan did not run; NULL when it ran or was
+                             * not asked for (--scan=proc) */
 };
 
 /*
@@ -300,6 +303,21 @@ size_t vg_proc_devwatch_nodes(const struct vg_proc_devwatch *w);
 /* The pid allocated last, from the fifth field of /proc/loadavg's text; 0 or -EINVAL. */
 int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
 
+/*
+ * How a scan finds the holders (--scan). PROC: phase one for every process, as above. KERNEL:
+ * the in-kernel scan (a BPF task_file iterator, src/proc/kscan.c) names the processes whose
+ * descriptor tables hold a node, and only those (and the wanted ones) are read through /proc;
+ * every other listed process is counted as read and holding nothing. The result is the same
+ * table the /proc scan gives. It needs a procfs view of this process's PID namespace or one
+ * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
+ * when it can run, else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan that
+ * cannot run fails. opts->all (every process read in full) always means PROC, and so does an
+ * incremental scan (opts->incremental with a primed index), which reads less than the kernel
+ * walks; a kernel scan with an index records every process it walked, so the next scan can
+ * be incremental.
+ */
+enum vg_proc_scan_mode { VG_PROC_SCAN_AUTO, VG_PROC_SCAN_KERNEL, VG_PROC_SCAN_PROC };
+
 struct vg_proc_opts {
     const char *proc_root; /* default "/proc" */
     const char *dev_dir;   /* default "/dev": whose nvidia* nodes count by inode (see
@@ -310,6 +328,7 @@ struct vg_proc_opts {
     struct vg_proc_cache *cache; /* optional: reuse stable details between scans */
     struct vg_proc_index *index; /* optional: record what this scan saw, for the next one */
     bool incremental;            /* with a primed index: carry unchanged non-holders over unread */
+    enum vg_proc_scan_mode scan; /* how holders are found (AUTO when zeroed) */
 };
 
 void vg_proc_table_init(struct vg_proc_table *t);
@@ -444,5 +463,19 @@ int vg_proc_port_listener(const char *proc_root, uint16_t port, pid_t *pid, char
  * line first); at most cap, -E2BIG beyond. */
 int vg_proc_parse_tcp_listen(const char *buf, size_t len, uint16_t port, uint64_t *inodes,
                              size_t cap, size_t *n);
+
+/* The in-kernel scan's records (src/proc/kscan_rec.h), as its BPF iterator wrote them: the
+ * processes (distinct, ascending, *pids owned by the caller) with a descriptor that ds matches.
+ * Records flagged as the reading process's own whose descriptor number is one of cal's are its
+ * check descriptors instead: cal[k].seen is set when one names cal[k].id, differs when one
+ * names another file. 0, -EINVAL (a partial or malformed record: nothing is returned) or
+ * -ENOMEM. */
+struct vg_proc_kcal {
+    int fd;              /* an O_PATH descriptor of the node, or -1 */
+    struct vg_dev_id id; /* what statx says of it (dev and ino) */
+    bool seen, differs;
+};
+int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset *ds,
+                        struct vg_proc_kcal *cal, size_t ncal, pid_t **pids, size_t *npids);
 
 #endif

@@ -197,6 +197,88 @@ static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *id
     return 0;
 }
 
+/* Whether the in-kernel scan finds the holders this time (see proc.h, vg_proc_scan_mode): on
+ * success *kpids holds the processes it found. Only -ENOMEM, or a kernel scan asked for
+ * (--scan=kernel) that cannot run, fail; otherwise t->scan_note says why /proc is read. */
+static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts,
+                          struct vg_proc_table *t, pid_t **kpids, size_t *nk,
+                          struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *err)
+{
+    *kpids = NULL;
+    *nk = 0;
+    *kfds = NULL;
+    *nkfds = 0;
+    t->kernel_scan = false;
+    if (opts->scan == VG_PROC_SCAN_PROC)
+        return 0;
+    struct vg_err why = VG_ERR_INIT;
+    int rc = opts->all ? vg_err_set(&why, -ENOTSUP, "every process is read in full")
+                       : vg_proc_kscan(c, opts->dev_dir, kpids, nk, kfds, nkfds, &why);
+    if (rc == 0) {
+        t->kernel_scan = true;
+        return 0;
+    }
+    if (rc == -ENOMEM) {
+        vg_err_release(&why);
+        return rc;
+    }
+    if (opts->scan == VG_PROC_SCAN_KERNEL)
+        rc = vg_err_set(err, rc, "the kernel scan cannot run: %s", vg_err_msg(&why));
+    else if (!(t->scan_note = vg_proc_strndup(vg_err_msg(&why), strlen(vg_err_msg(&why)))))
+        rc = -ENOMEM;
+    else
+        rc = 0;
+    vg_err_release(&why);
+    return rc;
+}
+
+/* Point c at the kernel scan's descriptors of pid (kfds sorted by pid; NULL: no kernel scan),
+ * for phase one to read by number; unset when it has none or some come from a table other than
+ * its leader's (phase one then walks fd/ and, if need be, task/ as the /proc scan does). */
+static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, size_t n, pid_t pid)
+{
+    c->kfds = NULL;
+    c->nkfds = 0;
+    if (!kfds)
+        return;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (kfds[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < n && kfds[end].pid == pid)
+        if (kfds[end++].other)
+            return;
+    if (end > lo) {
+        c->kfds = &kfds[lo];
+        c->nkfds = end - lo;
+    }
+}
+
+/* A listed process that is not read: the kernel scan walked its descriptors and found no node
+ * (it counts as read, holding nothing), or an incremental scan carries it over. 1 when it is
+ * not read (and indexed), 0 when it must be, -ENOMEM. */
+static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
+                          const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
+                          bool have_last, pid_t last)
+{
+    bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
+    bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
+    if (!walked && !carried)
+        return 0;
+    t->n_carried += carried;
+    if (idx) {
+        int rc = vg_proc_index_add(idx, e->pid, e->ino, 0);
+        if (rc)
+            return rc;
+    }
+    return 1;
+}
+
 /* Read one listed process into the table (kept, skipped or vanished) and index it. Returns 0
  * or a negative errno. */
 static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_scan_ent *e,
@@ -257,8 +339,9 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
 
     struct vg_proc_ctx c;
     struct vg_scan_ent *ents = NULL;
-    pid_t *want = NULL;
-    size_t nents = 0, cap = 0;
+    pid_t *want = NULL, *kpids = NULL;
+    struct vg_proc_kfd *kfds = NULL;
+    size_t nents = 0, cap = 0, nk = 0, nkfds = 0;
     struct vg_proc_index *idx = opts->index;
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
     if (rc)
@@ -283,17 +366,22 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
     }
+    /* After the listing: a holder listed is in the kernel's tables now, unless it exited. An
+     * incremental scan reads less than the kernel scan would walk: it stays on /proc. */
+    if (!t->incremental && (rc = vg_scan_choose(&c, opts, t, &kpids, &nk, &kfds, &nkfds, err)) != 0)
+        goto out;
 
     for (size_t i = 0; i < nents; i++) {
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (t->incremental && !wanted && vg_scan_carry(idx, e, have_last, last_pid)) {
-            if ((rc = vg_proc_index_add(idx, e->pid, e->ino, 0)) != 0)
+        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+            if (rc < 0)
                 goto out;
-            t->n_carried++;
+            rc = 0;
             continue;
         }
+        vg_scan_kfds(&c, t->kernel_scan ? kfds : NULL, nkfds, e->pid);
         if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
             goto out;
     }
@@ -312,6 +400,8 @@ out:
     }
     free(ents);
     free(want);
+    free(kpids);
+    free(kfds);
     vg_proc_ctx_release(&c);
     close(root_fd);
     return rc;

@@ -40,6 +40,7 @@ void vg_proc_table_release(struct vg_proc_table *t)
     for (size_t i = 0; i < t->n; i++)
         vg_proc_release(&t->procs[i]);
     free(t->procs);
+    free(t->scan_note);
     memset(t, 0, sizeof(*t));
 }
 

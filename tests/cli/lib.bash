@@ -465,9 +465,16 @@ vg_ns_gone() {
 
 # vg_unreadable_fds: how many processes have open files this user cannot read (fd/ denied, or
 # its links): what vramguard must report as not seen. Processes that exit meanwhile are not
-# counted.
+# counted. Where vramguard's kernel scan runs (--scan=auto as root, a kernel with BTF), every
+# descriptor table is walked inside the kernel and none is unread: 0.
 vg_unreadable_fds() {
     local d f n=0
+    if "$VG" --scan=kernel status --no-nvml 2>&1 >/dev/null | grep -q 'kernel scan cannot run'; then
+        :
+    else
+        printf '0\n'
+        return
+    fi
     for d in /proc/[0-9]*; do
         if ! ls "$d/fd" >/dev/null 2>&1; then
             if [[ -e $d/stat ]]; then n=$((n + 1)); fi

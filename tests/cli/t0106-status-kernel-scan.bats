@@ -1,0 +1,207 @@
+#!/usr/bin/env bats
+# t0106-status-kernel-scan: the in-kernel holder scan (--scan=kernel, a BPF task_file iterator;
+# issue 16) finds exactly the holders the /proc scan finds, and --scan=auto falls back to /proc,
+# and says so under --verbose, where the program cannot load.
+#
+# The staged host: holders of real character devices (mknod, held through O_PATH: no driver
+# answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
+# (matched by inode), workers that inherit them, a thread-group leader that exited while a
+# thread holds the table (--zombie-leader), holders in a PID namespace of their own, and churn
+# (processes that start, open a node and exit while the scans run). Both scans run on it again
+# and again, and the holders among the staged processes must be identical: pid, GPU, comm and
+# nodes (the churned ones come and go between two runs, so they are left out of the compare).
+#
+# Real nodes use major 4000 declared as the NVIDIA major in a /proc/devices bound over the real
+# one in a private mount namespace, as t0105 explains: a held node of major 195 would show up
+# in the holder lists of every other test running in parallel.
+#
+# The differential tests need root, a kernel with BTF and libbpf.so.1 (CI has them); they skip,
+# saying why, where the kernel scan cannot run at all.
+
+load lib
+
+bats_require_minimum_version 1.5.0
+
+setup() {
+    [[ $(id -u) -eq 0 ]] || skip "needs root (mknod, mount namespaces, BPF)"
+    command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+    vg_require_jq
+    TMP=$(vg_tmpdir)
+    DEVDIR=$(vg_fake_dev "$TMP" 4)
+    printf 'Character devices:\n  1 mem\n4000 nvidia-frontend\n4001 nvidia-uvm\n4002 nvidia-caps\n\nBlock devices:\n' \
+        >"$TMP/devices"
+    vg_scenario <<'EOF'
+driver 550.54.15
+cuda 12040
+gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
+gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
+gpu index=2 uuid=GPU-22222222-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 total=80GiB
+gpu index=3 uuid=GPU-33333333-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=3 total=80GiB
+EOF
+}
+
+teardown() {
+    vg_cleanup
+    if [[ -n ${PUB:-} && $PUB == /tmp/vg-kscan.* ]]; then rm -rf -- "$PUB"; fi
+}
+
+# vgp ARGS...: vramguard ARGS with the fake driver and --dev $DEVDIR, in a private mount
+# namespace whose /proc/devices makes 4000 the NVIDIA major (see the header).
+vgp() {
+    run --separate-stderr unshare --mount --propagation private \
+        sh -c 'mount --bind "$1" /proc/devices && shift && exec "$@"' sh "$TMP/devices" \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" "$@"
+}
+
+# need_kernel_scan: skip when the kernel scan cannot run here at all (no BTF, no libbpf, a
+# build without it), with its own reason.
+need_kernel_scan() {
+    vgp --json --scan=kernel status
+    if [[ $status -ne 0 ]]; then
+        skip "the kernel scan cannot run here: $stderr"
+    fi
+}
+
+# holders: one sorted line per holder in the JSON document in $output: pid, where it is
+# listed, comm, descriptor count and nodes.
+holders() {
+    json '[(.gpus[] | .index as $g | .holders[] | select(.seen_by != "nvml")
+              | "\(.pid) gpu\($g) \(.comm) \(.device_nodes | join(","))"),
+           (.unmatched_holders[] | "\(.holder.pid) unmatched\(.minor) \(.holder.comm) \(.holder.device_nodes | join(","))")]
+          | sort | .[]'
+}
+
+# staged: the holders of the staged processes only (comm ks-*), not the churn's.
+staged() {
+    holders | awk '$3 ~ /^ks-/'
+}
+
+stage_host() {
+    REAL=$TMP/real
+    mkdir -p "$REAL"
+    mknod "$REAL/nvidia0" c 4000 0
+    mknod "$REAL/nvidiactl" c 4000 255
+    mknod "$REAL/nvidia-uvm" c 4001 0
+    mknod "$REAL/nvidia2" c 4000 2
+    mkdir -p "$REAL/nvidia-caps"
+    mknod "$REAL/nvidia-caps/nvidia-cap1" c 4002 1
+    mknod "$TMP/mygpu" c 4000 1 # a container's own node: another inode, the same numbers
+    vg_spawn --open-path "$REAL/nvidia0" --open-path "$REAL/nvidiactl" --open-path "$REAL/nvidia-uvm" \
+        --open-path "$REAL/nvidia-caps/nvidia-cap1" --comm ks-real >/dev/null
+    vg_spawn --open-path "$TMP/mygpu" --children 3 --comm ks-mknod >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia3" --open "$DEVDIR/nvidiactl" --children 2 --comm ks-plain >/dev/null
+    vg_spawn --open-path "$REAL/nvidia2" --zombie-leader --comm ks-zleader >/dev/null
+    vg_spawn --open "$DEVDIR/nvidia1" --comm ks-other --zombie >/dev/null
+    vg_spawn --open /dev/null --comm ks-none >/dev/null
+    # holders in a PID namespace of their own (the host's /proc shows them by the host's pids)
+    VG_HELPER_TAG=$_VG_TAG unshare --pid --fork "$HELPER" --pidfile "$TMP/ns.pid" --reaper \
+        --open-path "$REAL/nvidia0" --open "$DEVDIR/nvidia2" --children 2 --comm ks-inns \
+        </dev/null >"$TMP/ns.log" 2>&1 &
+    _vg_record launcher "$!"
+    wait_for "[[ -s $TMP/ns.pid ]]"
+}
+
+@test "kernel and /proc scans report identical holders on a staged host, in PID namespaces and under churn" {
+    need_kernel_scan
+    stage_host
+    local churn=$VG_BUILD/tests/vg-churn cpid=
+    if [[ -x $churn ]]; then
+        "$churn" --dev "$DEVDIR/nvidia0" --log "$TMP/churn.log" --seconds 8 --rate 300 &
+        cpid=$!
+    fi
+    local i k p
+    for i in 1 2 3; do
+        vgp --json --verbose --scan=kernel status
+        [ "$status" -eq 0 ]
+        [[ $stderr == *"scan: kernel"* ]]
+        k=$(staged)
+        vgp --json --verbose --scan=proc status
+        [ "$status" -eq 0 ]
+        [[ $stderr == *"scan: /proc (--scan=proc)"* ]]
+        p=$(staged)
+        echo "kernel:"$'\n'"$k"$'\n'"proc:"$'\n'"$p"
+        [ "$k" = "$p" ]
+    done
+    # every staged holder is there: ks-real, ks-mknod + 3 workers, ks-plain + 2, ks-zleader,
+    # ks-other, ks-inns (its init and main process) + 2 workers; ks-none is nobody's
+    [ "$(grep -c . <<<"$k")" -ge 12 ]
+    [[ $k == *" gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm,$REAL/nvidia-caps/nvidia-cap1"* ]]
+    [[ $k == *" gpu1 ks-mknod $TMP/mygpu"* ]]
+    [[ $k == *" gpu2 ks-zleader "* ]]
+    [[ $k == *" gpu3 ks-plain "* ]]
+    [[ $k == *" gpu2 ks-inns "* ]]
+    [[ $k != *ks-none* ]]
+    if [[ -n $cpid ]]; then wait "$cpid" || true; fi
+
+    # auto runs the kernel scan as root, and finds the same
+    vgp --json --verbose status
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"scan: kernel"* ]]
+    [ "$(staged)" = "$k" ]
+
+    # every command that scans goes through the same scan: doctor and clean --json too
+    vgp --json --verbose doctor
+    [[ $stderr == *"doctor: scan: kernel"* ]]
+    vgp --json --verbose clean
+    [[ $stderr == *"clean: scan: kernel"* ]]
+}
+
+@test "inside a PID namespace with its own /proc: the namespace's numbers, identical holders" {
+    need_kernel_scan
+    vg_pidns_start
+    vg_spawn --open "$DEVDIR/nvidia1" --children 2 --comm ks-nsd >/dev/null
+    local k p
+    run --separate-stderr vg_in_ns unshare --mount --propagation private \
+        sh -c 'mount --bind "$1" /proc/devices && shift && exec "$@"' sh "$TMP/devices" \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json --verbose --scan=kernel status
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"scan: kernel"* ]]
+    k=$(staged)
+    run --separate-stderr vg_in_ns "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json --scan=proc status
+    [ "$status" -eq 0 ]
+    p=$(staged)
+    echo "kernel:"$'\n'"$k"$'\n'"proc:"$'\n'"$p"
+    [ "$k" = "$p" ]
+    [ "$(grep -c ' ks-nsd ' <<<"$k")" -eq 3 ]
+    # small pids: the namespace's numbering, not the host's
+    [ "$(awk '{ print $1 }' <<<"$k" | sort -n | head -1)" -lt 100 ]
+}
+
+@test "a view of an outer PID namespace: auto falls back to /proc and says why; kernel fails" {
+    need_kernel_scan
+    vg_spawn --open "$DEVDIR/nvidia0" --comm ks-outer >/dev/null
+    # a new PID namespace that still has the host's /proc: the view is of an outer namespace
+    run --separate-stderr unshare --pid --fork "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" \
+        --json --verbose status
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"scan: /proc (the kernel scan did not run: the --proc view is of an outer PID namespace"* ]]
+    [[ $(staged) == *" gpu0 ks-outer "* ]]
+    run --separate-stderr unshare --pid --fork "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" \
+        --scan=kernel status
+    [ "$status" -eq 3 ]
+    [ "$(grep -c . <<<"$stderr")" -eq 1 ]
+    [[ $stderr == "vramguard: status: the kernel scan cannot run: the --proc view is of an outer PID namespace"* ]]
+}
+
+@test "unprivileged: auto falls back to /proc and says so; --scan=kernel fails with one line" {
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+    # what nobody must read lives in a world-readable directory outside bats' (0700)
+    PUB=$(mktemp -d /tmp/vg-kscan.XXXXXX)
+    chmod 755 "$PUB"
+    vg_public_bin "$PUB"
+    DEVDIR=$(vg_fake_dev "$PUB" 4)
+    vg_scenario "$PUB/scenario" <"$FAKE_NVML_SCENARIO"
+    chmod 644 "$PUB/scenario"
+    p=$(vg_spawn --uid nobody --open "$DEVDIR/nvidia2" --comm ks-nobody)
+    run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json --verbose status
+    echo "$stderr"
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"status: scan: /proc (the kernel scan did not run: "* ]]
+    [[ $(holders) == *"$p gpu2 ks-nobody "* ]]
+    run --separate-stderr setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --scan=kernel status
+    [ "$status" -eq 3 ]
+    [ "$(grep -c . <<<"$stderr")" -eq 1 ]
+    [[ $stderr == "vramguard: status: the kernel scan cannot run: "* ]]
+}
