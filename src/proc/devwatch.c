@@ -283,22 +283,30 @@ static int vg_devwatch_event(const struct vg_proc_devwatch *w, const struct inot
     return 0;
 }
 
+/* One read of a watch's queue into buf: the bytes read, 0 when it is empty (or fd < 0), or a
+ * negative errno with the message. */
+static ssize_t vg_devwatch_read(int fd, char *buf, struct vg_err *err)
+{
+    while (fd >= 0) {
+        ssize_t n = read(fd, buf, VG_DEVWATCH_BUF);
+        if (n >= 0)
+            return n;
+        if (errno == EAGAIN)
+            return 0;
+        if (errno != EINTR) {
+            int e = errno;
+            return vg_err_set(err, -e, "cannot read the device-node watch: %s", strerror(e));
+        }
+    }
+    return 0;
+}
+
 /* Drain the fanotify instance: openers named into w->openers (unsorted), the rest as bits. */
 static int vg_devwatch_fan_read(struct vg_proc_devwatch *w, struct vg_err *err)
 {
     int seen = 0;
-    while (w->fan_fd >= 0) {
-        ssize_t n = read(w->fan_fd, w->buf, VG_DEVWATCH_BUF);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                break;
-            int e = errno;
-            return vg_err_set(err, -e, "cannot read the device-node watch: %s", strerror(e));
-        }
-        if (n == 0)
-            break;
+    ssize_t n;
+    while ((n = vg_devwatch_read(w->fan_fd, w->buf, err)) > 0) {
         const struct fanotify_event_metadata *m = (const void *)w->buf;
         for (ssize_t left = n; FAN_EVENT_OK(m, left); m = FAN_EVENT_NEXT(m, left)) {
             if (m->fd >= 0) /* never with FAN_REPORT_FID; not leaked if a kernel did */
@@ -313,7 +321,7 @@ static int vg_devwatch_fan_read(struct vg_proc_devwatch *w, struct vg_err *err)
                 w->openers[w->nopeners++] = m->pid;
         }
     }
-    return seen;
+    return n < 0 ? (int)n : seen;
 }
 
 static int vg_devwatch_pid_cmp(const void *a, const void *b)
@@ -328,24 +336,16 @@ int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err)
     w->nopeners = 0;
     if (w->fd < 0)
         seen = VG_PROC_DEVWATCH_CHANGED; /* the last rebuild failed: try again */
-    while (w->fd >= 0) {
-        ssize_t n = read(w->fd, w->buf, VG_DEVWATCH_BUF);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                break;
-            int e = errno;
-            return vg_err_set(err, -e, "cannot read the device-node watch: %s", strerror(e));
-        }
-        if (n == 0)
-            break;
+    ssize_t n;
+    while ((n = vg_devwatch_read(w->fd, w->buf, err)) > 0) {
         for (size_t off = 0; off + sizeof(struct inotify_event) <= (size_t)n;) {
             const struct inotify_event *ev = (const void *)(w->buf + off);
             seen |= vg_devwatch_event(w, ev);
             off += sizeof(*ev) + ev->len;
         }
     }
+    if (n < 0)
+        return (int)n;
     int fan = vg_devwatch_fan_read(w, err);
     if (fan < 0)
         return fan;
