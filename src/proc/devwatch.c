@@ -307,18 +307,24 @@ static int vg_devwatch_fan_read(struct vg_proc_devwatch *w, struct vg_err *err)
     int seen = 0;
     ssize_t n;
     while ((n = vg_devwatch_read(w->fan_fd, w->buf, err)) > 0) {
-        const struct fanotify_event_metadata *m = (const void *)w->buf;
-        for (ssize_t left = n; FAN_EVENT_OK(m, left); m = FAN_EVENT_NEXT(m, left)) {
-            if (m->fd >= 0) /* never with FAN_REPORT_FID; not leaked if a kernel did */
-                close(m->fd);
-            if (m->vers != FANOTIFY_METADATA_VERSION || (m->mask & FAN_Q_OVERFLOW))
+        /* Copied out: with FAN_REPORT_FID an event's length need not keep the next one 8-byte
+         * aligned, as struct fanotify_event_metadata wants. */
+        for (size_t off = 0; off + FAN_EVENT_METADATA_LEN <= (size_t)n;) {
+            struct fanotify_event_metadata m;
+            memcpy(&m, w->buf + off, sizeof(m));
+            if (m.event_len < FAN_EVENT_METADATA_LEN || m.event_len > (size_t)n - off)
+                break;
+            off += m.event_len;
+            if (m.fd >= 0) /* never with FAN_REPORT_FID; not leaked if a kernel did */
+                close(m.fd);
+            if (m.vers != FANOTIFY_METADATA_VERSION || (m.mask & FAN_Q_OVERFLOW))
                 seen |= VG_PROC_DEVWATCH_CHANGED;
-            else if (!(m->mask & FAN_OPEN))
+            else if (!(m.mask & FAN_OPEN))
                 continue;
-            else if (m->pid <= 0 || w->nopeners == VG_DEVWATCH_MAX_OPENERS)
+            else if (m.pid <= 0 || w->nopeners == VG_DEVWATCH_MAX_OPENERS)
                 seen |= VG_PROC_DEVWATCH_OPENED; /* not named to us, or too many: read all */
             else
-                w->openers[w->nopeners++] = m->pid;
+                w->openers[w->nopeners++] = m.pid;
         }
     }
     return n < 0 ? (int)n : seen;
