@@ -25,13 +25,16 @@ stage() {
     fi
 }
 
-@test "two stages on Debian 12; the build stage installs what scripts/install-deps calls build packages" {
+@test "two stages on Debian 12; the build stage installs scripts/install-deps's build and kernel-scan packages" {
     [ "$(grep -c '^FROM ' "$CF")" -eq 2 ]
     grep -qx 'FROM docker.io/library/debian:12 AS build' "$CF"
     grep -qx 'FROM docker.io/library/debian:12-slim' "$CF"
     local want got
-    want=$(sed -n '/^build_pkgs=(/,/^)/p' "$ROOT/scripts/install-deps" | sed 's/#.*//' |
-        grep -v -e 'build_pkgs=(' -e '^)' | tr -s ' \n' '\n' | grep . | sort | tr '\n' ' ')
+    want=$({
+        sed -n '/^build_pkgs=(/,/^)/p' "$ROOT/scripts/install-deps"
+        sed -n 's/^bpf_pkgs=(\(.*\))$/\1/p' "$ROOT/scripts/install-deps"
+    } | sed 's/#.*//' | grep -v -e 'build_pkgs=(' -e '^)' | tr -s ' \n' '\n' | grep . | sort |
+        tr '\n' ' ')
     got=$(stage build | sed -n '/apt-get install/,/rm -rf/p' | tr -s ' \\\n' '\n' |
         grep -v -e '^-' -e '^&&' -e apt-get -e install -e '^rm$' -e '^/var' | grep . | sort |
         tr '\n' ' ')
@@ -43,7 +46,10 @@ stage() {
     local dest=$TMP/out src paths=0
     # The stage's command, outside a chroot, from this build (PKGLIBDIR as built, so nothing
     # under test is rebuilt; it is not among what the image takes).
-    make -C "$ROOT" -s install-strip DESTDIR="$dest" PREFIX=/usr BUILD="$VG_BUILD" \
+    # (the sanitizer build's objects link only with its flags: SANITIZE=1 for build-san)
+    local san=0
+    if grep -q __asan_init "$VG"; then san=1; fi
+    make -C "$ROOT" -s install-strip DESTDIR="$dest" PREFIX=/usr BUILD="$VG_BUILD" SANITIZE=$san \
         PKGLIBDIR="$(cat "$VG_BUILD/pkglibdir.stamp")" >/dev/null
     while read -r src; do
         [ -f "$dest${src#/out}" ] || { echo "missing in the install: $src"; return 1; }
@@ -74,6 +80,8 @@ owner() {
     pkgs=" $(stage run | sed -n '/apt-get install/,/rm -rf/p' | tr -s ' \\\n' '\n' |
         grep -v -e '^-' -e '^&&' -e apt-get -e install -e '^rm$' -e '^/var' | grep . | tr '\n' ' ') "
     for lib in $(readelf -d "$VG" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        # the sanitizer build's runtimes are not the shipped binary's
+        case $lib in libasan.so* | libubsan.so*) continue ;; esac
         path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|AArch64|,/ {print $NF; exit}')
         [ -n "$path" ] || path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
         pkg=$(owner "$path")
