@@ -50,8 +50,9 @@ const struct vg_opt vg_global_opts[] = {
      NULL, VG_OPT_VAL(VG_GLOBAL_AT(verbose), .kind = VG_OPT_K_SET)},
     {"scan", 0, VG_OPT_ARG_REQUIRED, "HOW",
      "how holders are found: auto (default: kernel when it can\n"
-     "run, else proc), kernel (a BPF iterator; root or CAP_BPF\n"
-     "and CAP_PERFMON, a kernel with BTF), proc (/proc/PID/fd)",
+     "run and the host has 1,000 processes or more, else proc),\n"
+     "kernel (a BPF iterator; root or CAP_BPF and CAP_PERFMON,\n"
+     "a kernel with BTF), proc (/proc/PID/fd)",
      VG_OPT_SCAN, NULL,
      VG_OPT_VAL(VG_GLOBAL_AT(scan), .kind = VG_OPT_K_WORD, .words = "auto|kernel|proc",
                 .takes = "auto, kernel or proc")},

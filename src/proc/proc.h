@@ -310,13 +310,18 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
  * every other listed process is counted as read and holding nothing. The result is the same
  * table the /proc scan gives. It needs a procfs view of this process's PID namespace or one
  * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
- * when it can run, else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan that
- * cannot run fails. opts->all (every process read in full) always means PROC, and so does an
+ * when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes (loading
+ * the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of a
+ * smaller host does not reach), else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan
+ * that cannot run fails. opts->all (every process read in full) always means PROC, and so does an
  * incremental scan (opts->incremental with a primed index), which reads less than the kernel
  * walks; a kernel scan with an index records every process it walked, so the next scan can
  * be incremental.
  */
 enum vg_proc_scan_mode { VG_PROC_SCAN_AUTO, VG_PROC_SCAN_KERNEL, VG_PROC_SCAN_PROC };
+/* Below this many processes --scan=auto reads /proc: bench/run --kscan puts the two scans even
+ * near 1,000 processes of 64 descriptors, and most processes hold fewer. */
+#define VG_PROC_KSCAN_MIN_PROCS 1000u
 
 struct vg_proc_opts {
     const char *proc_root; /* default "/proc" */

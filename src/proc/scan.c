@@ -199,9 +199,12 @@ static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *id
 
 /* Whether the in-kernel scan finds the holders this time (see proc.h, vg_proc_scan_mode): on
  * success *kpids holds the processes it found. Only -ENOMEM, or a kernel scan asked for
- * (--scan=kernel) that cannot run, fail; otherwise t->scan_note says why /proc is read. */
+ * (--scan=kernel) that cannot run, fail; otherwise t->scan_note says why /proc is read.
+ * nlisted: the processes the listing holds (auto keeps small hosts on /proc). The choice is
+ * made after the listing: a holder listed is in the kernel's tables by then, unless it exited;
+ * an incremental scan reads less than the kernel's would walk and stays on /proc. */
 static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts,
-                          struct vg_proc_table *t, pid_t **kpids, size_t *nk,
+                          struct vg_proc_table *t, size_t nlisted, pid_t **kpids, size_t *nk,
                           struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *err)
 {
     *kpids = NULL;
@@ -212,8 +215,16 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     if (opts->scan == VG_PROC_SCAN_PROC)
         return 0;
     struct vg_err why = VG_ERR_INIT;
-    int rc = opts->all ? vg_err_set(&why, -ENOTSUP, "every process is read in full")
-                       : vg_proc_kscan(c, opts->dev_dir, kpids, nk, kfds, nkfds, &why);
+    int rc;
+    if (opts->all)
+        rc = vg_err_set(&why, -ENOTSUP, "every process is read in full");
+    else if (opts->scan == VG_PROC_SCAN_AUTO && nlisted < VG_PROC_KSCAN_MIN_PROCS)
+        rc = vg_err_set(&why, -ENOTSUP,
+                        "%zu processes: below %u the /proc scan costs less than loading the "
+                        "kernel's",
+                        nlisted, VG_PROC_KSCAN_MIN_PROCS);
+    else
+        rc = vg_proc_kscan(c, opts->dev_dir, kpids, nk, kfds, nkfds, &why);
     if (rc == 0) {
         t->kernel_scan = true;
         return 0;
@@ -366,9 +377,9 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
     }
-    /* After the listing: a holder listed is in the kernel's tables now, unless it exited. An
-     * incremental scan reads less than the kernel scan would walk: it stays on /proc. */
-    if (!t->incremental && (rc = vg_scan_choose(&c, opts, t, &kpids, &nk, &kfds, &nkfds, err)) != 0)
+    /* After the listing (a holder listed is in the kernel's tables now); incremental: /proc */
+    if (!t->incremental &&
+        (rc = vg_scan_choose(&c, opts, t, nents, &kpids, &nk, &kfds, &nkfds, err)) != 0)
         goto out;
 
     for (size_t i = 0; i < nents; i++) {
