@@ -512,3 +512,11 @@ vg_signals() {
 teardown() {
     vg_cleanup
 }
+
+# vg_with_devices FILE CMD...: CMD in a private mount namespace whose /proc/devices is FILE (a
+# staged major list: the tests make an unused major, 4000, the NVIDIA one, so the nodes they
+# hold cannot show in other tests running beside them).
+vg_with_devices() {
+    unshare --mount --propagation private \
+        sh -c 'mount --bind "$1" /proc/devices && shift && exec "$@"' sh "$@"
+}

@@ -51,9 +51,7 @@ teardown() {
 # vgp ARGS...: `vramguard --json ARGS` with the fake driver, in a private mount namespace whose
 # /proc/devices makes 4000 the NVIDIA major (see the header).
 vgp() {
-    run --separate-stderr unshare --mount --propagation private \
-        sh -c 'mount --bind "$1" /proc/devices && shift && exec "$@"' sh "$TMP/devices" \
-        "$VG" --nvml "$FAKE_FULL" --json "$@"
+    run --separate-stderr vg_with_devices "$TMP/devices" "$VG" --nvml "$FAKE_FULL" --json "$@"
 }
 
 # vgh ARGS...: the same on the host's own /proc/devices.

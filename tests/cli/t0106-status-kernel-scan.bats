@@ -48,9 +48,7 @@ teardown() {
 # vgp ARGS...: vramguard ARGS with the fake driver and --dev $DEVDIR, in a private mount
 # namespace whose /proc/devices makes 4000 the NVIDIA major (see the header).
 vgp() {
-    run --separate-stderr unshare --mount --propagation private \
-        sh -c 'mount --bind "$1" /proc/devices && shift && exec "$@"' sh "$TMP/devices" \
-        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" "$@"
+    run --separate-stderr vg_with_devices "$TMP/devices" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" "$@"
 }
 
 # need_kernel_scan: skip when the kernel scan cannot run here at all (no BTF, no libbpf, a
