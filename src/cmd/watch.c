@@ -373,14 +373,19 @@ static int vg_watch_sample(struct vg_watch *w)
                 (unsigned long long)w->samples, ss.last_sample_seconds * 1e3,
                 (vg_cpu_seconds() - cpu0) * 1e3, snap->nholdings, evs.n);
         if (ss.last_full_reason)
-            fprintf(stderr, "full scan (%s)", ss.last_full_reason);
+            fprintf(stderr, "full scan (%s%s)", ss.last_full_reason,
+                    snap->procs.kernel_scan ? ", in the kernel" : "");
         else
             fprintf(stderr,
                     "incremental scan (%zu of %zu processes carried over, %zu named openers read)",
                     ss.last_carried, ss.last_listed, ss.last_openers);
-        fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs\n",
+        fprintf(stderr, "; cache %llu hits, %llu misses; %llu driver hangs",
                 (unsigned long long)ss.cache_hits, (unsigned long long)ss.cache_misses,
                 (unsigned long long)ss.driver_hangs);
+        if (ss.kprog_loads)
+            fprintf(stderr, "; kernel scan program loaded %u time%s", ss.kprog_loads,
+                    ss.kprog_loads == 1 ? "" : "s");
+        fputc('\n', stderr);
         if (w->samples == 1)
             vg_cmd_say_scan(w->g, "watch", snap);
     }

@@ -31,6 +31,7 @@ struct vg_sampler {
     struct timespec hung_since; /* CLOCK_MONOTONIC, when the unanswered request was made */
     struct vg_proc_cache *cache;
     struct vg_proc_index *index;
+    struct vg_proc_kprog *kprog; /* the kernel scan's program, kept loaded between full scans */
     struct vg_proc_devwatch *devwatch; /* NULL: no incremental scans (devwatch_error says why) */
     char *devwatch_error;              /* "no device-node watch: why", when devwatch is NULL */
     bool last_poll_events;             /* the last poll saw an unnamed open or a change */
@@ -83,6 +84,8 @@ int vg_sampler_new(const struct vg_sampler_opts *opts, struct vg_sampler **out, 
         rc = vg_proc_cache_new(&s->cache);
     if (!rc)
         rc = vg_proc_index_new(&s->index);
+    if (!rc)
+        rc = vg_proc_kprog_new(&s->kprog);
     if (rc) {
         vg_sampler_free(s);
         return vg_err_set(err, rc, "out of memory");
@@ -136,6 +139,7 @@ void vg_sampler_free(struct vg_sampler *s)
     }
     vg_proc_cache_free(s->cache);
     vg_proc_index_free(s->index);
+    vg_proc_kprog_free(s->kprog);
     vg_proc_devwatch_free(s->devwatch);
     vg_snap_cpu_marks_release(&s->cpu);
     free(s->devwatch_error);
@@ -306,6 +310,7 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         .index = s->index,
         .incremental = incremental,
         .scan = (enum vg_proc_scan_mode)s->opts.scan,
+        .kprog = s->kprog,
     };
     int rc = vg_proc_scan(&popts, procs, err);
     free(all);
@@ -317,6 +322,7 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         s->stats.last_full_reason = NULL;
     } else {
         s->stats.full_scans++;
+        s->stats.kernel_scans += procs->kernel_scan;
         s->stats.last_full_reason = reason;
         s->last_full = tscan;
     }
@@ -384,6 +390,7 @@ out:
 void vg_sampler_stats(const struct vg_sampler *s, struct vg_sampler_stats *out)
 {
     *out = s->stats;
+    out->kprog_loads = vg_proc_kprog_loads(s->kprog);
 }
 
 const char *vg_sampler_watch_kind(struct vg_sampler *s)

@@ -182,14 +182,16 @@ unsigned vg_proc_access_read(struct vg_proc_ctx *c);
  * the view's numbering, distinct and ascending (*pids owned by the caller), whose descriptor
  * tables hold a node c->devset matches, and those descriptors (*kfds, owned by the caller),
  * sorted by pid and number. 0, -ENOMEM, or another negative errno with why set to the reason
- * it cannot run here (no libbpf, not permitted, no BTF, a view it does not cover...). */
+ * it cannot run here (no libbpf, not permitted, no BTF, a view it does not cover...). keep: the
+ * program kept loaded between scans (see vg_proc_kprog), or NULL to load it for this scan only. */
 struct vg_proc_kfd {
     pid_t pid;
     unsigned fd;
     bool other; /* from a table that is not its thread group leader's */
 };
-int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
-                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why);
+int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kprog *keep,
+                  pid_t **pids, size_t *npids, struct vg_proc_kfd **kfds, size_t *nkfds,
+                  struct vg_err *why);
 
 /* The path under DIR of the set's node i (i < vg_proc_devset_size), with its filesystem and
  * inode in id (dev_major, dev_minor, ino; the rest zero). Borrowed. */

@@ -123,11 +123,39 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
 
 #ifndef VG_HAVE_BPF
 
-int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
-                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why)
+struct vg_proc_kprog {
+    unsigned loads; /* always 0: nothing to load */
+};
+
+int vg_proc_kprog_new(struct vg_proc_kprog **out)
+{
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : -ENOMEM;
+}
+
+void vg_proc_kprog_free(struct vg_proc_kprog *k)
+{
+    free(k);
+}
+
+unsigned vg_proc_kprog_loads(const struct vg_proc_kprog *k)
+{
+    return k ? k->loads : 0;
+}
+
+bool vg_proc_kprog_loaded(const struct vg_proc_kprog *k)
+{
+    (void)k;
+    return false;
+}
+
+int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kprog *keep,
+                  pid_t **pids, size_t *npids, struct vg_proc_kfd **kfds, size_t *nkfds,
+                  struct vg_err *why)
 {
     (void)c;
     (void)dev_dir;
+    (void)keep;
     *pids = NULL;
     *npids = 0;
     *kfds = NULL;
@@ -340,61 +368,130 @@ static int vg_kscan_load_err(int rc, struct vg_err *why)
     return vg_err_set(why, rc, "the kernel refused the BPF program: %s", strerror(-rc));
 }
 
-/* Load the program with cfg, run the iterator once into out; *saw_init: the view's pid 1 was
- * walked. */
-static int vg_kscan_run(struct vg_bpf *b, const struct vg_kcfg *cfg, struct vg_buf *out,
-                        bool *saw_init, struct vg_err *why)
+/* The program loaded (or kept loaded) between scans; see proc.h. b.dl NULL: libbpf not opened
+ * yet; obj NULL: no program loaded. fail_rc/fail_msg: why it cannot load, kept when trying
+ * again would not change it. */
+struct vg_proc_kprog {
+    struct vg_bpf b;
+    struct bpf_object *obj;
+    struct bpf_link *link;
+    struct vg_kstate *st; /* the program's .bss, mapped */
+    struct vg_kcfg cfg;   /* what obj was loaded with */
+    unsigned loads;
+    int fail_rc;
+    char *fail_msg;
+};
+
+int vg_proc_kprog_new(struct vg_proc_kprog **out)
 {
-    *saw_init = false;
+    *out = calloc(1, sizeof(**out));
+    return *out ? 0 : -ENOMEM;
+}
+
+static void vg_kprog_unload(struct vg_proc_kprog *k)
+{
+    if (k->link)
+        k->b.link_destroy(k->link);
+    if (k->obj)
+        k->b.close(k->obj);
+    k->link = NULL;
+    k->obj = NULL;
+    k->st = NULL;
+}
+
+void vg_proc_kprog_free(struct vg_proc_kprog *k)
+{
+    if (!k)
+        return;
+    vg_kprog_unload(k);
+    if (k->b.dl)
+        dlclose(k->b.dl);
+    free(k->fail_msg);
+    free(k);
+}
+
+unsigned vg_proc_kprog_loads(const struct vg_proc_kprog *k)
+{
+    return k ? k->loads : 0;
+}
+
+bool vg_proc_kprog_loaded(const struct vg_proc_kprog *k)
+{
+    return k && k->obj;
+}
+
+/* Remember why the program cannot load (rc, why's message) so later scans say it untried. */
+static int vg_kprog_fail(struct vg_proc_kprog *k, int rc, const struct vg_err *why)
+{
+    if (rc == -ENOMEM)
+        return rc;
+    free(k->fail_msg);
+    k->fail_msg = vg_proc_strndup(vg_err_msg(why), strlen(vg_err_msg(why)));
+    k->fail_rc = k->fail_msg ? rc : 0;
+    return k->fail_msg ? rc : -ENOMEM;
+}
+
+/* Have the program loaded with cfg in k: kept when it already is, else (re)loaded. */
+static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, struct vg_err *why)
+{
+    if (k->fail_rc)
+        return vg_err_set(why, k->fail_rc, "%s", k->fail_msg);
+    int rc;
+    if (!k->b.dl && (rc = vg_bpf_open(&k->b, why)) != 0)
+        return vg_kprog_fail(k, rc, why);
+    if (k->obj && memcmp(&k->cfg, cfg, sizeof(*cfg)) == 0)
+        return 0;
+    vg_kprog_unload(k);
+    struct vg_bpf *b = &k->b;
     size_t size = (size_t)(vg_kscan_obj_end - vg_kscan_obj_start);
-    struct bpf_object *obj = b->open_mem(vg_kscan_obj_start, size, NULL);
-    if (!obj)
-        return vg_err_set(why, -errno ? -errno : -EINVAL, "libbpf cannot open the BPF object");
-    struct bpf_link *link = NULL;
-    int iter = -1, rc;
-    struct bpf_map *ro = b->find_map(obj, ".rodata"), *bss = b->find_map(obj, ".bss");
-    if (!ro || !bss) {
+    errno = 0;
+    if (!(k->obj = b->open_mem(vg_kscan_obj_start, size, NULL)))
+        return vg_err_set(why, errno ? -errno : -EINVAL, "libbpf cannot open the BPF object");
+    struct bpf_map *ro = b->find_map(k->obj, ".rodata"), *bss = b->find_map(k->obj, ".bss");
+    if (!ro || !bss)
         rc = vg_err_set(why, -EINVAL, "the BPF object lacks its data sections");
-        goto out;
-    }
-    if ((rc = b->set_initial_value(ro, cfg, sizeof(*cfg))) < 0) {
+    else if ((rc = b->set_initial_value(ro, cfg, sizeof(*cfg))) < 0)
         vg_err_set(why, rc, "the BPF object's settings do not fit");
-        goto out;
-    }
-    if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-        rc = vg_err_set(why, -ENOENT, "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
-        goto out;
-    }
-    if ((rc = b->load(obj)) < 0) {
-        vg_kscan_load_err(rc, why);
-        goto out;
+    else if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+        rc = vg_kprog_fail(
+            k, vg_err_set(why, -ENOENT, "the kernel has no BTF (/sys/kernel/btf/vmlinux)"), why);
+    else if ((rc = b->load(k->obj)) < 0)
+        rc = vg_kprog_fail(k, vg_kscan_load_err(rc, why), why);
+    if (rc < 0) {
+        vg_kprog_unload(k);
+        return rc;
     }
     size_t ssize = 0;
-    struct vg_kstate *st = b->initial_value(bss, &ssize);
-    struct bpf_program *prog = b->find_prog(obj, "vg_holders");
-    if (!st || ssize < sizeof(*st) || !prog) {
+    k->st = b->initial_value(bss, &ssize);
+    struct bpf_program *prog = b->find_prog(k->obj, "vg_holders");
+    errno = 0;
+    if (!k->st || ssize < sizeof(*k->st) || !prog)
         rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its program or state");
-        goto out;
-    }
-    memset(st, 0, sizeof(*st));
-    if (!(link = b->attach_iter(prog, NULL))) {
+    else if (!(k->link = b->attach_iter(prog, NULL)))
         rc = vg_kscan_load_err(errno ? -errno : -EINVAL, why);
-        goto out;
+    if (rc < 0) {
+        vg_kprog_unload(k);
+        return rc;
     }
-    if ((iter = b->iter_create(b->link_fd(link))) < 0) {
-        rc = vg_kscan_load_err(iter, why);
-        goto out;
-    }
-    rc = vg_kscan_read(iter, out);
+    k->cfg = *cfg;
+    k->loads++;
+    return 0;
+}
+
+/* Run the loaded program's iterator once into out; *saw_init: the view's pid 1 was walked. */
+static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *saw_init,
+                            struct vg_err *why)
+{
+    *saw_init = false;
+    memset(k->st, 0, sizeof(*k->st));
+    int iter = k->b.iter_create(k->b.link_fd(k->link));
+    if (iter < 0)
+        return vg_kscan_load_err(iter, why);
+    int rc = vg_kscan_read(iter, out);
     if (rc < 0 && rc != -ENOMEM)
         vg_err_set(why, rc, "reading the BPF iterator failed: %s", strerror(-rc));
-    *saw_init = st->saw_view_init != 0;
-out:
-    if (iter >= 0)
-        close(iter);
-    if (link)
-        b->link_destroy(link);
-    b->close(obj);
+    *saw_init = k->st->saw_view_init != 0;
+    close(iter);
     return rc;
 }
 
@@ -480,8 +577,9 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
     return 0;
 }
 
-int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size_t *npids,
-                  struct vg_proc_kfd **kfds, size_t *nkfds, struct vg_err *why)
+int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kprog *keep,
+                  pid_t **pids, size_t *npids, struct vg_proc_kfd **kfds, size_t *nkfds,
+                  struct vg_err *why)
 {
     *pids = NULL;
     *npids = 0;
@@ -495,9 +593,9 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
     int rc = vg_kscan_view_ns(c, &view_ns, &below, why);
     if (rc)
         return rc;
-    struct vg_bpf b;
-    if ((rc = vg_bpf_open(&b, why)) != 0)
-        return rc;
+    struct vg_proc_kprog *k = keep;
+    if (!k && vg_proc_kprog_new(&k) != 0)
+        return vg_err_set(why, -ENOMEM, "out of memory");
     struct vg_proc_kcal *cal = NULL;
     size_t ncal = 0;
     struct vg_kcfg cfg;
@@ -506,7 +604,8 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, pid_t **pids, size
     bool saw_init = false;
     if ((rc = vg_kscan_cal_open(c->devset, dir, &cal, &ncal, why)) != 0 ||
         (rc = vg_kscan_cfg(c->devset, cal, ncal, view_ns, &cfg, why)) != 0 ||
-        (rc = vg_kscan_run(&b, &cfg, &out, &saw_init, why)) != 0)
+        (rc = vg_kprog_load(k, &cfg, why)) != 0 ||
+        (rc = vg_kprog_iterate(k, &out, &saw_init, why)) != 0)
         goto out;
     if (below && !saw_init) {
         rc = vg_err_set(why, -EXDEV,
@@ -540,7 +639,8 @@ out:
         vg_err_set(why, rc, "out of memory");
     vg_buf_release(&out);
     vg_kscan_cal_close(cal, ncal);
-    dlclose(b.dl);
+    if (k != keep)
+        vg_proc_kprog_free(k);
     return rc;
 }
 

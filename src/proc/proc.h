@@ -312,7 +312,8 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
  * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
  * when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes (loading
  * the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of a
- * smaller host does not reach), else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan
+ * smaller host does not reach; or whatever the count when opts->kprog holds it loaded already),
+ * else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan
  * that cannot run fails. opts->all (every process read in full) always means PROC, and so does an
  * incremental scan (opts->incremental with a primed index), which reads less than the kernel
  * walks; a kernel scan with an index records every process it walked, so the next scan can
@@ -322,6 +323,24 @@ enum vg_proc_scan_mode { VG_PROC_SCAN_AUTO, VG_PROC_SCAN_KERNEL, VG_PROC_SCAN_PR
 /* Below this many processes --scan=auto reads /proc: bench/run --kscan puts the two scans even
  * near 1,000 processes of 64 descriptors, and most processes hold fewer. */
 #define VG_PROC_KSCAN_MIN_PROCS 1000u
+
+/*
+ * The kernel scan's program kept loaded from one scan to the next (watch, serve and top scan
+ * again and again: loading costs about 150 ms of CPU each time, an iteration a fraction of it).
+ * Given in vg_proc_opts.kprog, a scan reuses the program it holds when the settings it was
+ * loaded with (the driver's majors, --dev's nodes, the view's PID namespace) still hold, and
+ * loads it again when they changed; AUTO then uses the kernel scan whatever the number of
+ * processes, since the cost it weighs against is paid. A reason the program cannot load that
+ * trying again would not change (no libbpf, not permitted, no BTF) is kept and said again
+ * without another try. vg_proc_kprog_new() returns one freed with vg_proc_kprog_free() (which
+ * unloads it); 0 or -ENOMEM. Not for use by two scans at once.
+ */
+struct vg_proc_kprog;
+int vg_proc_kprog_new(struct vg_proc_kprog **out);
+void vg_proc_kprog_free(struct vg_proc_kprog *k);
+/* How many times the program was loaded; whether it is loaded now. */
+unsigned vg_proc_kprog_loads(const struct vg_proc_kprog *k);
+bool vg_proc_kprog_loaded(const struct vg_proc_kprog *k);
 
 struct vg_proc_opts {
     const char *proc_root; /* default "/proc" */
@@ -334,6 +353,7 @@ struct vg_proc_opts {
     struct vg_proc_index *index; /* optional: record what this scan saw, for the next one */
     bool incremental;            /* with a primed index: carry unchanged non-holders over unread */
     enum vg_proc_scan_mode scan; /* how holders are found (AUTO when zeroed) */
+    struct vg_proc_kprog *kprog; /* optional: keep the kernel scan's program loaded */
 };
 
 void vg_proc_table_init(struct vg_proc_table *t);

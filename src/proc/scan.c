@@ -218,13 +218,14 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     int rc;
     if (opts->all)
         rc = vg_err_set(&why, -ENOTSUP, "every process is read in full");
-    else if (opts->scan == VG_PROC_SCAN_AUTO && nlisted < VG_PROC_KSCAN_MIN_PROCS)
+    else if (opts->scan == VG_PROC_SCAN_AUTO && nlisted < VG_PROC_KSCAN_MIN_PROCS &&
+             !(opts->kprog && vg_proc_kprog_loaded(opts->kprog)))
         rc = vg_err_set(&why, -ENOTSUP,
                         "%zu processes: below %u the /proc scan costs less than loading the "
                         "kernel's",
                         nlisted, VG_PROC_KSCAN_MIN_PROCS);
     else
-        rc = vg_proc_kscan(c, opts->dev_dir, kpids, nk, kfds, nkfds, &why);
+        rc = vg_proc_kscan(c, opts->dev_dir, opts->kprog, kpids, nk, kfds, nkfds, &why);
     if (rc == 0) {
         t->kernel_scan = true;
         return 0;

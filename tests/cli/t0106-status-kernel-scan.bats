@@ -204,3 +204,29 @@ stage_host() {
     [ "$(grep -c . <<<"$stderr")" -eq 1 ]
     [[ $stderr == "vramguard: status: the kernel scan cannot run: "* ]]
 }
+
+@test "without libbpf.so.1: status works on /proc, --scan=kernel fails with one line naming it" {
+    # libbpf is loaded only when the kernel scan is tried: hide it in a private mount namespace
+    # (a bind of /dev/null over the library, which dlopen refuses) where it is installed
+    local lib
+    lib=$(ldconfig -p | awk '$1 == "libbpf.so.1" { print $NF; exit }')
+    nolib() {
+        if [[ -n $lib ]]; then
+            run --separate-stderr unshare -m sh -c 'mount --bind /dev/null "$1" && shift && exec "$@"' \
+                sh "$lib" "$@"
+        else
+            run --separate-stderr "$@"
+        fi
+    }
+    p=$(vg_spawn --open "$DEVDIR/nvidia3" --comm ks-nolib)
+    nolib "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json --verbose status
+    echo "$stderr"
+    [ "$status" -eq 0 ]
+    [[ $stderr == *"status: scan: /proc"* ]]
+    [[ $(holders) == *"$p gpu3 ks-nolib "* ]]
+    nolib "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --scan=kernel status
+    echo "$stderr"
+    [ "$status" -eq 3 ]
+    [ "$(grep -c . <<<"$stderr")" -eq 1 ]
+    [[ $stderr == "vramguard: status: the kernel scan cannot run: libbpf.so.1 cannot be loaded ("* ]]
+}

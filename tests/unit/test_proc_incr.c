@@ -12,7 +12,8 @@
  *  - the loadavg parser, and a failed scan leaving the index unprimed;
  *  - the watch: opens of a node are reported, opens of other files are not, nodes created or
  *    removed rebuild the watches (and a new node's opens are then seen), files in nvidia-caps/
- *    are watched, and a missing directory is a clear error.
+ *    are watched, and a missing directory is a clear error;
+ *  - the kernel scan's program kept loaded between scans (as root, where it can load).
  * Every wait is a blocking read on a pipe from a child that answers at once; children die with
  * the test (PR_SET_PDEATHSIG) and are killed and reaped on every path through the fixture.
  */
@@ -611,6 +612,81 @@ static void test_devwatch_named(void **state)
     vg_proc_devwatch_free(w);
 }
 
+/* One scan with the kernel's holder scan (mode) and k; whether pid was found as a holder. */
+static bool kscan_once(const char *dev, enum vg_proc_scan_mode mode, struct vg_proc_kprog *k,
+                       pid_t pid, bool *kernel, size_t *listed, struct vg_err *err)
+{
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_proc_opts o = {.dev_dir = dev, .scan = mode, .kprog = k};
+    if (vg_proc_scan(&o, &t, err) != 0)
+        return false;
+    const struct vg_proc *p = vg_proc_table_find(&t, pid);
+    bool found = p && p->dev_fd_count > 0;
+    *kernel = t.kernel_scan;
+    *listed = t.n_scanned;
+    vg_proc_table_release(&t);
+    return found;
+}
+
+/* The kernel scan's program kept loaded between scans (watch, serve, top): loaded once, used
+ * again while the nodes stay the same, loaded again when --dev gains a node; and with it
+ * loaded, AUTO uses it on a host of any size. Needs what the kernel scan needs (root, BTF,
+ * libbpf.so.1): skipped, saying why, where it cannot run. */
+static void test_kprog_kept(void **state)
+{
+    struct fx *f = *state;
+    struct kid *a = kid_spawn(f, true);
+    struct vg_proc_kprog *k = NULL;
+    assert_int_equal(vg_proc_kprog_new(&k), 0);
+    assert_false(vg_proc_kprog_loaded(k));
+    struct vg_err err = VG_ERR_INIT;
+    bool kernel = false;
+    size_t listed = 0;
+    bool found = kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err);
+    if (err.code) {
+        print_message("kernel scan cannot run here: %s\n", vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_proc_kprog_free(k);
+        skip();
+    }
+    assert_true(found && kernel);
+    assert_int_equal(vg_proc_kprog_loads(k), 1);
+    assert_true(vg_proc_kprog_loaded(k));
+
+    /* kept: a close and a reopen are seen, without loading again */
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err));
+    assert_int_equal(kid_do(a, 'c'), 0);
+    assert_false(kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err));
+    assert_int_equal(kid_do(a, 'o'), 0);
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err));
+    assert_int_equal(vg_proc_kprog_loads(k), 1);
+    assert_int_equal(err.code, 0);
+
+    /* AUTO with the program loaded: the kernel scan, whatever the host's size */
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_AUTO, k, a->pid, &kernel, &listed, &err));
+    assert_true(kernel);
+    assert_int_equal(vg_proc_kprog_loads(k), 1);
+
+    /* a node added to --dev changes the program's settings: loaded again, once */
+    touch(f->dir, "nvidia1");
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err));
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_KERNEL, k, a->pid, &kernel, &listed, &err));
+    assert_int_equal(vg_proc_kprog_loads(k), 2);
+    assert_int_equal(err.code, 0);
+    vg_proc_kprog_free(k);
+
+    /* AUTO without a loaded program on a host below the threshold: /proc, as before */
+    assert_int_equal(vg_proc_kprog_new(&k), 0);
+    assert_true(kscan_once(f->dir, VG_PROC_SCAN_AUTO, k, a->pid, &kernel, &listed, &err));
+    if (listed < VG_PROC_KSCAN_MIN_PROCS) {
+        assert_false(kernel);
+        assert_int_equal(vg_proc_kprog_loads(k), 0);
+    }
+    vg_proc_kprog_free(k);
+    vg_err_release(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_loadavg),
         cmocka_unit_test_setup_teardown(test_devwatch, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_devwatch_named, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_kprog_kept, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
