@@ -309,6 +309,8 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         .cache = s->cache,
         .index = s->index,
         .incremental = incremental,
+        .rewalk = s->openers,
+        .nrewalk = incremental ? s->nopeners : 0,
         .scan = (enum vg_proc_scan_mode)s->opts.scan,
         .kprog = s->kprog,
     };

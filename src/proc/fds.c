@@ -16,7 +16,8 @@
  * VG_PROC_NODES_MAX distinct ones: the cost per process is one statx per descriptor and a
  * constant per node, whatever it holds. After the kernel scan (kscan.c), a holder it found is
  * read by the descriptor numbers it reported, not by statx'ing every descriptor again: the
- * count of all comes from fd/'s size.
+ * count of all comes from fd/'s size. An incremental scan reads a known holder the same way, by
+ * the numbers the index kept from the last scan (scan.c says when that is sound).
  */
 #include "proc/internal.h"
 
@@ -66,6 +67,8 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
         free(c->paths[i]);
     c->npaths = 0;
     c->nodes_more = 0;
+    c->nheld_fds = 0;
+    c->held_over = false;
     c->slots_n = 0;
     if (++c->slots_gen == 0) {
         /* after 2^32 processes: stale slots could look current, so clear them for real */
@@ -145,6 +148,20 @@ static int vg_fd_path(int fdd, const char *name, const struct vg_dev_id *id, cha
     return rc;
 }
 
+/* An fd/ entry name as a number; UINT_MAX when it is not one (only under a test root). */
+static unsigned vg_fd_number(const char *name)
+{
+    unsigned long v = 0;
+    if (!*name)
+        return UINT_MAX;
+    for (; *name; name++) {
+        if (*name < '0' || *name > '9' || v >= UINT_MAX / 10)
+            return UINT_MAX;
+        v = v * 10 + (unsigned long)(*name - '0');
+    }
+    return v < UINT_MAX ? (unsigned)v : UINT_MAX;
+}
+
 struct vg_fd_counts {
     unsigned total, ndev;
     bool ctl, uvm;
@@ -155,6 +172,11 @@ static int vg_fd_held(struct vg_proc_ctx *c, int fdd, const char *name, const st
                       const struct vg_dev_match *m, struct vg_fd_counts *k)
 {
     k->ndev++;
+    unsigned fd = vg_fd_number(name);
+    if (fd == UINT_MAX || c->nheld_fds == VG_PROC_IX_FDS_MAX)
+        c->held_over = true;
+    else
+        c->held_fds[c->nheld_fds++] = fd;
     if (m->kind == VG_DEV_GPU)
         c->gpu_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
     else if (m->kind == VG_DEV_CTL)
@@ -198,20 +220,6 @@ static const char *vg_fd_name(unsigned fd, char out[16])
         *--e = (char)('0' + fd % 10);
     while ((fd /= 10) && e > out);
     return e;
-}
-
-/* An fd/ entry name as a number; UINT_MAX when it is not one (only under a test root). */
-static unsigned vg_fd_number(const char *name)
-{
-    unsigned long v = 0;
-    if (!*name)
-        return UINT_MAX;
-    for (; *name; name++) {
-        if (*name < '0' || *name > '9' || v >= UINT_MAX / 10)
-            return UINT_MAX;
-        v = v * 10 + (unsigned long)(*name - '0');
-    }
-    return v < UINT_MAX ? (unsigned)v : UINT_MAX;
 }
 
 /* Walk one fd/ directory by listing it, matching each descriptor; nodes accumulate in c.
@@ -310,9 +318,10 @@ static int vg_fd_walk_threads(struct vg_proc_ctx *c, int pid_fd, pid_t pid, stru
     return rc < 0 ? rc : 0;
 }
 
-/* The kernel scan named the process's NVIDIA descriptors (c->kfds): read those by number, and
- * the count of all from fd/'s size. Returns 0 when done, 1 when fd/ must be walked after all
- * (no count, or none of them is there any more), or a negative errno. */
+/* The kernel scan, or the index of the last scan, named the process's NVIDIA descriptors
+ * (c->kfds): read those by number, and the count of all from fd/'s size. Returns 0 when done, 1
+ * when fd/ must be walked after all (no count, or none of them is there any more), or a
+ * negative errno. */
 static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
                           struct vg_fd_counts *k)
 {
@@ -359,8 +368,10 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     /* A kernel before 6.2 says 0 for every fd/: stop asking once a listing proves it wrong. */
     if (said_empty && rc >= 0 && k.total > 0)
         c->fd_count_ok = false;
-    if (rc >= 0 && k.total == 0)
+    if (rc >= 0 && k.total == 0) {
         rc = vg_fd_walk_threads(c, pid_fd, p->pid, &k);
+        c->held_over = true; /* not the leader's numbers: walk it again next time */
+    }
     if (rc < 0) {
         vg_proc_fds_reset(c);
         return rc;

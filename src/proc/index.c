@@ -1,7 +1,9 @@
 /*
  * The index behind incremental scans (see proc.h): one small record per process the last scan
  * listed, sorted by pid, so that the next scan, which lists the pids in the same order, finds
- * each process's record by walking forward instead of searching.
+ * each process's record by walking forward instead of searching. A holder's record also keeps
+ * the numbers of its NVIDIA descriptors (in one pool per index), by which the next incremental
+ * scan reads it again instead of walking its whole table.
  *
  * A scan builds the next index beside the current one and swaps them only when it completes;
  * a scan that fails leaves the index unprimed, so the one after it is a full scan.
@@ -9,6 +11,7 @@
 #include "proc/internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +22,8 @@ struct vg_proc_index {
     size_t ncur, capcur;
     struct vg_proc_index_entry *next; /* being built by the scan in progress */
     size_t nnext, capnext;
+    unsigned *fds_cur, *fds_next; /* the entries' descriptor numbers (fds_off, nfds) */
+    size_t nfds_cur, capfds_cur, nfds_next, capfds_next;
     size_t cursor; /* forward position in cur */
     bool primed;
     bool have_last_pid;
@@ -37,6 +42,8 @@ void vg_proc_index_free(struct vg_proc_index *idx)
         return;
     free(idx->cur);
     free(idx->next);
+    free(idx->fds_cur);
+    free(idx->fds_next);
     free(idx);
 }
 
@@ -53,6 +60,7 @@ size_t vg_proc_index_size(const struct vg_proc_index *idx)
 void vg_proc_index_begin(struct vg_proc_index *idx)
 {
     idx->nnext = 0;
+    idx->nfds_next = 0;
     idx->cursor = 0;
 }
 
@@ -93,6 +101,37 @@ int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsign
     return 0;
 }
 
+int vg_proc_index_add_fds(struct vg_proc_index *idx, const unsigned *fds, size_t n)
+{
+    if (!idx->nnext || !n || n > VG_PROC_IX_FDS_MAX)
+        return 0;
+    if (idx->capfds_next - idx->nfds_next < n) {
+        size_t ncap = idx->capfds_next ? idx->capfds_next * 2 : 256;
+        while (ncap - idx->nfds_next < n)
+            ncap *= 2;
+        if (ncap > UINT32_MAX)
+            return 0; /* no room to say where: the holder is walked in full next time */
+        unsigned *nf = realloc(idx->fds_next, ncap * sizeof(*nf));
+        if (!nf)
+            return -ENOMEM;
+        idx->fds_next = nf;
+        idx->capfds_next = ncap;
+    }
+    struct vg_proc_index_entry *e = &idx->next[idx->nnext - 1];
+    e->fds_off = (uint32_t)idx->nfds_next;
+    e->nfds = (uint32_t)n;
+    memcpy(idx->fds_next + idx->nfds_next, fds, n * sizeof(*fds));
+    idx->nfds_next += n;
+    return 0;
+}
+
+const unsigned *vg_proc_index_fds(const struct vg_proc_index *idx,
+                                  const struct vg_proc_index_entry *e, size_t *n)
+{
+    *n = e->nfds;
+    return e->nfds ? idx->fds_cur + e->fds_off : NULL;
+}
+
 void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last)
 {
     struct vg_proc_index_entry *t = idx->cur;
@@ -103,6 +142,14 @@ void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last)
     idx->next = t;
     idx->capnext = tcap;
     idx->nnext = 0;
+    unsigned *tf = idx->fds_cur;
+    size_t tfcap = idx->capfds_cur;
+    idx->fds_cur = idx->fds_next;
+    idx->nfds_cur = idx->nfds_next;
+    idx->capfds_cur = idx->capfds_next;
+    idx->fds_next = tf;
+    idx->capfds_next = tfcap;
+    idx->nfds_next = 0;
     idx->cursor = 0;
     idx->have_last_pid = have_last;
     idx->last_pid = last;
@@ -113,6 +160,7 @@ void vg_proc_index_abort(struct vg_proc_index *idx)
 {
     idx->primed = false;
     idx->ncur = idx->nnext = 0;
+    idx->nfds_cur = idx->nfds_next = 0;
     idx->cursor = 0;
     idx->have_last_pid = false;
 }

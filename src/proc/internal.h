@@ -37,6 +37,18 @@ struct vg_proc_node_slot {
     uint32_t gen;
 };
 
+/* A descriptor known to hold an NVIDIA node: from the kernel scan (kscan.c), or from the index
+ * of the last scan (a known holder, re-read by an incremental scan). */
+struct vg_proc_kfd {
+    pid_t pid;
+    unsigned fd;
+    bool other; /* from a table that is not its thread group leader's */
+};
+
+/* The NVIDIA descriptors of a holder the index keeps, for an incremental scan to read it by
+ * number; a holder with more is walked in full every time. */
+#define VG_PROC_IX_FDS_MAX 16
+
 struct vg_proc_ctx {
     int root_fd;                   /* borrowed */
     struct vg_proc_devset *devset; /* owned: the NVIDIA nodes of this scan */
@@ -73,6 +85,14 @@ struct vg_proc_ctx {
      * number instead of statx'ing every descriptor (fds.c). */
     const struct vg_proc_kfd *kfds;
     size_t nkfds;
+    struct vg_proc_kfd ix_kfds[VG_PROC_IX_FDS_MAX]; /* kfds from the index (scan.c) */
+
+    /* The numbers of the NVIDIA descriptors phase one matched in the leader's fd/ of the
+     * process being read, for the index; held_over: more than VG_PROC_IX_FDS_MAX, a name that
+     * is no number, or a table read through task/, so the index keeps none. */
+    unsigned held_fds[VG_PROC_IX_FDS_MAX];
+    size_t nheld_fds;
+    bool held_over;
 
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
 };
@@ -164,13 +184,20 @@ enum {
 };
 struct vg_proc_index_entry {
     pid_t pid;
-    unsigned flags; /* VG_PROC_IX_* */
-    uint64_t ino;   /* the pid directory's inode number, as the listing gave it */
+    unsigned flags;         /* VG_PROC_IX_* */
+    uint64_t ino;           /* the pid directory's inode number, as the listing gave it */
+    uint32_t fds_off, nfds; /* a holder's NVIDIA descriptors, in the index's pool (see fds) */
 };
 void vg_proc_index_begin(struct vg_proc_index *idx);
 const struct vg_proc_index_entry *vg_proc_index_prev(struct vg_proc_index *idx, pid_t pid);
 bool vg_proc_index_new_pid(const struct vg_proc_index *idx, bool have_last, pid_t last, pid_t pid);
 int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsigned flags);
+/* The numbers of the NVIDIA descriptors of the process add recorded last (a holder read from
+ * its leader's fd/; at most VG_PROC_IX_FDS_MAX); fds gives them back from an entry of the last
+ * completed scan (borrowed until the next commit). 0 or -ENOMEM. */
+int vg_proc_index_add_fds(struct vg_proc_index *idx, const unsigned *fds, size_t n);
+const unsigned *vg_proc_index_fds(const struct vg_proc_index *idx,
+                                  const struct vg_proc_index_entry *e, size_t *n);
 void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last);
 void vg_proc_index_abort(struct vg_proc_index *idx);
 
@@ -184,11 +211,6 @@ unsigned vg_proc_access_read(struct vg_proc_ctx *c);
  * sorted by pid and number. 0, -ENOMEM, or another negative errno with why set to the reason
  * it cannot run here (no libbpf, not permitted, no BTF, a view it does not cover...). keep: the
  * program kept loaded between scans (see vg_proc_kprog), or NULL to load it for this scan only. */
-struct vg_proc_kfd {
-    pid_t pid;
-    unsigned fd;
-    bool other; /* from a table that is not its thread group leader's */
-};
 int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kprog *keep,
                   pid_t **pids, size_t *npids, struct vg_proc_kfd **kfds, size_t *nkfds,
                   struct vg_err *why);

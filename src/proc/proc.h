@@ -352,6 +352,9 @@ struct vg_proc_opts {
     struct vg_proc_cache *cache; /* optional: reuse stable details between scans */
     struct vg_proc_index *index; /* optional: record what this scan saw, for the next one */
     bool incremental;            /* with a primed index: carry unchanged non-holders over unread */
+    const pid_t *rewalk;         /* with incremental: processes known to have opened a node since
+                                  * the last scan, whose whole table is read again (see scan.c) */
+    size_t nrewalk;
     enum vg_proc_scan_mode scan; /* how holders are found (AUTO when zeroed) */
     struct vg_proc_kprog *kprog; /* optional: keep the kernel scan's program loaded */
 };

@@ -165,18 +165,44 @@ static bool vg_scan_carry(struct vg_proc_index *idx, const struct vg_scan_ent *e
            !vg_proc_index_new_pid(idx, have_last, last, e->pid);
 }
 
-/* A sorted copy of the pids the caller wants read in full (NULL when none). -ENOMEM only. */
-static int vg_scan_sorted_want(const struct vg_proc_opts *opts, pid_t **want)
+/* A sorted copy of n pids (NULL when none). -ENOMEM only. */
+static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
 {
-    *want = NULL;
-    if (!opts->nwant || !opts->want)
+    *out = NULL;
+    if (!n || !pids)
         return 0;
-    *want = malloc(opts->nwant * sizeof(**want));
-    if (!*want)
+    *out = malloc(n * sizeof(**out));
+    if (!*out)
         return -ENOMEM;
-    memcpy(*want, opts->want, opts->nwant * sizeof(**want));
-    qsort(*want, opts->nwant, sizeof(**want), vg_cmp_pid);
+    memcpy(*out, pids, n * sizeof(**out));
+    qsort(*out, n, sizeof(**out), vg_cmp_pid);
     return 0;
+}
+
+/*
+ * In an incremental scan, point c at the NVIDIA descriptors the index kept for a known holder
+ * (same pid directory inode, not named in rewalk), so that phase one reads it by those numbers,
+ * and its count from fd/'s size, instead of statx'ing its whole table again (fds.c). What that
+ * sees: a node closed (the number no longer refers to one; with none left the table is walked),
+ * the process gone or its pid reused (another inode). What it does not need to see: a holder
+ * that opens a node is named by fanotify (rewalk), or, unnamed, makes the sample a full scan;
+ * a child it forks is a new process, read in full. What waits for the next full scan, as a
+ * non-holder's node gained without an open does: a node descriptor gained through dup() or
+ * SCM_RIGHTS changes only the holder's counts, not what it holds.
+ */
+static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
+                            const struct vg_scan_ent *e, const pid_t *rewalk, size_t nrewalk)
+{
+    const struct vg_proc_index_entry *prev = idx ? vg_proc_index_prev(idx, e->pid) : NULL;
+    if (!prev || prev->ino != e->ino || !(prev->flags & VG_PROC_IX_HOLDER) ||
+        vg_scan_wanted(rewalk, nrewalk, e->pid))
+        return;
+    size_t n;
+    const unsigned *fds = vg_proc_index_fds(idx, prev, &n);
+    for (size_t i = 0; i < n && i < VG_PROC_IX_FDS_MAX; i++)
+        c->ix_kfds[i] = (struct vg_proc_kfd){.pid = e->pid, .fd = fds[i]};
+    c->kfds = n && n <= VG_PROC_IX_FDS_MAX ? c->ix_kfds : NULL;
+    c->nkfds = c->kfds ? n : 0;
 }
 
 /* A /proc/PID directory that could not be opened: count why, and index it as unread unless
@@ -330,8 +356,13 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
                                                                  : 0;
     if (rc == VG_ONE_KEEP)
         t->n++;
-    if (idx)
-        return vg_proc_index_add(idx, e->pid, e->ino, flags);
+    if (!idx)
+        return 0;
+    if ((rc = vg_proc_index_add(idx, e->pid, e->ino, flags)) != 0)
+        return rc;
+    /* the holder's node descriptors, by which the next incremental scan reads it */
+    if ((flags & VG_PROC_IX_HOLDER) && !c->held_over)
+        return vg_proc_index_add_fds(idx, c->held_fds, c->nheld_fds);
     return 0;
 }
 
@@ -351,17 +382,15 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
 
     struct vg_proc_ctx c;
     struct vg_scan_ent *ents = NULL;
-    pid_t *want = NULL, *kpids = NULL;
+    pid_t *want = NULL, *rewalk = NULL, *kpids = NULL;
     struct vg_proc_kfd *kfds = NULL;
     size_t nents = 0, cap = 0, nk = 0, nkfds = 0;
     struct vg_proc_index *idx = opts->index;
     int rc = vg_proc_ctx_init(&c, root_fd, opts->dev_dir);
-    if (rc)
-        goto out;
-    c.cache = opts->cache;
-    if (c.cache)
+    if ((c.cache = opts->cache) != NULL)
         vg_proc_cache_begin(c.cache);
-    if ((rc = vg_scan_sorted_want(opts, &want)) != 0)
+    if (rc || (rc = vg_scan_sorted(opts->want, opts->nwant, &want)) != 0 ||
+        (rc = vg_scan_sorted(opts->rewalk, opts->nrewalk, &rewalk)) != 0)
         goto out;
     t->self_nspid_depth = vg_scan_self_depth(&c);
     t->access = vg_proc_access_read(&c);
@@ -372,8 +401,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
     t->incremental = idx && opts->incremental && vg_proc_index_primed(idx);
     if (idx)
         vg_proc_index_begin(idx);
-    rc = vg_scan_list(root_fd, &ents, &nents);
-    if (rc < 0) {
+    if ((rc = vg_scan_list(root_fd, &ents, &nents)) < 0) {
         if (rc != -ENOMEM)
             vg_err_set(err, rc, "cannot list '%s': %s", root, strerror(-rc));
         goto out;
@@ -394,6 +422,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
             continue;
         }
         vg_scan_kfds(&c, t->kernel_scan ? kfds : NULL, nkfds, e->pid);
+        vg_scan_ix_kfds(&c, t->incremental ? idx : NULL, e, rewalk, opts->nrewalk);
         if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
             goto out;
     }
@@ -412,6 +441,7 @@ out:
     }
     free(ents);
     free(want);
+    free(rewalk);
     free(kpids);
     free(kfds);
     vg_proc_ctx_release(&c);

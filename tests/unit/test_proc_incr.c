@@ -612,6 +612,61 @@ static void test_devwatch_named(void **state)
     vg_proc_devwatch_free(w);
 }
 
+/* pid's count of node descriptors in one scan with idx (0: not a holder, or not read). */
+static unsigned dev_fds(const char *dev, struct vg_proc_index *idx, bool incremental,
+                        const pid_t *rewalk, size_t nrewalk, pid_t pid, bool *was_incremental)
+{
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_proc_opts o = {.dev_dir = dev,
+                             .index = idx,
+                             .incremental = incremental,
+                             .rewalk = rewalk,
+                             .nrewalk = nrewalk,
+                             .scan = VG_PROC_SCAN_PROC};
+    if (vg_proc_scan(&o, &t, &err) != 0)
+        fail_msg("scan: %s", vg_err_msg(&err));
+    const struct vg_proc *p = vg_proc_table_find(&t, pid);
+    unsigned n = p ? p->dev_fd_count : 0;
+    *was_incremental = t.incremental;
+    vg_proc_table_release(&t);
+    return n;
+}
+
+/* An incremental scan reads a known holder by the node descriptors the index kept (not its
+ * whole table): a close is seen, a node descriptor gained without an open waits for the next
+ * full scan, and a holder named in rewalk (fanotify named it as an opener) is walked in full. */
+static void test_holder_by_number(void **state)
+{
+    struct fx *f = *state;
+    struct vg_proc_index *idx = NULL;
+    assert_int_equal(vg_proc_index_new(&idx), 0);
+    struct kid *a = kid_spawn(f, true);
+    bool incr;
+    assert_int_equal(dev_fds(f->dir, idx, true, NULL, 0, a->pid, &incr), 1);
+    assert_false(incr); /* the first scan primes the index */
+    assert_int_equal(kid_do(a, 'o'), 0); /* a second descriptor of the node */
+    /* read by the number the index kept: the new descriptor is not counted yet */
+    assert_int_equal(dev_fds(f->dir, idx, true, NULL, 0, a->pid, &incr), 1);
+    assert_true(incr);
+    /* named as an opener: its whole table is read */
+    assert_int_equal(dev_fds(f->dir, idx, true, &a->pid, 1, a->pid, &incr), 2);
+    assert_true(incr);
+    /* both numbers kept now: closing the newer one is seen by number */
+    assert_int_equal(kid_do(a, 'c'), 0);
+    assert_int_equal(dev_fds(f->dir, idx, true, NULL, 0, a->pid, &incr), 1);
+    assert_true(incr);
+    assert_int_equal(kid_do(a, 'o'), 0);
+    assert_int_equal(dev_fds(f->dir, idx, false, NULL, 0, a->pid, &incr), 2); /* full: all */
+    assert_false(incr);
+    /* gone: not read by a number of a pid that no longer exists */
+    pid_t gone = a->pid;
+    kid_kill(a);
+    assert_int_equal(dev_fds(f->dir, idx, true, NULL, 0, gone, &incr), 0);
+    vg_proc_index_free(idx);
+}
+
 /* One scan with the kernel's holder scan (mode) and k; whether pid was found as a holder. */
 static bool kscan_once(const char *dev, enum vg_proc_scan_mode mode, struct vg_proc_kprog *k,
                        pid_t pid, bool *kernel, size_t *listed, struct vg_err *err)
@@ -698,6 +753,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_devwatch, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_devwatch_named, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_kprog_kept, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_by_number, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
