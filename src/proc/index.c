@@ -17,14 +17,18 @@
 
 #include "util/parse.h"
 
+/* One scan's records: the entries, sorted by pid, and their descriptor numbers (fds_off, nfds). */
+struct vg_ix_scan {
+    struct vg_proc_index_entry *v;
+    size_t n, cap;
+    unsigned *fds;
+    size_t nfds, capfds;
+};
+
 struct vg_proc_index {
-    struct vg_proc_index_entry *cur; /* the last completed scan, sorted by pid */
-    size_t ncur, capcur;
-    struct vg_proc_index_entry *next; /* being built by the scan in progress */
-    size_t nnext, capnext;
-    unsigned *fds_cur, *fds_next; /* the entries' descriptor numbers (fds_off, nfds) */
-    size_t nfds_cur, capfds_cur, nfds_next, capfds_next;
-    size_t cursor; /* forward position in cur */
+    struct vg_ix_scan cur;  /* the last completed scan */
+    struct vg_ix_scan next; /* being built by the scan in progress */
+    size_t cursor;          /* forward position in cur */
     bool primed;
     bool have_last_pid;
     pid_t last_pid;
@@ -40,10 +44,10 @@ void vg_proc_index_free(struct vg_proc_index *idx)
 {
     if (!idx)
         return;
-    free(idx->cur);
-    free(idx->next);
-    free(idx->fds_cur);
-    free(idx->fds_next);
+    free(idx->cur.v);
+    free(idx->cur.fds);
+    free(idx->next.v);
+    free(idx->next.fds);
     free(idx);
 }
 
@@ -54,13 +58,13 @@ bool vg_proc_index_primed(const struct vg_proc_index *idx)
 
 size_t vg_proc_index_size(const struct vg_proc_index *idx)
 {
-    return idx && idx->primed ? idx->ncur : 0;
+    return idx && idx->primed ? idx->cur.n : 0;
 }
 
 void vg_proc_index_begin(struct vg_proc_index *idx)
 {
-    idx->nnext = 0;
-    idx->nfds_next = 0;
+    idx->next.n = 0;
+    idx->next.nfds = 0;
     idx->cursor = 0;
 }
 
@@ -68,10 +72,10 @@ const struct vg_proc_index_entry *vg_proc_index_prev(struct vg_proc_index *idx, 
 {
     if (!idx->primed)
         return NULL;
-    while (idx->cursor < idx->ncur && idx->cur[idx->cursor].pid < pid)
+    while (idx->cursor < idx->cur.n && idx->cur.v[idx->cursor].pid < pid)
         idx->cursor++;
-    if (idx->cursor < idx->ncur && idx->cur[idx->cursor].pid == pid)
-        return &idx->cur[idx->cursor];
+    if (idx->cursor < idx->cur.n && idx->cur.v[idx->cursor].pid == pid)
+        return &idx->cur.v[idx->cursor];
     return NULL;
 }
 
@@ -89,39 +93,41 @@ bool vg_proc_index_new_pid(const struct vg_proc_index *idx, bool have_last, pid_
 
 int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsigned flags)
 {
-    if (idx->nnext == idx->capnext) {
-        size_t ncap = idx->capnext ? idx->capnext * 2 : 1024;
-        struct vg_proc_index_entry *n = realloc(idx->next, ncap * sizeof(*n));
+    struct vg_ix_scan *x = &idx->next;
+    if (x->n == x->cap) {
+        size_t ncap = x->cap ? x->cap * 2 : 1024;
+        struct vg_proc_index_entry *n = realloc(x->v, ncap * sizeof(*n));
         if (!n)
             return -ENOMEM;
-        idx->next = n;
-        idx->capnext = ncap;
+        x->v = n;
+        x->cap = ncap;
     }
-    idx->next[idx->nnext++] = (struct vg_proc_index_entry){.pid = pid, .ino = ino, .flags = flags};
+    x->v[x->n++] = (struct vg_proc_index_entry){.pid = pid, .ino = ino, .flags = flags};
     return 0;
 }
 
 int vg_proc_index_add_fds(struct vg_proc_index *idx, const unsigned *fds, size_t n)
 {
-    if (!idx->nnext || !n || n > VG_PROC_IX_FDS_MAX)
+    struct vg_ix_scan *x = &idx->next;
+    if (!x->n || !n || n > VG_PROC_IX_FDS_MAX)
         return 0;
-    if (idx->capfds_next - idx->nfds_next < n) {
-        size_t ncap = idx->capfds_next ? idx->capfds_next * 2 : 256;
-        while (ncap - idx->nfds_next < n)
+    if (x->capfds - x->nfds < n) {
+        size_t ncap = x->capfds ? x->capfds * 2 : 256;
+        while (ncap - x->nfds < n)
             ncap *= 2;
         if (ncap > UINT32_MAX)
             return 0; /* no room to say where: the holder is walked in full next time */
-        unsigned *nf = realloc(idx->fds_next, ncap * sizeof(*nf));
+        unsigned *nf = realloc(x->fds, ncap * sizeof(*nf));
         if (!nf)
             return -ENOMEM;
-        idx->fds_next = nf;
-        idx->capfds_next = ncap;
+        x->fds = nf;
+        x->capfds = ncap;
     }
-    struct vg_proc_index_entry *e = &idx->next[idx->nnext - 1];
-    e->fds_off = (uint32_t)idx->nfds_next;
+    struct vg_proc_index_entry *e = &x->v[x->n - 1];
+    e->fds_off = (uint32_t)x->nfds;
     e->nfds = (uint32_t)n;
-    memcpy(idx->fds_next + idx->nfds_next, fds, n * sizeof(*fds));
-    idx->nfds_next += n;
+    memcpy(x->fds + x->nfds, fds, n * sizeof(*fds));
+    x->nfds += n;
     return 0;
 }
 
@@ -129,27 +135,16 @@ const unsigned *vg_proc_index_fds(const struct vg_proc_index *idx,
                                   const struct vg_proc_index_entry *e, size_t *n)
 {
     *n = e->nfds;
-    return e->nfds ? idx->fds_cur + e->fds_off : NULL;
+    return e->nfds ? idx->cur.fds + e->fds_off : NULL;
 }
 
 void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last)
 {
-    struct vg_proc_index_entry *t = idx->cur;
-    size_t tcap = idx->capcur;
+    struct vg_ix_scan t = idx->cur;
     idx->cur = idx->next;
-    idx->ncur = idx->nnext;
-    idx->capcur = idx->capnext;
-    idx->next = t;
-    idx->capnext = tcap;
-    idx->nnext = 0;
-    unsigned *tf = idx->fds_cur;
-    size_t tfcap = idx->capfds_cur;
-    idx->fds_cur = idx->fds_next;
-    idx->nfds_cur = idx->nfds_next;
-    idx->capfds_cur = idx->capfds_next;
-    idx->fds_next = tf;
-    idx->capfds_next = tfcap;
-    idx->nfds_next = 0;
+    idx->next = t; /* its buffers are reused by the next scan */
+    idx->next.n = 0;
+    idx->next.nfds = 0;
     idx->cursor = 0;
     idx->have_last_pid = have_last;
     idx->last_pid = last;
@@ -159,8 +154,8 @@ void vg_proc_index_commit(struct vg_proc_index *idx, bool have_last, pid_t last)
 void vg_proc_index_abort(struct vg_proc_index *idx)
 {
     idx->primed = false;
-    idx->ncur = idx->nnext = 0;
-    idx->nfds_cur = idx->nfds_next = 0;
+    idx->cur.n = idx->next.n = 0;
+    idx->cur.nfds = idx->next.nfds = 0;
     idx->cursor = 0;
     idx->have_last_pid = false;
 }
