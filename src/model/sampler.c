@@ -324,7 +324,6 @@ static int vg_sampler_scan(struct vg_sampler *s, const pid_t *want, size_t nwant
         s->stats.last_full_reason = NULL;
     } else {
         s->stats.full_scans++;
-        s->stats.kernel_scans += procs->kernel_scan;
         s->stats.last_full_reason = reason;
         s->last_full = tscan;
     }

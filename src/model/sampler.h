@@ -69,7 +69,6 @@ struct vg_sampler_stats {
     double last_sample_seconds;
     uint64_t full_scans; /* samples that read every process's descriptors */
     uint64_t incremental_scans;
-    uint64_t kernel_scans;        /* full scans that found the holders in the kernel (--scan) */
     unsigned kprog_loads;         /* times the kernel scan's program was loaded: once, unless the
                                    * nodes or the view changed */
     size_t last_carried;          /* processes the last sample carried over unread */
