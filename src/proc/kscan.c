@@ -351,20 +351,28 @@ static int vg_kscan_read(int fd, struct vg_buf *out)
         ssize_t n = read(fd, out->data + out->len, out->cap - out->len - 1);
         if (n < 0 && errno == EINTR)
             continue;
+        /* the kernel's ENOMEM is not this process's: see vg_kscan_load_err */
         if (n < 0)
-            return -errno;
+            return errno == ENOMEM ? -EAGAIN : -errno;
         if (n == 0)
             return 0;
         out->len += (size_t)n;
     }
 }
 
+/* -ENOMEM means this process is out of memory everywhere else, and fails the whole scan. The
+ * kernel's ENOMEM from bpf() (its memory for maps and programs, or before 5.11 the locked-memory
+ * limit) is not that: it becomes -EAGAIN, a reason to read /proc, not kept as final. */
 static int vg_kscan_load_err(int rc, struct vg_err *why)
 {
     if (rc == -EPERM || rc == -EACCES)
         return vg_err_set(why, rc,
                           "loading the BPF program is not permitted (it needs root, or "
                           "CAP_BPF and CAP_PERFMON)");
+    if (rc == -ENOMEM)
+        return vg_err_set(why, -EAGAIN,
+                          "the kernel has no memory for the BPF program (on kernels before "
+                          "5.11, the locked-memory limit: ulimit -l)");
     return vg_err_set(why, rc, "the kernel refused the BPF program: %s", strerror(-rc));
 }
 
@@ -423,7 +431,7 @@ bool vg_proc_kprog_loaded(const struct vg_proc_kprog *k)
 /* Remember why the program cannot load (rc, why's message) so later scans say it untried. */
 static int vg_kprog_fail(struct vg_proc_kprog *k, int rc, const struct vg_err *why)
 {
-    if (rc == -ENOMEM)
+    if (rc == -ENOMEM || rc == -EAGAIN)
         return rc;
     free(k->fail_msg);
     k->fail_msg = vg_proc_strndup(vg_err_msg(why), strlen(vg_err_msg(why)));
@@ -488,7 +496,9 @@ static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *s
     if (iter < 0)
         return vg_kscan_load_err(iter, why);
     int rc = vg_kscan_read(iter, out);
-    if (rc < 0 && rc != -ENOMEM)
+    if (rc == -EAGAIN)
+        vg_err_set(why, rc, "reading the BPF iterator failed: the kernel is out of memory");
+    else if (rc < 0 && rc != -ENOMEM)
         vg_err_set(why, rc, "reading the BPF iterator failed: %s", strerror(-rc));
     *saw_init = k->st->saw_view_init != 0;
     close(iter);
