@@ -116,9 +116,11 @@ static void put_stat(const char *root, int pid, const char *comm, char state, in
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
-    (void)flag;
     (void)ftw;
-    chmod(path, 0700);
+    /* Only directories: chmod follows a symlink, and the fake trees link fd/N to /dev/null,
+     * which this once left mode 0700 on the host (nobody's tests then failed). */
+    if (flag == FTW_DP)
+        chmod(path, 0700);
     return remove(path) < 0 ? -1 : 0;
 }
 
@@ -1503,5 +1505,15 @@ int main(void)
         cmocka_unit_test(test_parent_session),
         cmocka_unit_test(test_parse_tcp_listen),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* The fake trees link to /dev/null: their removal must leave the host's node as it was. */
+    struct stat before, after;
+    if (stat("/dev/null", &before) != 0)
+        before.st_mode = 0;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    if (before.st_mode && (stat("/dev/null", &after) != 0 || after.st_mode != before.st_mode)) {
+        fprintf(stderr, "test_proc: /dev/null's mode changed from %o to %o\n",
+                (unsigned)before.st_mode & 07777, (unsigned)after.st_mode & 07777);
+        failed++;
+    }
+    return failed;
 }
