@@ -488,6 +488,21 @@ vg_unreadable_fds() {
     printf '%s\n' "$n"
 }
 
+# vg_unread_stable CMD...: runs CMD (a `run` of vramguard) between two counts of
+# vg_unreadable_fds, again until the two agree (at most 10 times), and leaves the count in
+# $hidden beside CMD's results. The tests running beside this one start and reap processes,
+# so a count taken once, before or after, can differ from what vramguard saw.
+vg_unread_stable() {
+    local before tries=0
+    while :; do
+        before=$(vg_unreadable_fds)
+        "$@"
+        hidden=$(vg_unreadable_fds)
+        if [[ $before == "$hidden" ]] || ((++tries >= 10)); then return 0; fi
+        sleep 0.5
+    done
+}
+
 # vg_pids_with_env NAME=VALUE: prints the pids (as this /proc numbers them) of the processes
 # whose environment holds exactly NAME=VALUE, ascending: how a test finds, by the host's
 # numbers, helpers that run in another PID namespace and report their own numbers.

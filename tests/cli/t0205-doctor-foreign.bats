@@ -121,9 +121,8 @@ gpu_used() {
     [[ $output == *"GPU 1  "*"  unexplained: 6 GiB"*"why:  unattributed"* ]]
     # Seen from this host's /proc, where some process may hide its open files even from root:
     # no reset is offered then, and the evidence says why.
-    hidden=$(vg_unreadable_fds)
+    vg_unread_stable vgd --json doctor
     if [ "$hidden" -gt 0 ]; then
-        vgd --json doctor
         json_ok '.findings[0].evidence | all(. != "no process holds this GPU: a reset is possible now")'
         json_ok '.findings[0].evidence | any(contains("could not be read: any of them may hold it"))'
         json_ok '.findings[0].fix | all(contains("--gpu-reset") | not)'
