@@ -687,6 +687,16 @@ static bool kscan_once(const char *dev, enum vg_proc_scan_mode mode, struct vg_p
     return found;
 }
 
+/* valgrind does not model bpf(2): libbpf's calls read as uninitialised memory, so the tests
+ * that load the kernel scan skip under it (tests/reliability/valgrind sets VG_VALGRIND). */
+static void skip_under_valgrind(void)
+{
+    if (getenv("VG_VALGRIND")) {
+        print_message("skipped under valgrind (it does not model bpf(2))\n");
+        skip();
+    }
+}
+
 /* The kernel scan's program kept loaded between scans (watch, serve, top): loaded once, used
  * again while the nodes stay the same, loaded again when --dev gains a node; and with it
  * loaded, AUTO uses it on a host of any size. Needs what the kernel scan needs (root, BTF,
@@ -694,11 +704,7 @@ static bool kscan_once(const char *dev, enum vg_proc_scan_mode mode, struct vg_p
 static void test_kprog_kept(void **state)
 {
     struct fx *f = *state;
-    if (getenv("VG_VALGRIND")) {
-        /* valgrind does not model bpf(2): libbpf's calls read as uninitialised memory */
-        print_message("skipped under valgrind (it does not model bpf(2))\n");
-        skip();
-    }
+    skip_under_valgrind();
     struct kid *a = kid_spawn(f, true);
     struct vg_proc_kprog *k = NULL;
     assert_int_equal(vg_proc_kprog_new(&k), 0);
@@ -808,10 +814,7 @@ static int kernel_enomem_child(const char *dir, pid_t pid)
 static void test_kernel_enomem(void **state)
 {
     struct fx *f = *state;
-    if (getenv("VG_VALGRIND")) {
-        print_message("skipped under valgrind (it does not model bpf(2))\n");
-        skip();
-    }
+    skip_under_valgrind();
     struct kid *a = kid_spawn(f, true);
     pid_t child = fork();
     assert_true(child >= 0);
