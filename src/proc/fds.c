@@ -341,12 +341,42 @@ static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
     return 0;
 }
 
+static void vg_fd_counts_set(struct vg_proc *p, const struct vg_fd_counts *k)
+{
+    p->fd_total = k->total;
+    p->dev_fd_count = k->ndev;
+    p->has_ctl = k->ctl;
+    p->has_uvm = k->uvm;
+    p->known |= VG_PROC_K_FDS;
+}
+
+/* fd/ was denied (denied: its errno). A thread-group leader that exited has an fd/ owned by
+ * root whatever its user (the kernel takes the owner from the memory map, which the leader no
+ * longer has), while a live thread's task entry is still its user's: as that user the
+ * descriptors are read there. Only for processes of our own user: another user's are denied
+ * through every thread alike, and are not walked. */
+static int vg_fd_denied(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p, int denied)
+{
+    struct stat st;
+    if (!vg_proc_err_denied(denied) || fstat(pid_fd, &st) != 0 || st.st_uid != geteuid())
+        return denied;
+    struct vg_fd_counts k = {0};
+    int rc = vg_fd_walk_threads(c, pid_fd, p->pid, &k);
+    if (rc < 0 || k.total == 0) {
+        vg_proc_fds_reset(c);
+        return rc == -ENOMEM ? rc : denied;
+    }
+    c->held_over = true;
+    vg_fd_counts_set(p, &k);
+    return 0;
+}
+
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
     vg_proc_fds_reset(c);
     int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fdd < 0)
-        return -errno;
+        return vg_fd_denied(c, pid_fd, p, -errno);
     struct vg_fd_counts k = {0};
     int rc = 1;
     unsigned from = 0;
@@ -376,11 +406,7 @@ int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
         vg_proc_fds_reset(c);
         return rc;
     }
-    p->fd_total = k.total;
-    p->dev_fd_count = k.ndev;
-    p->has_ctl = k.ctl;
-    p->has_uvm = k.uvm;
-    p->known |= VG_PROC_K_FDS;
+    vg_fd_counts_set(p, &k);
     return 0;
 }
 
