@@ -35,9 +35,9 @@ healthy() {
     [ -z "$stderr" ]
     # Per GPU, the path walked: who holds it, and why nothing is wrong.
     [[ $output == *"GPU 1  NVIDIA A100-SXM4-80GB  GPU-11111111  20 GiB of 80 GiB used"* ]]
-    [[ $output == *"who:  PID $A 20 GiB, driver and device node, root: ${HELPER:0:20}"* ]]
-    [[ $output == *"      PID $A_CHILD no context, device node only, root: ${HELPER:0:20}"* ]]
-    [[ $output == *"who:  PID $B 12 GiB, driver and device node, root: ${HELPER:0:20}"* ]]
+    [[ $output == *"who:  PID $A 20 GiB, driver and device node, $VG_USER: ${HELPER:0:20}"* ]]
+    [[ $output == *"      PID $A_CHILD no context, device node only, $VG_USER: ${HELPER:0:20}"* ]]
+    [[ $output == *"who:  PID $B 12 GiB, driver and device node, $VG_USER: ${HELPER:0:20}"* ]]
     [ "$(grep -c 'why:  nothing wrong found' <<<"$output")" -eq 4 ]
     [[ $output != *WARNING* && $output != *CRITICAL* && $output != *INFO* ]]
     # What was not seen is said, never taken as absent: on this machine some process (a

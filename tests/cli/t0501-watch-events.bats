@@ -21,7 +21,7 @@ teardown() {
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
     watch_start
-    wait_line "holder-present PID $A on GPU 1 (GPU-11111111): 2 GiB, root: "
+    wait_line "holder-present PID $A on GPU 1 (GPU-11111111): 2 GiB, $VG_USER: "
     [ "$(nlines 'gpu-present GPU 0 NVIDIA A100-SXM4-80GB (GPU-00000000): 0 B of 80 GiB used')" -eq 1 ]
     [ "$(nlines 'gpu-present GPU 1 NVIDIA A100-SXM4-80GB (GPU-11111111): 2 GiB of 80 GiB used')" -eq 1 ]
     [[ $(grep -F holder-present "$WOUT") == *"python train.py"* ]]
@@ -44,21 +44,21 @@ teardown() {
     # B opens GPU 0's node first (a process with a context holds it), then the driver lists it:
     # it appears through the node holding nothing of its own, then allocates
     B=$(vg_spawn --open "$(dev 0)" -- python eval.py)
-    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): device node only, root: "
+    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): device node only, $VG_USER: "
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1GiB sm=60"
-    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), root: "
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), $VG_USER: "
     # below the threshold: nothing
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=1074MiB sm=60"
     wait_samples 4
     [ "$(nlines holder-memory)" -eq 1 ]
     # past it: once, from the figure last reported
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60" "proc gpu=0 pid=$B type=compute mem=3GiB sm=60"
-    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 1 GiB -> 3 GiB (+2 GiB), root: "
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 1 GiB -> 3 GiB (+2 GiB), $VG_USER: "
     # the driver forgets its context (it still holds the node), then the process exits
     host "proc gpu=1 pid=$A type=compute mem=2GiB sm=60"
-    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 3 GiB -> 0 B (-3 GiB), root: "
+    wait_line "holder-memory PID $B on GPU 0 (GPU-00000000): 3 GiB -> 0 B (-3 GiB), $VG_USER: "
     kill -KILL "$B"
-    wait_line "holder-left PID $B left GPU 0 (GPU-00000000): it held device node only, root: "
+    wait_line "holder-left PID $B left GPU 0 (GPU-00000000): it held device node only, $VG_USER: "
     wait_samples 4
     [ "$(nlines "holder-appeared PID $B")" -eq 1 ]
     [ "$(nlines holder-memory)" -eq 3 ]
@@ -71,10 +71,10 @@ teardown() {
     watch_start
     wait_line gpu-present 2
     W=$(vg_spawn --open "$(dev 0)" -- python worker)
-    wait_line "holder-appeared PID $W on GPU 0 (GPU-00000000): device node only, root: "
+    wait_line "holder-appeared PID $W on GPU 0 (GPU-00000000): device node only, $VG_USER: "
     # the driver now lists it with memory: same holder, its memory moved from none
     host "proc gpu=0 pid=$W type=compute mem=1GiB"
-    wait_line "holder-memory PID $W on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), root: "
+    wait_line "holder-memory PID $W on GPU 0 (GPU-00000000): 0 B -> 1 GiB (+1 GiB), $VG_USER: "
     [ "$(nlines "holder-appeared PID $W")" -eq 1 ]
     # a node no GPU has: named by its path
     X=$(vg_spawn --open "$DEVDIR/nvidia7" -- stray)
@@ -129,9 +129,9 @@ teardown() {
         jq -e --argjson f "$fields" '(keys == $f) and .schema == "vramguard.event/1"' <<<"$line" >/dev/null
     done <"$WOUT"
     ev=$(grep '"holder-memory"' "$WOUT")
-    jq -e --argjson a "$A" --arg u "$U1" '.pid == $a and .pids == [$a] and .gpu == 1 and
+    jq -e --argjson a "$A" --arg u "$U1" --arg user "$VG_USER" '.pid == $a and .pids == [$a] and .gpu == 1 and
         .gpus == [1] and .gpu_uuid == $u and .memory == 4294967296 and
-        .previous_memory == 2147483648 and .user == "root" and .severity == "info" and
+        .previous_memory == 2147483648 and .user == $user and .severity == "info" and
         .rule == null and .alert == null and .mig_device == null and (.sample > 1)' <<<"$ev"
     # --json means --format json
     watch_stop
@@ -185,7 +185,7 @@ full_scans() {
     grep -Eq 'incremental scan \([0-9]+ of [0-9]+ processes carried over, [1-9][0-9]* named openers read\)' "$WERR"
     # the late holder opens and keeps the node: found at once, still without a full scan
     touch "$TMP/go"
-    wait_line "holder-appeared PID $L on GPU 0 (GPU-00000000): device node only, root: "
+    wait_line "holder-appeared PID $L on GPU 0 (GPU-00000000): device node only, $VG_USER: "
     [ "$(full_scans)" -eq 1 ]
     watch_stop
     [ "$WSTATUS" -eq 0 ]

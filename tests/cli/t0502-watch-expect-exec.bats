@@ -42,13 +42,13 @@ EOF
     host "proc gpu=1 pid=$A type=compute mem=20GiB" "proc gpu=1 pid=$B type=compute mem=1GiB" \
         "proc gpu=0 pid=$C type=compute mem=5MiB"
     watch_start --expect 1="$A" --expect 0=none --threshold 10MiB
-    wait_line "alert WARNING GPU 1 (GPU-11111111) may carry only PID $A (expect 1=$A): PID $B holds 1 GiB, root: "
+    wait_line "alert WARNING GPU 1 (GPU-11111111) may carry only PID $A (expect 1=$A): PID $B holds 1 GiB, $VG_USER: "
     wait_samples 3
     [ "$(nlines ' alert ')" -eq 1 ]
     # C grows past the threshold on the GPU that should be empty: critical
     host "proc gpu=1 pid=$A type=compute mem=20GiB" "proc gpu=1 pid=$B type=compute mem=1GiB" \
         "proc gpu=0 pid=$C type=compute mem=2GiB"
-    wait_line "alert CRITICAL GPU 0 (GPU-00000000) should be empty (expect 0=none): PID $C holds 2 GiB, root: "
+    wait_line "alert CRITICAL GPU 0 (GPU-00000000) should be empty (expect 0=none): PID $C holds 2 GiB, $VG_USER: "
     # B goes: its alert clears; A never raises one
     host "proc gpu=1 pid=$A type=compute mem=20GiB" "proc gpu=0 pid=$C type=compute mem=2GiB"
     wait_line "alert-cleared GPU 1 (GPU-11111111) may carry only PID $A (expect 1=$A): PID $B"
@@ -61,10 +61,10 @@ EOF
 @test "users: a user's processes are expected, anyone else's are not; gpu-not-empty" {
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
     host "proc gpu=1 pid=$A type=compute mem=2GiB" "proc gpu=1 pid=4000000 type=compute mem=1GiB"
-    watch_start --expect 1=root --expect "$U0"=none --once
+    watch_start --expect "1=$VG_USER" --expect "$U0"=none --once
     wait_for "! kill -0 $WPID 2>/dev/null"
     [ "$(nlines ' alert ')" -eq 1 ]
-    [ "$(nlines "alert WARNING GPU 1 (GPU-11111111) may carry only root (expect 1=root): PID 4000000 holds 1 GiB, not in this /proc")" -eq 1 ]
+    [ "$(nlines "alert WARNING GPU 1 (GPU-11111111) may carry only $VG_USER (expect 1=$VG_USER): PID 4000000 holds 1 GiB, not in this /proc")" -eq 1 ]
     # Memory on a GPU expected empty that no listed process holds: gpu-not-empty
     vg_scenario <<EOF
 gpu index=0 uuid=$U0 name="NVIDIA A100-SXM4-80GB" minor=2 total=80GiB reserved=512MiB used=3GiB util=0
@@ -95,7 +95,7 @@ EOF
     [[ $log == *"VRAMGUARD_GPU=0"* ]]
     [[ $log == *"VRAMGUARD_GPU_UUID=$U0"* ]]
     [[ $log == *"VRAMGUARD_PID=$A"* ]]
-    [[ $log == *"VRAMGUARD_USER=root"* ]]
+    [[ $log == *"VRAMGUARD_USER=$VG_USER"* ]]
     [[ $log == *"VRAMGUARD_MEMORY=3221225472"* ]]
     [[ $log == *"VRAMGUARD_EXPECT=0=none"* ]]
     [[ $log == *"VRAMGUARD_COMMAND="*"python train.py --lr 3e-4"* ]]
@@ -152,7 +152,7 @@ EOF
 interval = 200ms
 threshold = 1GiB
 expect = 0=none
-expect = 1=root,uid:1000
+expect = 1=$VG_USER,uid:1000
 format = json
 exec_timeout = 5s
 idle_after = 2h
@@ -165,7 +165,7 @@ EOF
     [[ $output == *'"event":"alert"'* ]]
     # a flag wins over the file; expect flags replace the file's expect lines
     run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" watch --config "$TMP/watch.conf" \
-        --once --format text --expect 0=root
+        --once --format text --expect "0=$VG_USER"
     [ "$status" -eq 0 ]
     [[ $output == *"holder-present PID $A"* ]]
     [[ $output != *alert* ]]

@@ -28,10 +28,10 @@ teardown() {
     calls=$(grep -c nvmlDeviceGetCount "$TMP/nvml.log")
     # /proc is still sampled: a new device-node holder appears, on the GPU its minor names ...
     B=$(vg_spawn --open "$(dev 0)" -- python eval.py)
-    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): device node only, root: "
+    wait_line "holder-appeared PID $B on GPU 0 (GPU-00000000): device node only, $VG_USER: "
     # ... and a holder that exits leaves
     kill -KILL "$A"
-    wait_line "holder-left PID $A left GPU 1 (GPU-11111111): it held 2 GiB, root: "
+    wait_line "holder-left PID $A left GPU 1 (GPU-11111111): it held 2 GiB, $VG_USER: "
     wait_samples 5
     # reported once; no GPU, finding or alert event made up from the missing view
     [ "$(nlines driver-hung)" -eq 1 ]

@@ -30,7 +30,7 @@ vgc() {
         [ "${#lines[@]}" -eq 1 ]
     fi
     [ -z "$stderr" ]
-    vgc --expect 1=root --expect 0=none
+    vgc --expect "1=$VG_USER" --expect 0=none
     [ "$status" -eq 0 ]
     [[ ${lines[0]} == "VRAMGUARD OK - "* ]]
 }
@@ -47,7 +47,7 @@ vgc() {
     vgc --expect 1=nobody
     [ "$status" -eq 1 ]
     [[ ${lines[0]} == "VRAMGUARD WARNING - 1 alert: unexpected-holder on GPU 1 (PID $A) |"* ]]
-    [[ ${lines[1]} == "WARNING alert unexpected-holder: GPU 1 (GPU-11111111) may carry only nobody (expect 1=nobody): PID $A holds 2 GiB, root: "* ]]
+    [[ ${lines[1]} == "WARNING alert unexpected-holder: GPU 1 (GPU-11111111) may carry only nobody (expect 1=nobody): PID $A holds 2 GiB, $VG_USER: "* ]]
 }
 
 @test "2 CRITICAL: memory on a GPU that should be empty; a critical finding" {
@@ -108,8 +108,9 @@ EOF
     json_ok '.driver == {"available": true, "error": null} and .problem == null'
     json_ok '.alerts == [{"alert": "unexpected-holder",
         "severity": "critical", "gpu": 0, "gpu_uuid": $u, "mig_device": null, "pid": $a,
-        "user": "root", "command": .alerts[0].command, "memory": 2147483648,
-        "expect": ($u + "=none"), "message": .alerts[0].message}]' --argjson a "$A" --arg u "$U0"
+        "user": $user, "command": .alerts[0].command, "memory": 2147483648,
+        "expect": ($u + "=none"), "message": .alerts[0].message}]' --argjson a "$A" --arg u "$U0" \
+        --arg user "$VG_USER"
     json_ok '.findings | length == 1 and .[0].rule == "foreign-pid" and .[0].pids == [4000000]'
     json_ok '.counts == {"critical": 0, "warning": 1, "info": 0, "alerts": 1, "holders": 2}'
     unset FAKE_NVML_SCENARIO

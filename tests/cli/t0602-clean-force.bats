@@ -27,7 +27,7 @@ orphan() {
     wait_for "vg_gone $O"
     [[ ${lines[0]} == "Clean: SIGTERM through a pidfd after re-checking each process, SIGKILL 10.0s later if it is still there." ]]
     [[ $output == *"1 target:"* ]]
-    [[ $output == *"PID $O  root  GPU 0  device node only"* ]]
+    [[ $output == *"PID $O  $VG_USER  GPU 0  device node only"* ]]
     [[ $output =~ result:\ exited\ after\ SIGTERM\ \([0-9.]+s\) ]]
     [[ $output == *"Memory after:"* ]]
     [[ $output == *"GPU 0  NVIDIA A100-SXM4-80GB  GPU-0c1ea000: nothing freed; now 0 B of 80 GiB used, 0 holders"* ]]

@@ -76,7 +76,7 @@ setup() {
     show
     [ "$status" -eq 0 ]
     [[ $output == *"Will not touch 1 process:"* ]]
-    [[ $output == *"PID $Z  root  GPU 0  2 GiB  state Z"* ]]
+    [[ $output == *"PID $Z  $VG_USER  GPU 0  2 GiB  state Z"* ]]
     [[ $output == *"why: zombie-holder:"* ]]
     [[ $output == *"not touched: a zombie (defunct): vramguard never signals one; act on its parent, PID $P, which must reap it"* ]]
     [[ $output == *"The parent is not signalled for you"* ]]
@@ -104,7 +104,7 @@ setup() {
     vgc clean --force
     show
     [ "$status" -eq 1 ]
-    [[ $output == *"PID $P  root  GPU 0  device node only  state Z"* ]]
+    [[ $output == *"PID $P  $VG_USER  GPU 0  device node only  state Z"* ]]
     [[ $output == *"why: zombie-holder:"* ]]
     [[ $output == *"not touched: a zombie (defunct)"* ]]
     [ "$(grep -cE '^[0-9]+ targets?:' <<<"$output")" -eq 0 ]
@@ -148,7 +148,7 @@ setup() {
     vgc clean --force --pid "$P"
     show
     [ "$status" -eq 1 ]
-    [[ $output == *"PID $P  root  GPU 0"* ]]
+    [[ $output == *"PID $P  $VG_USER  GPU 0"* ]]
     [[ $output == *"not touched: a thread is in uninterruptible sleep (D), waiting in the driver: no signal reaches it. Only a GPU reset (once nothing else uses the GPU) or a reboot frees its memory"* ]]
     alive_as_before "$P" "$P_START"
     [ "$(vg_stat "$P/task/$VG_DSTATE_TID" state)" = D ]

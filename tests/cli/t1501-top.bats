@@ -90,7 +90,7 @@ host() {
     [ -n "$(row "$O")" ]
     [ -z "$(row "$J")" ]
     keys f u
-    wait_screen "user=root"
+    wait_screen "user=$VG_USER"
 }
 
 @test "the detail pane: command, GPU variables, the finding's evidence and fix" {
@@ -178,7 +178,7 @@ host() {
     wait_screen "!! orphan-holder"
     keys Home k
     wait_screen "Stop PID $O?"
-    screen | grep -qF "stop:   PID $O  root  GPU 0  5.0G"
+    screen | grep -qF "stop:   PID $O  $VG_USER  GPU 0  5.0G"
     screen | grep -qF "why: orphan-holder: 1 leftover process"
     keys n
     wait_screen "nothing stopped"
