@@ -495,19 +495,38 @@ vg_unreadable_fds() {
     printf '%s\n' "$n"
 }
 
-# vg_unread_stable CMD...: runs CMD (a `run` of vramguard) between two counts of
-# vg_unreadable_fds, again until the two agree (at most 10 times), and leaves the count in
-# $hidden beside CMD's results. The tests running beside this one start and reap processes,
-# so a count taken once, before or after, can differ from what vramguard saw.
+# vg_unread_stable [--got FN] CMD...: runs CMD (a `run` of vramguard) between two counts of
+# vg_unreadable_fds, again until the two agree (and, with --got, agree with the count FN
+# prints from CMD's output) at most 10 times, and leaves the count in $hidden beside CMD's
+# results. The tests running beside this one (and, for a user other than root, every other
+# user's processes) start and end, so a count taken once can differ from what vramguard saw.
 vg_unread_stable() {
-    local before tries=0
+    local before got=- tries=0
+    if [[ $1 == --got ]]; then
+        got=$2
+        shift 2
+    fi
     while :; do
         before=$(vg_unreadable_fds)
         "$@"
         hidden=$(vg_unreadable_fds)
-        if [[ $before == "$hidden" ]] || ((++tries >= 10)); then return 0; fi
+        if [[ $before == "$hidden" && ($got == - || $($got) == "$hidden") ]] ||
+            ((++tries >= 10)); then
+            return 0
+        fi
         sleep 0.5
     done
+}
+
+# vg_unread_text / vg_unread_json: the count of unread processes vramguard gave in $output, in
+# its text ("Not seen: the open files of N processes") or its JSON (.unread.descriptors).
+vg_unread_text() {
+    local n
+    n=$(grep -o 'Not seen: the open files of [0-9]*' <<<"$output" | grep -o '[0-9]*$')
+    printf '%s\n' "${n:-0}"
+}
+vg_unread_json() {
+    jq -r '.unread.descriptors' <<<"$output" 2>/dev/null
 }
 
 # vg_pids_with_env NAME=VALUE: prints the pids (as this /proc numbers them) of the processes

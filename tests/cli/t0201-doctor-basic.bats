@@ -29,7 +29,7 @@ healthy() {
 
 @test "a healthy host: 'No problems found' with what was checked, exit 0" {
     healthy
-    vg_unread_stable vgd doctor
+    vg_unread_stable --got vg_unread_text vgd doctor
     show
     [ "$status" -eq 0 ]
     [ -z "$stderr" ]
@@ -55,7 +55,7 @@ healthy() {
 
 @test "a healthy host in JSON: no findings, zero counts, what was checked" {
     healthy
-    vg_unread_stable vgd --json doctor
+    vg_unread_stable --got vg_unread_json vgd --json doctor
     show
     [ "$status" -eq 0 ]
     [ -z "$stderr" ]

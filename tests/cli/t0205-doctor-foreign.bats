@@ -121,7 +121,7 @@ gpu_used() {
     [[ $output == *"GPU 1  "*"  unexplained: 6 GiB"*"why:  unattributed"* ]]
     # Seen from this host's /proc, where some process may hide its open files even from root:
     # no reset is offered then, and the evidence says why.
-    vg_unread_stable vgd --json doctor
+    vg_unread_stable --got vg_unread_json vgd --json doctor
     if [ "$hidden" -gt 0 ]; then
         json_ok '.findings[0].evidence | all(. != "no process holds this GPU: a reset is possible now")'
         json_ok '.findings[0].evidence | any(contains("could not be read: any of them may hold it"))'

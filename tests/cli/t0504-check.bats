@@ -19,7 +19,7 @@ vgc() {
 @test "0 OK: nothing wrong, or nothing beyond what is expected" {
     A=$(vg_spawn --open "$(dev 1)" -- python train.py)
     host "proc gpu=1 pid=$A type=compute mem=2GiB"
-    vg_unread_stable vgc
+    vg_unread_stable --got vg_unread_text vgc
     [ "$status" -eq 0 ]
     [ "${lines[0]}" = "VRAMGUARD OK - 2 GPUs, 1 holder, no problems found | critical=0 warning=0 info=0 alerts=0 holders=1" ]
     # and, when this machine hides some process even from root, a line that says so

@@ -100,13 +100,13 @@ host() {
     keys Home Enter
     wait_screen "Detail (Enter or Esc"
     screen
-    screen | grep -qF "PID $O  user root"
+    screen | grep -qF "PID $O  user $VG_USER"
     screen | grep -qF "command: "
     screen | grep -qF "orphan-holder (critical, high confidence)"
     screen | grep -qF "fix:"
     screen | grep -qF "seen:"
     keys Escape Down Enter
-    wait_screen "PID $J  user root"
+    wait_screen "PID $J  user $VG_USER"
     screen | grep -qF "environment: CUDA_VISIBLE_DEVICES=1"
 }
 
