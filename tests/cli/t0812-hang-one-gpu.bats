@@ -111,7 +111,7 @@ HEALTHY='all(.gpus[] | select(.index != 1); .index as $i
     # before the hang), with no memory figure
     local block=${output#*"GPU 1  "}
     block=${block%%"GPU 2  "*}
-    [[ $block =~ " ${P[1]} root "" "+"- -     S  fd " ]]
+    [[ $block =~ " ${P[1]} $VG_USER "" "+"- -     S  fd " ]]
 }
 
 @test "doctor and check: GPU 1 not fully checked because it hangs; the others checked" {

@@ -95,6 +95,7 @@ show() {
 }
 
 @test "epilog: another user's process on the job's GPU is dirty and left alone" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (starts a process as nobody)"
     start O --uid nobody --open "$DEVDIR/nvidia1" -- python other.py
     gpus "proc gpu=1 pid=$O type=compute mem=3GiB exits=1"
     job 44 1
@@ -123,6 +124,7 @@ show() {
 }
 
 @test "epilog: a holder stuck in D state: wedged within the timeout, nothing signalled" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (starts a process as nobody)"
     # Not the job's: the helper's D state waits on a vfork child that holds the node too and
     # exits at SIGTERM, which would end the D state; a driver's D state ends for no signal.
     start S --dstate --uid nobody --env SLURM_JOB_ID=46 --open "$DEVDIR/nvidia3" -- python stuck.py

@@ -76,14 +76,16 @@ owner() {
 @test "the run stage's packages provide every library the binary needs" {
     command -v readelf >/dev/null || skip "readelf is missing (apt-get install binutils)"
     command -v dpkg >/dev/null || skip "not a Debian system"
-    local pkgs lib path pkg
+    local pkgs lib path pkg LDCONFIG
+    # /sbin is not in an ordinary user's PATH on Debian
+    LDCONFIG=$(command -v ldconfig || echo /sbin/ldconfig)
     pkgs=" $(stage run | sed -n '/apt-get install/,/rm -rf/p' | tr -s ' \\\n' '\n' |
         grep -v -e '^-' -e '^&&' -e apt-get -e install -e '^rm$' -e '^/var' | grep . | tr '\n' ' ') "
     for lib in $(readelf -d "$VG" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
         # the sanitizer build's runtimes are not the shipped binary's
         case $lib in libasan.so* | libubsan.so*) continue ;; esac
-        path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|AArch64|,/ {print $NF; exit}')
-        [ -n "$path" ] || path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
+        path=$("$LDCONFIG" -p | awk -v l="$lib" '$1 == l && /x86-64|AArch64|,/ {print $NF; exit}')
+        [ -n "$path" ] || path=$("$LDCONFIG" -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
         pkg=$(owner "$path")
         [ -n "$pkg" ] || { echo "$lib ($path): no package owns it"; return 1; }
         # libc6 and libtinfo6 are Priority: required, in every Debian image
