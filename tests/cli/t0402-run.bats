@@ -132,7 +132,9 @@ child_comm() {
 }
 
 @test "exec failures like a shell: 127 not found, 126 not executable; missing command 64" {
-    vgr -127 run -q -- vg-no-such-command
+    # A PATH holding a directory this user cannot search makes "not found" 126, as in a shell
+    # (su without -l keeps root's PATH, /root/... among it): searched here is a plain one.
+    PATH=/usr/bin:/bin vgr -127 run -q -- vg-no-such-command
     [ "$status" -eq 127 ]
     [ "$stderr" = "vramguard: run: cannot run 'vg-no-such-command': No such file or directory" ]
     vgr -127 run -q -- "$TMP/absent/cmd"

@@ -538,11 +538,18 @@ static void test_real_job(void **state)
     assert_int_equal(vg_lock_probe(&d, "GPU-1111", &holder, &err), 0);
     vg_lock_dir_release(&d);
 
-    /* Not found: 127, and nothing left running. */
+    /* Not found: 127, and nothing left running. Searched in a plain PATH: one holding a
+     * directory this user cannot search gives EACCES (126), as in a shell. */
     assert_int_equal(vg_job_init(&job, &err), 0);
     char *argv2[] = {"vg-no-such-command-anywhere", NULL};
     o.argv = argv2;
-    assert_int_equal(vg_job_start(&job, &o, &err), 0);
+    char *path = strdup(getenv("PATH") ? getenv("PATH") : "");
+    assert_non_null(path);
+    setenv("PATH", "/usr/bin:/bin", 1);
+    int started = vg_job_start(&job, &o, &err);
+    setenv("PATH", path, 1);
+    free(path);
+    assert_int_equal(started, 0);
     assert_int_equal(job.exec_errno, ENOENT);
     assert_true(job.exited);
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
