@@ -104,20 +104,17 @@ every_document() {
 
 @test "a field removed or renamed fails the schema" {
     every_document
-    local f k n=0
-    mkdir -p "$TMP/mut"
+    local f k n=0 docs=()
     for f in "$DOCS"/*.json; do
         [[ $f != */events.json ]] || continue
-        for k in $(jq -r 'keys[]' "$f"); do
-            n=$((n + 1))
-            jq "del(.$k)" "$f" >"$TMP/mut/$(basename "$f" .json)-without-$k"
-            jq ".${k}_renamed = .$k | del(.$k)" "$f" >"$TMP/mut/$(basename "$f" .json)-renamed-$k"
-        done
+        docs+=("$f")
+        n=$((n + $(jq 'keys | length' "$f")))
     done
     [ "$n" -gt 100 ]
-    run "$CHECK" --each "$SCHEMAS" "$TMP/mut"/*
+    run "$CHECK" --mutate "$SCHEMAS" "${docs[@]}"
     [ "$status" -eq 0 ]
     [ "${#lines[@]}" -eq $((2 * n)) ]
+    [ "$(grep -c -- '-without-schema: invalid$' <<<"$output")" -eq "${#docs[@]}" ]
     if [[ $output == *": valid"* ]]; then
         grep ': valid$' <<<"$output"
         false
