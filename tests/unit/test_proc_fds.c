@@ -8,6 +8,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <limits.h>
@@ -276,6 +277,41 @@ static void *fx_sleeper(void *arg)
     return NULL;
 }
 
+/* Wait (bounded, 5 s) until pid shows as a zombie in /proc. */
+static bool fx_wait_zombie(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500; i++) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return false;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+            return false;
+        buf[n] = '\0';
+        char *r = strrchr(buf, ')');
+        if (r && r[1] == ' ' && r[2] == 'Z')
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* A process of its own whose leader exited while a thread holds node: open it, start the
+ * thread, end the leader. Never returns. */
+static void fx_zombie_leader(const char *node)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (open(node, O_RDONLY) < 0)
+        _exit(121);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fx_sleeper, NULL) != 0)
+        _exit(122);
+    pthread_exit(NULL);
+}
+
 /* A leader that exited while another thread runs: its own fd/ is empty, and the descriptors
  * (the device node among them) are read through the live thread's task entry. */
 static void test_zombie_leader(void **state)
@@ -285,33 +321,10 @@ static void test_zombie_leader(void **state)
     snprintf(node, sizeof(node), "%s/nvidia5", f->dir);
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (open(node, O_RDONLY) < 0)
-            _exit(121);
-        pthread_t t;
-        if (pthread_create(&t, NULL, fx_sleeper, NULL) != 0)
-            _exit(122);
-        pthread_exit(NULL);
-    }
+    if (pid == 0)
+        fx_zombie_leader(node);
     f->child = pid;
-    /* Wait (bounded) until the leader shows as a zombie. */
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    bool zombie = false;
-    for (int i = 0; i < 500 && !zombie; i++) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        assert_true(fd >= 0);
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        assert_true(n > 0);
-        buf[n] = '\0';
-        char *r = strrchr(buf, ')');
-        zombie = r && r[1] == ' ' && r[2] == 'Z';
-        if (!zombie)
-            usleep(10000);
-    }
-    assert_true(zombie);
+    assert_true(fx_wait_zombie(pid));
     struct vg_proc p;
     struct vg_err err = VG_ERR_INIT;
     if (vg_proc_read(f->proc_fd, pid, f->dir, &p, &err))
@@ -326,6 +339,56 @@ static void test_zombie_leader(void **state)
     fx_stop_child(f);
 }
 
+/* The same read by the process's own user, not root. The kernel makes an exited leader's fd/
+ * root's whatever its user (it takes the owner from the memory map the leader no longer has),
+ * so as that user the descriptors are read through the live thread; they used to be reported
+ * unread. Run as root, a child becomes nobody and scans a zombie leader of its own (as another
+ * user test_zombie_leader already is this case). */
+static void test_zombie_leader_own_user(void **state)
+{
+    struct fx *f = *state;
+    if (geteuid() != 0) {
+        print_message("needs root to become nobody (test_zombie_leader covers it as a user)\n");
+        skip();
+    }
+    char node[PATH_MAX];
+    snprintf(node, sizeof(node), "%s/nvidia5", f->dir);
+    assert_int_equal(chmod(f->dir, 0755), 0);
+    assert_int_equal(chmod(node, 0644), 0);
+    pid_t scanner = fork();
+    assert_true(scanner >= 0);
+    if (scanner == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* a change of user leaves the process undumpable, its /proc entries root's: a user's
+         * own processes are dumpable, and so is this one again */
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0 ||
+            prctl(PR_SET_DUMPABLE, 1) != 0)
+            _exit(2);
+        pid_t leader = fork();
+        if (leader < 0)
+            _exit(3);
+        if (leader == 0)
+            fx_zombie_leader(node);
+        int code = 4;
+        struct vg_proc p;
+        struct vg_err err = VG_ERR_INIT;
+        if (fx_wait_zombie(leader)) {
+            if (vg_proc_read(f->proc_fd, leader, f->dir, &p, &err) != 0)
+                code = 5;
+            else
+                code = !(p.known & VG_PROC_K_FDS) ? 6 : p.dev_fd_count != 1 ? 7 : 0;
+            if (code != 5)
+                vg_proc_release(&p);
+        }
+        kill(leader, SIGKILL);
+        _exit(code);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(scanner, &st, 0), scanner);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +401,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_empty, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_zombie_leader_own_user, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
