@@ -11,8 +11,10 @@
 #include <string.h>
 
 /* Which finding explains why a holder is in the plan: the most specific first. */
+/* A process stuck in D may well be a leftover too, but what decides what can be done about it
+ * is that no signal reaches it: that finding comes first. */
 static const char *const vg_plan_reason_order[] = {
-    "orphan-holder", "zombie-holder", "d-state-holder", "idle-holder", "foreign-pid",
+    "zombie-holder", "d-state-holder", "orphan-holder", "idle-holder", "foreign-pid",
 };
 
 static bool vg_finding_names(const struct vg_finding *f, pid_t pid)

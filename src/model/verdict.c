@@ -23,6 +23,12 @@ static void vg_finding_release(struct vg_finding *f)
     for (size_t i = 0; i < f->nfix; i++)
         free(f->fix[i]);
     free(f->fix);
+    for (size_t i = 0; i < f->nverdicts; i++) {
+        for (size_t k = 0; k < f->verdicts[i].nfacts; k++)
+            free(f->verdicts[i].facts[k].text);
+        free(f->verdicts[i].facts);
+    }
+    free(f->verdicts);
     free(f->user);
     free(f->command);
     free(f->expect);

@@ -25,6 +25,23 @@ enum vg_severity { VG_SEV_INFO, VG_SEV_WARNING, VG_SEV_CRITICAL };
  * what acts on findings (clean's default targets) takes only the high ones. */
 enum vg_confidence { VG_CONF_LOW, VG_CONF_MEDIUM, VG_CONF_HIGH };
 
+/* One fact a weighed verdict rests on, and its weight (docs/diagnoses.md lists them). */
+struct vg_verdict_fact {
+    const char *fact; /* static id, e.g. "group-leader-gone" */
+    int weight;       /* positive for the verdict, negative against, 0 for "not known" */
+    char *text;       /* what it says, for people */
+};
+
+/* A weighed verdict about one process of a finding (orphan-holder's leftovers). */
+struct vg_verdict {
+    pid_t pid;
+    const char *verdict; /* static: "leftover", "not a leftover" */
+    enum vg_confidence confidence;
+    int score; /* the sum of the weights */
+    struct vg_verdict_fact *facts;
+    size_t nfacts;
+};
+
 /* A diagnosis of the rules, or an alert raised by an expectation. */
 enum vg_finding_kind { VG_FINDING_DIAGNOSIS, VG_FINDING_ALERT };
 
@@ -44,6 +61,8 @@ struct vg_finding {
     size_t nfix;
     bool bytes_known; /* the memory the finding concerns */
     uint64_t bytes;
+    struct vg_verdict *verdicts; /* per process, for rules that weigh facts; else none */
+    size_t nverdicts;
     /* Alerts only (diagnoses leave them -1, false and NULL): the one holding an alert is
      * about, when it is about one, and the expectation it breaks. */
     int mig; /* MIG device of the holding, or -1 */

@@ -83,6 +83,43 @@ static bool vg_pid_alive(int root_fd, pid_t pid)
 }
 
 /*
+ * Whether the leader of a session or process group (pid) still runs. A leader that exited but
+ * that its parent has not reaped is a zombie: its entry is still there, and so is its PID for
+ * the group, yet the job it led has ended (a crashed main process under a launcher that does
+ * not wait). A zombie leader whose other threads still run is a live process (zombie-holder's
+ * case): status's Threads counts them. Unreadable files say nothing, so they count as alive,
+ * never as an invented death.
+ */
+static bool vg_leader_alive(struct vg_proc_ctx *c, pid_t pid, bool *zombie)
+{
+    *zombie = false;
+    if (pid <= 1)
+        return true;
+    if (!vg_pid_alive(c->root_fd, pid))
+        return false;
+    char path[32];
+    vg_proc_pid_str(pid, path);
+    size_t n = strlen(path);
+    memcpy(path + n, "/stat", 6);
+    struct vg_proc lead = {0};
+    bool alive = true;
+    if (vg_proc_ctx_read(c, c->root_fd, path, VG_PROC_STAT_MAX) == 0 &&
+        vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &lead) == 0 &&
+        (lead.state == 'Z' || lead.state == 'X')) {
+        memcpy(path + n, "/status", 8);
+        if (vg_proc_ctx_read(c, c->root_fd, path, VG_PROC_STATUS_MAX) == 0 &&
+            vg_proc_parse_status(vg_buf_str(&c->file), c->file.len, &lead) == 0 &&
+            lead.threads_status == 1)
+            alive = false;
+        else if (lead.state == 'X')
+            alive = false;
+    }
+    vg_proc_release(&lead);
+    *zombie = !alive;
+    return alive;
+}
+
+/*
  * Whether the parent lives, its session, and whether it is the init of its PID namespace:
  * how an orphan adopted by init, a subreaper or a container's init is told from a child of the
  * process that started it. Read fresh every scan (a parent may die). Liveness comes from
@@ -181,8 +218,9 @@ int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     if (rc < 0 && (rc = vg_detail_failed(c, pid_fd, rc)) < 0)
         return rc;
     if (p->known & VG_PROC_K_STAT) {
-        p->sid_alive = vg_pid_alive(c->root_fd, p->sid);
-        p->pgid_alive = vg_pid_alive(c->root_fd, p->pgid);
+        /* a process's own leadership says nothing of another leader, and it runs */
+        p->sid_alive = p->sid == p->pid || vg_leader_alive(c, p->sid, &p->sid_zombie);
+        p->pgid_alive = p->pgid == p->pid || vg_leader_alive(c, p->pgid, &p->pgid_zombie);
         if ((rc = vg_detail_parent(c, p)) < 0)
             return rc;
     }

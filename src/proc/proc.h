@@ -148,6 +148,8 @@ struct vg_proc {
     unsigned nthreads;
     unsigned threads_d;    /* threads in D state */
     unsigned threads_live; /* threads not in Z/X state */
+    unsigned threads_status; /* "Threads:" of status: threads of the group not yet exited
+                              * (0: not read) */
 
     /* liveness of the job it came from */
     bool parent_alive;   /* ppid's /proc entry exists (ppid 0 counts as alive) */
@@ -159,8 +161,11 @@ struct vg_proc {
                           * means a subreaper in the same session adopted it */
     bool parent_ns_init; /* the parent is pid 1 of its PID namespace: init, or a
                           * container's init (tini, dumb-init) that adopted it */
-    bool sid_alive;      /* session leader still exists */
-    bool pgid_alive;     /* process group leader still exists */
+    bool sid_alive;      /* session leader still runs: its entry exists and it is not a
+                          * zombie (one that exited and was not reaped has ended its job) */
+    bool pgid_alive;     /* process group leader still runs, in the same sense */
+    bool sid_zombie;     /* !sid_alive because the leader is a zombie, not because it is gone */
+    bool pgid_zombie;
 
     /* Whether it works: CPU time used over a short window after the scan, measured by the
      * snapshot for the processes whose job may have ended (model/snapshot.h). */
@@ -193,6 +198,8 @@ struct vg_proc_table {
     size_t n_fd_unread;     /* of the processes listed, those whose fd/ could not be read: any
                              * of them may hold an NVIDIA node unseen */
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
+    bool pidns_host;        /* the procfs is the host's PID namespace (its kthreadd is seen),
+                             * so the driver's PIDs are this procfs's */
     unsigned access;        /* VG_PROC_ACC_*: what may have kept processes from being read */
     bool kernel_scan;       /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
     char *scan_note;        /* owned: why the kernel scan did not run; NULL when it ran or was

@@ -14,6 +14,7 @@
  * cache entries of processes it did not read in full.
  */
 #include "proc/internal.h"
+#include "proc/signal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -393,6 +394,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         (rc = vg_scan_sorted(opts->rewalk, opts->nrewalk, &rewalk)) != 0)
         goto out;
     t->self_nspid_depth = vg_scan_self_depth(&c);
+    t->pidns_host = vg_proc_is_host_pidns(root_fd);
     t->access = vg_proc_access_read(&c);
     /* The last pid is read before the listing: a process started after this read is either
      * above the mark (so new next time too) or missing from the last index, never carried. */

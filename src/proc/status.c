@@ -71,8 +71,8 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
     bool have_uid = false;
     uid_t uid = 0;
     const char *ns = NULL, *ns_end = NULL;
-    bool have_ign = false;
-    uint64_t ign = 0;
+    bool have_ign = false, have_thr = false;
+    uint64_t ign = 0, thr = 0;
 
     const char *at = buf, *s;
     size_t ln;
@@ -92,6 +92,9 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
             if (vg_status_hex(val, le, &ign))
                 return -EINVAL;
             have_ign = true;
+        } else if (!have_thr && vg_status_key(s, ln, "Threads:", &val)) {
+            /* optional: an odd value leaves it unknown rather than failing the file */
+            have_thr = vg_status_num(&val, le, &thr) == 1 && thr <= UINT_MAX;
         }
     }
     if (!have_uid)
@@ -129,6 +132,7 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
     p->nnspid = n;
     p->uid = uid;
     p->known |= VG_PROC_K_STATUS;
+    p->threads_status = have_thr ? (unsigned)thr : 0;
     if (have_ign) {
         p->sig_ignored = ign;
         p->known |= VG_PROC_K_SIGIGN;

@@ -42,6 +42,28 @@ void vg_render_finding_json(struct vg_json *j, const struct vg_snapshot *snap,
     vg_json_ku64_opt(j, "memory", f->bytes_known, f->bytes);
     vg_json_kstrs(j, "evidence", (const char *const *)f->evidence, f->nevidence);
     vg_json_kstrs(j, "fix", (const char *const *)f->fix, f->nfix);
+    vg_json_key(j, "verdicts");
+    vg_json_arr_begin(j);
+    for (size_t k = 0; k < f->nverdicts; k++) {
+        const struct vg_verdict *v = &f->verdicts[k];
+        vg_json_obj_begin(j);
+        vg_json_ku64(j, "pid", (uint32_t)v->pid);
+        vg_json_kstr(j, "verdict", v->verdict);
+        vg_json_kstr(j, "confidence", vg_confidence_str(v->confidence));
+        vg_json_ki64(j, "score", v->score);
+        vg_json_key(j, "facts");
+        vg_json_arr_begin(j);
+        for (size_t i = 0; i < v->nfacts; i++) {
+            vg_json_obj_begin(j);
+            vg_json_kstr(j, "fact", v->facts[i].fact);
+            vg_json_ki64(j, "weight", v->facts[i].weight);
+            vg_json_kstr(j, "text", v->facts[i].text);
+            vg_json_obj_end(j);
+        }
+        vg_json_arr_end(j);
+        vg_json_obj_end(j);
+    }
+    vg_json_arr_end(j);
     vg_json_obj_end(j);
 }
 

@@ -140,6 +140,42 @@ void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid)
         vg_push_unique(out, &f->pids, &f->npids, &pid, sizeof(pid));
 }
 
+struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding *f, pid_t pid,
+                                      const char *verdict, enum vg_confidence conf, int score)
+{
+    if (!f)
+        return NULL;
+    struct vg_verdict *v = realloc(f->verdicts, (f->nverdicts + 1) * sizeof(*v));
+    if (!v) {
+        vg_findings_oom(out);
+        return NULL;
+    }
+    f->verdicts = v;
+    v = &v[f->nverdicts++];
+    memset(v, 0, sizeof(*v));
+    v->pid = pid;
+    v->verdict = verdict;
+    v->confidence = conf;
+    v->score = score;
+    return v;
+}
+
+void vg_finding_verdict_fact(struct vg_findings *out, struct vg_verdict *v, const char *fact,
+                             int weight, const char *text)
+{
+    if (!v)
+        return;
+    char *t = strdup(text);
+    struct vg_verdict_fact *nf = t ? realloc(v->facts, (v->nfacts + 1) * sizeof(*nf)) : NULL;
+    if (!nf) {
+        free(t);
+        vg_findings_oom(out);
+        return;
+    }
+    v->facts = nf;
+    nf[v->nfacts++] = (struct vg_verdict_fact){.fact = fact, .weight = weight, .text = t};
+}
+
 int vg_findings_max_severity(const struct vg_findings *f)
 {
     int max = -1;

@@ -1,31 +1,86 @@
 /*
- * The leftover model (rules.h; docs/diagnoses.md has the cases): is a process that holds a GPU
- * what is left of a job that ended, and how sure is that?
+ * The leftover model (rules.h; docs/diagnoses.md has the facts, their weights and the cases):
+ * is a process that holds a GPU what is left of a job that ended, and how sure is that?
  *
- * Being re-parented with its process group's or session's leader gone is how a leftover looks,
- * but it is also how a job looks that was detached on purpose: a nohup job whose login shell
- * exited, a daemon, a job in a tmux pane whose shell exited. So the verdict weighs more:
- *   - a process that leads its own group or session IS a job (or a daemon), never a remnant;
- *   - one that ignores SIGHUP, or has a double-forked daemon's shape, detached on purpose,
- *     unless something marks it as a worker of the job (then it only inherited that);
- *   - a stopped process was suspended by its owner;
- *   - worker marks (device nodes inherited without a context of its own, a multiprocessing
- *     command line, a launcher's rank variables, a worker's name, a parent that is itself a
- *     leftover) say it served a job rather than being one;
- *   - activity: CPU time over a short window and the driver's per-process utilisation samples
- *     tell a leftover that waits from one that still works.
- * A leftover is of high confidence only with a worker mark and no sign of work; every other
- * leftover is medium, reported but never a default target.
+ * Being adopted with its job's leader gone is how a leftover looks, and also how a job looks
+ * that was detached on purpose (nohup, setsid, a daemon, a pane whose shell exited). No shape
+ * tells them apart on its own: a DataLoader worker of a main process that led its own session
+ * and crashed has exactly a double-forked daemon's lineage. What does tell them apart holds
+ * whatever the lineage:
+ *   - the driver frees a context only when the last file or mapping that refers to it is
+ *     gone, so memory it still charges to a dead leader, on a GPU this process holds, is that
+ *     leader's context kept alive by this process's inherited files;
+ *   - a process forked after CUDA started inherits the device nodes without a context of its
+ *     own, while a daemon or a job that runs CUDA itself has its own;
+ *   - forked workers share their command line, and several of them share the dead session;
+ *   - leading a session or group, ignoring SIGHUP, a service's cgroup, working: a job meant to
+ *     run, unless a launcher made it so (torchrun starts each rank in a session of its own).
+ * Each is a fact with a weight; the sum decides, and what could not be read keeps it from
+ * being sure. Names, command lines and environments are things a process chooses: hints, of
+ * small weight, that can only make the process itself look more like a leftover.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rules/internal.h"
+#include "util/sat.h"
 
 /* CPU use over the window below which a process counts as idle, in per mille of one CPU: a
  * waiting worker wakes now and then (a watchdog polling its parent), a working one far more. */
 #define VG_LEFT_BUSY_PERMILLE 50u
+
+/* The weight of each fact (docs/diagnoses.md's table says why each is what it is). */
+static const struct vg_left_fact_def {
+    const char *name;
+    int weight;
+    const char *why_not; /* the sentence clean's plan gives when this fact weighs most against */
+} vg_left_defs[VG_LF_COUNT] = {
+    [VG_LF_ADOPTED] = {"adopted", 1, NULL},
+    [VG_LF_GROUP_GONE] = {"group-leader-gone", 2, NULL},
+    [VG_LF_SESSION_GONE] = {"session-leader-gone", 1, NULL},
+    [VG_LF_CHARGES_LEADER] = {"driver-charges-dead-leader", 3, NULL},
+    [VG_LF_CHARGES_DEAD] = {"driver-charges-dead-pid", 2, NULL},
+    [VG_LF_INHERITED] = {"inherited-nodes", 2, NULL},
+    [VG_LF_SIBLINGS] = {"sibling-workers", 1, NULL},
+    [VG_LF_PARENT_LEFTOVER] = {"parent-leftover", 3, NULL},
+    [VG_LF_LAUNCHER_GONE] = {"launcher-gone", 3, NULL},
+    [VG_LF_MP_CMDLINE] = {"multiprocessing-cmdline", 2, NULL},
+    [VG_LF_WORKER_NAME] = {"worker-name", 1, NULL},
+    [VG_LF_LEADS_SESSION] = {"leads-session", -3,
+                             "it leads its own session: a daemon, a service or a job started "
+                             "with setsid, not what is left of one"},
+    [VG_LF_LEADS_GROUP] = {"leads-group", -2,
+                           "it leads its own process group: it is a job itself (started with "
+                           "nohup, with & or in a terminal multiplexer)"},
+    [VG_LF_SIGHUP_IGNORED] = {"sighup-ignored", -2,
+                              "it ignores SIGHUP (nohup): it was detached from its terminal "
+                              "on purpose"},
+    [VG_LF_OWN_CONTEXT] = {"own-context", -1,
+                           "it holds a CUDA context of its own: it started CUDA itself"},
+    [VG_LF_ALONE] = {"alone-with-context", -3,
+                     "it runs alone in its session with a context of its own: a daemon's "
+                     "shape"},
+    [VG_LF_NVML_MONITOR] = {"nvml-monitor", -3,
+                            "it maps NVML and no CUDA: a monitor that opened the device nodes "
+                            "itself"},
+    [VG_LF_SERVICE] = {"service-cgroup", -2, "it runs in a service's cgroup: a supervised service"},
+    [VG_LF_WORKS] = {"works", -2,
+                     "it is working (CPU time or GPU utilisation): a leftover that works may "
+                     "still be finishing something"},
+    [VG_LF_STOPPED] = {"stopped", -3,
+                       "it is stopped (T): suspended by its owner or a debugger, not finished"},
+    [VG_LF_UNMEASURED] = {"activity-unmeasured", 0, "whether it works could not be measured"},
+    [VG_LF_GPU_UNKNOWN] = {"gpu-utilisation-unknown", 0,
+                           "the driver gives no per-process utilisation, so GPU work cannot be "
+                           "ruled out"},
+    [VG_LF_PIDS_FOREIGN] = {"driver-pids-unverified", 0,
+                            "the driver's PIDs may be another PID namespace's, so what it "
+                            "charges to dead PIDs could not be weighed"},
+    [VG_LF_PARENT_UNSURE] = {"parent-unsure", 0,
+                             "it hangs from a process that is itself not a sure leftover"},
+};
 
 void vg_leftovers_release(struct vg_leftovers *l)
 {
@@ -39,6 +94,139 @@ const struct vg_leftover *vg_leftovers_find(const struct vg_leftovers *l, pid_t 
         if (l->v[i].pid == pid)
             return &l->v[i];
     return NULL;
+}
+
+const struct vg_left_fact *vg_leftover_fact(const struct vg_leftover *l, enum vg_left_fact_id id)
+{
+    for (size_t i = 0; l && i < l->nfacts; i++)
+        if (l->facts[i].id == id)
+            return &l->facts[i];
+    return NULL;
+}
+
+const char *vg_left_fact_name(enum vg_left_fact_id id)
+{
+    return (unsigned)id < VG_LF_COUNT ? vg_left_defs[id].name : "unknown";
+}
+
+const char *vg_left_verdict_name(enum vg_left_verdict v)
+{
+    return v == VG_LEFT_YES ? "leftover" : v == VG_LEFT_NOT ? "not a leftover" : "not considered";
+}
+
+/* "init", "its container's init", "a subreaper": who the new parent is. */
+static const char *vg_left_parent_kind(const struct vg_proc *p)
+{
+    if (p->ppid == 1)
+        return " (init)";
+    if (!p->parent_alive)
+        return ", which has exited";
+    if (p->parent_known && p->parent_ns_init)
+        return " (its container's init)";
+    if (p->parent_known && p->parent_sid != p->sid)
+        return " (a subreaper in another session)";
+    return " (a subreaper in its own session, such as the launching shell)";
+}
+
+void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover *l,
+                       const struct vg_left_fact *f, char *out, size_t n)
+{
+    const struct vg_proc *p = l->proc;
+    char size[32], gpu[VG_LABEL_MAX];
+    vg_rule_size(f->bytes_known, f->bytes, size, sizeof(size));
+    if (f->id == VG_LF_CHARGES_LEADER || f->id == VG_LF_CHARGES_DEAD)
+        vg_rule_gpu_label(snap, f->gpu, gpu, sizeof(gpu));
+    const char *gone = f->zombie ? "is a zombie (exited, not reaped)" : "has exited";
+    switch (f->id) {
+    case VG_LF_ADOPTED:
+        snprintf(out, n, "parent is now PID %d%s", (int)p->ppid, vg_left_parent_kind(p));
+        return;
+    case VG_LF_GROUP_GONE:
+        snprintf(out, n, "its process group leader (PID %d) %s", (int)f->pid, gone);
+        return;
+    case VG_LF_SESSION_GONE:
+        snprintf(out, n, "its session leader (PID %d) %s", (int)f->pid, gone);
+        return;
+    case VG_LF_CHARGES_LEADER:
+        snprintf(out, n,
+                 "the driver still charges %s on %s to PID %d, its dead %s leader: a "
+                 "context lives while a file or mapping refers to it, and it holds that GPU",
+                 size, gpu, (int)f->pid, f->pid == p->pgid ? "process group" : "session");
+        return;
+    case VG_LF_CHARGES_DEAD:
+        snprintf(out, n,
+                 "the driver charges %s on %s to PID %d, which has exited, and it holds that "
+                 "GPU without a context of its own",
+                 size, gpu, (int)f->pid);
+        return;
+    case VG_LF_INHERITED:
+        snprintf(out, n, "holds the device node only, inherited: no context of its own");
+        return;
+    case VG_LF_SIBLINGS:
+        snprintf(out, n, "%u other holder%s of the same ended job run%s the same command line",
+                 f->count, f->count == 1 ? "" : "s", f->count == 1 ? "s" : "");
+        return;
+    case VG_LF_PARENT_LEFTOVER:
+        snprintf(out, n, "a worker of leftover PID %d", (int)f->pid);
+        return;
+    case VG_LF_LAUNCHER_GONE: {
+        static const enum vg_env_var vars[] = {VG_ENV_LOCAL_RANK, VG_ENV_RANK,
+                                               VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK,
+                                               VG_ENV_SLURM_LOCALID};
+        const char *var = "", *val = "";
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]) && !*var; i++)
+            if (p->env[vars[i]]) {
+                var = vg_env_name(vars[i]);
+                val = p->env[vars[i]];
+            }
+        snprintf(out, n, "a launcher's rank (%s=%.20s), adopted: its launcher is gone", var,
+                 val);
+        return;
+    }
+    case VG_LF_MP_CMDLINE:
+        snprintf(out, n, "a multiprocessing worker by its command line (a hint)");
+        return;
+    case VG_LF_WORKER_NAME:
+        snprintf(out, n, "named as a PyTorch DataLoader worker (a hint)");
+        return;
+    case VG_LF_WORKS:
+        if (p->activity_known && f->count)
+            snprintf(out, n, "works: %llu ms of CPU time in the last %u ms, %u%% GPU in the "
+                             "driver's recent samples",
+                     (unsigned long long)p->activity_cpu_ms, p->activity_ms, f->count);
+        else if (p->activity_known)
+            snprintf(out, n, "works: %llu ms of CPU time in the last %u ms",
+                     (unsigned long long)p->activity_cpu_ms, p->activity_ms);
+        else
+            snprintf(out, n, "works: %u%% GPU in the driver's recent samples", f->count);
+        return;
+    default:
+        snprintf(out, n, "%s", vg_left_defs[f->id].why_not);
+        return;
+    }
+}
+
+/* Add a fact with its default weight (once: a second call for the same id changes nothing). */
+static struct vg_left_fact *vg_left_add(struct vg_leftover *l, enum vg_left_fact_id id)
+{
+    struct vg_left_fact *f = (struct vg_left_fact *)vg_leftover_fact(l, id);
+    if (f)
+        return f;
+    f = &l->facts[l->nfacts++];
+    memset(f, 0, sizeof(*f));
+    f->id = id;
+    f->weight = vg_left_defs[id].weight;
+    return f;
+}
+
+static void vg_left_drop(struct vg_leftover *l, enum vg_left_fact_id id)
+{
+    for (size_t i = 0; i < l->nfacts; i++)
+        if (l->facts[i].id == id) {
+            memmove(&l->facts[i], &l->facts[i + 1], (l->nfacts - i - 1) * sizeof(l->facts[0]));
+            l->nfacts--;
+            return;
+        }
 }
 
 static bool vg_left_mp_cmdline(const char *cmd)
@@ -63,8 +251,9 @@ static bool vg_left_lists_complete(const struct vg_snapshot *snap)
     return true;
 }
 
-/* The driver's utilisation samples for pid: bits GPU_BUSY / GPU_IDLE (neither: unknown). */
-static unsigned vg_left_gpu_activity(const struct vg_snapshot *snap, pid_t pid, unsigned *max)
+/* The driver's utilisation samples for pid: the highest, and whether every GPU it has a
+ * context on gave one (*all false: unknown somewhere). */
+static bool vg_left_gpu_samples(const struct vg_snapshot *snap, pid_t pid, unsigned *max)
 {
     bool any = false, all = true;
     *max = 0;
@@ -85,9 +274,144 @@ static unsigned vg_left_gpu_activity(const struct vg_snapshot *snap, pid_t pid, 
         if (gp->sm_util > *max)
             *max = gp->sm_util;
     }
-    if (*max > 0)
-        return VG_LEV_GPU_BUSY;
-    return any && all ? VG_LEV_GPU_IDLE : 0;
+    return any && all;
+}
+
+/* Whether pid holds gpu through a descriptor or a mapping. */
+static bool vg_left_holds_gpu(const struct vg_snapshot *snap, pid_t pid, size_t gpu)
+{
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->pid == pid && h->gpu == gpu && (h->seen & ~VG_SEEN_NVML))
+            return true;
+    }
+    return false;
+}
+
+/* Whether a driver entry names a process that has ended: this procfs shows no such PID (and
+ * hides none), shows another process under it (stale), or shows a zombie with no live
+ * thread. */
+static bool vg_left_driver_dead(const struct vg_snapshot *snap, const struct vg_holding *h)
+{
+    if (!(h->seen & VG_SEEN_NVML) || h->bogus_pid || h->gpu == VG_SNAP_NO_GPU)
+        return false;
+    if (h->stale)
+        return true;
+    const struct vg_proc *p = h->proc;
+    if (!p)
+        return !vg_snap_holders_may_hide(snap);
+    return (p->known & VG_PROC_K_STAT) && (p->state == 'Z' || p->state == 'X') &&
+           (!(p->known & VG_PROC_K_THREADS) || p->threads_live == 0);
+}
+
+/*
+ * What the driver still charges to dead PIDs on the GPUs this process holds. A dead leader of
+ * its group or session is the strongest link there is: its context lives because something
+ * still refers to it, and this process, which inherited its files, does. Another dead PID on
+ * a GPU it holds only through inherited nodes is a weaker one (the memory may be another
+ * job's). Compared only when the driver's PIDs are this procfs's.
+ */
+static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *l, bool own_ctx)
+{
+    const struct vg_proc *p = l->proc;
+    bool pids_ours = snap->procs.self_nspid_depth <= 1 && snap->procs.pidns_host;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->pid == l->pid || !vg_left_driver_dead(snap, h) ||
+            !vg_left_holds_gpu(snap, l->pid, h->gpu))
+            continue;
+        bool leader = (h->pid == p->pgid && p->pgid != p->pid) ||
+                      (h->pid == p->sid && p->sid != p->pid);
+        if (!leader && (own_ctx || vg_leftover_fact(l, VG_LF_CHARGES_LEADER)))
+            continue;
+        if (!pids_ours) {
+            if (leader)
+                vg_left_add(l, VG_LF_PIDS_FOREIGN)->pid = h->pid;
+            continue;
+        }
+        if (leader)
+            vg_left_drop(l, VG_LF_CHARGES_DEAD);
+        else if (vg_leftover_fact(l, VG_LF_CHARGES_DEAD))
+            continue;
+        struct vg_left_fact *f = vg_left_add(l, leader ? VG_LF_CHARGES_LEADER : VG_LF_CHARGES_DEAD);
+        f->pid = h->pid;
+        f->gpu = h->gpu;
+        f->bytes_known = h->used_known;
+        f->bytes = h->used_bytes;
+    }
+}
+
+/* How it came to be adopted: the parent facts. Returns false when it was not adopted. */
+static bool vg_left_adopted(const struct vg_proc *p)
+{
+    if (p->ppid == 1 || !p->parent_alive)
+        return true;
+    if (!p->parent_known)
+        return false;
+    if (p->parent_ns_init)
+        return true;
+    /* a subreaper in another session (a session leader's parent is in another session by its
+     * own doing, which says nothing) */
+    if (p->parent_sid != p->sid && p->sid != p->pid)
+        return true;
+    /* a subreaper in its own session that is not of its group, whose leader is gone (a shell
+     * that adopts orphans) */
+    return p->parent_pgid != p->pgid && p->pgid != p->pid && !p->pgid_alive;
+}
+
+/* Lineage: who adopted it, which leaders are gone, which it leads. */
+static void vg_left_lineage(struct vg_leftover *l, bool launched)
+{
+    const struct vg_proc *p = l->proc;
+    vg_left_add(l, VG_LF_ADOPTED)->pid = p->ppid;
+    if (p->pgid != p->pid && !p->pgid_alive) {
+        struct vg_left_fact *f = vg_left_add(l, VG_LF_GROUP_GONE);
+        f->pid = p->pgid;
+        f->zombie = p->pgid_zombie;
+    }
+    /* the same dead process leading both counts once */
+    if (p->sid != p->pid && !p->sid_alive && p->sid != p->pgid) {
+        struct vg_left_fact *f = vg_left_add(l, VG_LF_SESSION_GONE);
+        f->pid = p->sid;
+        f->zombie = p->sid_zombie;
+    }
+    /* A launcher that starts its workers in sessions of their own explains their leading:
+     * then leading says little, and being adopted says the launcher is gone. */
+    if (launched) {
+        vg_left_add(l, VG_LF_LAUNCHER_GONE);
+    } else if (p->sid == p->pid) {
+        vg_left_add(l, VG_LF_LEADS_SESSION);
+    } else if (p->pgid == p->pid) {
+        vg_left_add(l, VG_LF_LEADS_GROUP);
+    }
+    if ((p->known & VG_PROC_K_SIGIGN) && (p->sig_ignored & 1u))
+        vg_left_add(l, VG_LF_SIGHUP_IGNORED);
+    if (p->state == 'T' || p->state == 't')
+        vg_left_add(l, VG_LF_STOPPED);
+    if ((p->known & VG_PROC_K_CGROUP) && p->cgroup && strstr(p->cgroup, ".service") &&
+        !strstr(p->cgroup, "/user@"))
+        vg_left_add(l, VG_LF_SERVICE);
+}
+
+/* Whether it works, from CPU time over the window and the driver's samples. */
+static void vg_left_activity(const struct vg_snapshot *snap, struct vg_leftover *l)
+{
+    const struct vg_proc *p = l->proc;
+    bool busy = false;
+    if (p->activity_known && p->activity_ms > 0)
+        busy = p->activity_cpu_ms * 1000u >= (uint64_t)p->activity_ms * VG_LEFT_BUSY_PERMILLE;
+    else
+        vg_left_add(l, VG_LF_UNMEASURED);
+    unsigned max = 0;
+    if (l->nvml) {
+        bool sampled = vg_left_gpu_samples(snap, l->pid, &max);
+        if (max > 0)
+            busy = true;
+        else if (!sampled)
+            vg_left_add(l, VG_LF_GPU_UNKNOWN);
+    }
+    if (busy)
+        vg_left_add(l, VG_LF_WORKS)->count = max;
 }
 
 /* Everything the verdict rests on, from what the snapshot read of one holder. */
@@ -95,132 +419,126 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
                           struct vg_leftover *l)
 {
     const struct vg_proc *p = l->proc;
-    unsigned ev = 0;
-    bool fd = false;
+    bool nodes = false;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->pid != l->pid)
             continue;
-        fd |= (h->seen & VG_SEEN_FD) != 0;
+        nodes |= (h->seen & ~VG_SEEN_NVML) != 0;
         if (h->seen & VG_SEEN_NVML) {
             l->nvml = true;
             if (h->used_known) {
                 l->bytes_known = true;
-                l->bytes =
-                    h->used_bytes > UINT64_MAX - l->bytes ? UINT64_MAX : l->bytes + h->used_bytes;
+                l->bytes = vg_sat_add(l->bytes, h->used_bytes);
             }
         }
     }
     l->job_pgid = p->pgid;
     l->job_sid = p->sid;
-
-    if (p->ppid == 1)
-        ev |= VG_LEV_PARENT_INIT;
-    else if (!p->parent_alive)
-        ev |= VG_LEV_PARENT_DEAD;
-    else if (p->parent_known && p->parent_ns_init)
-        ev |= VG_LEV_PARENT_NS_INIT;
-    else if (p->parent_known && p->parent_sid != p->sid && p->sid != p->pid)
-        ev |= VG_LEV_PARENT_REAPER; /* (a session leader's parent is in another session anyway) */
-    else if (p->parent_known && p->parent_pgid != p->pgid && p->pgid != p->pid && !p->pgid_alive)
-        ev |= VG_LEV_PARENT_SHELL;
-    if (p->pgid != p->pid && !p->pgid_alive)
-        ev |= VG_LEV_GROUP_GONE;
-    if (p->sid != p->pid && !p->sid_alive)
-        ev |= VG_LEV_SESSION_GONE;
-    if (p->pgid == p->pid)
-        ev |= VG_LEV_LEADS_GROUP;
-    if (p->sid == p->pid)
-        ev |= VG_LEV_LEADS_SESSION;
-    if ((p->known & VG_PROC_K_SIGIGN) && (p->sig_ignored & 1u))
-        ev |= VG_LEV_SIGHUP_IGNORED;
-    if (p->pgid == p->sid && (ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE) &&
-        p->tty_nr == 0)
-        ev |= VG_LEV_DAEMON;
-    if (p->state == 'T' || p->state == 't')
-        ev |= VG_LEV_STOPPED;
+    bool rank = vg_rule_has_rank(p);
+    vg_left_lineage(l, rank);
 
     /* A monitor that uses NVML (no CUDA) opens the nodes itself; a worker forked from a CUDA
      * program inherits them together with its parent's mapped CUDA. */
     bool nvml_monitor = (p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_NVML) &&
                         !(p->libs & (VG_LIB_CUDA | VG_LIB_CUDART | VG_LIB_TORCH_CUDA));
-    if (fd && !l->nvml && lists_complete && !nvml_monitor)
-        ev |= VG_LEV_INHERITED;
-    if ((p->known & VG_PROC_K_CMDLINE) && vg_left_mp_cmdline(p->cmdline))
-        ev |= VG_LEV_MP_CHILD;
-    if (vg_rule_has_rank(p))
-        ev |= VG_LEV_RANK;
+    if (nodes && !l->nvml && nvml_monitor)
+        vg_left_add(l, VG_LF_NVML_MONITOR);
+    else if (nodes && !l->nvml && lists_complete)
+        vg_left_add(l, VG_LF_INHERITED);
+    bool mp = (p->known & VG_PROC_K_CMDLINE) && vg_left_mp_cmdline(p->cmdline);
+    if (mp)
+        vg_left_add(l, VG_LF_MP_CMDLINE);
+    /* a spawned worker or a rank starts CUDA itself: that says nothing against it */
+    else if (l->nvml && !rank)
+        vg_left_add(l, VG_LF_OWN_CONTEXT);
     if (p->comm && strncmp(p->comm, "pt_data_worker", 14) == 0)
-        ev |= VG_LEV_WORKER_NAME;
-
-    if (p->activity_known && p->activity_ms > 0)
-        ev |= p->activity_cpu_ms * 1000u >= (uint64_t)p->activity_ms * VG_LEFT_BUSY_PERMILLE
-                  ? VG_LEV_CPU_BUSY
-                  : VG_LEV_CPU_IDLE;
-    if (l->nvml)
-        ev |= vg_left_gpu_activity(snap, l->pid, &l->gpu_util);
-    l->ev = ev;
+        vg_left_add(l, VG_LF_WORKER_NAME);
+    vg_left_charges(snap, l, l->nvml);
+    vg_left_activity(snap, l);
 }
 
-#define VG_LEV_ADOPTED                                                                             \
-    (VG_LEV_PARENT_INIT | VG_LEV_PARENT_NS_INIT | VG_LEV_PARENT_REAPER | VG_LEV_PARENT_SHELL |     \
-     VG_LEV_PARENT_DEAD | VG_LEV_PARENT_LEFTOVER)
+/* Whether a and b were forked from the same ended job: adopted, of the same group and session
+ * that neither leads, running the same command line. */
+static bool vg_left_siblings(const struct vg_leftover *a, const struct vg_leftover *b)
+{
+    const struct vg_proc *x = a->proc, *y = b->proc;
+    return a != b && vg_leftover_fact(b, VG_LF_ADOPTED) && x->pgid == y->pgid &&
+           x->sid == y->sid && x->pgid != x->pid && y->pgid != y->pid &&
+           (x->known & VG_PROC_K_CMDLINE) && (y->known & VG_PROC_K_CMDLINE) && x->cmdline &&
+           y->cmdline && x->cmdline[0] && strcmp(x->cmdline, y->cmdline) == 0;
+}
+
+/* Facts that compare holders: siblings of one ended job, and being alone in a session. */
+static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftovers *ls,
+                              struct vg_leftover *l)
+{
+    const struct vg_proc *p = l->proc;
+    unsigned sib = 0;
+    bool shared = false;
+    for (size_t k = 0; k < ls->n; k++) {
+        const struct vg_leftover *o = &ls->v[k];
+        if (o == l)
+            continue;
+        sib += vg_left_siblings(l, o);
+    }
+    for (size_t k = 0; k < snap->procs.n && !shared; k++) {
+        const struct vg_proc *q = &snap->procs.procs[k];
+        shared = q->pid != p->pid && (q->known & VG_PROC_K_STAT) && q->sid == p->sid &&
+                 q->state != 'Z' && q->state != 'X';
+    }
+    if (sib && (vg_leftover_fact(l, VG_LF_GROUP_GONE) || vg_leftover_fact(l, VG_LF_SESSION_GONE)))
+        vg_left_add(l, VG_LF_SIBLINGS)->count = sib;
+    /* A daemon forks so as to run alone: its own context in a session nobody else is left in,
+     * whose leader (the process that forked it) is gone. */
+    if (!shared && vg_leftover_fact(l, VG_LF_OWN_CONTEXT) && p->sid != p->pid && !p->sid_alive) {
+        vg_left_drop(l, VG_LF_OWN_CONTEXT);
+        vg_left_add(l, VG_LF_ALONE);
+    }
+}
 
 /* The verdict from the facts; cap is the highest confidence allowed (a worker's worker is
  * never surer than the leftover it hangs from). */
 static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
 {
-    unsigned ev = l->ev;
-    l->why_not = NULL;
+    if (cap < VG_CONF_HIGH)
+        vg_left_add(l, VG_LF_PARENT_UNSURE);
+    else
+        vg_left_drop(l, VG_LF_PARENT_UNSURE);
+    int score = 0, worst = 0;
+    const char *against = NULL, *unknown = NULL;
+    bool ended = false;
+    for (size_t i = 0; i < l->nfacts; i++) {
+        const struct vg_left_fact *f = &l->facts[i];
+        score += f->weight;
+        ended |= f->weight > 0 && f->id != VG_LF_ADOPTED;
+        if (f->weight < worst) {
+            worst = f->weight;
+            against = vg_left_defs[f->id].why_not;
+        }
+        if (f->weight == 0 && !unknown)
+            unknown = vg_left_defs[f->id].why_not;
+    }
+    l->score = score;
     l->confidence = VG_CONF_LOW;
-    if (!(ev & VG_LEV_ADOPTED)) {
-        l->verdict = VG_LEFT_NONE;
+    l->why_not = NULL;
+    if (score < VG_LEFT_SCORE_MEDIUM) {
+        l->verdict = ended || against ? VG_LEFT_NOT : VG_LEFT_NONE;
+        l->why_not = against ? against
+                             : "the evidence that its job ended is too weak to call it a leftover";
         return;
     }
-    /* A process a launcher started as a worker or rank (torchrun starts each rank in a session
-     * of its own) ended with its launcher: being adopted says the launcher is gone. */
-    bool launched = ev & VG_LEV_WORKER_STRONG;
-    bool leads = ev & (VG_LEV_LEADS_SESSION | VG_LEV_LEADS_GROUP);
-    bool ended = (ev & (VG_LEV_GROUP_GONE | VG_LEV_SESSION_GONE | VG_LEV_PARENT_LEFTOVER)) ||
-                 (leads && launched);
-    l->verdict = VG_LEFT_NOT;
-    if (ev & VG_LEV_STOPPED) {
-        l->why_not = "it is stopped (T): suspended by its owner or a debugger, not finished";
-    } else if ((ev & VG_LEV_LEADS_SESSION) && !launched) {
-        l->why_not = "it leads its own session: a daemon, a service or a container's main "
-                     "process, not what is left of a job";
-    } else if ((ev & VG_LEV_LEADS_GROUP) && !launched) {
-        l->why_not = "it leads its own process group: it is a job itself (started with nohup, "
-                     "with & or in a terminal multiplexer), not what is left of one";
-    } else if (!ended) {
-        /* adopted while its job's leaders run (started with `(cmd &)` in a live shell, or by a
-         * desktop session): nothing says its job ended, so it is not even a candidate */
-        l->verdict = VG_LEFT_NONE;
-        return;
-    } else if (!(ev & VG_LEV_WORKER) && (ev & VG_LEV_SIGHUP_IGNORED)) {
-        l->why_not = "it ignores SIGHUP (nohup): it was detached from its terminal on purpose";
-    } else if (!launched && (ev & VG_LEV_DAEMON)) {
-        l->why_not = "it has a daemon's shape (forked twice, alone in a session whose leader "
-                     "exited, no terminal): detached on purpose";
-    } else {
-        l->verdict = VG_LEFT_YES;
-    }
-    if (l->verdict != VG_LEFT_YES)
-        return;
+    l->verdict = VG_LEFT_YES;
     l->confidence = VG_CONF_MEDIUM;
-    if (ev & (VG_LEV_CPU_BUSY | VG_LEV_GPU_BUSY))
-        l->why_not = "it is working (CPU time or GPU utilisation): a leftover that works may "
-                     "still be finishing something";
-    else if (!(ev & VG_LEV_WORKER))
-        l->why_not = "nothing marks it as a worker of that job: it may be the job itself, left "
-                     "running in the background";
-    else if (!(ev & VG_LEV_CPU_IDLE))
-        l->why_not = "whether it works could not be measured";
-    else if (l->nvml && !(ev & (VG_LEV_GPU_IDLE | VG_LEV_INHERITED)))
-        l->why_not = "the driver gives no per-process utilisation, so GPU work cannot be ruled "
-                     "out";
-    else if (cap < VG_CONF_HIGH)
-        l->why_not = "it hangs from a process that is itself not a sure leftover";
+    const struct vg_left_fact *works = vg_leftover_fact(l, VG_LF_WORKS);
+    const struct vg_left_fact *stopped = vg_leftover_fact(l, VG_LF_STOPPED);
+    if (stopped || works)
+        l->why_not = vg_left_defs[stopped ? VG_LF_STOPPED : VG_LF_WORKS].why_not;
+    else if (unknown)
+        l->why_not = unknown;
+    else if (score < VG_LEFT_SCORE_HIGH)
+        l->why_not = "nothing marks it as a worker of that job strongly enough: it may be "
+                     "the job itself, left running in the background";
     else
         l->confidence = VG_CONF_HIGH;
 }
@@ -230,6 +548,50 @@ static bool vg_left_judged(const struct vg_leftover *l)
 {
     const struct vg_proc *p = l->proc;
     return (p->known & VG_PROC_K_STAT) && p->state != 'Z' && p->state != 'X';
+}
+
+/* Workers of a leftover are part of the same ended job even though their own parent is alive:
+ * join them through their parent until no more join (each pass adds at least one, so at most
+ * n passes), then lower any that hang from one less sure than themselves. */
+static void vg_left_join_workers(const struct vg_snapshot *snap, struct vg_leftovers *out,
+                                 bool lists)
+{
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < out->n; i++) {
+            struct vg_leftover *l = &out->v[i];
+            if (!vg_left_judged(l) || vg_leftover_fact(l, VG_LF_PARENT_LEFTOVER))
+                continue;
+            const struct vg_leftover *par = vg_leftovers_find(out, l->proc->ppid);
+            if (!par || par == l || par->verdict != VG_LEFT_YES)
+                continue;
+            if (l->verdict == VG_LEFT_NONE) {
+                /* never adopted, so its own facts were not gathered */
+                l->nfacts = 0;
+                vg_left_facts(snap, lists, l);
+                vg_left_drop(l, VG_LF_ADOPTED);
+                vg_left_drop(l, VG_LF_GROUP_GONE);
+                vg_left_drop(l, VG_LF_SESSION_GONE);
+            }
+            vg_left_add(l, VG_LF_PARENT_LEFTOVER)->pid = par->pid;
+            l->via = par->pid;
+            l->job_pgid = par->job_pgid;
+            l->job_sid = par->job_sid;
+            vg_left_judge(l, par->confidence);
+            grew = true;
+        }
+    }
+    for (bool lowered = true; lowered;) {
+        lowered = false;
+        for (size_t i = 0; i < out->n; i++) {
+            struct vg_leftover *l = &out->v[i];
+            const struct vg_leftover *par = l->via ? vg_leftovers_find(out, l->via) : NULL;
+            if (par && l->verdict == VG_LEFT_YES && par->confidence < l->confidence) {
+                vg_left_judge(l, par->confidence);
+                lowered = true;
+            }
+        }
+    }
 }
 
 int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out)
@@ -252,44 +614,18 @@ int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out
         struct vg_leftover *l = &out->v[out->n++];
         l->pid = h->pid;
         l->proc = p;
-        if (!vg_left_judged(l))
-            continue; /* VG_LEFT_NONE: zombie-holder's, or unreadable */
-        vg_left_facts(snap, lists, l);
-        vg_left_judge(l, VG_CONF_HIGH);
+        /* unread or a zombie (zombie-holder's): VG_LEFT_NONE; a child of a live parent that
+         * adopted nothing: not considered, unless it hangs from a leftover (below) */
+        if (vg_left_judged(l) && vg_left_adopted(p))
+            vg_left_facts(snap, lists, l);
     }
-    /* Workers of a leftover are part of the same ended job even though their own parent is
-     * alive: join them through their parent, until no more join (each pass adds at least one,
-     * so at most n passes). */
-    for (bool grew = true; grew;) {
-        grew = false;
-        for (size_t i = 0; i < out->n; i++) {
-            struct vg_leftover *l = &out->v[i];
-            if (!vg_left_judged(l) || (l->ev & VG_LEV_PARENT_LEFTOVER))
-                continue;
-            const struct vg_leftover *par = vg_leftovers_find(out, l->proc->ppid);
-            if (!par || par == l || par->verdict != VG_LEFT_YES)
-                continue;
-            l->ev |= VG_LEV_PARENT_LEFTOVER;
-            l->via = par->pid;
-            l->job_pgid = par->job_pgid;
-            l->job_sid = par->job_sid;
-            vg_left_judge(l, par->confidence);
-            grew = true;
-        }
-    }
-    /* A leftover that joined its own parent's job after its workers joined it may have lost
-     * confidence since: no worker stays surer than the process it hangs from. */
-    for (bool lowered = true; lowered;) {
-        lowered = false;
-        for (size_t i = 0; i < out->n; i++) {
-            struct vg_leftover *l = &out->v[i];
-            const struct vg_leftover *par = l->via ? vg_leftovers_find(out, l->via) : NULL;
-            if (par && l->verdict == VG_LEFT_YES && par->confidence < l->confidence) {
-                vg_left_judge(l, par->confidence);
-                lowered = true;
-            }
-        }
-    }
+    for (size_t i = 0; i < out->n; i++)
+        if (out->v[i].nfacts)
+            vg_left_relations(snap, out, &out->v[i]);
+    for (size_t i = 0; i < out->n; i++)
+        if (out->v[i].nfacts)
+            vg_left_judge(&out->v[i], VG_CONF_HIGH);
+    vg_left_join_workers(snap, out, lists);
     return 0;
 }
 
@@ -303,7 +639,8 @@ int vg_leftovers_unmeasured(const struct vg_snapshot *snap, pid_t **pids, size_t
         return rc;
     for (size_t i = 0; i < ls.n; i++) {
         const struct vg_leftover *l = &ls.v[i];
-        if (l->verdict != VG_LEFT_YES || l->proc->activity_known)
+        /* what measuring could make a leftover, or surer of being one */
+        if (l->proc->activity_known || l->nfacts == 0 || l->score < VG_LEFT_SCORE_MEDIUM)
             continue;
         if (!*pids && !(*pids = malloc(ls.n * sizeof(**pids)))) {
             rc = -ENOMEM;

@@ -54,86 +54,41 @@ static void vg_add_gpus_of(struct vg_findings *out, struct vg_finding *f,
             vg_finding_gpu(out, f, snap->holdings[i].gpu);
 }
 
-/* Where the parent of a leftover is, as evidence. */
-static void vg_orphan_parent(struct vg_buf *b, const struct vg_leftover *l)
+/* One process's verdict: an evidence line with every fact and its weight ("PID 5458 (python
+ * train.py): leftover at high confidence, weight +7: +1 parent is now PID 1 (init); ..."), and
+ * the same facts as data for JSON. */
+static void vg_orphan_line(const struct vg_snapshot *snap, struct vg_findings *out,
+                           struct vg_finding *f, const struct vg_leftover *l)
 {
     const struct vg_proc *p = l->proc;
-    unsigned ev = l->ev;
-    if (ev & VG_LEV_PARENT_LEFTOVER) {
-        vg_buf_printf(b, "a worker of leftover PID %d", (int)l->via);
-        return;
-    }
-    vg_buf_printf(b, "parent is now PID %d", (int)p->ppid);
-    if (ev & VG_LEV_PARENT_INIT)
-        vg_buf_adds(b, " (init)");
-    else if (ev & VG_LEV_PARENT_NS_INIT)
-        vg_buf_adds(b, " (its container's init)");
-    else if (ev & VG_LEV_PARENT_REAPER)
-        vg_buf_adds(b, " (a subreaper in another session)");
-    else if (ev & VG_LEV_PARENT_SHELL)
-        vg_buf_adds(b, " (a subreaper in its own session, such as the launching shell)");
-    else if (ev & VG_LEV_PARENT_DEAD)
-        vg_buf_adds(b, ", which has exited");
-    if ((ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE) && p->pgid == p->sid)
-        vg_buf_printf(b, "; its process group and session leader (PID %d) has exited",
-                      (int)p->pgid);
-    else if ((ev & VG_LEV_GROUP_GONE) && (ev & VG_LEV_SESSION_GONE))
-        vg_buf_printf(b,
-                      "; its process group leader (PID %d) and session leader (PID %d) have "
-                      "exited",
-                      (int)p->pgid, (int)p->sid);
-    else if (ev & VG_LEV_GROUP_GONE)
-        vg_buf_printf(b, "; its process group leader (PID %d) has exited", (int)p->pgid);
-    else if (ev & VG_LEV_SESSION_GONE)
-        vg_buf_printf(b, "; its session leader (PID %d) has exited", (int)p->sid);
-}
-
-/* What it holds, what marks it as a worker, whether it works: one evidence line. */
-static void vg_orphan_line(struct vg_findings *out, struct vg_finding *f,
-                           const struct vg_leftover *l)
-{
-    const struct vg_proc *p = l->proc;
-    unsigned ev = l->ev;
-    char label[VG_LABEL_MAX], size[32];
+    char label[VG_LABEL_MAX], size[32], text[2 * VG_LABEL_MAX];
+    struct vg_verdict *v = vg_finding_verdict(out, f, l->pid, vg_left_verdict_name(l->verdict),
+                                              l->confidence, l->score);
     struct vg_buf b;
     vg_buf_init(&b, VG_BUF_MAX_DEFAULT);
     vg_rule_proc_label(l->pid, p, label, sizeof(label));
-    vg_buf_printf(&b, "%s: ", label);
-    vg_orphan_parent(&b, l);
+    vg_buf_printf(&b, "%s: leftover at %s confidence, weight %+d", label,
+                  vg_confidence_str(l->confidence), l->score);
     if (l->nvml) {
         vg_rule_size(l->bytes_known, l->bytes, size, sizeof(size));
         vg_buf_printf(&b, "; holds %s", size);
-    } else if (ev & VG_LEV_INHERITED) {
-        vg_buf_adds(&b, "; holds the device node only, inherited: no context of its own");
-    } else {
-        vg_buf_adds(&b, "; holds the GPU's device node open");
     }
-    if (ev & VG_LEV_WORKER_NAME)
-        vg_buf_adds(&b, "; named as a PyTorch DataLoader worker");
-    if (ev & VG_LEV_MP_CHILD)
-        vg_buf_adds(&b, "; a multiprocessing worker by its command line");
-    if (ev & VG_LEV_RANK) {
-        static const enum vg_env_var vars[] = {VG_ENV_LOCAL_RANK, VG_ENV_RANK,
-                                               VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK,
-                                               VG_ENV_SLURM_LOCALID};
-        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-            if (p->env[vars[i]]) {
-                vg_buf_printf(&b, "; a launcher's rank (%s=%.20s)", vg_env_name(vars[i]),
-                              p->env[vars[i]]);
-                break;
-            }
+    for (size_t i = 0; i < l->nfacts; i++) {
+        const struct vg_left_fact *lf = &l->facts[i];
+        vg_left_fact_text(snap, l, lf, text, sizeof(text));
+        if (lf->weight)
+            vg_buf_printf(&b, "; %+d %s", lf->weight, text);
+        else
+            vg_buf_printf(&b, "; not known: %s", text);
+        vg_finding_verdict_fact(out, v, vg_left_fact_name(lf->id), lf->weight, text);
     }
-    if (p->activity_known)
-        vg_buf_printf(&b, "; %llu ms of CPU time in the last %u ms",
-                      (unsigned long long)p->activity_cpu_ms, p->activity_ms);
-    else
-        vg_buf_adds(&b, "; CPU time not measured");
-    if (ev & VG_LEV_GPU_BUSY)
-        vg_buf_printf(&b, ", %u%% GPU in the driver's recent samples", l->gpu_util);
-    else if (ev & VG_LEV_GPU_IDLE)
-        vg_buf_adds(&b, ", 0% GPU in the driver's recent samples");
-    else if (l->nvml)
-        vg_buf_adds(&b, ", GPU utilisation not given by the driver");
+    if (!vg_leftover_fact(l, VG_LF_WORKS)) {
+        if (p->activity_known)
+            vg_buf_printf(&b, "; %llu ms of CPU time in the last %u ms",
+                          (unsigned long long)p->activity_cpu_ms, p->activity_ms);
+        if (l->nvml && !vg_leftover_fact(l, VG_LF_GPU_UNKNOWN))
+            vg_buf_adds(&b, ", 0% GPU in the driver's recent samples");
+    }
     if (b.err)
         vg_finding_evidence(out, f, "%s", label);
     else
@@ -252,7 +207,7 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         if (done[k] || l->verdict != VG_LEFT_YES || !vg_orphan_same_job(l, first))
             continue;
         done[k] = true;
-        vg_orphan_line(out, f, l);
+        vg_orphan_line(snap, out, f, l);
         vg_finding_pid(out, f, l->pid);
         for (size_t h = 0; h < snap->nholdings; h++)
             if (snap->holdings[h].pid == l->pid && snap->holdings[h].gpu != VG_SNAP_NO_GPU)
@@ -260,7 +215,7 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         if (l->bytes_known)
             total = vg_sat_add(total, l->bytes);
         any_nvml |= l->nvml;
-        inherited |= (l->ev & VG_LEV_INHERITED) != 0;
+        inherited |= vg_leftover_fact(l, VG_LF_INHERITED) != NULL;
         count++;
     }
     vg_orphan_title(out, f, first, count, total, any_nvml);
@@ -272,8 +227,9 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         f->severity = VG_SEV_CRITICAL;
     if (high)
         vg_finding_evidence(out, f,
-                            "confidence high: adopted after its job's leader exited, a "
-                            "worker of that job by its marks, and idle");
+                            "confidence high: the facts weigh %+d or more (at least %+d needed), "
+                            "nothing was left unknown, and none of them works",
+                            first->score, VG_LEFT_SCORE_HIGH);
     else
         vg_finding_evidence(out, f, "confidence medium: %s", first->why_not);
     if (inherited)

@@ -72,73 +72,99 @@ const char *vg_confidence_str(enum vg_confidence c);
 bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pid, size_t gpu);
 
 /*
- * The leftover model (docs/diagnoses.md, "orphan-holder"): whether a process that holds a GPU
- * is what is left of a job that ended, decided from evidence and given a confidence. Shared by
- * orphan-holder, which reports it, and clean's plan, which acts only on high confidence and
- * says why it leaves the others alone. Pure, over the snapshot.
+ * The leftover model (docs/diagnoses.md, "The leftover model"): whether a process that holds a
+ * GPU is what is left of a job that ended, decided by weighing facts and given a confidence.
+ * Each fact has a weight: positive says its job ended and it was part of it, negative that it
+ * runs on purpose (a job, a daemon, a service of its own). The sum decides; no single fact is a
+ * veto. What could not be read is a fact of weight 0 that keeps the verdict from being sure.
+ * Shared by orphan-holder, which reports it, and clean's plan, which acts only on high
+ * confidence and says why it leaves the others alone. Pure, over the snapshot.
  */
 enum vg_left_verdict {
-    VG_LEFT_NONE, /* nothing suggests its job ended (a child of a live parent, or adopted
-                   * while its job's leaders run) */
-    VG_LEFT_NOT,  /* its lineage looks like an orphan's, but it is not a leftover: why_not */
+    VG_LEFT_NONE, /* nothing suggests its job ended (a child of a live parent) */
+    VG_LEFT_NOT,  /* adopted, but the facts weigh against a leftover: why_not */
     VG_LEFT_YES,  /* a leftover, with confidence HIGH or MEDIUM (why_not says why not high) */
 };
 
-/* The evidence seen, as bits. */
-enum {
-    VG_LEV_PARENT_INIT = 1u << 0,     /* re-parented to PID 1 */
-    VG_LEV_PARENT_NS_INIT = 1u << 1,  /* ... to its container's init (tini, dumb-init) */
-    VG_LEV_PARENT_REAPER = 1u << 2,   /* ... to a subreaper in another session (systemd --user) */
-    VG_LEV_PARENT_SHELL = 1u << 3,    /* ... to a subreaper in its own session (the shell) */
-    VG_LEV_PARENT_DEAD = 1u << 4,     /* its parent has exited */
-    VG_LEV_PARENT_LEFTOVER = 1u << 5, /* its parent is itself a leftover (a worker's worker) */
-    VG_LEV_GROUP_GONE = 1u << 6,      /* the leader of its process group has exited */
-    VG_LEV_SESSION_GONE = 1u << 7,    /* the leader of its session has exited */
-    VG_LEV_LEADS_GROUP = 1u << 8,     /* it leads its own process group: it is a job */
-    VG_LEV_LEADS_SESSION = 1u << 9,   /* it leads its own session: a daemon, service, container */
-    VG_LEV_SIGHUP_IGNORED = 1u << 10, /* nohup: detached from its terminal on purpose */
-    VG_LEV_DAEMON = 1u << 11,         /* double-forked daemon: alone in a dead session's only
-                                       * group, with no terminal */
-    VG_LEV_STOPPED = 1u << 12,        /* stopped (T): suspended by its owner, not finished */
-    VG_LEV_INHERITED = 1u << 13,      /* holds device nodes but no context of its own (and is
-                                       * not an NVML-only monitor: it maps CUDA, or its maps
-                                       * are unknown) */
-    VG_LEV_MP_CHILD = 1u << 14,       /* a multiprocessing / loky worker by its command line */
-    VG_LEV_RANK = 1u << 15,           /* a launcher's rank (LOCAL_RANK, RANK, OMPI, SLURM) */
-    VG_LEV_WORKER_NAME = 1u << 16,    /* named as a worker (pt_data_worker) */
-    VG_LEV_CPU_IDLE = 1u << 17,       /* no CPU time to speak of over the measured window */
-    VG_LEV_CPU_BUSY = 1u << 18,
-    VG_LEV_GPU_IDLE = 1u << 19, /* 0% in every utilisation sample the driver keeps */
-    VG_LEV_GPU_BUSY = 1u << 20,
-    VG_LEV_UNEXPLAINED = 1u << 21, /* a GPU it holds carries memory no listed process has */
+/* The facts, each at most once per process. Their ids (vg_left_fact_name) are JSON's. */
+enum vg_left_fact_id {
+    /* for "its job ended, and it was part of it" */
+    VG_LF_ADOPTED,         /* re-parented: to init, a container's init, a subreaper */
+    VG_LF_GROUP_GONE,      /* its process group's leader exited or is a zombie */
+    VG_LF_SESSION_GONE,    /* its session's leader (another process) exited or is a zombie */
+    VG_LF_CHARGES_LEADER,  /* the driver charges memory to that dead leader on a GPU it holds */
+    VG_LF_CHARGES_DEAD,    /* ... to another dead PID on a GPU it holds without a context */
+    VG_LF_INHERITED,       /* device nodes without a context of its own while mapping CUDA */
+    VG_LF_SIBLINGS,        /* other adopted holders of the same ended job, same command line */
+    VG_LF_PARENT_LEFTOVER, /* its parent is itself a leftover (a worker's worker) */
+    VG_LF_LAUNCHER_GONE,   /* a launcher's rank, adopted: the launcher is gone */
+    VG_LF_MP_CMDLINE,      /* a multiprocessing / loky worker's command line (a hint) */
+    VG_LF_WORKER_NAME,     /* named as a DataLoader worker (a hint) */
+    /* for "it runs on purpose" */
+    VG_LF_LEADS_SESSION,  /* it leads its own session: setsid, a daemon, a service */
+    VG_LF_LEADS_GROUP,    /* it leads its own process group: a job (nohup, &, a pane) */
+    VG_LF_SIGHUP_IGNORED, /* nohup: meant to outlive its terminal */
+    VG_LF_OWN_CONTEXT,    /* it holds a context of its own: it started CUDA itself */
+    VG_LF_ALONE,          /* ... and no other holder shares its session: a daemon's shape */
+    VG_LF_NVML_MONITOR,   /* maps NVML and no CUDA: opened the nodes itself to monitor */
+    VG_LF_SERVICE,        /* its cgroup is a service unit's */
+    VG_LF_WORKS,          /* CPU time or GPU utilisation: it is doing something */
+    VG_LF_STOPPED,        /* stopped (T): suspended by its owner or a debugger */
+    /* weight 0: what was not known, which keeps the verdict from high */
+    VG_LF_UNMEASURED,      /* whether it works could not be measured */
+    VG_LF_GPU_UNKNOWN,     /* it has a context and the driver gives no utilisation for it */
+    VG_LF_PIDS_FOREIGN,    /* the driver's PIDs may be another PID namespace's: not compared */
+    VG_LF_PARENT_UNSURE,   /* it hangs from a leftover that is itself not sure */
+    VG_LF_COUNT
 };
-/* A worker of the job rather than the job itself. Holding nodes without a context is the
- * weakest mark (a daemon that opened them itself looks the same), so it does not outweigh a
- * daemon's shape; the others do. */
-#define VG_LEV_WORKER_STRONG                                                                       \
-    (VG_LEV_MP_CHILD | VG_LEV_RANK | VG_LEV_WORKER_NAME | VG_LEV_PARENT_LEFTOVER)
-#define VG_LEV_WORKER (VG_LEV_INHERITED | VG_LEV_WORKER_STRONG)
+
+struct vg_left_fact {
+    enum vg_left_fact_id id;
+    int weight;
+    pid_t pid;        /* the process it names: leader, parent, dead PID; 0 when none */
+    size_t gpu;       /* CHARGES_*: the GPU (index into the snapshot's list) */
+    bool bytes_known; /* CHARGES_*: what the driver charges there */
+    uint64_t bytes;
+    unsigned count; /* SIBLINGS: how many; WORKS: GPU utilisation, percent */
+    bool zombie;    /* *_GONE: the leader is a zombie rather than gone */
+};
+
+/* Scores at and above which a process is a leftover at medium, and at high confidence (high
+ * also needs no weight-0 fact and no sign of work). */
+#define VG_LEFT_SCORE_MEDIUM 2
+#define VG_LEFT_SCORE_HIGH 4
 
 struct vg_leftover {
     pid_t pid;
     const struct vg_proc *proc;
     enum vg_left_verdict verdict;
     enum vg_confidence confidence; /* VG_LEFT_YES only */
-    unsigned ev;                   /* VG_LEV_* */
-    const char *why_not;           /* static: why NOT, or why YES is not high; NULL otherwise */
-    pid_t via;                     /* VG_LEV_PARENT_LEFTOVER: that parent */
-    pid_t job_pgid, job_sid;       /* the ended job: its group and session (a worker's worker
-                                    * takes its leftover ancestor's) */
-    bool nvml;                     /* the driver lists it */
+    int score;                     /* the sum of the weights */
+    struct vg_left_fact facts[VG_LF_COUNT];
+    size_t nfacts;
+    const char *why_not;     /* static: why NOT, or why YES is not high; NULL otherwise */
+    pid_t via;               /* VG_LF_PARENT_LEFTOVER: that parent */
+    pid_t job_pgid, job_sid; /* the ended job: its group and session (a worker's worker
+                              * takes its leftover ancestor's) */
+    bool nvml;               /* the driver lists it */
     bool bytes_known;
-    uint64_t bytes;    /* memory the driver attributes to it */
-    unsigned gpu_util; /* VG_LEV_GPU_BUSY: the highest sample */
+    uint64_t bytes; /* memory the driver attributes to it */
 };
 
 struct vg_leftovers {
     struct vg_leftover *v; /* one per holder process, by first holding */
     size_t n;
 };
+
+/* The fact of that id, or NULL. */
+const struct vg_left_fact *vg_leftover_fact(const struct vg_leftover *l, enum vg_left_fact_id id);
+/* "group-leader-gone", ...: stable, for JSON and tests. */
+const char *vg_left_fact_name(enum vg_left_fact_id id);
+/* What the fact says, for people, into out (cut to n, which a label-sized buffer holds). */
+void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover *l,
+                       const struct vg_left_fact *f, char *out, size_t n);
+/* "leftover", "not a leftover", "not considered" */
+const char *vg_left_verdict_name(enum vg_left_verdict v);
 
 /* Assess every holder. 0 or -ENOMEM (out is then empty). */
 int vg_leftovers_assess(const struct vg_snapshot *snap, struct vg_leftovers *out);
@@ -165,5 +191,11 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     __attribute__((format(printf, 3, 4)));
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu);
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid);
+/* A weighed verdict on one process of f, and its facts (text is copied). NULL for a NULL f or
+ * out of memory. */
+struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding *f, pid_t pid,
+                                      const char *verdict, enum vg_confidence conf, int score);
+void vg_finding_verdict_fact(struct vg_findings *out, struct vg_verdict *v, const char *fact,
+                             int weight, const char *text);
 
 #endif

@@ -323,8 +323,8 @@ static void test_plan_default_orphans_only(void **state)
     assert_int_equal(e->seen, VG_SEEN_NVML | VG_SEEN_FD);
     assert_true(e->id.nvml);
 
-    /* A process stuck in D: listed, never signalled. (Alone in a dead session's group with
-     * nothing but device nodes, it has a daemon's shape, so it is no leftover.) */
+    /* A process stuck in D: listed, never signalled, for that reason first (adopted with
+     * nothing but device nodes, it may also be a leftover: no signal would reach it). */
     e = entry(p, 600);
     assert_non_null(e);
     assert_int_equal(e->refusal, VG_KILL_DSTATE);

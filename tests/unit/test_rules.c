@@ -173,8 +173,9 @@ static void test_left_dataloader_init(void **state)
     assert_non_null(f);
     assert_int_equal(f->confidence, VG_CONF_HIGH);
     assert_int_equal(f->severity, VG_SEV_CRITICAL); /* the unexplained 6 GiB is most likely it */
-    assert_true(said(f, "parent is now PID 1 (init); its process group leader (PID 100) has "
-                        "exited; holds the device node only, inherited"));
+    assert_true(said(f, "PID 101 (python train.py): leftover at high confidence, weight +6; +1 "
+                        "parent is now PID 1 (init); +2 its process group leader (PID 100) has "
+                        "exited; +2 holds the device node only, inherited"));
     assert_true(said(f, "named as a PyTorch DataLoader worker"));
     assert_true(said(f, "0 ms of CPU time in the last 500 ms"));
     assert_true(said(f, "confidence high"));
@@ -182,7 +183,7 @@ static void test_left_dataloader_init(void **state)
     struct vg_leftovers ls;
     const struct vg_leftover *l = verdict(&h, &ls, 101);
     assert_int_equal(l->verdict, VG_LEFT_YES);
-    assert_true(l->ev & VG_LEV_INHERITED);
+    assert_non_null(vg_leftover_fact(l, VG_LF_INHERITED));
     vg_leftovers_release(&ls);
     host_release(&h);
 }
@@ -467,7 +468,8 @@ static void test_left_stopped_nohup_script_background(void **state)
     host_run(&h);
     struct vg_leftovers ls;
     const struct vg_leftover *l = verdict(&h, &ls, 901);
-    assert_int_equal(l->verdict, VG_LEFT_NOT);
+    assert_int_equal(l->verdict, VG_LEFT_YES); /* a possible leftover, never a default target */
+    assert_int_equal(l->confidence, VG_CONF_MEDIUM);
     assert_true(strstr(l->why_not, "stopped"));
     l = vg_leftovers_find(&ls, 905);
     assert_int_equal(l->verdict, VG_LEFT_NOT);
@@ -484,7 +486,8 @@ static void test_left_stopped_nohup_script_background(void **state)
     const struct vg_finding *f = finding(&h, "orphan-holder", 910);
     assert_non_null(f);
     assert_int_equal(f->npids, 2); /* the main process and its worker: one job */
-    assert_true(said(f, "PID 911 (python job.py): a worker of leftover PID 910"));
+    assert_true(said(f, "PID 911 (python job.py): leftover at medium confidence"));
+    assert_true(said(f, "; +3 a worker of leftover PID 910"));
     host_release(&h);
 }
 
@@ -535,11 +538,16 @@ static void test_left_near_misses(void **state)
     z->state = 'Z';
     fx_fd(z, 0);
     host_run(&h);
-    assert_null(finding(&h, "orphan-holder", 0));
+    /* Adopted while its group's leader lives, holding inherited nodes: a crashed main under a
+     * live script (`while :; do python train.py; done`) leaves exactly this. Possible, not
+     * sure: medium, reported, left alone. */
+    assert_int_equal(nfindings(&h, "orphan-holder"), 1);
+    assert_non_null(finding(&h, "orphan-holder", 1120));
     struct vg_leftovers ls;
     assert_int_equal(verdict(&h, &ls, 1101)->verdict, VG_LEFT_NONE);
     assert_int_equal(vg_leftovers_find(&ls, 1110)->verdict, VG_LEFT_NONE);
-    assert_int_equal(vg_leftovers_find(&ls, 1120)->verdict, VG_LEFT_NONE);
+    assert_int_equal(vg_leftovers_find(&ls, 1120)->verdict, VG_LEFT_YES);
+    assert_int_equal(vg_leftovers_find(&ls, 1120)->confidence, VG_CONF_MEDIUM);
     assert_int_equal(vg_leftovers_find(&ls, 1130)->verdict, VG_LEFT_NONE);
     vg_leftovers_release(&ls);
     host_release(&h);
