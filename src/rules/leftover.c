@@ -47,7 +47,7 @@ static const struct vg_left_fact_def {
     [VG_LF_PARENT_LEFTOVER] = {"parent-leftover", 3, NULL},
     [VG_LF_LAUNCHER_GONE] = {"launcher-gone", 3, NULL},
     [VG_LF_MP_CMDLINE] = {"multiprocessing-cmdline", 2, NULL},
-    [VG_LF_WORKER_NAME] = {"worker-name", 1, NULL},
+    [VG_LF_WORKER_NAME] = {"worker-name", 2, NULL},
     [VG_LF_LEADS_SESSION] = {"leads-session", -3,
                              "it leads its own session: a daemon, a service or a job started "
                              "with setsid, not what is left of one"},
@@ -59,12 +59,18 @@ static const struct vg_left_fact_def {
                               "on purpose"},
     [VG_LF_OWN_CONTEXT] = {"own-context", -1,
                            "it holds a CUDA context of its own: it started CUDA itself"},
-    [VG_LF_ALONE] = {"alone-with-context", -3,
-                     "it runs alone in its session with a context of its own: a daemon's "
-                     "shape"},
+    [VG_LF_ALONE] = {"alone-in-session", -3,
+                     "it runs alone in a session whose leader is gone, with no sibling: a "
+                     "daemon's shape (forked to run on its own)"},
     [VG_LF_NVML_MONITOR] = {"nvml-monitor", -3,
                             "it maps NVML and no CUDA: a monitor that opened the device nodes "
                             "itself"},
+    [VG_LF_NO_CUDA] = {"no-cuda-mapped", -1,
+                       "it maps no CUDA library: the device nodes may be its own rather than "
+                       "inherited from a CUDA program"},
+    [VG_LF_OLDER_CONTEXT] = {"context-older-than-session", -2,
+                             "the context it keeps alive is older than its session: it left "
+                             "the session of the process that made it, as a daemon does"},
     [VG_LF_SERVICE] = {"service-cgroup", -2, "it runs in a service's cgroup: a supervised service"},
     [VG_LF_WORKS] = {"works", -2,
                      "it is working (CPU time or GPU utilisation): a leftover that works may "
@@ -322,18 +328,32 @@ static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *
             continue;
         bool leader = (h->pid == p->pgid && p->pgid != p->pid) ||
                       (h->pid == p->sid && p->sid != p->pid);
-        if (!leader && (own_ctx || vg_leftover_fact(l, VG_LF_CHARGES_LEADER)))
+        if (!leader && (own_ctx || vg_leftover_fact(l, VG_LF_CHARGES_LEADER) ||
+                        vg_leftover_fact(l, VG_LF_CHARGES_DEAD) ||
+                        vg_leftover_fact(l, VG_LF_OLDER_CONTEXT)))
             continue;
         if (!pids_ours) {
             if (leader)
                 vg_left_add(l, VG_LF_PIDS_FOREIGN)->pid = h->pid;
             continue;
         }
-        if (leader)
-            vg_left_drop(l, VG_LF_CHARGES_DEAD);
-        else if (vg_leftover_fact(l, VG_LF_CHARGES_DEAD))
-            continue;
-        struct vg_left_fact *f = vg_left_add(l, leader ? VG_LF_CHARGES_LEADER : VG_LF_CHARGES_DEAD);
+        enum vg_left_fact_id id = VG_LF_CHARGES_LEADER;
+        int weight = vg_left_defs[id].weight;
+        if (!leader) {
+            /* PIDs are handed out in order (a wrap is rare): a process that made the context
+             * in its session before it came between the session's leader and it; one older
+             * than the session is a context it carried out of another session. */
+            id = VG_LF_CHARGES_DEAD;
+            weight = vg_left_defs[id].weight;
+            if (p->sid != p->pid && h->pid < p->sid && p->sid < p->pid)
+                id = VG_LF_OLDER_CONTEXT, weight = vg_left_defs[id].weight;
+            else if (!(h->pid < p->pid && (p->sid == p->pid || h->pid > p->sid)))
+                weight = 1; /* the order says nothing: the PIDs wrapped between them */
+        }
+        vg_left_drop(l, VG_LF_CHARGES_DEAD);
+        vg_left_drop(l, VG_LF_OLDER_CONTEXT);
+        struct vg_left_fact *f = vg_left_add(l, id);
+        f->weight = weight;
         f->pid = h->pid;
         f->gpu = h->gpu;
         f->bytes_known = h->used_known;
@@ -442,18 +462,23 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
      * program inherits them together with its parent's mapped CUDA. */
     bool nvml_monitor = (p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_NVML) &&
                         !(p->libs & (VG_LIB_CUDA | VG_LIB_CUDART | VG_LIB_TORCH_CUDA));
-    if (nodes && !l->nvml && nvml_monitor)
+    bool cuda = (p->libs & (VG_LIB_CUDA | VG_LIB_CUDART | VG_LIB_TORCH_CUDA)) != 0;
+    if (nodes && !l->nvml && nvml_monitor) {
         vg_left_add(l, VG_LF_NVML_MONITOR);
-    else if (nodes && !l->nvml && lists_complete)
+    } else if (nodes && !l->nvml && lists_complete) {
         vg_left_add(l, VG_LF_INHERITED);
+        if ((p->known & VG_PROC_K_MAPS) && !cuda)
+            vg_left_add(l, VG_LF_NO_CUDA);
+    }
     bool mp = (p->known & VG_PROC_K_CMDLINE) && vg_left_mp_cmdline(p->cmdline);
+    bool named = p->comm && strncmp(p->comm, "pt_data_worker", 14) == 0;
     if (mp)
         vg_left_add(l, VG_LF_MP_CMDLINE);
-    /* a spawned worker or a rank starts CUDA itself: that says nothing against it */
-    else if (l->nvml && !rank)
-        vg_left_add(l, VG_LF_OWN_CONTEXT);
-    if (p->comm && strncmp(p->comm, "pt_data_worker", 14) == 0)
+    if (named)
         vg_left_add(l, VG_LF_WORKER_NAME);
+    /* a spawned worker or a rank starts CUDA itself: then that says nothing against it */
+    if (l->nvml && !rank && !mp && !named)
+        vg_left_add(l, VG_LF_OWN_CONTEXT);
     vg_left_charges(snap, l, l->nvml);
     vg_left_activity(snap, l);
 }
@@ -489,11 +514,16 @@ static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftover
     }
     if (sib && (vg_leftover_fact(l, VG_LF_GROUP_GONE) || vg_leftover_fact(l, VG_LF_SESSION_GONE)))
         vg_left_add(l, VG_LF_SIBLINGS)->count = sib;
-    /* A daemon forks so as to run alone: its own context in a session nobody else is left in,
-     * whose leader (the process that forked it) is gone. */
-    if (!shared && vg_leftover_fact(l, VG_LF_OWN_CONTEXT) && p->sid != p->pid && !p->sid_alive) {
+    /* A daemon forks so as to run alone, in a session nobody else is left in, whose leader
+     * (the process that forked it) is gone. Forked workers seldom come alone; what the driver
+     * still charges to a dead leader outweighs this when one does. */
+    if (!shared && !sib && p->sid != p->pid && !p->sid_alive) {
         vg_left_drop(l, VG_LF_OWN_CONTEXT);
-        vg_left_add(l, VG_LF_ALONE);
+        struct vg_left_fact *f = vg_left_add(l, VG_LF_ALONE);
+        /* a worker's marks say what a lone process is: a worker left alone, not a daemon */
+        if (vg_leftover_fact(l, VG_LF_MP_CMDLINE) || vg_leftover_fact(l, VG_LF_WORKER_NAME) ||
+            vg_leftover_fact(l, VG_LF_LAUNCHER_GONE))
+            f->weight = -1;
     }
 }
 

@@ -227,9 +227,9 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
         f->severity = VG_SEV_CRITICAL;
     if (high)
         vg_finding_evidence(out, f,
-                            "confidence high: the facts weigh %+d or more (at least %+d needed), "
-                            "nothing was left unknown, and none of them works",
-                            first->score, VG_LEFT_SCORE_HIGH);
+                            "confidence high: the facts of each weigh %+d or more, nothing "
+                            "they rest on was left unknown, and none of them works",
+                            VG_LEFT_SCORE_HIGH);
     else
         vg_finding_evidence(out, f, "confidence medium: %s", first->why_not);
     if (inherited)

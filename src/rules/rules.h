@@ -105,8 +105,11 @@ enum vg_left_fact_id {
     VG_LF_LEADS_GROUP,    /* it leads its own process group: a job (nohup, &, a pane) */
     VG_LF_SIGHUP_IGNORED, /* nohup: meant to outlive its terminal */
     VG_LF_OWN_CONTEXT,    /* it holds a context of its own: it started CUDA itself */
-    VG_LF_ALONE,          /* ... and no other holder shares its session: a daemon's shape */
+    VG_LF_ALONE,          /* no other holder shares a session whose leader is gone, and no
+                           * sibling: a daemon's shape (replaces OWN_CONTEXT) */
     VG_LF_NVML_MONITOR,   /* maps NVML and no CUDA: opened the nodes itself to monitor */
+    VG_LF_NO_CUDA,        /* holds nodes without a context and maps no CUDA library */
+    VG_LF_OLDER_CONTEXT,  /* the dead PID it keeps charged is older than its session */
     VG_LF_SERVICE,        /* its cgroup is a service unit's */
     VG_LF_WORKS,          /* CPU time or GPU utilisation: it is doing something */
     VG_LF_STOPPED,        /* stopped (T): suspended by its owner or a debugger */

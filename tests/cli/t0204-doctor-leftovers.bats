@@ -37,7 +37,7 @@ orphan() {
     json_ok '.findings[0] | .severity == "critical" and .confidence == "high" and .memory == 3221225472'
     json_ok '.findings[0].title == "1 leftover process of a finished job (process group \($g)) still holds 3 GiB of GPU memory"' \
         --arg g "$VG_PARENT_PID"
-    json_ok '.findings[0].evidence | any(contains("parent is now PID 1 (init); its process group leader (PID \($g)) has exited; holds 3 GiB"))' \
+    json_ok '.findings[0].evidence | any(contains("leftover at high confidence, weight +") and contains("; holds 3 GiB; +1 parent is now PID 1 (init); +2 its process group leader (PID \($g)) has exited;"))' \
         --arg g "$VG_PARENT_PID"
     json_ok '.findings[0].fix[0] == "stop them: kill -TERM \($o) (then kill -KILL if they stay)"' --arg o "$O"
     json_ok '.findings[0].fix | any(contains("vramguard run"))'

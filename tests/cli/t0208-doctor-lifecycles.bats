@@ -56,10 +56,13 @@ leftover() {
     [ "$(nfind orphan-holder)" -eq 1 ]
     json_ok '.findings[0] | .severity == "critical" and .confidence == "high" and (.pids | sort) == ([$o, $w] | sort)' \
         --argjson o "$O" --argjson w "$W"
-    json_ok '.findings[0].evidence | any(startswith("PID \($o) (") and contains("): parent is now PID 1 (init); its process group leader (PID \($g)) has exited; holds the device node only, inherited: no context of its own; named as a PyTorch DataLoader worker; 0 ms of CPU time"))' \
+    json_ok '.findings[0].evidence | any(startswith("PID \($o) (") and contains("): leftover at high confidence, weight +") and contains("; +1 parent is now PID 1 (init); +2 its process group leader (PID \($g)) has exited; +2 holds the device node only, inherited: no context of its own;") and contains("; +2 named as a PyTorch DataLoader worker (a hint)") and contains("; 0 ms of CPU time"))' \
         --arg o "$O" --arg g "$G"
-    json_ok '.findings[0].evidence | any(startswith("PID \($w) (") and contains("): a worker of leftover PID \($o);"))' \
+    json_ok '.findings[0].evidence | any(startswith("PID \($w) (") and contains("; +3 a worker of leftover PID \($o)"))' \
         --arg o "$O" --arg w "$W"
+    # The same facts as data: each with its weight, summed into the score.
+    json_ok '.findings[0].verdicts | map(select(.pid == $o)) | .[0] | .verdict == "leftover" and .confidence == "high" and .score == ([.facts[].weight] | add) and ([.facts[].fact] | index("group-leader-gone") and index("inherited-nodes") and index("worker-name"))' \
+        --argjson o "$O"
     json_ok '.findings[0].evidence | any(startswith("6 GiB on GPU 1 ") and endswith("most likely what these processes keep"))'
     json_ok '.findings[0].evidence | any(startswith("confidence high"))'
     json_ok '.findings[0].fix[0] | startswith("stop them: kill -TERM ")'
@@ -282,15 +285,19 @@ agent() {
     json_ok '.processes == []'
 }
 
-@test "a stopped process (T) of a dead job: not a leftover, left alone" {
+@test "a stopped process (T) of a dead job: a possible leftover at medium, left alone" {
     orphan_of_job --comm pt_data_worker --open "$(dev 0)" -- python train.py
     kill -STOP "$O"
     wait_for "[ \"\$(vg_stat $O state)\" = T ]"
     homogeneous_host
     vgd --json doctor
     show
-    [ "$status" -eq 0 ]
-    json_ok '.findings == []'
+    # Its job's leader is gone and it holds inherited nodes, but someone stopped it: reported,
+    # never a default target.
+    [ "$status" -eq 1 ]
+    [ "$(rules_fired)" = orphan-holder ]
+    json_ok '.findings[0] | .confidence == "medium" and .severity == "warning" and (.evidence | any(startswith("confidence medium: it is stopped (T)")))'
+    json_ok '.findings[0].verdicts[0].facts | any(.fact == "stopped" and .weight < 0)'
     vgd --json clean
     json_ok '.processes[0] | .pid == $o and .action == "leave" and (.verdict | startswith("it is stopped"))' \
         --argjson o "$O"
