@@ -188,6 +188,19 @@ static void vg_orphan_fixes(struct vg_findings *out, struct vg_finding *f, bool 
                    "the main process exit cleanly");
 }
 
+/* Whether a leftover of this finding before k already counted the memory that fact names. */
+static bool vg_orphan_charged_before(const struct vg_leftovers *ls, const bool *done, size_t k,
+                                     const struct vg_left_fact *lf)
+{
+    for (size_t j = 0; j < k; j++) {
+        const struct vg_left_fact *o =
+            done[j] ? vg_leftover_fact(&ls->v[j], VG_LF_CHARGES_LEADER) : NULL;
+        if (o && o->pid == lf->pid && o->gpu == lf->gpu)
+            return true;
+    }
+    return false;
+}
+
 /* One finding for the leftovers of one ended job at one confidence, starting at ls->v[i]. */
 static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings *out,
                               const struct vg_leftovers *ls, size_t i, bool *done)
@@ -216,6 +229,13 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
             total = vg_sat_add(total, l->bytes);
         any_nvml |= l->nvml;
         inherited |= vg_leftover_fact(l, VG_LF_INHERITED) != NULL;
+        /* what the driver still charges to the dead leader is theirs: its context lives
+         * because they hold its files (counted once, however many of them hold it) */
+        const struct vg_left_fact *lf = vg_leftover_fact(l, VG_LF_CHARGES_LEADER);
+        if (lf && lf->bytes_known && !vg_orphan_charged_before(ls, done, k, lf)) {
+            total = vg_sat_add(total, lf->bytes);
+            any_nvml = true;
+        }
         count++;
     }
     vg_orphan_title(out, f, first, count, total, any_nvml);

@@ -71,6 +71,79 @@ leftover() {
     [[ $output == *"CRITICAL orphan-holder: 2 leftover processes of a finished job (process group $G) still hold NVIDIA device nodes open"* ]]
 }
 
+# host_pidns: whether this procfs is the host's PID namespace (its kthreadd is seen), so the
+# driver's PIDs are ours and vramguard weighs what it charges to dead ones.
+host_pidns() {
+    [ "$(awk '{print $2}' /proc/2/stat 2>/dev/null)" = "(kthreadd)" ]
+}
+
+# main_with_workers LAUNCHER... : a main process started by LAUNCHER (setsid, or a parent
+# that never reaps) that opens GPU 0's node and nvidiactl and forks two idle DataLoader
+# workers, which inherit them. M is the main, W1 and W2 the workers.
+main_with_workers() {
+    VG_HELPER_TAG=$_VG_TAG "$@" "$HELPER" --pidfile "$TMP/main" --open "$(dev 0)" \
+        --open "$DEVDIR/nvidiactl" --children 2 --children-outlive --child-comm pt_data_worker \
+        -- python train.py </dev/null >/dev/null 2>&1 3>&- &
+    _vg_record launcher $!
+    wait_for "[ \"\$(vg_role child $TMP/main | wc -l)\" -eq 2 ]"
+    M=$(vg_role main "$TMP/main")
+    W1=$(vg_role child "$TMP/main" | sed -n 1p)
+    W2=$(vg_role child "$TMP/main" | sed -n 2p)
+    _vg_record main "$M"
+    _vg_record child "$W1"
+    _vg_record child "$W2"
+}
+
+# The seed's case when the main led its own session (setsid, `ssh host python train.py`, a
+# Jupyter kernel): its workers have a double-forked daemon's lineage, and the driver still
+# charges the dead main's PID, because their inherited files keep its context alive.
+crashed_leader_verdicts() {
+    vgd --json doctor
+    show
+    [ "$status" -eq 2 ]
+    [ "$(nfind orphan-holder)" -eq 1 ]
+    json_ok '.findings[] | select(.rule == "orphan-holder") | .confidence == "high" and (.pids | sort) == ([$a, $b] | sort)' \
+        --argjson a "$W1" --argjson b "$W2"
+    json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | .fact] | index("sibling-workers") and index("inherited-nodes")'
+    if host_pidns; then
+        json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | select(.fact == "driver-charges-dead-leader") | .text] | length == 2 and all(contains("to PID \($m), its dead"))' \
+            --arg m "$M"
+    else
+        echo "# not the host's PID namespace: the driver's PIDs are not compared" >&3
+        json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | .fact] | index("driver-pids-unverified")'
+    fi
+    vgd --json clean
+    json_ok '[.processes[] | select(.action == "signal") | .pid] | sort == ([$a, $b] | sort)' \
+        --argjson a "$W1" --argjson b "$W2"
+}
+
+@test "workers of a main that led its own session (setsid) and crashed: sure leftovers, not a daemon's shape" {
+    main_with_workers setsid
+    [ "$(vg_stat "$M" session)" = "$M" ]
+    kill -KILL "$M"
+    wait_for "vg_gone $M"
+    [ "$(vg_stat "$W1" ppid)" = 1 ] || [ "$(vg_stat "$W1" session)" = "$M" ]
+    homogeneous_host "proc gpu=0 pid=$M type=compute mem=4GiB sm=0"
+    crashed_leader_verdicts
+}
+
+@test "workers of a main that is a zombie (its parent never reaps): its job has ended" {
+    # The parent starts the main and sleeps without ever waiting for it.
+    main_with_workers /usr/bin/python3 -c 'import os, sys, time
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.execvp(sys.argv[1], sys.argv[1:])
+time.sleep(600)'
+    kill -KILL "$M"
+    wait_for "[ \"\$(vg_stat $M state)\" = Z ]"
+    homogeneous_host "proc gpu=0 pid=$M type=compute mem=4GiB sm=0"
+    crashed_leader_verdicts
+    vgd --json doctor
+    json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | select(.fact == "group-leader-gone") | .text] | any(contains("(PID \($m)) is a zombie"))' \
+        --arg m "$M"
+}
+
 @test "adopted by a subreaper in another session (systemd --user): a leftover" {
     vg_spawn --reaper --leader --pgrp --orphan --comm pt_data_worker --open "$(dev 0)" -- python a.py
     O=$VG_PID

@@ -25,6 +25,8 @@
  *   --child-comm NAME  comm of the --children workers
  *   --children N       fork N workers that inherit fds, environment and maps and sleep (DataLoader
  *                      workers); they die with their parent (PR_SET_PDEATHSIG, SIGKILL)
+ *   --children-outlive the --children workers live on when their parent dies (until their
+ *                      lifetime ends), as stuck DataLoader workers of a crashed main do
  *   --zombie           fork a child that exits at once and is never reaped (repeatable: one
  *                      zombie each)
  *   --zombie-leader    the main thread exits (SYS_exit) while a second thread keeps running and
@@ -145,6 +147,7 @@ static const char usage_text[] =
     "  --comm NAME        prctl(PR_SET_NAME) for the main process (and children)\n"
     "  --child-comm NAME  comm of the --children workers\n"
     "  --children N       fork N workers inheriting fds/env/maps (die with the parent)\n"
+    "  --children-outlive the workers outlive their parent (until their lifetime ends)\n"
     "  --zombie           fork a child that exits and is never reaped; repeatable\n"
     "  --zombie-leader    main thread exits, a second thread keeps running with the fds\n"
     "  --dstate           a thread sits in state D (waits on a CLONE_VFORK child)\n"
@@ -192,6 +195,7 @@ static struct {
     const char *comm;
     const char *child_comm;
     unsigned long children;
+    bool children_outlive;
     unsigned long zombies;
     bool zombie_leader;
     bool dstate;
@@ -308,6 +312,7 @@ enum {
     OPT_CLEAR_ENV,
     OPT_COMM,
     OPT_CHILD_COMM,
+    OPT_CHILDREN_OUTLIVE,
     OPT_CHILDREN,
     OPT_OPEN_PATH,
     OPT_OPEN_DIR,
@@ -346,6 +351,7 @@ static void parse_args(int argc, char **argv)
         {"clear-env", no_argument, NULL, OPT_CLEAR_ENV},
         {"comm", required_argument, NULL, OPT_COMM},
         {"child-comm", required_argument, NULL, OPT_CHILD_COMM},
+        {"children-outlive", no_argument, NULL, OPT_CHILDREN_OUTLIVE},
         {"children", required_argument, NULL, OPT_CHILDREN},
         {"zombie", no_argument, NULL, OPT_ZOMBIE},
         {"zombie-leader", no_argument, NULL, OPT_ZOMBIE_LEADER},
@@ -400,6 +406,9 @@ static void parse_args(int argc, char **argv)
             break;
         case OPT_COMM:
             opt.comm = optarg;
+            break;
+        case OPT_CHILDREN_OUTLIVE:
+            opt.children_outlive = true;
             break;
         case OPT_CHILD_COMM:
             opt.child_comm = optarg;
@@ -983,7 +992,10 @@ static void spawn_workers(void)
             die_errno("cannot fork worker %lu", i);
         if (pid == 0) {
             char c = 'w';
-            die_with_parent(self);
+            if (!opt.children_outlive)
+                die_with_parent(self);
+            else if (getppid() != self)
+                _exit(0);
             close_internal_fds();
             close(ready[0]);
             set_comm(opt.child_comm);
