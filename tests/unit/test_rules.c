@@ -348,6 +348,7 @@ static void test_left_nohup_job(void **state)
         host_init(&h, 1);
         ctx(&h, 0, 700, 20 * GiB);
         fx_util(&h.l.gpus[0], 700, busy ? 97 : 0);
+        h.l.gpus[0].util_gpu = busy ? 97 : 0; /* its only holder: the GPU agrees */
         struct vg_proc *m = host_proc(&h, 700, "python", "python train.py");
         m->ppid = 1;
         m->parent_known = false;
@@ -929,6 +930,7 @@ static void test_allocator_cache(void **state)
     ctx(&h, 0, 2101, 20 * GiB);
     ctx(&h, 1, 2102, 20 * GiB);
     ctx(&h, 1, 2103, 512 * MiB); /* a bare context: not a cache worth a word */
+    h.l.gpus[0].util_gpu = 0;    /* the GPU agrees: nothing on it worked */
     fx_util(&h.l.gpus[0], 2101, 0);
     fx_util(&h.l.gpus[1], 2102, 35);
     fx_util(&h.l.gpus[1], 2103, 0);
@@ -955,6 +957,51 @@ static void test_allocator_cache(void **state)
     fx_fd(host_proc(&h, 2201, "python", "python x.py"), 0);
     host_run(&h);
     assert_null(finding(&h, "allocator-cache", 0));
+    host_release(&h);
+}
+
+/* Idleness needs real 0% samples the GPU's own figures do not contradict: no sample is unknown
+ * (the driver answers NOT_FOUND for busy processes too), a busy GPU whose only holder shows 0%
+ * did not get its work from nowhere; and a PID the driver names is not its holder on that word
+ * alone: a kernel thread (the stale entry's reused PID, whose descriptors an ordinary user
+ * cannot read) or a process holding no node and mapping no CUDA gets nothing. */
+static void test_allocator_cache_silence(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 4);
+    ctx(&h, 0, 2401, 20 * GiB); /* no sample; the GPU at 10% */
+    ctx(&h, 1, 2402, 20 * GiB); /* 0% samples; the GPU at 25%, it its only holder */
+    ctx(&h, 2, 2403, 20 * GiB); /* a kernel thread, 0% */
+    ctx(&h, 2, 2404, 20 * GiB); /* named by the driver only, 0% */
+    ctx(&h, 3, 2405, 20 * GiB); /* 0% while 2406 works: the GPU's work is 2406's */
+    ctx(&h, 3, 2406, 20 * GiB);
+    h.l.gpus[0].known |= VG_GPU_K_PROC_UTIL; /* samples read, none for 2401 */
+    h.l.gpus[1].util_gpu = 25;
+    fx_util(&h.l.gpus[1], 2402, 0);
+    h.l.gpus[2].util_gpu = 0;
+    fx_util(&h.l.gpus[2], 2403, 0);
+    fx_util(&h.l.gpus[2], 2404, 0);
+    h.l.gpus[3].util_gpu = 30;
+    fx_util(&h.l.gpus[3], 2405, 0);
+    fx_util(&h.l.gpus[3], 2406, 60);
+    fx_fd(host_proc(&h, 2401, "python", "python train.py"), 0);
+    fx_fd(host_proc(&h, 2402, "python", "python train.py"), 1);
+    struct vg_proc *k = host_proc(&h, 2403, "kworker/3:1", "");
+    k->ppid = 2;
+    k->flags = VG_PROC_PF_KTHREAD;
+    k->known &= ~(unsigned)VG_PROC_K_MAPS;
+    struct vg_proc *named = host_proc(&h, 2404, "bash", "bash");
+    named->libs = 0; /* maps read: no CUDA */
+    fx_fd(host_proc(&h, 2405, "python", "python cache.py"), 3);
+    fx_fd(host_proc(&h, 2406, "python", "python train.py"), 3);
+    host_run(&h);
+    assert_null(finding(&h, "allocator-cache", 2401));
+    assert_null(finding(&h, "allocator-cache", 2402));
+    assert_null(finding(&h, "allocator-cache", 2403));
+    assert_null(finding(&h, "allocator-cache", 2404));
+    assert_non_null(finding(&h, "allocator-cache", 2405));
+    assert_null(finding(&h, "allocator-cache", 2406));
     host_release(&h);
 }
 
@@ -1001,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_unattributed_visibility),
         cmocka_unit_test(test_unmatched_node),
         cmocka_unit_test(test_allocator_cache),
+        cmocka_unit_test(test_allocator_cache_silence),
         cmocka_unit_test(test_idle_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
