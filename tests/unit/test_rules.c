@@ -920,6 +920,95 @@ static void test_unmatched_node(void **state)
     host_release(&h);
 }
 
+/* unattributed weighs the processes that hold the GPU's node without a context: CUDA opens the
+ * node of every visible GPU, so the ranks of a live DDP job (contexts on GPUs 0 and 2) and a
+ * DataLoader worker of a live main process hold GPU 1's node without being its holders, and an
+ * NVML monitor reads every GPU; none of them is named or told to stop. A worker left over by a
+ * dead job, adopted by the shell (a subreaper in its own session, so its parent lives), is the
+ * likely holder, and so is a rank whose job ended. */
+static void test_unattributed_blame(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 3);
+    h.extra[1] = 12 * GiB;
+    ctx(&h, 0, 3001, 20 * GiB);
+    ctx(&h, 2, 3002, 20 * GiB);
+    ctx(&h, 0, 3010, 10 * GiB);
+    host_proc(&h, 3000, "torchrun", "torchrun --nproc-per-node 2 train.py");
+    for (pid_t r = 3001; r <= 3002; r++) {
+        struct vg_proc *p = host_proc(&h, r, "python", "python train.py");
+        p->ppid = 3000;
+        env(p, VG_ENV_LOCAL_RANK, r == 3001 ? "0" : "1");
+        fx_fd(p, r == 3001 ? 0 : 2);
+        fx_fd(p, 1); /* CUDA opened every visible GPU's node */
+    }
+    fx_fd(host_proc(&h, 3010, "python", "python eval.py"), 0);
+    struct vg_proc *w = host_proc(&h, 3011, "pt_data_worker", "python eval.py");
+    w->ppid = 3010; /* its main process lives */
+    fx_fd(w, 0);
+    fx_fd(w, 1);
+    struct vg_proc *m = host_proc(&h, 3020, "gpu-monitor", "gpu-monitor --all");
+    m->ppid = 1; /* a daemon that reads every GPU through NVML */
+    m->parent_known = false;
+    m->pgid = m->sid = 3020;
+    m->libs = VG_LIB_NVML;
+    fx_fd(m, 0);
+    fx_fd(m, 1);
+    fx_fd(m, 2);
+    host_run(&h);
+    const struct vg_finding *f = finding(&h, "unattributed", 0);
+    assert_non_null(f);
+    assert_int_equal(f->npids, 0);
+    assert_true(said(f, "PID 3001 (python train.py) has the device node open but its context is "
+                        "on GPU 0"));
+    assert_true(said(f, "PID 3011 (python eval.py) has the device node open as a process of a "
+                        "live job (its parent PID 3010"));
+    assert_true(said(f, "PID 3020 (gpu-monitor --all) has the device node open but maps NVML"));
+    assert_true(said(f, "do not stop them for this"));
+    assert_false(fixed(f, "stop"));
+    assert_true(fixed(f, "look again in a minute"));
+    host_release(&h);
+
+    /* The same host with a worker of a dead job on GPU 1, adopted by the shell (PID 10, which
+     * leads another group), and a rank whose agent died: these two, and only these. */
+    host_init(&h, 3);
+    h.extra[1] = 12 * GiB;
+    ctx(&h, 0, 3001, 20 * GiB);
+    ctx(&h, 2, 3102, 3 * GiB);
+    host_proc(&h, 3000, "torchrun", "torchrun --nproc-per-node 2 train.py");
+    struct vg_proc *r = host_proc(&h, 3001, "python", "python train.py");
+    r->ppid = 3000;
+    env(r, VG_ENV_LOCAL_RANK, "0");
+    fx_fd(r, 0);
+    fx_fd(r, 1);
+    struct vg_proc *o = host_proc(&h, 3101, "pt_data_worker", "python old.py");
+    o->ppid = 10;
+    o->pgid = 3100;
+    o->pgid_alive = false;
+    fx_fd(o, 1);
+    fx_activity(o, 500, 0);
+    struct vg_proc *d = host_proc(&h, 3102, "python", "python old.py");
+    orphaned(d, 3100);
+    env(d, VG_ENV_LOCAL_RANK, "1");
+    fx_fd(d, 1);
+    fx_fd(d, 2);
+    fx_activity(d, 500, 0);
+    fx_util(&h.l.gpus[2], 3102, 0);
+    h.l.gpus[2].util_gpu = 0;
+    host_run(&h);
+    f = finding(&h, "unattributed", 0);
+    assert_non_null(f);
+    assert_int_equal(f->npids, 2);
+    assert_int_equal(f->pids[0], 3101);
+    assert_int_equal(f->pids[1], 3102);
+    assert_true(said(f, "PID 3101 (python old.py) holds the device node without a context"));
+    assert_true(said(f, "PID 3001 (python train.py) has the device node open but its context"));
+    assert_true(fixed(f, "stop PID 3101, PID 3102 ("));
+    assert_false(fixed(f, "3001"));
+    host_release(&h);
+}
+
 /* ------------------------------------------------------------------- idle and cache */
 
 static void test_allocator_cache(void **state)
@@ -1046,6 +1135,7 @@ int main(void)
         cmocka_unit_test(test_zombie_dstate_foreign),
         cmocka_unit_test(test_stale_pid),
         cmocka_unit_test(test_unattributed_visibility),
+        cmocka_unit_test(test_unattributed_blame),
         cmocka_unit_test(test_unmatched_node),
         cmocka_unit_test(test_allocator_cache),
         cmocka_unit_test(test_allocator_cache_silence),
