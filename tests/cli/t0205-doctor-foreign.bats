@@ -179,6 +179,24 @@ gpu_used() {
     json_ok '.findings[] | select(.rule == "unattributed") | .fix | any(contains("run vramguard on the host"))'
 }
 
+@test "unattributed: a monitor daemon that reads every GPU through NVML is not blamed; a daemon mapping CUDA may be" {
+    LIB=$(vg_fake_lib libnvidia-ml.so.1 libcuda.so.1)
+    vg_spawn --orphan --setsid --open "$(dev 0)" --open "$(dev 1)" --map "$LIB/libnvidia-ml.so.1" \
+        --comm gpu-exporter -- gpu-exporter --all
+    M=$VG_ORPHAN_PID
+    vg_spawn --orphan --setsid --open "$(dev 1)" --map "$LIB/libcuda.so.1" --comm cuda-daemon \
+        -- cuda-daemon
+    D=$VG_ORPHAN_PID
+    homogeneous_host
+    gpu_used 1 6GiB
+    vgd --json doctor
+    show
+    finding_is unattributed '[1]' "[$D]"
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($m) ") and contains("maps NVML and not CUDA"))' --arg m "$M"
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($d) ") and contains("is not part of a live job (") and contains("; not a sure leftover: ") and endswith("): it may hold it"))' --arg d "$D"
+    json_ok '.findings[] | select(.rule == "unattributed") | .fix[0] | startswith("stop PID \($d) (")' --arg d "$D"
+}
+
 @test "unattributed: a dead job's worker adopted by a live subreaper, holding only the node, is the likely holder" {
     vg_spawn --reaper --orphan --pgrp --comm pt_data_worker --open "$(dev 1)" -- python train.py
     O=$VG_PID
