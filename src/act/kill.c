@@ -15,8 +15,6 @@
 #include "model/snapshot.h"
 #include "proc/signal.h"
 
-/* PF_KTHREAD from include/linux/sched.h: set on every kernel thread. */
-#define VG_PF_KTHREAD 0x00200000u
 /* Kernel threads are children of kthreadd, PID 2. */
 #define VG_KTHREADD_PID 2
 
@@ -175,7 +173,7 @@ enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill
             return VG_KILL_ANCESTOR;
     if (!(p->known & VG_PROC_K_STAT) || !(p->known & VG_PROC_K_STATUS))
         return VG_KILL_UNREADABLE;
-    if ((p->flags & VG_PF_KTHREAD) || p->pid == VG_KTHREADD_PID || p->ppid == VG_KTHREADD_PID)
+    if ((p->flags & VG_PROC_PF_KTHREAD) || p->pid == VG_KTHREADD_PID || p->ppid == VG_KTHREADD_PID)
         return VG_KILL_KTHREAD;
     if (vg_kill_protected_name(p))
         return VG_KILL_PROTECTED;

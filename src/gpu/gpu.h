@@ -33,8 +33,8 @@ struct vg_gpu_proc {
     uint32_t compute_instance;
     bool bogus_pid; /* PID 0 or UINT32_MAX: the driver's bookkeeping, not a process */
     /* SM utilisation from nvmlDeviceGetProcessUtilization: the highest among the samples the
-     * driver still buffers for this PID, 0 when it has none (the GPU's VG_GPU_K_PROC_UTIL bit
-     * says whether the call answered at all). */
+     * driver still buffers for this PID; util_known false when it has none, which is unknown,
+     * not idle (the GPU's VG_GPU_K_PROC_UTIL bit says whether the call returned samples). */
     bool util_known;
     unsigned sm_util; /* percent */
 };
@@ -53,7 +53,7 @@ enum {
     VG_GPU_K_MIG_MODE = 1u << 10,
     VG_GPU_K_PROCS = 1u << 11,     /* every process list that could hold processes was read */
     VG_GPU_K_INSTANCE = 1u << 12,  /* MIG devices: gpu/compute instance ids */
-    VG_GPU_K_PROC_UTIL = 1u << 13, /* per-process utilisation was read (procs[].util_known) */
+    VG_GPU_K_PROC_UTIL = 1u << 13, /* per-process samples were read (procs[].util_known) */
     /* The sensors, read only when asked for (vg_nvml_want_sensors(); `top` asks): */
     VG_GPU_K_TEMP = 1u << 14,        /* temp_c */
     VG_GPU_K_POWER = 1u << 15,       /* power_mw */

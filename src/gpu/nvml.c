@@ -1089,8 +1089,10 @@ static int vg_nvml_read_procs(struct vg_nvml_dev *d)
  * Per-process SM utilisation, for idle-holder in `watch`. Optional: a driver without the call,
  * or a GPU that does not support it, leaves VG_GPU_K_PROC_UTIL clear. lastSeenTimeStamp is 0,
  * so the driver returns every sample it still buffers (a few seconds' worth) and a process
- * counts as busy when any of them shows work; NOT_FOUND means no process has a sample, i.e.
- * none did any work. Same size/fill pattern as the process lists.
+ * counts as busy when any of them shows work. A process with no sample is unknown, not idle:
+ * the driver also answers NOT_FOUND (no process has a sample) on a GPU that is busy, so
+ * silence is never taken for 0% (util_known stays false; NOT_FOUND leaves VG_GPU_K_PROC_UTIL
+ * clear, as nothing was read). Same size/fill pattern as the process lists.
  */
 static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
 {
@@ -1122,15 +1124,15 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
         st = f->proc_util(d->dev, buf, &count, 0);
     }
     if (st == NVML_ERROR_NOT_FOUND) {
-        st = NVML_SUCCESS;
-        count = 0;
+        free(buf);
+        return 0;
     }
     if (st != NVML_SUCCESS) {
         free(buf);
         return vg_nvml_fail(d, &f->proc_util, st, 1);
     }
     for (size_t i = 0; i < g->nprocs; i++) {
-        g->procs[i].util_known = true;
+        g->procs[i].util_known = false;
         g->procs[i].sm_util = 0;
     }
     for (size_t i = 0; i < count && i < cap; i++) {
@@ -1139,7 +1141,10 @@ static int vg_nvml_read_proc_util(struct vg_nvml_dev *d)
             g->nprocs ? bsearch(&key, g->procs, g->nprocs, sizeof *g->procs, vg_nvml_cmp_proc)
                       : NULL;
         unsigned u = buf[i].smUtil > 100 ? 100 : buf[i].smUtil;
-        if (p && u > p->sm_util)
+        if (!p)
+            continue;
+        p->util_known = true;
+        if (u > p->sm_util)
             p->sm_util = u;
     }
     free(buf);

@@ -456,8 +456,11 @@ static int vg_holder_idle(const struct vg_snapshot *snap, const struct vg_holdin
     const struct vg_gpu *g = &snap->gpus.gpus[h->gpu];
     if (g->known & VG_GPU_K_PROC_UTIL) {
         const struct vg_gpu_proc *p = vg_gpu_find_proc(g, (uint32_t)h->pid);
-        return p && p->util_known ? p->sm_util == 0 : -1;
+        if (p && p->util_known)
+            return p->sm_util == 0;
     }
+    /* No sample of its own (silence is not 0%): the GPU's own utilisation, 0% only when nothing
+     * on it worked. */
     if (g->known & VG_GPU_K_UTIL)
         return g->util_gpu == 0;
     return -1;

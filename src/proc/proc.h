@@ -88,6 +88,9 @@ enum {
     VG_PROC_K_SIGIGN = 1u << 9, /* sig_ignored ("SigIgn:" of status) */
 };
 
+/* PF_KTHREAD from include/linux/sched.h: set in vg_proc.flags on every kernel thread. */
+#define VG_PROC_PF_KTHREAD 0x00200000u
+
 struct vg_proc {
     pid_t pid;
     unsigned known; /* VG_PROC_K_* */

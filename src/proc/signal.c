@@ -28,9 +28,6 @@
 #define SYS_pidfd_send_signal 424
 #endif
 
-/* PF_KTHREAD from include/linux/sched.h. */
-#define VG_PF_KTHREAD 0x00200000u
-
 /* Deepest process tree we walk; real ones are a few dozen levels at most. */
 #define VG_ANCESTORS_MAX 4096
 
@@ -141,7 +138,7 @@ bool vg_proc_is_host_pidns(int proc_root_fd)
     struct vg_proc p;
     memset(&p, 0, sizeof(p));
     bool host = vg_proc_parse_stat(buf, len, &p) == 0 && p.ppid == 0 && p.comm &&
-                strcmp(p.comm, "kthreadd") == 0 && (p.flags & VG_PF_KTHREAD);
+                strcmp(p.comm, "kthreadd") == 0 && (p.flags & VG_PROC_PF_KTHREAD);
     vg_proc_release(&p);
     return host;
 }

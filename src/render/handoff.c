@@ -5,6 +5,7 @@
 #include "render/json.h"
 #include "render/render.h"
 #include "util/parse.h"
+#include "util/sat.h"
 #include "util/text.h"
 
 #include <stdio.h>
@@ -75,6 +76,72 @@ static const struct vg_handoff_holder *vg_handoff_culprit(const struct vg_handof
     return pick;
 }
 
+/* "pid 4242 (alice, python)", then " and 2 other processes" when there are more. */
+static void vg_handoff_who_more(struct vg_buf *out, const struct vg_handoff_holder *h, size_t n)
+{
+    vg_handoff_who(out, h);
+    if (n > 1)
+        vg_buf_printf(out, " and %zu other process%s", n - 1, n - 1 == 1 ? "" : "es");
+}
+
+/* The memory of an "unexplained" GPU as its holder list has it: ": 12 GiB used and no process
+ * holds it" when none is present; else what the present holders with a context hold and what
+ * is left, ": 12 GiB used, 10 GiB by pid 4242 (alice, python), 2 GiB unexplained" (the biggest
+ * named, the others counted; "up to" when some holder's memory is unknown), and those that
+ * hold only the device node, which the driver charges nothing: "; pid 4300 (bob, python)
+ * holds only its device node". */
+static void vg_handoff_unexplained(struct vg_buf *out, const struct vg_handoff_gpu *g)
+{
+    const struct vg_handoff_holder *big = NULL, *ctx = NULL, *node = NULL;
+    size_t nctx = 0, nnode = 0;
+    uint64_t held = 0;
+    bool unknown = false;
+    for (size_t i = 0; i < g->nholders; i++) {
+        const struct vg_handoff_holder *h = &g->holders[i];
+        if (!h->present)
+            continue;
+        if (!(h->seen & VG_SEEN_NVML)) {
+            node = nnode++ ? node : h;
+            continue;
+        }
+        ctx = nctx++ ? ctx : h;
+        if (!h->mem_known) {
+            unknown = true;
+            continue;
+        }
+        held = vg_sat_add(held, h->mem_bytes);
+        if (!big || h->mem_bytes > big->mem_bytes)
+            big = h;
+    }
+    vg_buf_adds(out, ": ");
+    vg_handoff_size(out, g->used);
+    if (nctx + nnode == 0) {
+        vg_buf_adds(out, " used and no process holds it");
+        return;
+    }
+    if (nctx == 0) {
+        vg_buf_adds(out, " used and unexplained");
+    } else {
+        vg_buf_adds(out, " used, ");
+        if (big)
+            vg_handoff_size(out, held);
+        else
+            vg_buf_adds(out, "an unknown amount");
+        vg_buf_adds(out, " by ");
+        vg_handoff_who_more(out, big ? big : ctx, nctx);
+        if (g->used > held) {
+            vg_buf_adds(out, unknown ? ", up to " : ", ");
+            vg_handoff_size(out, g->used - held);
+            vg_buf_adds(out, " unexplained");
+        }
+    }
+    if (nnode) {
+        vg_buf_adds(out, "; ");
+        vg_handoff_who_more(out, node, nnode);
+        vg_buf_adds(out, nnode == 1 ? " holds only its device node" : " hold only its device node");
+    }
+}
+
 static void vg_handoff_job_words(struct vg_buf *out, const struct vg_handoff_view *v)
 {
     if (v->job_id) {
@@ -131,9 +198,7 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
             vg_handoff_size(out, h->mem_bytes);
         }
     } else if (strcmp(w, "unexplained") == 0) {
-        vg_buf_adds(out, ": ");
-        vg_handoff_size(out, g->used);
-        vg_buf_adds(out, " used and no process holds it");
+        vg_handoff_unexplained(out, g);
     } else if (strcmp(w, "stuck") == 0) {
         vg_buf_adds(out, ": ");
         vg_handoff_size(out, g->used);

@@ -798,6 +798,8 @@ static void vg_detail_ids(struct vg_buf *b, struct vg_buf *gb, const struct vg_t
         vg_buf_printf(gb, "%sGPU %u: %s", i ? ", " : "", g->index, sz);
         if (gp && gp->util_known)
             vg_buf_printf(gb, " (%u%% SM)", gp->sm_util);
+        else if (gp)
+            vg_buf_adds(gb, " (SM n/a)"); /* no sample from the driver: unknown, not 0% */
     }
 }
 

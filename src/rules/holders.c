@@ -126,16 +126,43 @@ static bool vg_cache_explained(const struct vg_findings *out, pid_t pid)
     return false;
 }
 
-/* The driver's utilisation sample for pid on GPU g: 1 it worked, 0 it did not, -1 unknown. */
+/* The driver's utilisation samples for pid on GPU g: 1 it worked, 0 it did not, -1 unknown. No
+ * sample is unknown, not 0%; and 0% samples are not believed while the GPU's own utilisation
+ * shows work that no listed process's samples account for (it may be this one's). */
 static int vg_cache_worked(const struct vg_snapshot *snap, const struct vg_holding *h)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[h->gpu];
     if (h->mig >= 0 || !(g->known & VG_GPU_K_PROC_UTIL))
         return -1;
-    for (size_t k = 0; k < g->nprocs; k++)
-        if (g->procs[k].pid == (uint32_t)h->pid && g->procs[k].util_known)
-            return g->procs[k].sm_util > 0;
-    return -1;
+    const struct vg_gpu_proc *me = NULL;
+    bool other_works = false;
+    for (size_t k = 0; k < g->nprocs; k++) {
+        const struct vg_gpu_proc *gp = &g->procs[k];
+        if (!gp->util_known)
+            continue;
+        if (gp->pid == (uint32_t)h->pid && !me)
+            me = gp;
+        else if (gp->pid != (uint32_t)h->pid && gp->sm_util > 0)
+            other_works = true;
+    }
+    if (!me)
+        return -1;
+    if (me->sm_util > 0)
+        return 1;
+    if ((g->known & VG_GPU_K_UTIL) && g->util_gpu > 0 && !other_works)
+        return -1;
+    return 0;
+}
+
+/* Whether the process is the one the driver's entry means, as far as can be told: not a kernel
+ * thread (a reused PID of a stale entry, which no descriptor check could rule out when its
+ * descriptors cannot be read), and holding the GPU's node or mapping CUDA, not only named by
+ * the driver. */
+static bool vg_cache_real_holder(const struct vg_holding *h, const struct vg_proc *p)
+{
+    if (p->flags & VG_PROC_PF_KTHREAD)
+        return false;
+    return (h->seen & VG_SEEN_FD) || ((p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_CUDA));
 }
 
 static void vg_cache_fixes(struct vg_findings *out, struct vg_finding *f, const struct vg_proc *p)
@@ -191,7 +218,7 @@ void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *
         const struct vg_proc *p = h->proc;
         if (!p || !(h->seen & VG_SEEN_NVML) || h->gpu == VG_SNAP_NO_GPU ||
             !(p->known & VG_PROC_K_STAT) || strchr("ZXDTt", p->state) ||
-            vg_cache_explained(out, h->pid) ||
+            !vg_cache_real_holder(h, p) || vg_cache_explained(out, h->pid) ||
             vg_findings_has_pid(out, "allocator-cache", h->pid, VG_SNAP_NO_GPU))
             continue;
         /* Every holding of the process: one that works makes its memory live memory. */

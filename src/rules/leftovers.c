@@ -452,10 +452,145 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
     }
 }
 
-/* What the figures say, and which processes hold the device node without a context (the likely
- * holders); returns how many of those. */
-static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi,
-                                       struct vg_findings *out, struct vg_finding *f)
+/*
+ * unattributed: used memory that no holder explains. A process that holds the GPU's device node
+ * without a context the driver lists may be keeping it (a worker that inherited the node from a
+ * job that died keeps that job's memory), but the node alone says little: CUDA opens the node of
+ * every GPU a process can see, and forked workers inherit them. So each such process is weighed:
+ * a leftover of an ended job is the likely holder; one that is not part of a live job may be;
+ * one with a context on another GPU, an NVML-only monitor, or a process of a live job (its
+ * parent, which started it, runs) is not blamed, and the finding says why. Healthy processes are
+ * never named in the finding's PIDs nor in a fix that says to stop them.
+ */
+
+enum vg_un_blame {
+    VG_UN_LEFTOVER, /* a leftover of an ended job (the leftover model): the likely holder */
+    VG_UN_MAYBE,    /* not part of a live job: it may hold it */
+    VG_UN_WORKS,    /* has a context on another GPU: a CUDA process that sees this one */
+    VG_UN_MONITOR,  /* maps NVML and not CUDA: reads GPUs, holds no memory */
+    VG_UN_LIVE_JOB, /* a process of a live job: its parent, which started it, runs */
+};
+
+/* How the fd-only holders of one GPU were weighed. */
+struct vg_un_count {
+    size_t blamed; /* VG_UN_LEFTOVER and VG_UN_MAYBE: named in the finding's PIDs */
+    size_t spared;
+};
+
+/* Adopted by a subreaper in its own session (the shell), which vg_rule_parent_is_launcher cannot
+ * tell from the process that started it: a worker shares its parent's group, so a parent in
+ * another group while its own group's leader has exited is an adopter. */
+static bool vg_unattributed_shell_adopted(const struct vg_proc *p)
+{
+    return p->parent_known && p->parent_pgid != p->pgid && !p->pgid_alive;
+}
+
+static enum vg_un_blame vg_unattributed_blame(const struct vg_snapshot *snap,
+                                              const struct vg_leftovers *ls,
+                                              const struct vg_holding *h, size_t *other_gpu)
+{
+    const struct vg_proc *p = h->proc;
+    const struct vg_leftover *l = vg_leftovers_find(ls, h->pid);
+    if (l && l->verdict == VG_LEFT_YES)
+        return VG_UN_LEFTOVER;
+    for (size_t k = 0; k < snap->nholdings; k++) {
+        const struct vg_holding *o = &snap->holdings[k];
+        if (o->pid == h->pid && (o->seen & VG_SEEN_NVML) && o->gpu != VG_SNAP_NO_GPU &&
+            o->gpu != h->gpu) {
+            *other_gpu = o->gpu;
+            return VG_UN_WORKS;
+        }
+    }
+    if ((p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_NVML) && !(p->libs & VG_LIB_CUDA))
+        return VG_UN_MONITOR;
+    if (vg_rule_parent_is_launcher(p) && !vg_unattributed_shell_adopted(p))
+        return VG_UN_LIVE_JOB;
+    return VG_UN_MAYBE;
+}
+
+/* Why a process that is not a sure leftover is not part of a live job either, as words. */
+static void vg_unattributed_why_maybe(struct vg_buf *b, const struct vg_proc *p,
+                                      const struct vg_leftover *l)
+{
+    if (!(p->known & VG_PROC_K_STAT))
+        vg_buf_adds(b, "its parentage could not be read");
+    else if (!p->parent_alive)
+        vg_buf_printf(b, "its parent PID %d has exited", (int)p->ppid);
+    else if (p->ppid <= 1 || (p->parent_known && p->parent_ns_init))
+        vg_buf_printf(b, "it was adopted by PID %d, its PID namespace's init", (int)p->ppid);
+    else if (vg_unattributed_shell_adopted(p))
+        vg_buf_printf(b, "it was adopted by PID %d after its group's leader exited", (int)p->ppid);
+    else
+        vg_buf_printf(b, "it was adopted by PID %d, not the process that started it", (int)p->ppid);
+    if (l && l->verdict == VG_LEFT_NOT && l->why_not)
+        vg_buf_printf(b, "; not a sure leftover: %s", l->why_not);
+}
+
+/* One evidence line for one fd-only holder, and its PID in the finding when it is blamed. */
+static void vg_unattributed_holder(const struct vg_snapshot *snap, const struct vg_leftovers *ls,
+                                   const struct vg_holding *h, struct vg_findings *out,
+                                   struct vg_finding *f, struct vg_un_count *c)
+{
+    char label[VG_LABEL_MAX], glabel[VG_LABEL_MAX];
+    vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
+    size_t other = VG_SNAP_NO_GPU;
+    enum vg_un_blame why = vg_unattributed_blame(snap, ls, h, &other);
+    struct vg_buf b;
+    vg_buf_init(&b, 1024);
+    switch (why) {
+    case VG_UN_LEFTOVER:
+        vg_buf_printf(&b,
+                      "%s holds the device node without a context the driver lists and is "
+                      "left over from a job that ended (orphan-holder): the likely holder",
+                      label);
+        break;
+    case VG_UN_MAYBE:
+        vg_buf_printf(&b,
+                      "%s holds the device node without a context the driver lists and is not "
+                      "part of a live job (",
+                      label);
+        vg_unattributed_why_maybe(&b, h->proc, vg_leftovers_find(ls, h->pid));
+        vg_buf_adds(&b, "): it may hold it");
+        break;
+    case VG_UN_WORKS:
+        vg_rule_gpu_label(snap, other, glabel, sizeof(glabel));
+        vg_buf_printf(&b,
+                      "%s has the device node open but its context is on %s: CUDA opens the "
+                      "node of every GPU a process can see, so it is not blamed",
+                      label, glabel);
+        break;
+    case VG_UN_MONITOR:
+        vg_buf_printf(&b,
+                      "%s has the device node open but maps NVML and not CUDA: a monitor "
+                      "reading the GPU, which holds no memory, so it is not blamed",
+                      label);
+        break;
+    case VG_UN_LIVE_JOB:
+        vg_buf_printf(&b,
+                      "%s has the device node open as a process of a live job (its parent "
+                      "PID %d, which started it, runs): CUDA opens the node of every visible "
+                      "GPU and forked workers inherit it, so it is not blamed",
+                      label, (int)h->proc->ppid);
+        break;
+    }
+    if (!b.err)
+        vg_finding_evidence(out, f, "%s", b.data);
+    else if (!out->err)
+        out->err = b.err;
+    vg_buf_release(&b);
+    if (why == VG_UN_LEFTOVER || why == VG_UN_MAYBE) {
+        vg_finding_pid(out, f, h->pid);
+        c->blamed++;
+    } else {
+        c->spared++;
+    }
+}
+
+/* What the figures say, and how each process that holds the device node without a context was
+ * weighed (vg_unattributed_holder). */
+static void vg_unattributed_evidence(const struct vg_snapshot *snap, const struct vg_leftovers *ls,
+                                     size_t gi, struct vg_findings *out, struct vg_finding *f,
+                                     struct vg_un_count *c)
 {
     const struct vg_snap_gpu *s = &snap->per_gpu[gi];
     const struct vg_gpu *g = &snap->gpus.gpus[gi];
@@ -480,29 +615,52 @@ static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi
                             "this may be theirs",
                             s->nholders_unknown, s->nholders_unknown == 1 ? "" : "es",
                             s->nholders_unknown == 1 ? "s" : "");
-    size_t first, count, fd_only = 0;
+    size_t first, count;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
-    for (size_t i = first; i < first + count; i++) {
-        const struct vg_holding *h = &snap->holdings[i];
-        if (h->seen == VG_SEEN_FD) {
-            char label[VG_LABEL_MAX];
-            vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
-            vg_finding_evidence(out, f,
-                                "%s holds the device node without a context the "
-                                "driver lists: the likely holder",
-                                label);
-            vg_finding_pid(out, f, h->pid);
-            fd_only++;
-        }
+    for (size_t i = first; i < first + count; i++)
+        if (snap->holdings[i].seen == VG_SEEN_FD && snap->holdings[i].proc)
+            vg_unattributed_holder(snap, ls, &snap->holdings[i], out, f, c);
+}
+
+/* The fix for blamed holders: stop them by PID (the finding's own, so never a spared one); or,
+ * when every node holder was spared, where else the memory may be. */
+static void vg_unattributed_stop_fix(struct vg_findings *out, struct vg_finding *f,
+                                     const struct vg_un_count *c)
+{
+    if (!f)
+        return;
+    if (c->blamed && f->npids) {
+        struct vg_buf b;
+        vg_buf_init(&b, 512);
+        for (size_t i = 0; i < f->npids && i < 8; i++)
+            vg_buf_printf(&b, "%sPID %d", i ? ", " : "", (int)f->pids[i]);
+        if (f->npids > 8)
+            vg_buf_printf(&b, " and %zu more", f->npids - 8);
+        if (!b.err)
+            vg_finding_fix(out, f,
+                           "stop %s (holding only the device node, not part of a live job), "
+                           "then look again",
+                           b.data);
+        else if (!out->err)
+            out->err = b.err;
+        vg_buf_release(&b);
+    } else if (c->spared) {
+        vg_finding_evidence(out, f,
+                            "no process that holds its node explains it: do not stop them "
+                            "for this");
+        vg_finding_fix(out, f,
+                       "a job that ended may have left it for the driver to tear down: look "
+                       "again in a minute; if it stays, a process in another container or PID "
+                       "namespace may hold it (run vramguard on the host, with its /proc)");
     }
-    return fd_only;
 }
 
 /* What to do: reset now (nothing holds it), look further (nothing seen, but not everything
- * could be), or stop the holders first. reset_id names the GPU for nvidia-smi -i. */
+ * could be), or stop the holders that are blamed first. reset_id names the GPU for nvidia-smi
+ * -i. */
 static void vg_unattributed_fixes(const struct vg_snapshot *snap, size_t gi,
                                   struct vg_findings *out, struct vg_finding *f,
-                                  const char *reset_id, size_t fd_only)
+                                  const char *reset_id, const struct vg_un_count *c)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gi];
     size_t first, count;
@@ -545,51 +703,59 @@ static void vg_unattributed_fixes(const struct vg_snapshot *snap, size_t gi,
                             "%zu process%s still hold%s the GPU, so a reset is not "
                             "possible yet",
                             count, count == 1 ? "" : "es", count == 1 ? "s" : "");
-        if (fd_only)
-            vg_finding_fix(out, f,
-                           "stop the processes that hold only the device node "
-                           "(PIDs above), then look again");
+        vg_unattributed_stop_fix(out, f, c);
         vg_finding_fix(out, f, "once nothing holds the GPU: nvidia-smi --gpu-reset -i %s",
                        reset_id);
     }
 }
 
-void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+static void vg_unattributed_gpu(const struct vg_rule_ctx *ctx, const struct vg_leftovers *ls,
+                                size_t gi, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
-    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
-        const struct vg_snap_gpu *s = &snap->per_gpu[gi];
-        const struct vg_gpu *g = &snap->gpus.gpus[gi];
-        /* With the v1 memory call the driver's own reservation (a few hundred MiB) is part of
-         * "used", so allow for it before calling anything unexplained. */
-        uint64_t min =
-            ctx->opts->unattributed_min + (s->unexplained_has_reserved ? 512ull << 20 : 0);
-        if (!s->unexplained_known || s->unexplained_bytes <= min)
-            continue;
-        char glabel[VG_LABEL_MAX], un[32];
-        vg_rule_gpu_label(snap, gi, glabel, sizeof(glabel));
-        vg_rule_size(true, s->unexplained_bytes, un, sizeof(un));
-        struct vg_finding *f = vg_finding_add(out, "unattributed", VG_SEV_WARNING);
-        vg_finding_gpu(out, f, gi);
-        if (f) {
-            f->bytes_known = true;
-            f->bytes = s->unexplained_bytes;
-        }
-        vg_finding_title(out, f, "%s%s of memory on %s is held by no process the driver lists",
-                         s->unexplained_upper_bound ? "up to " : "", un, glabel);
-        size_t fd_only = vg_unattributed_evidence(snap, gi, out, f);
-        /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. It
-         * also takes a comma-separated list, so a UUID that is not well-formed is not used: a
-         * command pasted from here must never reset another GPU. */
-        char idx[16];
-        snprintf(idx, sizeof(idx), "%u", g->index);
-        bool uuid_known = (g->known & VG_GPU_K_UUID) && g->uuid;
-        const char *uuid = uuid_known && vg_visible_uuid_ok(g->uuid) ? g->uuid
-                           : !uuid_known && (g->known & VG_GPU_K_PCI) && g->pci_bus_id
-                               ? g->pci_bus_id
-                               : idx;
-        vg_unattributed_fixes(snap, gi, out, f, uuid, fd_only);
+    const struct vg_snap_gpu *s = &snap->per_gpu[gi];
+    const struct vg_gpu *g = &snap->gpus.gpus[gi];
+    /* With the v1 memory call the driver's own reservation (a few hundred MiB) is part of
+     * "used", so allow for it before calling anything unexplained. */
+    uint64_t min = ctx->opts->unattributed_min + (s->unexplained_has_reserved ? 512ull << 20 : 0);
+    if (!s->unexplained_known || s->unexplained_bytes <= min)
+        return;
+    char glabel[VG_LABEL_MAX], un[32];
+    vg_rule_gpu_label(snap, gi, glabel, sizeof(glabel));
+    vg_rule_size(true, s->unexplained_bytes, un, sizeof(un));
+    struct vg_finding *f = vg_finding_add(out, "unattributed", VG_SEV_WARNING);
+    vg_finding_gpu(out, f, gi);
+    if (f) {
+        f->bytes_known = true;
+        f->bytes = s->unexplained_bytes;
     }
+    vg_finding_title(out, f, "%s%s of memory on %s is held by no process the driver lists",
+                     s->unexplained_upper_bound ? "up to " : "", un, glabel);
+    struct vg_un_count c = {0, 0};
+    vg_unattributed_evidence(snap, ls, gi, out, f, &c);
+    /* nvidia-smi -i takes a UUID, a PCI bus id or an index: the most stable one known. It also
+     * takes a comma-separated list, so a UUID that is not well-formed is not used: a command
+     * pasted from here must never reset another GPU. */
+    char idx[16];
+    snprintf(idx, sizeof(idx), "%u", g->index);
+    bool uuid_known = (g->known & VG_GPU_K_UUID) && g->uuid;
+    const char *uuid = uuid_known && vg_visible_uuid_ok(g->uuid)                   ? g->uuid
+                       : !uuid_known && (g->known & VG_GPU_K_PCI) && g->pci_bus_id ? g->pci_bus_id
+                                                                                   : idx;
+    vg_unattributed_fixes(snap, gi, out, f, uuid, &c);
+}
+
+void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out)
+{
+    struct vg_leftovers ls;
+    if (vg_leftovers_assess(ctx->snap, &ls) != 0) {
+        if (!out->err)
+            out->err = -ENOMEM;
+        return;
+    }
+    for (size_t gi = 0; gi < ctx->snap->gpus.ngpus; gi++)
+        vg_unattributed_gpu(ctx, &ls, gi, out);
+    vg_leftovers_release(&ls);
 }
 
 void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)

@@ -234,3 +234,27 @@ healthy() {
     vgd --color=never doctor
     [[ $output != *$'\e['* ]]
 }
+
+@test "allocator-cache needs real 0% samples: none from the driver (NOT_FOUND), or 0% from a busy GPU's only holder, is not idleness" {
+    vg_spawn --open "$(dev 1)" --map "$LIB/libcuda.so.1" --busy 30 -- python train.py
+    T=$VG_PID
+    # The driver has no per-process samples while the GPU works at 25%.
+    homogeneous_host "proc gpu=1 pid=$T type=compute mem=20GiB sm=0" \
+        "error func=nvmlDeviceGetProcessUtilization gpu=1 code=6"
+    sed 's/^\(gpu index=1 .*\)util=0 /\1util=25 /' "$FAKE_NVML_SCENARIO" | vg_scenario
+    vgd --json doctor
+    show
+    [ "$status" -eq 0 ]
+    json_ok '[.findings[] | select(.rule == "allocator-cache")] == []'
+    # 0% samples from its only holder while the GPU works: not believed either.
+    homogeneous_host "proc gpu=1 pid=$T type=compute mem=20GiB sm=0"
+    sed 's/^\(gpu index=1 .*\)util=0 /\1util=25 /' "$FAKE_NVML_SCENARIO" | vg_scenario
+    vgd --json doctor
+    show
+    json_ok '[.findings[] | select(.rule == "allocator-cache")] == []'
+    # The near miss: the GPU idle too, so the 0% is real.
+    homogeneous_host "proc gpu=1 pid=$T type=compute mem=20GiB sm=0"
+    vgd --json doctor
+    show
+    [ "$(rules_fired)" = allocator-cache ]
+}

@@ -144,7 +144,7 @@ gpu_used() {
     json_ok '.findings[0].fix | any(. == "once nothing holds the GPU: nvidia-smi --gpu-reset -i \($u)")' --arg u "$U2"
 }
 
-@test "unattributed: a process holding only the device node is named as the likely holder" {
+@test "unattributed: a live process's forked worker holding only the device node is not blamed" {
     vg_spawn --open "$(dev 3)" --children 1
     P=$VG_PID C=${VG_CHILD_PIDS[0]}
     homogeneous_host "proc gpu=3 pid=$P type=compute mem=1GiB"
@@ -153,11 +153,63 @@ gpu_used() {
     show
     [ "$status" -eq 1 ]
     [ "$(rules_fired)" = unattributed ]
-    finding_is unattributed '[3]' "[$C]"
-    json_ok '.findings[0].evidence | any(startswith("PID \($c) ") and endswith("holds the device node without a context the driver lists: the likely holder"))' \
-        --arg c "$C"
+    finding_is unattributed '[3]' '[]'
+    json_ok '.findings[0].evidence | any(startswith("PID \($c) ") and contains("has the device node open as a process of a live job (its parent PID \($p), which started it, runs)") and endswith("so it is not blamed"))' \
+        --arg c "$C" --arg p "$P"
     json_ok '.findings[0].evidence | any(. == "2 processes still hold the GPU, so a reset is not possible yet")'
-    json_ok '.findings[0].fix[0] | startswith("stop the processes that hold only the device node")'
+    json_ok '.findings[0].evidence | any(. == "no process that holds its node explains it: do not stop them for this")'
+    json_ok '.findings[0].fix | all(startswith("stop") | not)'
+}
+
+@test "unattributed: the ranks of a live DDP job hold every visible GPU's node; a dead job's memory on GPU 1 is not pinned on them" {
+    # The launcher opened every visible GPU's node as CUDA does; its ranks inherit them and the
+    # driver lists a context of each on its own GPU. GPU 1 carries 12 GiB a job that ended left.
+    vg_spawn --open "$(dev 0)" --open "$(dev 1)" --open "$(dev 2)" --env LOCAL_RANK=0 --children 2 \
+        -- python train.py
+    L=$VG_PID R0=${VG_CHILD_PIDS[0]} R1=${VG_CHILD_PIDS[1]}
+    homogeneous_host "proc gpu=0 pid=$R0 type=compute mem=20GiB sm=90" \
+        "proc gpu=2 pid=$R1 type=compute mem=20GiB sm=90"
+    gpu_used 1 12GiB
+    vgd --json doctor
+    show
+    finding_is unattributed '[1]' '[]'
+    json_ok '[.findings[] | select(.rule == "unattributed") | .evidence[] | select(contains("so it is not blamed"))] | length == 3'
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($r) ") and contains("its context is on GPU 0"))' --arg r "$R0"
+    json_ok '.findings[] | select(.rule == "unattributed") | .fix | all(startswith("stop") | not)'
+    json_ok '.findings[] | select(.rule == "unattributed") | .fix | any(contains("run vramguard on the host"))'
+}
+
+@test "unattributed: a monitor daemon that reads every GPU through NVML is not blamed; a daemon mapping CUDA may be" {
+    LIB=$(vg_fake_lib libnvidia-ml.so.1 libcuda.so.1)
+    vg_spawn --orphan --setsid --open "$(dev 0)" --open "$(dev 1)" --map "$LIB/libnvidia-ml.so.1" \
+        --comm gpu-exporter -- gpu-exporter --all
+    M=$VG_ORPHAN_PID
+    vg_spawn --orphan --setsid --open "$(dev 1)" --map "$LIB/libcuda.so.1" --comm cuda-daemon \
+        -- cuda-daemon
+    D=$VG_ORPHAN_PID
+    homogeneous_host
+    gpu_used 1 6GiB
+    vgd --json doctor
+    show
+    finding_is unattributed '[1]' "[$D]"
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($m) ") and contains("maps NVML and not CUDA"))' --arg m "$M"
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($d) ") and contains("is not part of a live job (") and contains("; not a sure leftover: ") and endswith("): it may hold it"))' --arg d "$D"
+    json_ok '.findings[] | select(.rule == "unattributed") | .fix[0] | startswith("stop PID \($d) (")' --arg d "$D"
+}
+
+@test "unattributed: a dead job's worker adopted by a live subreaper, holding only the node, is the likely holder" {
+    vg_spawn --reaper --orphan --pgrp --comm pt_data_worker --open "$(dev 1)" -- python train.py
+    O=$VG_PID
+    [ "$(vg_stat "$O" ppid)" != 1 ] # its parent lives: the subreaper that adopted it
+    homogeneous_host
+    gpu_used 1 6GiB
+    vgd --json doctor
+    show
+    [ "$status" -eq 2 ]
+    finding_is unattributed '[1]' "[$O]"
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($o) ") and endswith("holds the device node without a context the driver lists and is left over from a job that ended (orphan-holder): the likely holder"))' \
+        --arg o "$O"
+    json_ok '.findings[] | select(.rule == "unattributed") | .fix[0] | startswith("stop PID \($o) (holding only the device node")' --arg o "$O"
 }
 
 @test "unattributed: 'up to' when a listed process reports no figure" {

@@ -107,6 +107,20 @@ no_garbage() {
     [[ $output == *"vramguard is not root: run it as root to see other users' processes."* ]]
 }
 
+@test "a kernel thread under a PID the driver lists (a stale entry's reused PID) is never its framework's cache, as nobody too" {
+    [[ $(cat /proc/2/comm 2>/dev/null) == kthreadd ]] || skip "no kernel threads in this PID namespace"
+    echo "proc gpu=1 pid=2 type=compute mem=4GiB sm=0" >>"$PUB/scenario"
+    # nobody cannot read its descriptors, so the entry is not known to be stale
+    as_nobody --json doctor --no-shell
+    echo "nobody: $output $stderr"
+    ((status <= 2))
+    no_garbage
+    json_ok 'all(.findings[]; .rule != "allocator-cache" or (.pids | index(2) | not))'
+    as_root --json doctor --no-shell
+    echo "root: $output"
+    json_ok 'all(.findings[]; .rule != "allocator-cache" or (.pids | index(2) | not))'
+}
+
 @test "visible as nobody: the driver's view is enough" {
     as_nobody visible 0,2 --order PCI_BUS_ID
     [ "$status" -eq 0 ]

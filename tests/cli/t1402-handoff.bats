@@ -294,3 +294,22 @@ show() {
     show
     [ "$status" -eq 0 ] && [ "$output" = "vramguard: clean: GPUs 0,1,2,3 free" ]
 }
+
+@test "node: memory no process explains next to a live holder: the reason names both, as the holder list does" {
+    start J --open "$DEVDIR/nvidia3" -- python serve.py
+    start K --open "$DEVDIR/nvidia3" --open "$DEVDIR/nvidia2" -- python worker.py
+    gpus "proc gpu=3 pid=$J type=compute mem=10GiB sm=90 exits=1"
+    sed -e 's/^\(gpu index=3 .*\)util=0$/\1util=0 used=12GiB/' \
+        -e 's/^\(gpu index=2 .*\)util=0$/\1util=0 used=3GiB/' "$FAKE_NVML_SCENARIO" | vg_scenario
+    unset SLURM_JOB_GPUS SLURM_JOB_ID SLURM_JOB_UID
+    ho node --json
+    show
+    [ "$status" -eq 1 ]
+    [ "$(json '.gpus[3].outcome')" = dirty ] && [ "$(json '.gpus[3].cause')" = unexplained ]
+    [ "$(json '.gpus[3].holders | map(select(.present)) | length')" = 2 ]
+    [[ $(json .reason) == "vramguard: dirty: GPU 2: 3 GiB used and unexplained; pid $K ("*") holds only its device node; 1 more GPU dirty" ]]
+    [[ $(json '.gpus[3].reason') == "GPU 3: 12 GiB used, 10 GiB by pid $J ("*"), 2 GiB unexplained; pid $K ("*") holds only its device node" ]]
+    [[ $(json .reason) != *"no process holds it"* ]]
+    ! signalled "$J"
+    ! signalled "$K"
+}

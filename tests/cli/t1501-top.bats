@@ -223,3 +223,15 @@ host() {
     [ "$status" -eq 64 ]
     [[ $output == *"needs a terminal"* ]]
 }
+
+@test "no per-process samples from the driver (NOT_FOUND): SM% is n/a, not 0, and no allocator-cache" {
+    host "error func=nvmlDeviceGetProcessUtilization gpu=1 code=6"
+    top_start 120 30 -- --sort pid
+    wait_screen "orphan-holder"
+    screen
+    [[ $(row "$J") =~ 20\.0G\ +n/a\  ]]
+    lacks "allocator-cache"
+    keys Home Down Enter
+    wait_screen "PID $J  user $VG_USER"
+    screen | grep -qF "GPU 1: 20.0G (SM n/a)"
+}

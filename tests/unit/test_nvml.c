@@ -612,6 +612,32 @@ static void test_unknown_error_code(void **state)
     free(sc);
 }
 
+/* Per-process samples: a PID with one is known (its highest), and NOT_FOUND (no samples at all,
+ * which a busy GPU's driver answers too) leaves every process unknown, never 0%. */
+static void test_proc_util_silence(void **state)
+{
+    static const char sc[] =
+        "gpu index=0 uuid=GPU-a name=A minor=0 bus=00000000:01:00.0 total=16GiB used=auto util=20\n"
+        "gpu index=1 uuid=GPU-b name=B minor=1 bus=00000000:02:00.0 total=16GiB used=auto util=20\n"
+        "proc gpu=0 pid=10 type=compute mem=4GiB sm=0\n"
+        "proc gpu=0 pid=11 type=compute mem=4GiB sm=30\n"
+        "proc gpu=1 pid=12 type=compute mem=4GiB sm=0\n"
+        "error func=nvmlDeviceGetProcessUtilization gpu=1 code=6\n";
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    const struct vg_gpu *g = &t.list.gpus[0];
+    assert_true(g->known & VG_GPU_K_PROC_UTIL);
+    assert_true(vg_t_proc(g, 10)->util_known);
+    assert_int_equal(vg_t_proc(g, 10)->sm_util, 0);
+    assert_true(vg_t_proc(g, 11)->util_known);
+    assert_int_equal(vg_t_proc(g, 11)->sm_util, 30);
+    g = &t.list.gpus[1];
+    assert_false(g->known & VG_GPU_K_PROC_UTIL);
+    assert_false(vg_t_proc(g, 12)->util_known);
+    assert_int_equal(vg_t_nerrors(&t.list), 0); /* no samples is not a failure */
+    vg_t_done(&t);
+}
+
 static void test_optional_not_supported(void **state)
 {
     static const char sc[] =
@@ -1039,6 +1065,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_four_gpus),
         cmocka_unit_test(test_sensors),
+        cmocka_unit_test(test_proc_util_silence),
         cmocka_unit_test(test_legacy_v1_everything),
         cmocka_unit_test(test_r535_stride),
         cmocka_unit_test(test_full_stride_24),

@@ -349,6 +349,7 @@ static void test_left_nohup_job(void **state)
         host_init(&h, 1);
         ctx(&h, 0, 700, 20 * GiB);
         fx_util(&h.l.gpus[0], 700, busy ? 97 : 0);
+        h.l.gpus[0].util_gpu = busy ? 97 : 0; /* its only holder: the GPU agrees */
         struct vg_proc *m = host_proc(&h, 700, "python", "python train.py");
         m->ppid = 1;
         m->parent_known = false;
@@ -927,6 +928,95 @@ static void test_unmatched_node(void **state)
     host_release(&h);
 }
 
+/* unattributed weighs the processes that hold the GPU's node without a context: CUDA opens the
+ * node of every visible GPU, so the ranks of a live DDP job (contexts on GPUs 0 and 2) and a
+ * DataLoader worker of a live main process hold GPU 1's node without being its holders, and an
+ * NVML monitor reads every GPU; none of them is named or told to stop. A worker left over by a
+ * dead job, adopted by the shell (a subreaper in its own session, so its parent lives), is the
+ * likely holder, and so is a rank whose job ended. */
+static void test_unattributed_blame(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 3);
+    h.extra[1] = 12 * GiB;
+    ctx(&h, 0, 3001, 20 * GiB);
+    ctx(&h, 2, 3002, 20 * GiB);
+    ctx(&h, 0, 3010, 10 * GiB);
+    host_proc(&h, 3000, "torchrun", "torchrun --nproc-per-node 2 train.py");
+    for (pid_t r = 3001; r <= 3002; r++) {
+        struct vg_proc *p = host_proc(&h, r, "python", "python train.py");
+        p->ppid = 3000;
+        env(p, VG_ENV_LOCAL_RANK, r == 3001 ? "0" : "1");
+        fx_fd(p, r == 3001 ? 0 : 2);
+        fx_fd(p, 1); /* CUDA opened every visible GPU's node */
+    }
+    fx_fd(host_proc(&h, 3010, "python", "python eval.py"), 0);
+    struct vg_proc *w = host_proc(&h, 3011, "pt_data_worker", "python eval.py");
+    w->ppid = 3010; /* its main process lives */
+    fx_fd(w, 0);
+    fx_fd(w, 1);
+    struct vg_proc *m = host_proc(&h, 3020, "gpu-monitor", "gpu-monitor --all");
+    m->ppid = 1; /* a daemon that reads every GPU through NVML */
+    m->parent_known = false;
+    m->pgid = m->sid = 3020;
+    m->libs = VG_LIB_NVML;
+    fx_fd(m, 0);
+    fx_fd(m, 1);
+    fx_fd(m, 2);
+    host_run(&h);
+    const struct vg_finding *f = finding(&h, "unattributed", 0);
+    assert_non_null(f);
+    assert_int_equal(f->npids, 0);
+    assert_true(said(f, "PID 3001 (python train.py) has the device node open but its context is "
+                        "on GPU 0"));
+    assert_true(said(f, "PID 3011 (python eval.py) has the device node open as a process of a "
+                        "live job (its parent PID 3010"));
+    assert_true(said(f, "PID 3020 (gpu-monitor --all) has the device node open but maps NVML"));
+    assert_true(said(f, "do not stop them for this"));
+    assert_false(fixed(f, "stop"));
+    assert_true(fixed(f, "look again in a minute"));
+    host_release(&h);
+
+    /* The same host with a worker of a dead job on GPU 1, adopted by the shell (PID 10, which
+     * leads another group), and a rank whose agent died: these two, and only these. */
+    host_init(&h, 3);
+    h.extra[1] = 12 * GiB;
+    ctx(&h, 0, 3001, 20 * GiB);
+    ctx(&h, 2, 3102, 3 * GiB);
+    host_proc(&h, 3000, "torchrun", "torchrun --nproc-per-node 2 train.py");
+    struct vg_proc *r = host_proc(&h, 3001, "python", "python train.py");
+    r->ppid = 3000;
+    env(r, VG_ENV_LOCAL_RANK, "0");
+    fx_fd(r, 0);
+    fx_fd(r, 1);
+    struct vg_proc *o = host_proc(&h, 3101, "pt_data_worker", "python old.py");
+    o->ppid = 10;
+    o->pgid = 3100;
+    o->pgid_alive = false;
+    fx_fd(o, 1);
+    fx_activity(o, 500, 0);
+    struct vg_proc *d = host_proc(&h, 3102, "python", "python old.py");
+    orphaned(d, 3100);
+    env(d, VG_ENV_LOCAL_RANK, "1");
+    fx_fd(d, 1);
+    fx_fd(d, 2);
+    fx_activity(d, 500, 0);
+    fx_util(&h.l.gpus[2], 3102, 0);
+    h.l.gpus[2].util_gpu = 0;
+    host_run(&h);
+    f = finding(&h, "unattributed", 0);
+    assert_non_null(f);
+    assert_int_equal(f->npids, 2);
+    assert_int_equal(f->pids[0], 3101);
+    assert_int_equal(f->pids[1], 3102);
+    assert_true(said(f, "PID 3101 (python old.py) holds the device node without a context"));
+    assert_true(said(f, "PID 3001 (python train.py) has the device node open but its context"));
+    assert_true(fixed(f, "stop PID 3101, PID 3102 ("));
+    assert_false(fixed(f, "3001"));
+    host_release(&h);
+}
+
 /* ------------------------------------------------------------------- idle and cache */
 
 static void test_allocator_cache(void **state)
@@ -937,6 +1027,7 @@ static void test_allocator_cache(void **state)
     ctx(&h, 0, 2101, 20 * GiB);
     ctx(&h, 1, 2102, 20 * GiB);
     ctx(&h, 1, 2103, 512 * MiB); /* a bare context: not a cache worth a word */
+    h.l.gpus[0].util_gpu = 0;    /* the GPU agrees: nothing on it worked */
     fx_util(&h.l.gpus[0], 2101, 0);
     fx_util(&h.l.gpus[1], 2102, 35);
     fx_util(&h.l.gpus[1], 2103, 0);
@@ -963,6 +1054,51 @@ static void test_allocator_cache(void **state)
     fx_fd(host_proc(&h, 2201, "python", "python x.py"), 0);
     host_run(&h);
     assert_null(finding(&h, "allocator-cache", 0));
+    host_release(&h);
+}
+
+/* Idleness needs real 0% samples the GPU's own figures do not contradict: no sample is unknown
+ * (the driver answers NOT_FOUND for busy processes too), a busy GPU whose only holder shows 0%
+ * did not get its work from nowhere; and a PID the driver names is not its holder on that word
+ * alone: a kernel thread (the stale entry's reused PID, whose descriptors an ordinary user
+ * cannot read) or a process holding no node and mapping no CUDA gets nothing. */
+static void test_allocator_cache_silence(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 4);
+    ctx(&h, 0, 2401, 20 * GiB); /* no sample; the GPU at 10% */
+    ctx(&h, 1, 2402, 20 * GiB); /* 0% samples; the GPU at 25%, it its only holder */
+    ctx(&h, 2, 2403, 20 * GiB); /* a kernel thread, 0% */
+    ctx(&h, 2, 2404, 20 * GiB); /* named by the driver only, 0% */
+    ctx(&h, 3, 2405, 20 * GiB); /* 0% while 2406 works: the GPU's work is 2406's */
+    ctx(&h, 3, 2406, 20 * GiB);
+    h.l.gpus[0].known |= VG_GPU_K_PROC_UTIL; /* samples read, none for 2401 */
+    h.l.gpus[1].util_gpu = 25;
+    fx_util(&h.l.gpus[1], 2402, 0);
+    h.l.gpus[2].util_gpu = 0;
+    fx_util(&h.l.gpus[2], 2403, 0);
+    fx_util(&h.l.gpus[2], 2404, 0);
+    h.l.gpus[3].util_gpu = 30;
+    fx_util(&h.l.gpus[3], 2405, 0);
+    fx_util(&h.l.gpus[3], 2406, 60);
+    fx_fd(host_proc(&h, 2401, "python", "python train.py"), 0);
+    fx_fd(host_proc(&h, 2402, "python", "python train.py"), 1);
+    struct vg_proc *k = host_proc(&h, 2403, "kworker/3:1", "");
+    k->ppid = 2;
+    k->flags = VG_PROC_PF_KTHREAD;
+    k->known &= ~(unsigned)VG_PROC_K_MAPS;
+    struct vg_proc *named = host_proc(&h, 2404, "bash", "bash");
+    named->libs = 0; /* maps read: no CUDA */
+    fx_fd(host_proc(&h, 2405, "python", "python cache.py"), 3);
+    fx_fd(host_proc(&h, 2406, "python", "python train.py"), 3);
+    host_run(&h);
+    assert_null(finding(&h, "allocator-cache", 2401));
+    assert_null(finding(&h, "allocator-cache", 2402));
+    assert_null(finding(&h, "allocator-cache", 2403));
+    assert_null(finding(&h, "allocator-cache", 2404));
+    assert_non_null(finding(&h, "allocator-cache", 2405));
+    assert_null(finding(&h, "allocator-cache", 2406));
     host_release(&h);
 }
 
@@ -1007,8 +1143,10 @@ int main(void)
         cmocka_unit_test(test_zombie_dstate_foreign),
         cmocka_unit_test(test_stale_pid),
         cmocka_unit_test(test_unattributed_visibility),
+        cmocka_unit_test(test_unattributed_blame),
         cmocka_unit_test(test_unmatched_node),
         cmocka_unit_test(test_allocator_cache),
+        cmocka_unit_test(test_allocator_cache_silence),
         cmocka_unit_test(test_idle_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

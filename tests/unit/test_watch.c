@@ -554,6 +554,7 @@ static struct vg_snapshot *idle_world(unsigned sm)
     w.l.gpus[1].known |= VG_GPU_K_PROC_UTIL;
     w.l.gpus[1].procs[0].util_known = true;
     w.l.gpus[1].procs[0].sm_util = sm;
+    w.l.gpus[1].util_gpu = sm; /* its only holder: the GPU's own figure agrees */
     fx_fd(world_proc(&w, 100, 50, "jupyter kernel"), 1);
     return world_snap(&w);
 }
