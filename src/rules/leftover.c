@@ -71,6 +71,9 @@ static const struct vg_left_fact_def {
     [VG_LF_OLDER_CONTEXT] = {"context-older-than-session", -2,
                              "the context it keeps alive is older than its session: it left "
                              "the session of the process that made it, as a daemon does"},
+    [VG_LF_LIVE_CONTEXT] = {"live-context-in-session", -3,
+                            "a live process of its session has a context on a GPU it holds "
+                            "without one: its job may still run"},
     [VG_LF_SERVICE] = {"service-cgroup", -2, "it runs in a service's cgroup: a supervised service"},
     [VG_LF_WORKS] = {"works", -2,
                      "it is working (CPU time or GPU utilisation): a leftover that works may "
@@ -140,7 +143,8 @@ void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover 
     const struct vg_proc *p = l->proc;
     char size[32], gpu[VG_LABEL_MAX];
     vg_rule_size(f->bytes_known, f->bytes, size, sizeof(size));
-    if (f->id == VG_LF_CHARGES_LEADER || f->id == VG_LF_CHARGES_DEAD)
+    if (f->id == VG_LF_CHARGES_LEADER || f->id == VG_LF_CHARGES_DEAD ||
+        f->id == VG_LF_OLDER_CONTEXT)
         vg_rule_gpu_label(snap, f->gpu, gpu, sizeof(gpu));
     const char *gone = f->zombie ? "is a zombie (exited, not reaped)" : "has exited";
     switch (f->id) {
@@ -171,6 +175,20 @@ void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover 
     case VG_LF_SIBLINGS:
         snprintf(out, n, "%u other holder%s of the same ended job run%s the same command line",
                  f->count, f->count == 1 ? "" : "s", f->count == 1 ? "s" : "");
+        return;
+    case VG_LF_OLDER_CONTEXT:
+        snprintf(out, n,
+                 "the context of PID %d on %s, whose node it holds, is older than its session: "
+                 "it left the session of the process that made it, as a daemon does (PID "
+                 "order)",
+                 (int)f->pid, gpu);
+        return;
+    case VG_LF_LIVE_CONTEXT:
+        vg_rule_gpu_label(snap, f->gpu, gpu, sizeof(gpu));
+        snprintf(out, n,
+                 "PID %d, a live process of its session, has a context on %s, whose node it "
+                 "holds without one: its job may still run",
+                 (int)f->pid, gpu);
         return;
     case VG_LF_PARENT_LEFTOVER:
         snprintf(out, n, "a worker of leftover PID %d", (int)f->pid);
@@ -245,6 +263,12 @@ static bool vg_left_mp_cmdline(const char *cmd)
     return false;
 }
 
+static bool vg_left_same_cmdline(const struct vg_proc *x, const struct vg_proc *y)
+{
+    return (x->known & VG_PROC_K_CMDLINE) && (y->known & VG_PROC_K_CMDLINE) && x->cmdline &&
+           y->cmdline && x->cmdline[0] && strcmp(x->cmdline, y->cmdline) == 0;
+}
+
 /* Whether the driver's process lists are complete on every GPU, so that "the driver lists it
  * nowhere" means something. */
 static bool vg_left_lists_complete(const struct vg_snapshot *snap)
@@ -294,6 +318,31 @@ static bool vg_left_holds_gpu(const struct vg_snapshot *snap, pid_t pid, size_t 
     return false;
 }
 
+/* Whether the driver lists pid with a context on gpu. */
+static bool vg_left_context_on(const struct vg_snapshot *snap, pid_t pid, size_t gpu)
+{
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->pid == pid && h->gpu == gpu && (h->seen & VG_SEEN_NVML))
+            return true;
+    }
+    return false;
+}
+
+/* How many live processes other than pid and its children (which hold what it holds) hold
+ * gpu's node, through a descriptor or a mapping. */
+static size_t vg_left_node_holders(const struct vg_snapshot *snap, size_t gpu, pid_t pid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        const struct vg_proc *q = h->proc;
+        n += h->gpu == gpu && (h->seen & ~VG_SEEN_NVML) && q && h->pid != pid &&
+             q->ppid != pid && q->state != 'Z' && q->state != 'X';
+    }
+    return n;
+}
+
 /* Whether a driver entry names a process that has ended: this procfs shows no such PID (and
  * hides none), shows another process under it (stale), or shows a zombie with no live
  * thread. */
@@ -310,54 +359,128 @@ static bool vg_left_driver_dead(const struct vg_snapshot *snap, const struct vg_
            (!(p->known & VG_PROC_K_THREADS) || p->threads_live == 0);
 }
 
-/*
- * What the driver still charges to dead PIDs on the GPUs this process holds. A dead leader of
- * its group or session is the strongest link there is: its context lives because something
- * still refers to it, and this process, which inherited its files, does. Another dead PID on
- * a GPU it holds only through inherited nodes is a weaker one (the memory may be another
- * job's). Compared only when the driver's PIDs are this procfs's.
- */
-static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *l, bool own_ctx)
+/* Where a context's PID d lies against a process's session and its own PID: PIDs are handed
+ * out in order (a wrap is rare), so a context made in its session before it lies between the
+ * session's leader and it, and one older than its session was carried out of another. */
+enum vg_left_order { VG_ORDER_IN_SESSION, VG_ORDER_OLDER, VG_ORDER_YOUNGER, VG_ORDER_UNKNOWN };
+
+static enum vg_left_order vg_left_order(const struct vg_proc *p, pid_t d)
+{
+    /* younger than it (unless the PIDs wrapped since its session began): not a context a
+     * fork could have handed it */
+    if (d > p->pid && p->sid <= p->pid)
+        return VG_ORDER_YOUNGER;
+    if (p->sid == p->pid)
+        return d < p->pid ? VG_ORDER_OLDER : VG_ORDER_UNKNOWN;
+    if (d < p->sid && p->sid < p->pid)
+        return VG_ORDER_OLDER;
+    if (d > p->sid && d < p->pid)
+        return VG_ORDER_IN_SESSION;
+    return VG_ORDER_UNKNOWN;
+}
+
+/* The fact one driver entry h makes for l, in *id and *weight; false when it makes none. */
+static bool vg_left_charge_fact(const struct vg_snapshot *snap, const struct vg_leftover *l,
+                                const struct vg_holding *h, enum vg_left_fact_id *id, int *weight)
 {
     const struct vg_proc *p = l->proc;
+    enum vg_left_order order = vg_left_order(p, h->pid);
+    if (!vg_left_driver_dead(snap, h)) {
+        /* a live context older than its session, on a GPU it holds without one of its own:
+         * its files may be that process's, carried out of its session as a daemon does */
+        if (!h->proc || order != VG_ORDER_OLDER || vg_left_context_on(snap, l->pid, h->gpu))
+            return false;
+        *id = VG_LF_OLDER_CONTEXT;
+        *weight = vg_left_defs[*id].weight;
+        return true;
+    }
+    if ((h->pid == p->pgid && p->pgid != p->pid) || (h->pid == p->sid && p->sid != p->pid)) {
+        *id = VG_LF_CHARGES_LEADER;
+        *weight = vg_left_defs[*id].weight;
+        return true;
+    }
+    if (order == VG_ORDER_YOUNGER)
+        return false;
+    *id = order == VG_ORDER_OLDER ? VG_LF_OLDER_CONTEXT : VG_LF_CHARGES_DEAD;
+    *weight = vg_left_defs[*id].weight;
+    if (order == VG_ORDER_UNKNOWN)
+        *weight = 1;
+    else if (order == VG_ORDER_IN_SESSION && vg_left_node_holders(snap, h->gpu, l->pid) == 0)
+        *weight = 3; /* no other process could keep that context */
+    return true;
+}
+
+/*
+ * What the driver still charges on the GPUs this process holds. A dead leader of its group or
+ * session is the strongest link there is: its context lives because something still refers to
+ * it, and this process, which inherited its files, does. Another dead PID made in its session
+ * before it is a strong one too (its parent's, most likely); a context older than its session,
+ * dead or alive, says it left the session of the process that made it, as a daemon does. The
+ * strongest link found is kept. Compared only when the driver's PIDs are this procfs's.
+ */
+static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *l)
+{
     bool pids_ours = snap->procs.self_nspid_depth <= 1 && snap->procs.pidns_host;
+    const struct vg_holding *best = NULL;
+    enum vg_left_fact_id best_id = VG_LF_COUNT;
+    int best_w = 0;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
-        if (h->pid == l->pid || !vg_left_driver_dead(snap, h) ||
-            !vg_left_holds_gpu(snap, l->pid, h->gpu))
-            continue;
-        bool leader = (h->pid == p->pgid && p->pgid != p->pid) ||
-                      (h->pid == p->sid && p->sid != p->pid);
-        if (!leader && (own_ctx || vg_leftover_fact(l, VG_LF_CHARGES_LEADER) ||
-                        vg_leftover_fact(l, VG_LF_CHARGES_DEAD) ||
-                        vg_leftover_fact(l, VG_LF_OLDER_CONTEXT)))
+        enum vg_left_fact_id id;
+        int w;
+        if (h->pid == l->pid || !(h->seen & VG_SEEN_NVML) || h->bogus_pid ||
+            h->gpu == VG_SNAP_NO_GPU || !vg_left_holds_gpu(snap, l->pid, h->gpu) ||
+            !vg_left_charge_fact(snap, l, h, &id, &w))
             continue;
         if (!pids_ours) {
-            if (leader)
+            if (id == VG_LF_CHARGES_LEADER)
                 vg_left_add(l, VG_LF_PIDS_FOREIGN)->pid = h->pid;
             continue;
         }
-        enum vg_left_fact_id id = VG_LF_CHARGES_LEADER;
-        int weight = vg_left_defs[id].weight;
-        if (!leader) {
-            /* PIDs are handed out in order (a wrap is rare): a process that made the context
-             * in its session before it came between the session's leader and it; one older
-             * than the session is a context it carried out of another session. */
-            id = VG_LF_CHARGES_DEAD;
-            weight = vg_left_defs[id].weight;
-            if (p->sid != p->pid && h->pid < p->sid && p->sid < p->pid)
-                id = VG_LF_OLDER_CONTEXT, weight = vg_left_defs[id].weight;
-            else if (!(h->pid < p->pid && (p->sid == p->pid || h->pid > p->sid)))
-                weight = 1; /* the order says nothing: the PIDs wrapped between them */
+        /* a link to a dead context outweighs one to a live context, the leader any other */
+        bool better = !best || (id == VG_LF_CHARGES_LEADER && best_id != id) ||
+                      (best_id != VG_LF_CHARGES_LEADER && w > best_w);
+        if (better) {
+            best = h;
+            best_id = id;
+            best_w = w;
         }
-        vg_left_drop(l, VG_LF_CHARGES_DEAD);
-        vg_left_drop(l, VG_LF_OLDER_CONTEXT);
-        struct vg_left_fact *f = vg_left_add(l, id);
-        f->weight = weight;
+    }
+    if (!best)
+        return;
+    struct vg_left_fact *f = vg_left_add(l, best_id);
+    f->weight = best_w;
+    f->pid = best->pid;
+    f->gpu = best->gpu;
+    f->bytes_known = best->used_known;
+    f->bytes = best->used_bytes;
+    /* sitting on a dead process's context, its own context says nothing of being a root */
+    if (best_w > 0)
+        vg_left_drop(l, VG_LF_OWN_CONTEXT);
+}
+
+/*
+ * The other side of the same link: a live process of its session, older than it, with a
+ * context on a GPU whose node it holds without one of its own. Then the context its files may
+ * refer to is a live job's (a worker whose own parent died while the main runs on), and
+ * stopping it may break that job.
+ */
+static void vg_left_live_context(const struct vg_snapshot *snap, struct vg_leftover *l)
+{
+    const struct vg_proc *p = l->proc;
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        const struct vg_proc *q = h->proc;
+        /* a forked worker runs its main's command line: another one is another program */
+        if (h->pid == l->pid || !(h->seen & VG_SEEN_NVML) || h->gpu == VG_SNAP_NO_GPU || !q ||
+            !(q->known & VG_PROC_K_STAT) || q->state == 'Z' || q->state == 'X' ||
+            q->sid != p->sid || h->pid > l->pid || !vg_left_holds_gpu(snap, l->pid, h->gpu) ||
+            vg_left_context_on(snap, l->pid, h->gpu) || !vg_left_same_cmdline(p, q))
+            continue;
+        struct vg_left_fact *f = vg_left_add(l, VG_LF_LIVE_CONTEXT);
         f->pid = h->pid;
         f->gpu = h->gpu;
-        f->bytes_known = h->used_known;
-        f->bytes = h->used_bytes;
+        return;
     }
 }
 
@@ -404,6 +527,8 @@ static void vg_left_lineage(struct vg_leftover *l, bool launched)
     } else if (p->pgid == p->pid) {
         vg_left_add(l, VG_LF_LEADS_GROUP);
     }
+    /* A worker inherits this from a nohup'd main too: what the driver charges to that main
+     * is what outweighs it then. */
     if ((p->known & VG_PROC_K_SIGIGN) && (p->sig_ignored & 1u))
         vg_left_add(l, VG_LF_SIGHUP_IGNORED);
     if (p->state == 'T' || p->state == 't')
@@ -479,7 +604,8 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
     /* a spawned worker or a rank starts CUDA itself: then that says nothing against it */
     if (l->nvml && !rank && !mp && !named)
         vg_left_add(l, VG_LF_OWN_CONTEXT);
-    vg_left_charges(snap, l, l->nvml);
+    vg_left_charges(snap, l);
+    vg_left_live_context(snap, l);
     vg_left_activity(snap, l);
 }
 
@@ -490,8 +616,7 @@ static bool vg_left_siblings(const struct vg_leftover *a, const struct vg_leftov
     const struct vg_proc *x = a->proc, *y = b->proc;
     return a != b && vg_leftover_fact(b, VG_LF_ADOPTED) && x->pgid == y->pgid &&
            x->sid == y->sid && x->pgid != x->pid && y->pgid != y->pid &&
-           (x->known & VG_PROC_K_CMDLINE) && (y->known & VG_PROC_K_CMDLINE) && x->cmdline &&
-           y->cmdline && x->cmdline[0] && strcmp(x->cmdline, y->cmdline) == 0;
+           vg_left_same_cmdline(x, y);
 }
 
 /* Facts that compare holders: siblings of one ended job, and being alone in a session. */
@@ -512,12 +637,17 @@ static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftover
         shared = q->pid != p->pid && (q->known & VG_PROC_K_STAT) && q->sid == p->sid &&
                  q->state != 'Z' && q->state != 'X';
     }
-    if (sib && (vg_leftover_fact(l, VG_LF_GROUP_GONE) || vg_leftover_fact(l, VG_LF_SESSION_GONE)))
+    /* (one of them with the live context it may hold is that context's owner, not a sibling) */
+    if (sib && !vg_leftover_fact(l, VG_LF_LIVE_CONTEXT) &&
+        (vg_leftover_fact(l, VG_LF_GROUP_GONE) || vg_leftover_fact(l, VG_LF_SESSION_GONE)))
         vg_left_add(l, VG_LF_SIBLINGS)->count = sib;
     /* A daemon forks so as to run alone, in a session nobody else is left in, whose leader
      * (the process that forked it) is gone. Forked workers seldom come alone; what the driver
      * still charges to a dead leader outweighs this when one does. */
-    if (!shared && !sib && p->sid != p->pid && !p->sid_alive) {
+    /* ... and a leader the driver still charges was a CUDA program, not the fork-and-exit
+     * step of a daemon */
+    if (!shared && !sib && p->sid != p->pid && p->pgid == p->sid && !p->sid_alive &&
+        !vg_leftover_fact(l, VG_LF_CHARGES_LEADER)) {
         vg_left_drop(l, VG_LF_OWN_CONTEXT);
         struct vg_left_fact *f = vg_left_add(l, VG_LF_ALONE);
         /* a worker's marks say what a lone process is: a worker left alone, not a daemon */
@@ -604,6 +734,10 @@ static void vg_left_join_workers(const struct vg_snapshot *snap, struct vg_lefto
                 vg_left_drop(l, VG_LF_SESSION_GONE);
             }
             vg_left_add(l, VG_LF_PARENT_LEFTOVER)->pid = par->pid;
+            const struct vg_left_fact *lc = vg_leftover_fact(l, VG_LF_LIVE_CONTEXT);
+            const struct vg_leftover *owner = lc ? vg_leftovers_find(out, lc->pid) : NULL;
+            if (owner && owner->verdict == VG_LEFT_YES)
+                vg_left_drop(l, VG_LF_LIVE_CONTEXT);
             l->via = par->pid;
             l->job_pgid = par->job_pgid;
             l->job_sid = par->job_sid;
