@@ -19,7 +19,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/file.h"
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
 
@@ -205,16 +208,52 @@ static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
     c->nkfds = c->kfds ? n : 0;
 }
 
+/* Name one more process whose descriptors could not be read, up to VG_PROC_UNREAD_MAX (the
+ * count goes on past it): its owner from the directory (pid_fd, or name under the root when
+ * the directory could not be opened; root for a process that is not dumpable) and its comm
+ * from stat, where procfs lets either be read. 0 or -ENOMEM. */
+static int vg_scan_note_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, int pid_fd,
+                               pid_t pid)
+{
+    if (t->nunread >= VG_PROC_UNREAD_MAX)
+        return 0;
+    if (!t->unread && !(t->unread = calloc(VG_PROC_UNREAD_MAX, sizeof(*t->unread))))
+        return -ENOMEM;
+    struct vg_proc_unread *u = &t->unread[t->nunread++];
+    *u = (struct vg_proc_unread){.pid = pid};
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    struct stat st;
+    if (pid_fd >= 0 ? fstat(pid_fd, &st) == 0 : fstatat(c->root_fd, name, &st, 0) == 0) {
+        u->uid_known = true;
+        u->uid = st.st_uid;
+        if (vg_proc_user_name(c, st.st_uid, &u->user) == -ENOMEM)
+            return -ENOMEM;
+    }
+    char buf[1024];
+    size_t len;
+    struct vg_proc p = {0};
+    if (pid_fd >= 0 && vg_file_read_small(pid_fd, "stat", buf, sizeof(buf), &len) == 0 &&
+        vg_proc_parse_stat(buf, len, &p) == 0) {
+        u->comm = p.comm; /* taken over */
+        p.comm = NULL;
+    }
+    vg_proc_release(&p);
+    return 0;
+}
+
 /* A /proc/PID directory that could not be opened: count why, and index it as unread unless
  * the process is gone. */
-static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *idx,
-                               const struct vg_scan_ent *e, int err)
+static int vg_scan_open_failed(struct vg_proc_ctx *c, struct vg_proc_table *t,
+                               struct vg_proc_index *idx, const struct vg_scan_ent *e, int err)
 {
     if (err == ENOENT || err == ESRCH)
         t->n_vanished++;
     else if (err == EACCES || err == EPERM) {
         t->n_denied++;
         t->n_fd_unread++;
+        if (vg_scan_note_unread(c, t, -1, e->pid) != 0)
+            return -ENOMEM;
     } else if (err == ENOMEM) {
         return -ENOMEM;
     }
@@ -327,7 +366,7 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     vg_proc_pid_str(e->pid, name);
     int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pid_fd < 0)
-        return vg_scan_open_failed(t, idx, e, errno);
+        return vg_scan_open_failed(c, t, idx, e, errno);
     if (t->n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 64;
         struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
@@ -341,6 +380,11 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     bool denied, fds_read;
     struct vg_proc *p = &t->procs[t->n];
     int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
+    if (rc >= 0 && rc != VG_ONE_VANISHED && !fds_read &&
+        vg_scan_note_unread(c, t, pid_fd, e->pid) != 0) {
+        vg_proc_release(p); /* filled when kept, empty otherwise */
+        rc = -ENOMEM;
+    }
     close(pid_fd);
     if (rc < 0)
         return rc;
@@ -393,6 +437,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         (rc = vg_scan_sorted(opts->rewalk, opts->nrewalk, &rewalk)) != 0)
         goto out;
     t->self_nspid_depth = vg_scan_self_depth(&c);
+    t->pidns = vg_proc_pidns_read(root_fd, t->self_nspid_depth);
     t->access = vg_proc_access_read(&c);
     /* The last pid is read before the listing: a process started after this read is either
      * above the mark (so new next time too) or missing from the last index, never carried. */
