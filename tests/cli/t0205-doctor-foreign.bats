@@ -18,6 +18,25 @@ ns_depth() {
     awk '$1 == "NSpid:" { print NF - 1 }' /proc/self/status
 }
 
+# Whether /proc is the initial PID namespace's, from the same fact vramguard reads: the inode of
+# the namespace (the kernel's PROC_PID_INIT_INO is 4026531836). initial, nested or unknown.
+ns_kind() {
+    local l
+    l=$(readlink /proc/1/ns/pid 2>/dev/null) || l=
+    if [ -n "$l" ]; then
+        [ "$l" = "pid:[4026531836]" ] && echo initial || echo nested
+        return
+    fi
+    l=$(readlink /proc/self/ns/pid 2>/dev/null) || l=
+    if [ "$l" = "pid:[4026531836]" ]; then
+        echo initial
+    elif [ -n "$l" ] && [ "$(ns_depth)" = 1 ]; then
+        echo nested
+    else
+        echo unknown
+    fi
+}
+
 # -------------------------------------------------------------------------------- foreign-pid
 
 @test "foreign-pid: a PID no /proc shows, on its GPU, with its memory" {
@@ -34,8 +53,21 @@ ns_depth() {
     if [ "$(ns_depth)" -gt 1 ]; then
         json_ok '.findings[0].evidence | any(startswith("vramguard runs inside a PID namespace"))'
     else
-        json_ok '.findings[0].evidence | any(contains("another container") and contains("has exited while the driver still holds its memory"))'
-        json_ok '.findings[0].fix | any(contains("--proc"))'
+        case $(ns_kind) in
+        initial)
+            json_ok '.findings[0].evidence | any(. == "/proc is the initial PID namespace'"'"'s, in which every process has a PID: the process has exited while the driver still holds its memory")'
+            json_ok '.findings[0].fix | any(contains("GPU reset"))'
+            ;;
+        nested)
+            json_ok '.findings[0].evidence | any(startswith("vramguard runs in a PID namespace of its own"))'
+            json_ok '.findings[0].fix | any(contains("--proc /host/proc"))'
+            ;;
+        *)
+            json_ok '.findings[0].evidence | any(contains("another container") and contains("has exited while the driver still holds its memory"))'
+            json_ok '.findings[0].fix | any(contains("--proc"))'
+            ;;
+        esac
+        json_ok '[.findings[0].evidence[] | select(contains("no nested PID namespace"))] == []'
     fi
 }
 
@@ -70,7 +102,16 @@ ns_depth() {
     vgd --proc /proc/self/.. --json doctor
     show
     finding_is foreign-pid '[0]' "[$FOREIGN]"
-    json_ok '.findings[0].evidence | any(. == "/proc/self/.. is another procfs: the process may live in a PID namespace it does not cover")'
+    # /proc/self/.. is this /proc: its namespace is read as /proc's is, and only an unknown one
+    # leaves "another procfs"
+    case $(ns_depth):$(ns_kind) in
+    1:initial)
+        json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the initial PID namespace'"'"'s"))' ;;
+    1:nested)
+        json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the procfs of a PID namespace other than the initial one"))' ;;
+    1:unknown)
+        json_ok '.findings[0].evidence | any(. == "/proc/self/.. is another procfs: the process may live in a PID namespace it does not cover")' ;;
+    esac
     if [ "$(ns_depth)" -le 1 ]; then
         for p in /proc/ //proc /proc//; do
             vgd --proc "$p" --json doctor

@@ -150,3 +150,35 @@ no_garbage() {
     no_garbage
     [[ $output == *"vramguard runs in a user namespace that does not map every user"* ]]
 }
+
+# as_nobody_hidepid ARGS...: vramguard ARGS as nobody on a procfs of its own mounted with
+# hidepid=invisible (in a mount namespace of its own): root's holders are not even listed.
+as_nobody_hidepid() {
+    run --separate-stderr unshare --mount --fork sh -c '
+        mkdir -p "$1" && mount -t proc -o hidepid=invisible proc "$1" && d=$1 && vg=$2 &&
+        nvml=$3 && dev=$4 && shift 4 &&
+        exec setpriv --reuid=65534 --regid=65534 --clear-groups "$vg" --proc "$d" \
+            --nvml "$nvml" --dev "$dev" "$@"' sh "$PUB/proc" "$VG" "$FAKE_FULL" "$DEVDIR" "$@"
+}
+
+@test "hidepid: a working root holder the procfs hides is hidden, not gone, with no reset advice" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    as_nobody_hidepid --json doctor --no-shell
+    echo "$output $stderr"
+    no_garbage
+    f='.findings[] | select(.rule == "foreign-pid" and .pids == [$p])'
+    json_ok "$f" --argjson p "$R1"
+    # hidepid is said first, and nothing calls it gone or advises a reset
+    json_ok "$f"' | .title | contains("hidepid")' --argjson p "$R1"
+    json_ok "$f"' | .evidence[0] | contains("hidepid") and contains("most likely another user'"'"'s, hidden, not gone")' \
+        --argjson p "$R1"
+    json_ok "$f"' | [.evidence[], .fix[] | select(test("exited while|reset|is gone"))] == []' \
+        --argjson p "$R1"
+    json_ok "$f"' | .fix[0] | contains("root") and contains("gid=")' --argjson p "$R1"
+    # the clean plan refuses it as hidden, not as a process in another namespace or gone
+    as_nobody_hidepid --json clean --pid "$R1"
+    echo "$output $stderr"
+    no_garbage
+    json_ok '.processes[] | select(.pid == $p) | .refusal == "not-visible" and (.refusal_message | contains("hidepid") and contains("not gone"))' \
+        --argjson p "$R1"
+}
