@@ -71,6 +71,20 @@ ns_kind() {
     fi
 }
 
+@test "foreign-pid: in a PID namespace with its own /proc, vramguard says it runs in one" {
+    # NSpid has one level there, as on the host: only the namespace's inode tells them apart
+    homogeneous_host "proc gpu=2 pid=$FOREIGN type=compute mem=2GiB"
+    vgd_alone --json doctor
+    show
+    [ "$status" -eq 1 ]
+    finding_is foreign-pid '[2]' "[$FOREIGN]"
+    json_ok '.findings[0].evidence | any(startswith("vramguard runs in a PID namespace of its own, with its own /proc"))'
+    json_ok '.findings[0].fix | any(contains("--proc /host/proc"))'
+    json_ok '[.findings[0].evidence[], .findings[0].fix[] | select(test("no nested|exited while|reset"))] == []'
+    vgd_alone --json status
+    json_ok '.host.pid_namespace == "nested" and .host.pid_namespace_depth == 1'
+}
+
 @test "foreign-pid: one finding per PID, naming every GPU it holds" {
     homogeneous_host "proc gpu=0 pid=$FOREIGN type=compute mem=1GiB" \
         "proc gpu=3 pid=$FOREIGN type=graphics mem=3GiB" \
