@@ -47,7 +47,7 @@ static bool vg_pidns_kthreadd(int root_fd)
     struct vg_proc p;
     memset(&p, 0, sizeof(p));
     bool host = vg_proc_parse_stat(buf, len, &p) == 0 && p.ppid == 0 && p.comm &&
-                strcmp(p.comm, "kthreadd") == 0 && (p.flags & VG_PF_KTHREAD);
+                strcmp(p.comm, "kthreadd") == 0 && (p.flags & VG_PROC_PF_KTHREAD);
     vg_proc_release(&p);
     return host;
 }

@@ -190,10 +190,14 @@ enum vg_proc_pidns {
     VG_PROC_PIDNS_NESTED,  /* a PID namespace of its own: the driver's PIDs are not these */
 };
 
+/* PF_KTHREAD in stat's flags: a kernel thread (user space cannot set it). */
+#define VG_PROC_PF_KTHREAD 0x00200000u
+
 /* One process whose descriptors could not be read, for output to name (uid and comm as far as
  * they could be read: the directory's owner, the comm file). */
 struct vg_proc_unread {
     pid_t pid;
+    bool wanted; /* the driver lists it (vg_proc_opts.want): named before any other */
     bool uid_known;
     uid_t uid;
     char *user; /* owned: its name, or the uid as text; NULL when the uid is unknown */
@@ -215,8 +219,10 @@ struct vg_proc_table {
                                * of them may hold an NVIDIA node unseen */
     pid_t self_nspid_depth;   /* our own NSpid length: > 1 means we run in a PID namespace */
     enum vg_proc_pidns pidns; /* the procfs's PID namespace: the initial one or not */
-    struct vg_proc_unread *unread; /* owned: the first of the n_fd_unread, pid order */
+    struct vg_proc_unread *unread; /* owned: some of the n_fd_unread, pid order: those the
+                                    * driver lists, then the first others; kernel threads never */
     size_t nunread;                /* <= VG_PROC_UNREAD_MAX and <= n_fd_unread */
+    size_t n_unread_kthreads;      /* of n_fd_unread, kernel threads: counted, never listed */
     unsigned access;               /* VG_PROC_ACC_*: what may have kept processes from being read */
     bool kernel_scan; /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
     char *scan_note;  /* owned: why the kernel scan did not run; NULL when it ran or was

@@ -299,5 +299,7 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
         vg_buf_addc(out, ')');
     }
     vg_buf_printf(out, "%s\n", st.reset);
+    if (ro->verbose)
+        vg_render_unread_names(out, snap, &st);
     return out->err;
 }

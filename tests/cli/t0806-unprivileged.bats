@@ -182,3 +182,22 @@ as_nobody_hidepid() {
     json_ok '.processes[] | select(.pid == $p) | .refusal == "not-visible" and (.refusal_message | contains("hidepid") and contains("not gone"))' \
         --argjson p "$R1"
 }
+
+@test "what could not be read is named: --verbose text and JSON unread.list give PID, owner, command" {
+    as_nobody --json doctor --no-shell
+    no_garbage
+    # R1 is root's and holds a node: its open files are closed to nobody, its owner and comm are not
+    json_ok '.unread.list | any(.pid == $p and .uid == 0 and .user == "root" and .comm == "root-job")' \
+        --argjson p "$R1"
+    json_ok '(.unread.list | length) + .unread.list_more + .unread.kernel_threads == .unread.descriptors'
+    json_ok '.unread.list | map(.pid) | . == sort'
+    as_nobody --verbose status
+    no_garbage
+    line=$(grep '^Open files not read:' <<<"$output")
+    [[ $line == *"PID $R1 (root, root-job)"* ]]
+    # past the bound: "and N more", never a silent cut; kernel threads are counted apart
+    if [[ $line == *" more"* ]]; then [[ $line =~ ,\ and\ [0-9]+\ more(,\ and\ [0-9]+\ kernel\ threads?)?\.$ ]]; fi
+    # without --verbose the text counts them only
+    as_nobody status
+    [[ $output != *"Open files not read:"* ]]
+}
