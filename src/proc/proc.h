@@ -136,6 +136,8 @@ struct vg_proc {
     bool has_ctl;          /* nvidiactl */
     bool has_uvm;          /* nvidia-uvm or nvidia-uvm-tools */
     unsigned fd_total;     /* descriptors seen in fd/ */
+    bool fds_by_kernel;    /* /proc refused fd/ and the kernel scan's records gave the NVIDIA
+                            * descriptors instead: fd_total counts only those, paths are NULL */
     /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
      * one of its descriptors names (readlink, as the process sees it: another mount namespace
      * shows its own path; NULL when the descriptor changed while being read). At most
@@ -223,6 +225,8 @@ struct vg_proc_table {
                                     * driver lists, then the first others; kernel threads never */
     size_t nunread;                /* <= VG_PROC_UNREAD_MAX and <= n_fd_unread */
     size_t n_unread_kthreads;      /* of n_fd_unread, kernel threads: counted, never listed */
+    size_t n_fd_by_kernel;         /* processes whose fd/ /proc refused and the kernel scan
+                                    * read: not unread, and not counted in n_fd_unread */
     unsigned access;               /* VG_PROC_ACC_*: what may have kept processes from being read */
     bool kernel_scan; /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
     char *scan_note;  /* owned: why the kernel scan did not run; NULL when it ran or was

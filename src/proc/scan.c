@@ -423,6 +423,7 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
         return 0;
     }
     t->n_fd_unread += !fds_read;
+    t->n_fd_by_kernel += rc == VG_ONE_KEEP && p->fds_by_kernel;
     /* phase one's outcome: a skipped process was read too, and held nothing */
     unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER

@@ -185,6 +185,7 @@ static void vg_unread_list_json(struct vg_json *j, const struct vg_proc_table *t
     vg_json_arr_end(j);
     vg_json_ku64(j, "list_more", vg_unread_more(t));
     vg_json_ku64(j, "kernel_threads", t->n_unread_kthreads);
+    vg_json_ku64(j, "read_by_kernel", t->n_fd_by_kernel);
 }
 
 /* What could not be read, and the causes the scan saw. */

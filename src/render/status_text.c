@@ -298,6 +298,9 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
         vg_render_access_hint(out, t->access);
         vg_buf_addc(out, ')');
     }
+    if (t->n_fd_by_kernel)
+        vg_buf_printf(out, ", %zu whose open files /proc refused read by the kernel scan instead",
+                      t->n_fd_by_kernel);
     vg_buf_printf(out, "%s\n", st.reset);
     if (ro->verbose)
         vg_render_unread_names(out, snap, &st);
