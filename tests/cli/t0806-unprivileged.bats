@@ -201,3 +201,13 @@ as_nobody_hidepid() {
     as_nobody status
     [[ $output != *"Open files not read:"* ]]
 }
+
+@test "hidepid: a prolog calls a hidden holder hidden, not gone, and says hidepid hides holders" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    SLURM_JOB_ID=77 SLURM_JOB_UID=65534 SLURM_JOB_GPUS=0 as_nobody_hidepid handoff prolog
+    echo "status $status"$'\n'"stdout: $output"$'\n'"stderr: $stderr"
+    no_garbage
+    [ "$status" -eq 1 ]
+    [[ $output == "vramguard: dirty: GPU 0 held by pid $R1"*"(hidepid) does not show: most likely another user's, hidden, not gone"* ]]
+    [[ $stderr == *"note: /proc is mounted with hidepid: other users' processes are hidden"* ]]
+}
