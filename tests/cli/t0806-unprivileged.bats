@@ -175,6 +175,8 @@ as_nobody_hidepid() {
     json_ok "$f"' | [.evidence[], .fix[] | select(test("exited while|reset|is gone"))] == []' \
         --argjson p "$R1"
     json_ok "$f"' | .fix[0] | contains("root") and contains("gid=")' --argjson p "$R1"
+    as_nobody_hidepid status
+    [[ $output == *"(not in this /proc: hidepid hides other users')"* ]]
     # the clean plan refuses it as hidden, not as a process in another namespace or gone
     as_nobody_hidepid --json clean --pid "$R1"
     echo "$output $stderr"
