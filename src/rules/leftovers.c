@@ -431,24 +431,46 @@ static void vg_foreign_hidden(const struct vg_snapshot *snap, struct vg_findings
                    "group the procfs exempts (its gid= mount option), to see the process");
 }
 
+/* The procfs is the initial PID namespace's, the one the driver numbers processes in: every
+ * process has a PID there, so unless hidepid hides it, one it does not show is gone. This holds
+ * whatever our own NSpid depth (a host's /proc given with --proc inside a container). */
+static void vg_foreign_initial(const struct vg_snapshot *snap, struct vg_findings *out,
+                               struct vg_finding *f, bool hidden)
+{
+    vg_finding_evidence(out, f,
+                        "%s is the initial PID namespace's, in which every process has a "
+                        "PID: %s",
+                        snap->proc_root,
+                        hidden ? "a process it does not show is hidden, or has exited; "
+                                 "which of the two cannot be told without seeing it"
+                               : "the process has exited while the driver still holds "
+                                 "its memory");
+    if (!hidden)
+        vg_finding_fix(out, f,
+                       "the memory should return once the driver tears the context "
+                       "down; if it stays, a GPU reset when nothing else holds the GPU");
+}
+
 /* What the PID namespace of the procfs read says: the driver numbers processes in the initial
  * one, so in any other its PIDs are not this /proc's. hidden: hidepid is in force, so nothing
  * here may call the process gone or advise a reset. */
 static void vg_foreign_ns(const struct vg_snapshot *snap, struct vg_findings *out,
                           struct vg_finding *f, bool hidden)
 {
+    static const char host_proc[] = "run vramguard on the host, or give it the host's /proc: "
+                                    "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
+                                    "--proc /host/proc";
     pid_t depth = snap->procs.self_nspid_depth;
     bool dflt = vg_is_default_proc(snap->proc_root);
-    if (depth > 1) {
+    if (snap->procs.pidns == VG_PROC_PIDNS_INITIAL) {
+        vg_foreign_initial(snap, out, f, hidden);
+    } else if (depth > 1) {
         vg_finding_evidence(out, f,
-                            "vramguard runs inside a PID namespace (NSpid depth %d): "
-                            "the driver speaks in the host's PIDs, which this /proc "
-                            "cannot show",
-                            (int)depth);
-        vg_finding_fix(out, f,
-                       "run vramguard on the host, or give it the host's /proc: "
-                       "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
-                       "--proc /host/proc");
+                            "vramguard runs inside a PID namespace (NSpid depth %d) below "
+                            "that of %s: the driver speaks in the host's PIDs, which this "
+                            "/proc may not show",
+                            (int)depth, snap->proc_root);
+        vg_finding_fix(out, f, "%s", host_proc);
     } else if (snap->procs.pidns == VG_PROC_PIDNS_NESTED) {
         if (dflt)
             vg_finding_evidence(out, f,
@@ -461,24 +483,7 @@ static void vg_foreign_ns(const struct vg_snapshot *snap, struct vg_findings *ou
                                 "one: the driver speaks in the host's PIDs, which it cannot "
                                 "show",
                                 snap->proc_root);
-        vg_finding_fix(out, f,
-                       "run vramguard on the host, or give it the host's /proc: "
-                       "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
-                       "--proc /host/proc");
-    } else if (snap->procs.pidns == VG_PROC_PIDNS_INITIAL) {
-        /* Every process has a PID in the initial namespace: unless hidden, this one is gone. */
-        vg_finding_evidence(out, f,
-                            "%s is the initial PID namespace's, in which every process has a "
-                            "PID: %s",
-                            snap->proc_root,
-                            hidden ? "a process it does not show is hidden, or has exited; "
-                                     "which of the two cannot be told without seeing it"
-                                   : "the process has exited while the driver still holds "
-                                     "its memory");
-        if (!hidden)
-            vg_finding_fix(out, f,
-                           "the memory should return once the driver tears the context "
-                           "down; if it stays, a GPU reset when nothing else holds the GPU");
+        vg_finding_fix(out, f, "%s", host_proc);
     } else if (!dflt) {
         vg_finding_evidence(out, f,
                             "%s is another procfs: the process may live in a PID "

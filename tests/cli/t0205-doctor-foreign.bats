@@ -50,7 +50,9 @@ ns_kind() {
     json_ok '.findings[0] | .severity == "warning" and .memory == 2147483648'
     json_ok '.findings[0].title == "the driver reports PID \($p) holding 2 GiB, but /proc shows no such process"' \
         --arg p "$FOREIGN"
-    if [ "$(ns_depth)" -gt 1 ]; then
+    # the procfs's namespace decides first: the initial one shows every process, whatever our
+    # own depth below it
+    if [ "$(ns_kind)" != initial ] && [ "$(ns_depth)" -gt 1 ]; then
         json_ok '.findings[0].evidence | any(startswith("vramguard runs inside a PID namespace"))'
     else
         case $(ns_kind) in
@@ -83,6 +85,24 @@ ns_kind() {
     json_ok '[.findings[0].evidence[], .findings[0].fix[] | select(test("no nested|exited while|reset"))] == []'
     vgd_alone --json status
     json_ok '.host.pid_namespace == "nested" and .host.pid_namespace_depth == 1'
+}
+
+@test "foreign-pid: below the procfs's PID namespace, the procfs's namespace decides" {
+    [[ $(id -u) -eq 0 ]] || skip "needs root for a PID namespace"
+    command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+    homogeneous_host "proc gpu=2 pid=$FOREIGN type=compute mem=2GiB"
+    # a PID namespace of its own but this /proc: NSpid has two levels there
+    run --separate-stderr unshare --pid --fork env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json doctor
+    show
+    finding_is foreign-pid '[2]' "[$FOREIGN]"
+    if [ "$(ns_kind)" = initial ]; then
+        # the initial namespace's /proc shows every process: gone, whatever our own depth
+        json_ok '.findings[0].evidence | any(startswith("/proc is the initial PID namespace'"'"'s"))'
+        json_ok '[.findings[0].evidence[] | select(startswith("vramguard runs inside"))] == []'
+    else
+        json_ok '.findings[0].evidence | any(startswith("vramguard runs inside a PID namespace (NSpid depth"))'
+    fi
 }
 
 @test "foreign-pid: one finding per PID, naming every GPU it holds" {
@@ -119,7 +139,7 @@ ns_kind() {
     # /proc/self/.. is this /proc: its namespace is read as /proc's is, and only an unknown one
     # leaves "another procfs"
     case $(ns_depth):$(ns_kind) in
-    1:initial)
+    *:initial)
         json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the initial PID namespace'"'"'s"))' ;;
     1:nested)
         json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the procfs of a PID namespace other than the initial one"))' ;;
