@@ -319,7 +319,8 @@ static int vg_clean_emit(const struct vg_clean *c, int status)
         .nresets = c->nresets,
     };
     struct vg_render_opts ro = {.color = !c->g->json && vg_cmd_use_color(c->g),
-                                .width = vg_cmd_term_width()};
+                                .width = vg_cmd_term_width(),
+                                .verbose = c->g->verbose};
     struct vg_buf out;
     vg_buf_init(&out, 0);
     int rc =

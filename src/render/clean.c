@@ -560,6 +560,8 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
     vg_text_resets(out, v, &st);
     /* Who could not be seen could not be planned for. */
     vg_render_unread_text(out, s, &st);
+    if (ro->verbose)
+        vg_render_unread_names(out, s, &st);
     return out->err;
 }
 
