@@ -684,6 +684,7 @@ int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, vo
     if (rc)
         return rc;
     res->may_hide = vg_snap_holders_may_hide(snap);
+    res->hidepid = (snap->procs.access & VG_PROC_ACC_HIDEPID) != 0;
     if (vg_handoff_no_driver(res, snap)) {
         /* Nothing is judged and nothing signalled without the driver's view. */
         vg_snap_free(snap);
@@ -736,6 +737,7 @@ int vg_handoff_run(const struct vg_handoff_req *req, vg_handoff_look_fn look, vo
             break;
         }
         res->may_hide |= vg_snap_holders_may_hide(snap);
+        res->hidepid |= (snap->procs.access & VG_PROC_ACC_HIDEPID) != 0;
     }
     rc = 0;
 out:
@@ -785,6 +787,7 @@ int vg_handoff_node(const struct vg_handoff_req *req, const struct vg_snapshot *
     uint64_t start = vg_clock_ms();
     res->looks = 1;
     res->may_hide = vg_snap_holders_may_hide(snap);
+    res->hidepid = (snap->procs.access & VG_PROC_ACC_HIDEPID) != 0;
     if (vg_handoff_no_driver(res, snap))
         return 0;
     size_t n = snap->gpus.ngpus;

@@ -202,6 +202,7 @@ struct vg_handoff_result {
     bool timed_out; /* some GPU was not settled when the timeout passed */
     bool may_hide;  /* some processes' descriptors could not be read (or hidepid): a holder
                      * among them is not seen, so "clean" means none that could be read */
+    bool hidepid;   /* the procfs hides other users' processes: an unseen PID may be working */
 };
 
 void vg_handoff_result_init(struct vg_handoff_result *r);

@@ -255,6 +255,7 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
         if (e->refusal == VG_KILL_PROTECTED)
             e->protected_name = vg_kill_protected_name(p);
     }
+    e->hidden = e->refusal == VG_KILL_NOT_VISIBLE && (snap->procs.access & VG_PROC_ACC_HIDEPID);
     e->signal = e->refusal == VG_KILL_ALLOWED;
     return 0;
 }

@@ -59,6 +59,7 @@ struct vg_plan_entry {
                                  * VG_KILL_NOT_LEFTOVER): listed to say why, not a refusal of
                                  * anything asked for */
     enum vg_kill_refusal refusal;
+    bool hidden; /* VG_KILL_NOT_VISIBLE under hidepid: most likely another user's, not gone */
     const char *protected_name;  /* VG_KILL_PROTECTED: the name it matched */
     pid_t act_on;                /* VG_KILL_ZOMBIE: its parent, the process to act on */
     const char *reason;          /* the rule of the finding that named it ("orphan-holder"), or

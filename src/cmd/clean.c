@@ -148,7 +148,7 @@ static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
         return -1;
     c->po.who = vg_cmd_who_ctx(&c->who);
     c->po.pidns_trusted =
-        snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(c->who.root_fd);
+        snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
     if (tck > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
@@ -319,7 +319,8 @@ static int vg_clean_emit(const struct vg_clean *c, int status)
         .nresets = c->nresets,
     };
     struct vg_render_opts ro = {.color = !c->g->json && vg_cmd_use_color(c->g),
-                                .width = vg_cmd_term_width()};
+                                .width = vg_cmd_term_width(),
+                                .verbose = c->g->verbose};
     struct vg_buf out;
     vg_buf_init(&out, 0);
     int rc =

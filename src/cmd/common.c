@@ -410,7 +410,13 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
 {
     if (!g->verbose)
         return;
-    if (snap->procs.kernel_scan)
+    if (snap->procs.kernel_scan && snap->procs.n_fd_by_kernel)
+        vg_cmd_error(cmd,
+                     "scan: kernel (a BPF task_file iterator found the holders; /proc was "
+                     "read for them only, and where it refused the open files of %zu, the "
+                     "kernel scan's records of them were used)",
+                     snap->procs.n_fd_by_kernel);
+    else if (snap->procs.kernel_scan)
         vg_cmd_error(cmd, "scan: kernel (a BPF task_file iterator found the holders; /proc was "
                           "read for them only)");
     else if (g->scan == VG_PROC_SCAN_PROC)

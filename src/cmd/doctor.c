@@ -159,7 +159,8 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
 
     status = vg_doctor_status(snap, &fs, &flt);
     struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),
-                                .width = vg_cmd_term_width()};
+                                .width = vg_cmd_term_width(),
+                                .verbose = g->verbose};
     struct vg_buf out;
     vg_buf_init(&out, 0);
     int rc = g->json ? vg_render_doctor_json(snap, &fs, &flt, &out)

@@ -47,6 +47,7 @@ int vg_cmd_status(struct vg_global *g, int argc, char **argv)
     struct vg_render_opts ro = {
         .color = !g->json && vg_cmd_use_color(g),
         .width = vg_cmd_term_width(),
+        .verbose = g->verbose,
     };
     struct vg_buf out;
     vg_buf_init(&out, 0);

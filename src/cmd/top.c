@@ -434,7 +434,8 @@ static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_findin
     const struct vg_snapshot *snap = t->frame->snap;
     struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
     po.who = vg_cmd_who_ctx(&t->who);
-    po.pidns_trusted = snap->procs.self_nspid_depth <= 1 && vg_proc_is_host_pidns(t->who.root_fd);
+    po.pidns_trusted =
+        snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
     if (vg_plan_build(snap, &t->frame->fs, &po, &t->plan, &err) != 0 ||

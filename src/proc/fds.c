@@ -371,7 +371,55 @@ static int vg_fd_denied(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p, in
     return 0;
 }
 
+/* /proc refused the descriptors, but the kernel scan saw them (c->kfds, each with the file's
+ * identity): count those, matched as a readable fd/ would be. What only /proc gives is left
+ * unknown: the paths (NULL) and the descriptors that are no NVIDIA node (fd_total counts only
+ * these). 0 when done, 1 when the kernel scan has nothing to give, -ENOMEM. */
+static int vg_fd_from_kernel(struct vg_proc_ctx *c, struct vg_proc *p)
+{
+    if (!c->kfds || c->nkfds == 0)
+        return 1;
+    for (size_t i = 0; i < c->nkfds; i++)
+        if (!c->kfds[i].id_known)
+            return 1; /* the index's numbers, not the kernel's files */
+    vg_proc_fds_reset(c);
+    struct vg_fd_counts k = {0};
+    for (size_t i = 0; i < c->nkfds; i++) {
+        struct vg_dev_match m;
+        if (!vg_proc_devset_match(c->devset, &c->kfds[i].id, &m))
+            continue;
+        char name[16];
+        /* no fd/ to read the link from (-1): vg_fd_held leaves the path NULL */
+        int rc = vg_fd_held(c, -1, vg_fd_name(c->kfds[i].fd, name), &c->kfds[i].id, &m, &k);
+        if (rc < 0) {
+            vg_proc_fds_reset(c);
+            return rc;
+        }
+    }
+    if (k.ndev == 0) {
+        vg_proc_fds_reset(c);
+        return 1;
+    }
+    k.total = k.ndev;
+    c->held_over = true; /* read by /proc's numbers next time it would be refused again */
+    vg_fd_counts_set(p, &k);
+    p->fds_by_kernel = true;
+    return 0;
+}
+
+static int vg_fd_read_proc(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
+
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
+{
+    int rc = vg_fd_read_proc(c, pid_fd, p);
+    if (!vg_proc_err_denied(rc))
+        return rc;
+    int krc = vg_fd_from_kernel(c, p);
+    return krc > 0 ? rc : krc;
+}
+
+/* The descriptors as /proc shows them: 0, or a negative errno (denied: -EACCES/-EPERM). */
+static int vg_fd_read_proc(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
     vg_proc_fds_reset(c);
     int fdd = openat(pid_fd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -42,7 +42,9 @@ struct vg_proc_node_slot {
 struct vg_proc_kfd {
     pid_t pid;
     unsigned fd;
-    bool other; /* from a table that is not its thread group leader's */
+    bool other;          /* from a table that is not its thread group leader's */
+    bool id_known;       /* id is the file the kernel saw (the kernel scan's; not the index's) */
+    struct vg_dev_id id; /* with id_known: for when /proc refuses the descriptor */
 };
 
 /* The NVIDIA descriptors of a holder the index keeps, for an incremental scan to read it by

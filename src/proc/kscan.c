@@ -578,7 +578,8 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
             v = nv;
             cap = ncap;
         }
-        v[n++] = (struct vg_proc_kfd){.pid = (pid_t)r.pid, .fd = r.fd, .other = r.tid != r.pid};
+        v[n++] = (struct vg_proc_kfd){
+            .pid = (pid_t)r.pid, .fd = r.fd, .other = r.tid != r.pid, .id_known = true, .id = id};
     }
     if (n > 1)
         qsort(v, n, sizeof(*v), vg_kscan_cmp_kfd);

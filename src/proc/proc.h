@@ -139,6 +139,8 @@ struct vg_proc {
     bool has_ctl;          /* nvidiactl */
     bool has_uvm;          /* nvidia-uvm or nvidia-uvm-tools */
     unsigned fd_total;     /* descriptors seen in fd/ */
+    bool fds_by_kernel;    /* /proc refused fd/ and the kernel scan's records gave the NVIDIA
+                            * descriptors instead: fd_total counts only those, paths are NULL */
     /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
      * one of its descriptors names (readlink, as the process sees it: another mount namespace
      * shows its own path; NULL when the descriptor changed while being read). At most
@@ -190,23 +192,53 @@ enum {
     VG_PROC_ACC_UNKNOWN = 1u << 5,     /* our own status could not be read */
 };
 
+/* Whether the procfs read is the initial PID namespace's, the one the driver numbers processes
+ * in (pidns.c): unknown when neither its PID 1's nor our own namespace could tell. */
+enum vg_proc_pidns {
+    VG_PROC_PIDNS_UNKNOWN = 0,
+    VG_PROC_PIDNS_INITIAL, /* the driver's PIDs are this procfs's */
+    VG_PROC_PIDNS_NESTED,  /* a PID namespace of its own: the driver's PIDs are not these */
+};
+
+/* PF_KTHREAD in stat's flags: a kernel thread (user space cannot set it). */
+#define VG_PROC_PF_KTHREAD 0x00200000u
+
+/* One process whose descriptors could not be read, for output to name (uid and comm as far as
+ * they could be read: the directory's owner, the comm file). */
+struct vg_proc_unread {
+    pid_t pid;
+    bool wanted; /* the driver lists it (vg_proc_opts.want): named before any other */
+    bool uid_known;
+    uid_t uid;
+    char *user; /* owned: its name, or the uid as text; NULL when the uid is unknown */
+    char *comm; /* owned; NULL when unreadable */
+};
+
+/* At most this many unread processes are named; n_fd_unread counts them all. */
+#define VG_PROC_UNREAD_MAX 32
+
 struct vg_proc_table {
     struct vg_proc *procs; /* sorted by pid */
     size_t n;
-    size_t n_scanned;       /* processes listed: read in phase one, or carried over */
-    size_t n_carried;       /* of those, carried over unread by an incremental scan */
-    bool incremental;       /* the scan was incremental (opts and a primed index) */
-    size_t n_vanished;      /* exited between listing and reading */
-    size_t n_denied;        /* some file could not be read for lack of permission */
-    size_t n_fd_unread;     /* of the processes listed, those whose fd/ could not be read: any
-                             * of them may hold an NVIDIA node unseen */
-    pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
-    bool pidns_host;        /* the procfs is the host's PID namespace (its kthreadd is seen),
-                             * so the driver's PIDs are this procfs's */
-    unsigned access;        /* VG_PROC_ACC_*: what may have kept processes from being read */
-    bool kernel_scan;       /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
-    char *scan_note;        /* owned: why the kernel scan did not run; NULL when it ran or was
-                             * not asked for (--scan=proc) */
+    size_t n_scanned;         /* processes listed: read in phase one, or carried over */
+    size_t n_carried;         /* of those, carried over unread by an incremental scan */
+    bool incremental;         /* the scan was incremental (opts and a primed index) */
+    size_t n_vanished;        /* exited between listing and reading */
+    size_t n_denied;          /* some file could not be read for lack of permission */
+    size_t n_fd_unread;       /* of the processes listed, those whose fd/ could not be read: any
+                               * of them may hold an NVIDIA node unseen */
+    pid_t self_nspid_depth;   /* our own NSpid length: > 1 means we run in a PID namespace */
+    enum vg_proc_pidns pidns; /* the procfs's PID namespace: the initial one or not */
+    struct vg_proc_unread *unread; /* owned: some of the n_fd_unread, pid order: those the
+                                    * driver lists, then the first others; kernel threads never */
+    size_t nunread;                /* <= VG_PROC_UNREAD_MAX and <= n_fd_unread */
+    size_t n_unread_kthreads;      /* of n_fd_unread, kernel threads: counted, never listed */
+    size_t n_fd_by_kernel;         /* processes whose fd/ /proc refused and the kernel scan
+                                    * read: not unread, and not counted in n_fd_unread */
+    unsigned access;               /* VG_PROC_ACC_*: what may have kept processes from being read */
+    bool kernel_scan; /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
+    char *scan_note;  /* owned: why the kernel scan did not run; NULL when it ran or was
+                       * not asked for (--scan=proc) */
 };
 
 /*
@@ -372,6 +404,12 @@ struct vg_proc_opts {
 void vg_proc_table_init(struct vg_proc_table *t);
 void vg_proc_table_release(struct vg_proc_table *t);
 const struct vg_proc *vg_proc_table_find(const struct vg_proc_table *t, pid_t pid);
+
+/* The PID namespace of the procfs at root_fd (see pidns.c); self_depth: our NSpid length as
+ * that procfs shows it (0 when unknown). */
+enum vg_proc_pidns vg_proc_pidns_read(int root_fd, pid_t self_depth);
+/* "initial", "nested", or NULL for unknown. */
+const char *vg_proc_pidns_id(enum vg_proc_pidns ns);
 
 /* Scan the procfs root per opts. t must be initialised and empty. */
 int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err);

@@ -14,13 +14,16 @@
  * cache entries of processes it did not read in full.
  */
 #include "proc/internal.h"
-#include "proc/signal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/file.h"
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
 
@@ -206,16 +209,80 @@ static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
     c->nkfds = c->kfds ? n : 0;
 }
 
+/* A full list makes room for a process the driver lists (the likeliest holder among the
+ * unread) by dropping its last entry the driver does not list, keeping pid order; false when
+ * every entry is one the driver lists. */
+static bool vg_scan_unread_evict(struct vg_proc_table *t)
+{
+    for (size_t i = t->nunread; i-- > 0;) {
+        if (t->unread[i].wanted)
+            continue;
+        free(t->unread[i].user);
+        free(t->unread[i].comm);
+        memmove(&t->unread[i], &t->unread[i + 1], (t->nunread - i - 1) * sizeof(*t->unread));
+        t->nunread--;
+        return true;
+    }
+    return false;
+}
+
+/* Name one more process whose descriptors could not be read, up to VG_PROC_UNREAD_MAX (the
+ * count goes on past it): its owner from the directory (pid_fd, or name under the root when
+ * the directory could not be opened; root for a process that is not dumpable) and its comm
+ * from stat, where procfs lets either be read. Kernel threads (by stat's PF_KTHREAD, which user
+ * space cannot set) are counted apart, not named: they run no user program, and on a host
+ * where vramguard is not root they would fill the list before any user's process. wanted: the
+ * driver lists it (kept in the list before others). 0 or -ENOMEM. */
+static int vg_scan_note_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, int pid_fd,
+                               pid_t pid, bool wanted)
+{
+    char name[16], path[32], buf[1024];
+    vg_proc_pid_str(pid, name);
+    int n = snprintf(path, sizeof(path), "%s/stat", name);
+    size_t len;
+    struct vg_proc p = {0};
+    int dirfd = pid_fd >= 0 ? pid_fd : c->root_fd;
+    const char *at = pid_fd >= 0 ? "stat" : path;
+    bool st_ok = n > 0 && (size_t)n < sizeof(path) &&
+                 vg_file_read_small(dirfd, at, buf, sizeof(buf), &len) == 0 &&
+                 vg_proc_parse_stat(buf, len, &p) == 0;
+    int rc = 0;
+    if (st_ok && (p.flags & VG_PROC_PF_KTHREAD)) {
+        t->n_unread_kthreads++;
+    } else if (t->nunread < VG_PROC_UNREAD_MAX || (wanted && vg_scan_unread_evict(t))) {
+        if (!t->unread && !(t->unread = calloc(VG_PROC_UNREAD_MAX, sizeof(*t->unread)))) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        struct vg_proc_unread *u = &t->unread[t->nunread++];
+        *u = (struct vg_proc_unread){.pid = pid, .wanted = wanted, .comm = st_ok ? p.comm : NULL};
+        if (st_ok)
+            p.comm = NULL; /* taken over */
+        struct stat st;
+        if (pid_fd >= 0 ? fstat(pid_fd, &st) == 0 : fstatat(c->root_fd, name, &st, 0) == 0) {
+            u->uid_known = true;
+            u->uid = st.st_uid;
+            rc = vg_proc_user_name(c, st.st_uid, &u->user) == -ENOMEM ? -ENOMEM : 0;
+        }
+    }
+out:
+    vg_proc_release(&p);
+    return rc;
+}
+
 /* A /proc/PID directory that could not be opened: count why, and index it as unread unless
  * the process is gone. */
-static int vg_scan_open_failed(struct vg_proc_table *t, struct vg_proc_index *idx,
-                               const struct vg_scan_ent *e, int err)
+static int vg_scan_open_failed(struct vg_proc_ctx *c, struct vg_proc_table *t,
+                               struct vg_proc_index *idx, const struct vg_scan_ent *e, int err,
+                               bool wanted)
 {
     if (err == ENOENT || err == ESRCH)
         t->n_vanished++;
     else if (err == EACCES || err == EPERM) {
         t->n_denied++;
         t->n_fd_unread++;
+        if (vg_scan_note_unread(c, t, -1, e->pid, wanted) != 0)
+            return -ENOMEM;
     } else if (err == ENOMEM) {
         return -ENOMEM;
     }
@@ -328,7 +395,7 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     vg_proc_pid_str(e->pid, name);
     int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pid_fd < 0)
-        return vg_scan_open_failed(t, idx, e, errno);
+        return vg_scan_open_failed(c, t, idx, e, errno, wanted);
     if (t->n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 64;
         struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
@@ -342,6 +409,11 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     bool denied, fds_read;
     struct vg_proc *p = &t->procs[t->n];
     int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
+    if (rc >= 0 && rc != VG_ONE_VANISHED && !fds_read &&
+        vg_scan_note_unread(c, t, pid_fd, e->pid, wanted) != 0) {
+        vg_proc_release(p); /* filled when kept, empty otherwise */
+        rc = -ENOMEM;
+    }
     close(pid_fd);
     if (rc < 0)
         return rc;
@@ -351,6 +423,7 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
         return 0;
     }
     t->n_fd_unread += !fds_read;
+    t->n_fd_by_kernel += rc == VG_ONE_KEEP && p->fds_by_kernel;
     /* phase one's outcome: a skipped process was read too, and held nothing */
     unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
@@ -394,7 +467,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         (rc = vg_scan_sorted(opts->rewalk, opts->nrewalk, &rewalk)) != 0)
         goto out;
     t->self_nspid_depth = vg_scan_self_depth(&c);
-    t->pidns_host = vg_proc_is_host_pidns(root_fd);
+    t->pidns = vg_proc_pidns_read(root_fd, t->self_nspid_depth);
     t->access = vg_proc_access_read(&c);
     /* The last pid is read before the listing: a process started after this read is either
      * above the mark (so new next time too) or missing from the last index, never carried. */

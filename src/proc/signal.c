@@ -128,17 +128,3 @@ int vg_proc_ancestors(int proc_root_fd, pid_t pid, pid_t **out, size_t *n, struc
     *n = len;
     return 0;
 }
-
-bool vg_proc_is_host_pidns(int proc_root_fd)
-{
-    char buf[1024];
-    size_t len;
-    if (vg_file_read_small(proc_root_fd, "2/stat", buf, sizeof(buf), &len) != 0)
-        return false;
-    struct vg_proc p;
-    memset(&p, 0, sizeof(p));
-    bool host = vg_proc_parse_stat(buf, len, &p) == 0 && p.ppid == 0 && p.comm &&
-                strcmp(p.comm, "kthreadd") == 0 && (p.flags & VG_PROC_PF_KTHREAD);
-    vg_proc_release(&p);
-    return host;
-}

@@ -37,9 +37,4 @@ int vg_proc_ancestors(int proc_root_fd, pid_t pid, pid_t **out, size_t *n, struc
  * process is not visible there (another PID namespace's procfs). */
 int vg_proc_self_pid(int proc_root_fd, pid_t *pid);
 
-/* Whether the procfs at proc_root_fd is the host's PID namespace, as far as can be told: PID 2
- * is the kernel's kthreadd (a container's namespace has no kernel threads). The driver reports
- * PIDs of that namespace. */
-bool vg_proc_is_host_pidns(int proc_root_fd);
-
 #endif

@@ -40,6 +40,11 @@ void vg_proc_table_release(struct vg_proc_table *t)
     for (size_t i = 0; i < t->n; i++)
         vg_proc_release(&t->procs[i]);
     free(t->procs);
+    for (size_t i = 0; i < t->nunread; i++) {
+        free(t->unread[i].user);
+        free(t->unread[i].comm);
+    }
+    free(t->unread);
     free(t->scan_note);
     memset(t, 0, sizeof(*t));
 }

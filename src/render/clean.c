@@ -159,6 +159,12 @@ static const char *const vg_refusal_sentences[] = {
 static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enum vg_kill_refusal r,
                             const struct vg_kill *k)
 {
+    if (r == VG_KILL_NOT_VISIBLE && e->hidden) {
+        vg_buf_adds(o, "the driver lists this PID but /proc, mounted with hidepid, does not show "
+                       "it: most likely another user's process, hidden from vramguard, not gone "
+                       "(run as root, or in the group the procfs exempts with gid=, to see it)");
+        return;
+    }
     if ((size_t)r < sizeof(vg_refusal_sentences) / sizeof(vg_refusal_sentences[0]) &&
         vg_refusal_sentences[r]) {
         vg_buf_adds(o, vg_refusal_sentences[r]);
@@ -554,6 +560,8 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
     vg_text_resets(out, v, &st);
     /* Who could not be seen could not be planned for. */
     vg_render_unread_text(out, s, &st);
+    if (ro->verbose)
+        vg_render_unread_names(out, s, &st);
     return out->err;
 }
 

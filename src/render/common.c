@@ -129,6 +129,65 @@ void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
     vg_buf_printf(out, ".%s\n", st->reset);
 }
 
+/* Of the processes whose open files were not read, those neither named nor kernel threads. */
+static size_t vg_unread_more(const struct vg_proc_table *t)
+{
+    size_t named = t->nunread + t->n_unread_kthreads;
+    return t->n_fd_unread > named ? t->n_fd_unread - named : 0;
+}
+
+void vg_render_unread_names(struct vg_buf *out, const struct vg_snapshot *snap,
+                            const struct vg_style *st)
+{
+    const struct vg_proc_table *t = &snap->procs;
+    if (!t->n_fd_unread)
+        return;
+    vg_buf_printf(out, "%sOpen files not read:", st->yellow);
+    for (size_t i = 0; i < t->nunread; i++) {
+        const struct vg_proc_unread *u = &t->unread[i];
+        vg_buf_printf(out, "%s PID %d (", i ? "," : "", (int)u->pid);
+        if (u->user)
+            vg_text_escape_str(out, u->user, 32);
+        else
+            vg_buf_adds(out, "owner unknown");
+        vg_buf_adds(out, ", ");
+        if (u->comm)
+            vg_text_escape_str(out, u->comm, 32);
+        else
+            vg_buf_adds(out, "command unknown");
+        vg_buf_addc(out, ')');
+    }
+    /* The list is bounded; the count is not: say how many are not named, never cut silently. */
+    size_t more = vg_unread_more(t);
+    if (more)
+        vg_buf_printf(out, "%s and %zu more", t->nunread ? "," : "", more);
+    if (t->n_unread_kthreads)
+        vg_buf_printf(out, "%s %s%zu kernel thread%s", t->nunread || more ? "," : "",
+                      t->nunread || more ? "and " : "", t->n_unread_kthreads,
+                      t->n_unread_kthreads == 1 ? "" : "s");
+    vg_buf_printf(out, ".%s\n", st->reset);
+}
+
+/* The processes whose descriptors could not be read, as far as the scan named them. */
+static void vg_unread_list_json(struct vg_json *j, const struct vg_proc_table *t)
+{
+    vg_json_key(j, "list");
+    vg_json_arr_begin(j);
+    for (size_t i = 0; i < t->nunread; i++) {
+        const struct vg_proc_unread *u = &t->unread[i];
+        vg_json_obj_begin(j);
+        vg_json_ku64(j, "pid", (uint64_t)u->pid);
+        vg_json_ku64_opt(j, "uid", u->uid_known, u->uid);
+        vg_json_kstr(j, "user", u->user);
+        vg_json_kstr(j, "comm", u->comm);
+        vg_json_obj_end(j);
+    }
+    vg_json_arr_end(j);
+    vg_json_ku64(j, "list_more", vg_unread_more(t));
+    vg_json_ku64(j, "kernel_threads", t->n_unread_kthreads);
+    vg_json_ku64(j, "read_by_kernel", t->n_fd_by_kernel);
+}
+
 /* What could not be read, and the causes the scan saw. */
 void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
 {
@@ -138,6 +197,7 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
     vg_json_ku64(j, "processes", t->n_denied);
     vg_json_ku64(j, "descriptors", t->n_fd_unread);
     vg_json_ku64(j, "environments", vg_snap_unread_envs(snap));
+    vg_unread_list_json(j, t);
     bool hidden = t->access & VG_PROC_ACC_HIDEPID;
     vg_json_kbool(j, "hidden", hidden);
     vg_json_key(j, "causes");

@@ -316,6 +316,8 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
         vg_buf_printf(out, " (vramguard status).%s\n", st.reset);
     }
     vg_render_unread_text(out, snap, &st);
+    if (ro->verbose)
+        vg_render_unread_names(out, snap, &st);
     if (shown == 0) {
         size_t nrules;
         vg_rules_table(&nrules);

@@ -179,7 +179,10 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
     } else if (strcmp(w, "holder") == 0 && h) {
         vg_buf_adds(out, " held by ");
         vg_handoff_who(out, h);
-        if (h->owner == VG_HANDOFF_UNSEEN)
+        if (h->owner == VG_HANDOFF_UNSEEN && v->res->hidepid)
+            vg_buf_adds(out, ", a PID this /proc (hidepid) does not show: most likely another "
+                             "user's, hidden, not gone");
+        else if (h->owner == VG_HANDOFF_UNSEEN)
             vg_buf_adds(out, ", a PID this /proc does not show");
         else if (v->mode == VG_HANDOFF_EPILOG) {
             vg_buf_adds(out, ", not ");
@@ -336,7 +339,10 @@ int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
         vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
         vg_buf_addc(out, '\n');
     }
-    if (r->may_hide)
+    if (r->hidepid)
+        vg_buf_adds(out, "note: /proc is mounted with hidepid: other users' processes are hidden, "
+                         "and a holder among them is not seen above (run as root to see them)\n");
+    else if (r->may_hide)
         vg_buf_adds(out, "note: some processes' descriptors could not be read (see 'vramguard "
                          "status'): a holder among them is not seen above\n");
     vg_buf_printf(out, "%s of %zu GPU%s in %.1fs (%u look%s)%s\n", vg_render_handoff_mode(v->mode),

@@ -18,6 +18,7 @@
 struct vg_render_opts {
     bool color;
     unsigned width; /* terminal columns to fit the command column into; 0 = no limit */
+    bool verbose;   /* --verbose: name what could not be read */
 };
 
 int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render_opts *ro,
@@ -40,6 +41,10 @@ struct vg_json;
 void vg_render_unread_text(struct vg_buf *out, const struct vg_snapshot *snap,
                            const struct vg_style *st);
 void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap);
+/* For --verbose: the processes whose open files could not be read, named (PID, owner, command)
+ * as far as the scan could, with "and N more" past the scan's bound; nothing when none. */
+void vg_render_unread_names(struct vg_buf *out, const struct vg_snapshot *snap,
+                            const struct vg_style *st);
 /* The VG_PROC_ACC_* causes as stable ids ("not-root", "no-ptrace", "no-dac-read", "hidepid",
  * "user-namespace", "unknown"), for JSON; bit is one of them. */
 const char *vg_render_access_id(unsigned bit);

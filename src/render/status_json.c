@@ -241,6 +241,7 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
     vg_json_kstr(&j, "proc_root", snap->proc_root);
     vg_json_kstr(&j, "dev_dir", snap->dev_dir);
     vg_json_ku64(&j, "pid_namespace_depth", (uint64_t)snap->procs.self_nspid_depth);
+    vg_json_kstr(&j, "pid_namespace", vg_proc_pidns_id(snap->procs.pidns));
     vg_json_obj_end(&j);
     vg_json_driver(&j, snap);
     vg_json_key(&j, "gpus");

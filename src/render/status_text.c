@@ -45,7 +45,6 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
                            const struct vg_holding *h, const struct vg_render_opts *ro,
                            const struct vg_style *st)
 {
-    (void)snap;
     /* A stale entry shows what its PID names now, marked as such below. */
     const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
     char tmp[64];
@@ -96,8 +95,11 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
         room = room > sizeof(mark) + 8 ? room - (sizeof(mark) - 1) : room ? 8 : 0;
     }
     if (!p) {
+        bool hidden = snap->procs.access & VG_PROC_ACC_HIDEPID;
         vg_buf_printf(o, "%s%s%s", st->dim,
-                      h->bogus_pid ? "(bogus PID from the driver)" : "(not in this /proc)",
+                      h->bogus_pid ? "(bogus PID from the driver)"
+                      : hidden     ? "(not in this /proc: hidepid hides other users')"
+                                   : "(not in this /proc)",
                       st->reset);
     } else if (p->cmdline && p->cmdline[0]) {
         vg_text_escape(o, p->cmdline, strlen(p->cmdline), room, NULL);
@@ -298,6 +300,11 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
         vg_render_access_hint(out, t->access);
         vg_buf_addc(out, ')');
     }
+    if (t->n_fd_by_kernel)
+        vg_buf_printf(out, ", %zu whose open files /proc refused read by the kernel scan instead",
+                      t->n_fd_by_kernel);
     vg_buf_printf(out, "%s\n", st.reset);
+    if (ro->verbose)
+        vg_render_unread_names(out, snap, &st);
     return out->err;
 }

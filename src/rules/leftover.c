@@ -420,7 +420,7 @@ static bool vg_left_charge_fact(const struct vg_snapshot *snap, const struct vg_
  */
 static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *l)
 {
-    bool pids_ours = snap->procs.self_nspid_depth <= 1 && snap->procs.pidns_host;
+    bool pids_ours = snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     const struct vg_holding *best = NULL;
     enum vg_left_fact_id best_id = VG_LF_COUNT;
     int best_w = 0;

@@ -392,9 +392,105 @@ static bool vg_is_default_proc(const char *root)
     }
 }
 
+/* hidepid hides other users' processes from this reader: a PID it does not show may well be
+ * working. Said first, and before any other reading, since it changes what the rest means. */
+static void vg_foreign_hidden(const struct vg_snapshot *snap, struct vg_findings *out,
+                              struct vg_finding *f, pid_t pid)
+{
+    vg_finding_evidence(out, f,
+                        "%s is mounted with hidepid and vramguard is not root: other users' "
+                        "processes are hidden from it, so PID %u is most likely another "
+                        "user's, hidden, not gone",
+                        snap->proc_root, (unsigned)pid);
+    vg_finding_fix(out, f,
+                   "run vramguard as root (or with CAP_SYS_PTRACE), or as a member of the "
+                   "group the procfs exempts (its gid= mount option), to see the process");
+}
+
+/* The procfs is the initial PID namespace's, the one the driver numbers processes in: every
+ * process has a PID there, so unless hidepid hides it, one it does not show is gone. This holds
+ * whatever our own NSpid depth (a host's /proc given with --proc inside a container). */
+static void vg_foreign_initial(const struct vg_snapshot *snap, struct vg_findings *out,
+                               struct vg_finding *f, bool hidden)
+{
+    vg_finding_evidence(out, f,
+                        "%s is the initial PID namespace's, in which every process has a "
+                        "PID: %s",
+                        snap->proc_root,
+                        hidden ? "a process it does not show is hidden, or has exited; "
+                                 "which of the two cannot be told without seeing it"
+                               : "the process has exited while the driver still holds "
+                                 "its memory");
+    if (!hidden)
+        vg_finding_fix(out, f,
+                       "the memory should return once the driver tears the context "
+                       "down; if it stays, a GPU reset when nothing else holds the GPU");
+}
+
+/* What the PID namespace of the procfs read says: the driver numbers processes in the initial
+ * one, so in any other its PIDs are not this /proc's. hidden: hidepid is in force, so nothing
+ * here may call the process gone or advise a reset. */
+static void vg_foreign_ns(const struct vg_snapshot *snap, struct vg_findings *out,
+                          struct vg_finding *f, bool hidden)
+{
+    static const char host_proc[] = "run vramguard on the host, or give it the host's /proc: "
+                                    "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
+                                    "--proc /host/proc";
+    pid_t depth = snap->procs.self_nspid_depth;
+    bool dflt = vg_is_default_proc(snap->proc_root);
+    if (snap->procs.pidns == VG_PROC_PIDNS_INITIAL) {
+        vg_foreign_initial(snap, out, f, hidden);
+    } else if (depth > 1) {
+        vg_finding_evidence(out, f,
+                            "vramguard runs inside a PID namespace (NSpid depth %d) below "
+                            "that of %s: the driver speaks in the host's PIDs, which this "
+                            "/proc may not show",
+                            (int)depth, snap->proc_root);
+        vg_finding_fix(out, f, "%s", host_proc);
+    } else if (snap->procs.pidns == VG_PROC_PIDNS_NESTED) {
+        if (dflt)
+            vg_finding_evidence(out, f,
+                                "vramguard runs in a PID namespace of its own, with its own "
+                                "/proc (not the initial namespace): the driver speaks in the "
+                                "host's PIDs, which this /proc cannot show");
+        else
+            vg_finding_evidence(out, f,
+                                "%s is the procfs of a PID namespace other than the initial "
+                                "one: the driver speaks in the host's PIDs, which it cannot "
+                                "show",
+                                snap->proc_root);
+        vg_finding_fix(out, f, "%s", host_proc);
+    } else if (!dflt) {
+        vg_finding_evidence(out, f,
+                            "%s is another procfs: the process may live in a PID "
+                            "namespace it does not cover",
+                            snap->proc_root);
+        vg_finding_fix(out, f, "point --proc at the host's procfs");
+    } else {
+        /* NSpid has one level both in the initial namespace and in a container that mounted
+         * its own /proc, and the namespace's inode could not be read: say both. */
+        vg_finding_evidence(out, f,
+                            "whether /proc is the initial PID namespace's could not be told: "
+                            "the process lives in a namespace this /proc does not show "
+                            "(another container, or vramguard itself runs in one with its "
+                            "own /proc)%s",
+                            hidden ? ""
+                                   : ", or has exited while the driver still holds its memory");
+        vg_finding_fix(out, f,
+                       "if vramguard runs in a container, run it on the host or "
+                       "give it the host's /proc (--proc)");
+        if (!hidden)
+            vg_finding_fix(out, f,
+                           "if it is gone, the memory should return once the driver "
+                           "tears the context down; if it stays, a GPU reset when "
+                           "nothing else holds the GPU");
+    }
+}
+
 void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
+    bool hidden = snap->procs.access & VG_PROC_ACC_HIDEPID;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->proc || h->stale || h->bogus_pid || !(h->seen & VG_SEEN_NVML) ||
@@ -413,42 +509,12 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
         }
         vg_finding_title(out, f,
                          "the driver reports PID %u holding %s, but %s shows no such "
-                         "process",
-                         (unsigned)h->pid, size, snap->proc_root);
-        pid_t depth = snap->procs.self_nspid_depth;
-        if (depth > 1) {
-            vg_finding_evidence(out, f,
-                                "vramguard runs inside a PID namespace (NSpid depth %d): "
-                                "the driver speaks in the host's PIDs, which this /proc "
-                                "cannot show",
-                                (int)depth);
-            vg_finding_fix(out, f,
-                           "run vramguard on the host, or give it the host's /proc: "
-                           "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
-                           "--proc /host/proc");
-        } else if (!vg_is_default_proc(snap->proc_root)) {
-            vg_finding_evidence(out, f,
-                                "%s is another procfs: the process may live in a PID "
-                                "namespace it does not cover",
-                                snap->proc_root);
-            vg_finding_fix(out, f, "point --proc at the host's procfs");
-        } else {
-            /* NSpid has one level both in the root namespace and in a container that mounted
-             * its own /proc, so this cannot tell those two apart: say both. */
-            vg_finding_evidence(out, f,
-                                "/proc shows vramguard in no nested PID namespace: "
-                                "the process lives in a namespace this /proc does not "
-                                "show (another container, or vramguard itself runs in "
-                                "one with its own /proc), or has exited while the "
-                                "driver still holds its memory");
-            vg_finding_fix(out, f,
-                           "if vramguard runs in a container, run it on the host or "
-                           "give it the host's /proc (--proc)");
-            vg_finding_fix(out, f,
-                           "if it is gone, the memory should return once the driver "
-                           "tears the context down; if it stays, a GPU reset when "
-                           "nothing else holds the GPU");
-        }
+                         "process%s",
+                         (unsigned)h->pid, size, snap->proc_root,
+                         hidden ? " (hidepid hides other users' processes)" : "");
+        if (hidden)
+            vg_foreign_hidden(snap, out, f, h->pid);
+        vg_foreign_ns(snap, out, f, hidden);
     }
 }
 

@@ -31,7 +31,7 @@ MIB=1048576
 
 # The documented keys, sorted as jq's `keys` sorts them.
 TOP_KEYS='["driver","gpus","host","scan","schema","time","unmatched_holders","vramguard_version"]'
-HOST_KEYS='["dev_dir","pid_namespace_depth","proc_root"]'
+HOST_KEYS='["dev_dir","pid_namespace","pid_namespace_depth","proc_root"]'
 DRIVER_KEYS='["available","cuda_version","driver_version","error","errors","library","memory_api","nvml_version","process_api","process_stride_535"]'
 GPU_KEYS='["compute_capability","compute_mode","errors","holder_count","holders","hung","index","lost","memory","mig_devices","mig_mode","minor","name","pci_bus_id","persistence_mode","processes_known","utilization","uuid"]'
 GPU_MEM_KEYS='["free","held_by_holders","reserved","total","unexplained","unexplained_includes_reserved","unexplained_is_upper_bound","used"]'
@@ -101,6 +101,12 @@ EOF
     [ "$(json .host.dev_dir)" = "$DEVDIR" ]
     depth=$(awk '$1 == "NSpid:" { print NF - 1 }' /proc/self/status)
     [ "$(json .host.pid_namespace_depth)" = "${depth:-0}" ]
+    # the same inode fact vramguard reads: the initial namespace's is 4026531836
+    if [ "$(readlink /proc/self/ns/pid)" = "pid:[4026531836]" ]; then
+        [ "$(json .host.pid_namespace)" = initial ]
+    elif [ "${depth:-0}" = 1 ]; then
+        [ "$(json .host.pid_namespace)" = nested ]
+    fi
 
     json_ok '.driver.available == true and .driver.error == null'
     [ "$(json .driver.library)" = "$FAKE_FULL" ]

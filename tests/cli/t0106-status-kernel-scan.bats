@@ -230,3 +230,46 @@ stage_host() {
     [ "$(grep -c . <<<"$stderr")" -eq 1 ]
     [[ $stderr == "vramguard: status: the kernel scan cannot run: libbpf.so.1 cannot be loaded ("* ]]
 }
+
+@test "root without CAP_SYS_PTRACE: what /proc refuses, the kernel scan's records give, and it is said" {
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+    need_kernel_scan
+    p=$(vg_spawn --uid nobody --open "$DEVDIR/nvidia2" --comm ks-nobody)
+    # the driver lists it, so the bounded list of unread processes names it whatever else runs
+    vg_scenario <<EOF2
+driver 550.54.15
+cuda 12040
+gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
+gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
+gpu index=2 uuid=GPU-22222222-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 total=80GiB
+gpu index=3 uuid=GPU-33333333-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=3 total=80GiB
+proc gpu=2 pid=$p type=compute mem=1GiB
+EOF2
+    noptrace=(setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace)
+    # /proc alone: another user's open files are closed without CAP_SYS_PTRACE, even to root
+    run --separate-stderr "${noptrace[@]}" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json \
+        --scan=proc doctor --no-shell
+    echo "proc: $stderr"
+    json_ok '.unread.list | any(.pid == $p and .user == "nobody" and .comm == "ks-nobody")' --argjson p "$p"
+    json_ok '.unread.read_by_kernel == 0'
+    # the kernel scan read its table: a holder, not unread, and the note says which source
+    run --separate-stderr "${noptrace[@]}" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json \
+        --verbose --scan=kernel status
+    echo "kernel: $stderr"
+    [ "$status" -eq 0 ]
+    [[ $(holders) == *"$p gpu2 ks-nobody "* ]]
+    # its node's path is null (only /proc names it), which the schema allows
+    json_ok '.gpus[2].holders[] | select(.pid == $p) | .device_nodes == [null]' --argjson p "$p"
+    if python3 -c 'import jsonschema' 2>/dev/null; then
+        printf '%s\n' "$output" >"$TMP/status.json"
+        "$ROOT/tests/json-schema-check" "$ROOT/docs/schema" "$TMP/status.json"
+    fi
+    [[ $stderr == *"status: scan: kernel ("*"where it refused the open files of "*"the kernel scan's records of them were used)"* ]]
+    run --separate-stderr "${noptrace[@]}" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json \
+        --scan=kernel doctor --no-shell
+    json_ok '.unread.read_by_kernel >= 1'
+    json_ok '.unread.list | all(.pid != $p)' --argjson p "$p"
+    run --separate-stderr "${noptrace[@]}" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" \
+        --scan=kernel status
+    [[ $output == *"whose open files /proc refused read by the kernel scan instead"* ]]
+}

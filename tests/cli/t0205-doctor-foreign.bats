@@ -18,6 +18,25 @@ ns_depth() {
     awk '$1 == "NSpid:" { print NF - 1 }' /proc/self/status
 }
 
+# Whether /proc is the initial PID namespace's, from the same fact vramguard reads: the inode of
+# the namespace (the kernel's PROC_PID_INIT_INO is 4026531836). initial, nested or unknown.
+ns_kind() {
+    local l
+    l=$(readlink /proc/1/ns/pid 2>/dev/null) || l=
+    if [ -n "$l" ]; then
+        [ "$l" = "pid:[4026531836]" ] && echo initial || echo nested
+        return
+    fi
+    l=$(readlink /proc/self/ns/pid 2>/dev/null) || l=
+    if [ "$l" = "pid:[4026531836]" ]; then
+        echo initial
+    elif [ -n "$l" ] && [ "$(ns_depth)" = 1 ]; then
+        echo nested
+    else
+        echo unknown
+    fi
+}
+
 # -------------------------------------------------------------------------------- foreign-pid
 
 @test "foreign-pid: a PID no /proc shows, on its GPU, with its memory" {
@@ -31,11 +50,58 @@ ns_depth() {
     json_ok '.findings[0] | .severity == "warning" and .memory == 2147483648'
     json_ok '.findings[0].title == "the driver reports PID \($p) holding 2 GiB, but /proc shows no such process"' \
         --arg p "$FOREIGN"
-    if [ "$(ns_depth)" -gt 1 ]; then
+    # the procfs's namespace decides first: the initial one shows every process, whatever our
+    # own depth below it
+    if [ "$(ns_kind)" != initial ] && [ "$(ns_depth)" -gt 1 ]; then
         json_ok '.findings[0].evidence | any(startswith("vramguard runs inside a PID namespace"))'
     else
-        json_ok '.findings[0].evidence | any(contains("another container") and contains("has exited while the driver still holds its memory"))'
-        json_ok '.findings[0].fix | any(contains("--proc"))'
+        case $(ns_kind) in
+        initial)
+            json_ok '.findings[0].evidence | any(. == "/proc is the initial PID namespace'"'"'s, in which every process has a PID: the process has exited while the driver still holds its memory")'
+            json_ok '.findings[0].fix | any(contains("GPU reset"))'
+            ;;
+        nested)
+            json_ok '.findings[0].evidence | any(startswith("vramguard runs in a PID namespace of its own"))'
+            json_ok '.findings[0].fix | any(contains("--proc /host/proc"))'
+            ;;
+        *)
+            json_ok '.findings[0].evidence | any(contains("another container") and contains("has exited while the driver still holds its memory"))'
+            json_ok '.findings[0].fix | any(contains("--proc"))'
+            ;;
+        esac
+        json_ok '[.findings[0].evidence[] | select(contains("no nested PID namespace"))] == []'
+    fi
+}
+
+@test "foreign-pid: in a PID namespace with its own /proc, vramguard says it runs in one" {
+    # NSpid has one level there, as on the host: only the namespace's inode tells them apart
+    homogeneous_host "proc gpu=2 pid=$FOREIGN type=compute mem=2GiB"
+    vgd_alone --json doctor
+    show
+    [ "$status" -eq 1 ]
+    finding_is foreign-pid '[2]' "[$FOREIGN]"
+    json_ok '.findings[0].evidence | any(startswith("vramguard runs in a PID namespace of its own, with its own /proc"))'
+    json_ok '.findings[0].fix | any(contains("--proc /host/proc"))'
+    json_ok '[.findings[0].evidence[], .findings[0].fix[] | select(test("no nested|exited while|reset"))] == []'
+    vgd_alone --json status
+    json_ok '.host.pid_namespace == "nested" and .host.pid_namespace_depth == 1'
+}
+
+@test "foreign-pid: below the procfs's PID namespace, the procfs's namespace decides" {
+    [[ $(id -u) -eq 0 ]] || skip "needs root for a PID namespace"
+    command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+    homogeneous_host "proc gpu=2 pid=$FOREIGN type=compute mem=2GiB"
+    # a PID namespace of its own but this /proc: NSpid has two levels there
+    run --separate-stderr unshare --pid --fork env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER \
+        "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json doctor
+    show
+    finding_is foreign-pid '[2]' "[$FOREIGN]"
+    if [ "$(ns_kind)" = initial ]; then
+        # the initial namespace's /proc shows every process: gone, whatever our own depth
+        json_ok '.findings[0].evidence | any(startswith("/proc is the initial PID namespace'"'"'s"))'
+        json_ok '[.findings[0].evidence[] | select(startswith("vramguard runs inside"))] == []'
+    else
+        json_ok '.findings[0].evidence | any(startswith("vramguard runs inside a PID namespace (NSpid depth"))'
     fi
 }
 
@@ -70,7 +136,16 @@ ns_depth() {
     vgd --proc /proc/self/.. --json doctor
     show
     finding_is foreign-pid '[0]' "[$FOREIGN]"
-    json_ok '.findings[0].evidence | any(. == "/proc/self/.. is another procfs: the process may live in a PID namespace it does not cover")'
+    # /proc/self/.. is this /proc: its namespace is read as /proc's is, and only an unknown one
+    # leaves "another procfs"
+    case $(ns_depth):$(ns_kind) in
+    *:initial)
+        json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the initial PID namespace'"'"'s"))' ;;
+    1:nested)
+        json_ok '.findings[0].evidence | any(startswith("/proc/self/.. is the procfs of a PID namespace other than the initial one"))' ;;
+    1:unknown)
+        json_ok '.findings[0].evidence | any(. == "/proc/self/.. is another procfs: the process may live in a PID namespace it does not cover")' ;;
+    esac
     if [ "$(ns_depth)" -le 1 ]; then
         for p in /proc/ //proc /proc//; do
             vgd --proc "$p" --json doctor

@@ -164,3 +164,68 @@ no_garbage() {
     no_garbage
     [[ $output == *"vramguard runs in a user namespace that does not map every user"* ]]
 }
+
+# as_nobody_hidepid ARGS...: vramguard ARGS as nobody on a procfs of its own mounted with
+# hidepid=invisible (in a mount namespace of its own): root's holders are not even listed.
+as_nobody_hidepid() {
+    run --separate-stderr unshare --mount --fork sh -c '
+        mkdir -p "$1" && mount -t proc -o hidepid=invisible proc "$1" && d=$1 && vg=$2 &&
+        nvml=$3 && dev=$4 && shift 4 &&
+        exec setpriv --reuid=65534 --regid=65534 --clear-groups "$vg" --proc "$d" \
+            --nvml "$nvml" --dev "$dev" "$@"' sh "$PUB/proc" "$VG" "$FAKE_FULL" "$DEVDIR" "$@"
+}
+
+@test "hidepid: a working root holder the procfs hides is hidden, not gone, with no reset advice" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    as_nobody_hidepid --json doctor --no-shell
+    echo "$output $stderr"
+    no_garbage
+    f='.findings[] | select(.rule == "foreign-pid" and .pids == [$p])'
+    json_ok "$f" --argjson p "$R1"
+    # hidepid is said first, and nothing calls it gone or advises a reset
+    json_ok "$f"' | .title | contains("hidepid")' --argjson p "$R1"
+    json_ok "$f"' | .evidence[0] | contains("hidepid") and contains("most likely another user'"'"'s, hidden, not gone")' \
+        --argjson p "$R1"
+    json_ok "$f"' | [.evidence[], .fix[] | select(test("exited while|reset|is gone"))] == []' \
+        --argjson p "$R1"
+    json_ok "$f"' | .fix[0] | contains("root") and contains("gid=")' --argjson p "$R1"
+    as_nobody_hidepid status
+    [[ $output == *"(not in this /proc: hidepid hides other users')"* ]]
+    # the clean plan refuses it as hidden, not as a process in another namespace or gone
+    as_nobody_hidepid --json clean --pid "$R1"
+    echo "$output $stderr"
+    no_garbage
+    json_ok '.processes[] | select(.pid == $p) | .refusal == "not-visible" and (.refusal_message | contains("hidepid") and contains("not gone"))' \
+        --argjson p "$R1"
+}
+
+@test "what could not be read is named: --verbose text and JSON unread.list give PID, owner, command" {
+    as_nobody --json doctor --no-shell
+    no_garbage
+    # R1 is root's and holds a node: its open files are closed to nobody, its owner and comm are not
+    json_ok '.unread.list | any(.pid == $p and .uid == 0 and .user == "root" and .comm == "root-job")' \
+        --argjson p "$R1"
+    json_ok '(.unread.list | length) + .unread.list_more + .unread.kernel_threads == .unread.descriptors'
+    json_ok '.unread.list | map(.pid) | . == sort'
+    as_nobody --verbose status
+    no_garbage
+    line=$(grep '^Open files not read:' <<<"$output")
+    [[ $line == *"PID $R1 (root, root-job)"* ]]
+    # past the bound: "and N more", never a silent cut; kernel threads are counted apart
+    if [[ $line == *" more"* ]]; then [[ $line =~ ,\ and\ [0-9]+\ more(,\ and\ [0-9]+\ kernel\ threads?)?\.$ ]]; fi
+    as_nobody --verbose clean
+    [[ $output == *"Open files not read:"*"PID $R1 (root, root-job)"* ]]
+    # without --verbose the text counts them only
+    as_nobody status
+    [[ $output != *"Open files not read:"* ]]
+}
+
+@test "hidepid: a prolog calls a hidden holder hidden, not gone, and says hidepid hides holders" {
+    command -v unshare >/dev/null || skip "unshare is not installed"
+    SLURM_JOB_ID=77 SLURM_JOB_UID=65534 SLURM_JOB_GPUS=0 as_nobody_hidepid handoff prolog
+    echo "status $status"$'\n'"stdout: $output"$'\n'"stderr: $stderr"
+    no_garbage
+    [ "$status" -eq 1 ]
+    [[ $output == "vramguard: dirty: GPU 0 held by pid $R1"*"(hidepid) does not show: most likely another user's, hidden, not gone"* ]]
+    [[ $stderr == *"note: /proc is mounted with hidepid: other users' processes are hidden"* ]]
+}

@@ -512,7 +512,7 @@ static struct vg_snapshot *fz_snapshot(const struct fz_sim *s)
         q->sid_alive = s->p[p->sid].st != 0 && !q->sid_zombie;
     }
     t.self_nspid_depth = 1;
-    t.pidns_host = true;
+    t.pidns = VG_PROC_PIDNS_INITIAL;
     return fx_assemble(&l, &t);
 }
 

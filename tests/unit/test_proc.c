@@ -703,9 +703,9 @@ struct fake {
 
 /* The fake tree's fd/N are plain symlinks, so what a descriptor refers to is what the link
  * points at: these stand-ins in top/dev, matched by inode as under --dev. */
-static const char *const fake_nodes[] = {"nvidia0",     "nvidia1",        "nvidia2",
-                                         "nvidia7",     "nvidiactl",      "nvidia-uvm",
-                                         "nvidia-modeset", "nvidia-caps/nvidia-cap1"};
+static const char *const fake_nodes[] = {
+    "nvidia0",   "nvidia1",    "nvidia2",        "nvidia7",
+    "nvidiactl", "nvidia-uvm", "nvidia-modeset", "nvidia-caps/nvidia-cap1"};
 
 static void fake_dev_link(struct fake *f, int pid, int fd, const char *node)
 {
@@ -1063,6 +1063,11 @@ static int denied_check(struct fake *f)
         rc = 15; /* a holder whose fds are unreadable is not one we know about */
     else if (t.n_denied != 2)
         rc = 16;
+    else if (t.n_fd_unread != 1 || t.nunread != 1 || t.unread[0].pid != 1100)
+        rc = 17; /* the unread process is named */
+    else if (!t.unread[0].uid_known || !t.unread[0].user || !t.unread[0].comm ||
+             strcmp(t.unread[0].comm, "secret") != 0)
+        rc = 18; /* with its owner and comm, which stay readable */
     vg_proc_table_release(&t);
     vg_err_release(&err);
     return rc;
@@ -1354,6 +1359,50 @@ static _Noreturn void hold_node(const char *node, int ready, int life)
     _exit(0);
 }
 
+/* The PID namespace of a procfs: the real one by the same inode fact the kernel fixes; a fake
+ * tree where no namespace link can be followed is unknown, unless PID 2 is kthreadd. */
+static void test_pidns(void **state)
+{
+    (void)state;
+    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    char link[64] = "";
+    ssize_t n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
+    if (n > 0)
+        link[n] = '\0';
+    enum vg_proc_pidns ns = vg_proc_pidns_read(fd, 1);
+    if (strcmp(link, "pid:[4026531836]") == 0)
+        assert_int_equal(ns, VG_PROC_PIDNS_INITIAL);
+    else if (n > 0)
+        assert_int_not_equal(ns, VG_PROC_PIDNS_UNKNOWN);
+    close(fd);
+    assert_string_equal(vg_proc_pidns_id(VG_PROC_PIDNS_INITIAL), "initial");
+    assert_string_equal(vg_proc_pidns_id(VG_PROC_PIDNS_NESTED), "nested");
+    assert_null(vg_proc_pidns_id(VG_PROC_PIDNS_UNKNOWN));
+
+    char dir[] = "/tmp/vg-pidns-XXXXXX", path[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(vg_proc_pidns_read(fd, 1), VG_PROC_PIDNS_UNKNOWN);
+    /* a user-space process named kthreadd under PID 2 lacks PF_KTHREAD: still unknown */
+    snprintf(path, sizeof(path), "%s/2", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/2/stat", dir);
+    FILE *s = fopen(path, "w");
+    assert_non_null(s);
+    fprintf(s, "2 (kthreadd) S 0 0 0 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n");
+    fclose(s);
+    assert_int_equal(vg_proc_pidns_read(fd, 1), VG_PROC_PIDNS_UNKNOWN);
+    s = fopen(path, "w");
+    assert_non_null(s);
+    fprintf(s, "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n");
+    fclose(s);
+    assert_int_equal(vg_proc_pidns_read(fd, 1), VG_PROC_PIDNS_INITIAL);
+    close(fd);
+    rm_tree(dir);
+}
+
 static void test_parent_session(void **state)
 {
     (void)state;
@@ -1502,6 +1551,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scan_denied, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_scan_real, real_setup, real_teardown),
         cmocka_unit_test_setup_teardown(test_scan_churn, churn_setup, churn_teardown),
+        cmocka_unit_test(test_pidns),
         cmocka_unit_test(test_parent_session),
         cmocka_unit_test(test_parse_tcp_listen),
     };
