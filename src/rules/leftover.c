@@ -353,8 +353,10 @@ static bool vg_left_driver_dead(const struct vg_snapshot *snap, const struct vg_
     if (h->stale)
         return true;
     const struct vg_proc *p = h->proc;
+    /* an unreadable descriptor table hides what a process holds, not that it exists: only
+     * hidepid makes a live PID look absent */
     if (!p)
-        return !vg_snap_holders_may_hide(snap);
+        return !(snap->procs.access & VG_PROC_ACC_HIDEPID);
     return (p->known & VG_PROC_K_STAT) && (p->state == 'Z' || p->state == 'X') &&
            (!(p->known & VG_PROC_K_THREADS) || p->threads_live == 0);
 }

@@ -604,12 +604,16 @@ static void vg_unattributed_holder(const struct vg_snapshot *snap, const struct 
     struct vg_buf b;
     vg_buf_init(&b, 1024);
     switch (why) {
-    case VG_UN_LEFTOVER:
+    case VG_UN_LEFTOVER: {
+        const struct vg_leftover *l = vg_leftovers_find(ls, h->pid);
+        bool sure = l && l->confidence == VG_CONF_HIGH;
         vg_buf_printf(&b,
-                      "%s holds the device node without a context the driver lists and is "
-                      "left over from a job that ended (orphan-holder): the likely holder",
-                      label);
+                      "%s holds the device node without a context the driver lists and %s "
+                      "left over from a job that ended (orphan-holder, %s confidence): the "
+                      "likely holder",
+                      label, sure ? "is" : "may be", sure ? "high" : "medium");
         break;
+    }
     case VG_UN_MAYBE:
         vg_buf_printf(&b,
                       "%s holds the device node without a context the driver lists and is not "

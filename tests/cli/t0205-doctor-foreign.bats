@@ -268,7 +268,9 @@ gpu_used() {
     show
     finding_is unattributed '[1]' "[$D]"
     json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($m) ") and contains("maps NVML and not CUDA"))' --arg m "$M"
-    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($d) ") and contains("is not part of a live job (") and contains("; not a sure leftover: ") and endswith("): it may hold it"))' --arg d "$D"
+    # Alone in its session with nodes and no context: a daemon's shape, but its job's leader
+    # is gone and it maps CUDA: a possible leftover (medium), and so the GPU's likely holder.
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($d) ") and endswith("may be left over from a job that ended (orphan-holder, medium confidence): the likely holder"))' --arg d "$D"
     json_ok '.findings[] | select(.rule == "unattributed") | .fix[0] | startswith("stop PID \($d) (")' --arg d "$D"
 }
 
@@ -282,7 +284,7 @@ gpu_used() {
     show
     [ "$status" -eq 2 ]
     finding_is unattributed '[1]' "[$O]"
-    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($o) ") and endswith("holds the device node without a context the driver lists and is left over from a job that ended (orphan-holder): the likely holder"))' \
+    json_ok '.findings[] | select(.rule == "unattributed") | .evidence | any(startswith("PID \($o) ") and endswith("holds the device node without a context the driver lists and is left over from a job that ended (orphan-holder, high confidence): the likely holder"))' \
         --arg o "$O"
     json_ok '.findings[] | select(.rule == "unattributed") | .fix[0] | startswith("stop PID \($o) (holding only the device node")' --arg o "$O"
 }
