@@ -678,7 +678,9 @@ static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
             worst = f->weight;
             against = vg_left_defs[f->id].why_not;
         }
-        if (f->weight == 0 && !unknown)
+        /* a supporting fact that could not be checked weakens nothing the others show; only
+         * what could speak against it (work, a parent's doubt) keeps it from high */
+        if (f->weight == 0 && f->id != VG_LF_PIDS_FOREIGN && !unknown)
             unknown = vg_left_defs[f->id].why_not;
     }
     l->score = score;

@@ -492,6 +492,153 @@ static void test_left_stopped_nohup_script_background(void **state)
     host_release(&h);
 }
 
+/* The fact of that id on pid's verdict, or NULL. */
+static const struct vg_left_fact *fact_of(const struct vg_leftovers *ls, pid_t pid,
+                                          enum vg_left_fact_id id)
+{
+    return vg_leftover_fact(vg_leftovers_find(ls, pid), id);
+}
+
+/*
+ * The seed's case when the main led its own session (setsid, an ssh command, a Jupyter
+ * kernel) and crashed: its workers have a double-forked daemon's lineage (group and session
+ * leader gone, no terminal), and the driver still charges the dead main's PID on the GPU they
+ * hold. Sure leftovers, and the charged memory is theirs. In a procfs that is not the initial
+ * PID namespace the charge cannot be compared: said (weight 0), and the other facts still make
+ * it sure. A lone double-forked daemon with a context of its own, in the same shape, is not.
+ */
+static void test_left_session_leader_crashed(void **state)
+{
+    (void)state;
+    for (int ns = 0; ns < 2; ns++) {
+        struct host h;
+        host_init(&h, 1);
+        ctx(&h, 0, 100, 4 * GiB); /* the dead main, still charged */
+        for (pid_t pid = 101; pid <= 102; pid++) {
+            struct vg_proc *w = host_proc(&h, pid, "pt_data_worker", "python train.py");
+            orphaned(w, 100);
+            w->sid = 100;
+            w->sid_alive = false;
+            w->libs = VG_LIB_CUDA | VG_LIB_TORCH_CUDA;
+            fx_fd(w, 0);
+            fx_activity(w, 500, 0);
+        }
+        ctx(&h, 0, 211, 1 * GiB);
+        fx_util(&h.l.gpus[0], 211, 0);
+        struct vg_proc *d = host_proc(&h, 211, "mydaemon", "/usr/sbin/mydaemon --fork");
+        orphaned(d, 210);
+        d->sid = 210;
+        d->sid_alive = false;
+        d->libs = VG_LIB_CUDA;
+        fx_fd(d, 0);
+        fx_activity(d, 500, 0);
+        h.t.pidns = ns ? VG_PROC_PIDNS_NESTED : VG_PROC_PIDNS_INITIAL;
+        host_run(&h);
+        struct vg_leftovers ls;
+        const struct vg_leftover *l = verdict(&h, &ls, 101);
+        assert_int_equal(l->verdict, VG_LEFT_YES);
+        assert_int_equal(l->confidence, VG_CONF_HIGH);
+        assert_non_null(fact_of(&ls, 101, VG_LF_SIBLINGS));
+        assert_null(fact_of(&ls, 101, VG_LF_ALONE));
+        const struct vg_left_fact *c = fact_of(&ls, 102, VG_LF_CHARGES_LEADER);
+        if (ns) {
+            assert_null(c);
+            assert_non_null(fact_of(&ls, 102, VG_LF_PIDS_FOREIGN));
+        } else {
+            assert_non_null(c);
+            assert_int_equal(c->pid, 100);
+            assert_true(c->bytes_known && c->bytes == 4 * GiB);
+        }
+        /* the daemon: its own context, alone in a session whose leader is gone */
+        l = vg_leftovers_find(&ls, 211);
+        assert_int_equal(l->verdict, VG_LEFT_NOT);
+        assert_non_null(fact_of(&ls, 211, VG_LF_ALONE));
+        vg_leftovers_release(&ls);
+        const struct vg_finding *f = finding(&h, "orphan-holder", 101);
+        assert_non_null(f);
+        assert_int_equal(f->npids, 2);
+        assert_int_equal(f->nverdicts, 2);
+        if (!ns) {
+            /* what the driver charges to the dead main is the workers': counted once */
+            assert_true(f->bytes_known && f->bytes == 4 * GiB);
+            assert_int_equal(f->severity, VG_SEV_CRITICAL);
+            assert_true(said(f, "+3 the driver still charges 4 GiB on GPU 0"));
+        }
+        assert_null(finding(&h, "orphan-holder", 211));
+        /* the weights in the verdicts add up to each score */
+        for (size_t v = 0; v < f->nverdicts; v++) {
+            int sum = 0;
+            for (size_t k = 0; k < f->verdicts[v].nfacts; k++)
+                sum += f->verdicts[v].facts[k].weight;
+            assert_int_equal(sum, f->verdicts[v].score);
+        }
+        host_release(&h);
+    }
+}
+
+/* A main that crashed under a parent that never reaps is a zombie: its job has ended, and its
+ * workers say so; a zombie leader whose other threads still run (proc/ reads it as alive) does
+ * not. */
+static void test_left_zombie_leader(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 1);
+    struct vg_proc *w = host_proc(&h, 301, "pt_data_worker", "python train.py");
+    orphaned(w, 300);
+    w->pgid_zombie = true;
+    fx_fd(w, 0);
+    fx_activity(w, 500, 0);
+    struct vg_proc *a = host_proc(&h, 311, "pt_data_worker", "python train.py");
+    a->ppid = 1;
+    a->parent_known = false;
+    a->pgid = 310; /* its leader runs (a zombie with live threads reads as alive) */
+    fx_fd(a, 0);
+    fx_activity(a, 500, 0);
+    host_run(&h);
+    struct vg_leftovers ls;
+    const struct vg_leftover *l = verdict(&h, &ls, 301);
+    assert_int_equal(l->verdict, VG_LEFT_YES);
+    assert_int_equal(l->confidence, VG_CONF_HIGH);
+    char text[160];
+    vg_left_fact_text(h.snap, l, fact_of(&ls, 301, VG_LF_GROUP_GONE), text, sizeof(text));
+    assert_string_equal(text, "its process group leader (PID 300) is a zombie (exited, not reaped)");
+    assert_null(fact_of(&ls, 311, VG_LF_GROUP_GONE));
+    vg_leftovers_release(&ls);
+    host_release(&h);
+}
+
+/* A daemon forked (without exec) from a live CUDA program holds that program's files: the
+ * context is older than its session, so it left that session on purpose. A worker of a main
+ * that died in the worker's own session is the other way round. */
+static void test_left_context_order(void **state)
+{
+    (void)state;
+    struct host h;
+    host_init(&h, 1);
+    ctx(&h, 0, 400, 8 * GiB);
+    fx_util(&h.l.gpus[0], 400, 0);
+    struct vg_proc *m = host_proc(&h, 400, "python", "python serve.py");
+    fx_fd(m, 0);
+    struct vg_proc *d = host_proc(&h, 421, "python", "python serve.py");
+    orphaned(d, 420);
+    d->sid = 420;
+    d->sid_alive = false;
+    d->libs = VG_LIB_CUDA;
+    fx_fd(d, 0);
+    fx_activity(d, 500, 0);
+    h.t.pidns = VG_PROC_PIDNS_INITIAL;
+    host_run(&h);
+    struct vg_leftovers ls;
+    const struct vg_leftover *l = verdict(&h, &ls, 421);
+    const struct vg_left_fact *o = fact_of(&ls, 421, VG_LF_OLDER_CONTEXT);
+    assert_non_null(o);
+    assert_int_equal(o->pid, 400);
+    assert_int_not_equal(l->confidence, VG_CONF_HIGH);
+    vg_leftovers_release(&ls);
+    host_release(&h);
+}
+
 /* Workers of a sure leftover are leftovers too, through their parent. */
 static void test_left_worker_of_worker(void **state)
 {
@@ -1131,6 +1278,9 @@ int main(void)
         cmocka_unit_test(test_left_nohup_job),
         cmocka_unit_test(test_left_daemons),
         cmocka_unit_test(test_left_stopped_nohup_script_background),
+        cmocka_unit_test(test_left_session_leader_crashed),
+        cmocka_unit_test(test_left_zombie_leader),
+        cmocka_unit_test(test_left_context_order),
         cmocka_unit_test(test_left_worker_of_worker),
         cmocka_unit_test(test_left_near_misses),
         cmocka_unit_test(test_left_plan),
