@@ -151,8 +151,8 @@ struct vg_proc {
 
     /* threads (task/) */
     unsigned nthreads;
-    unsigned threads_d;    /* threads in D state */
-    unsigned threads_live; /* threads not in Z/X state */
+    unsigned threads_d;      /* threads in D state */
+    unsigned threads_live;   /* threads not in Z/X state */
     unsigned threads_status; /* "Threads:" of status: threads of the group not yet exited
                               * (0: not read) */
 

@@ -137,6 +137,8 @@ static const char *vg_left_parent_kind(const struct vg_proc *p)
     return " (a subreaper in its own session, such as the launching shell)";
 }
 
+/* long: one case per fact that names processes, GPUs or figures; the switch is the list of
+ * sentences, read best whole. */
 void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover *l,
                        const struct vg_left_fact *f, char *out, size_t n)
 {
@@ -203,8 +205,7 @@ void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover 
                 var = vg_env_name(vars[i]);
                 val = p->env[vars[i]];
             }
-        snprintf(out, n, "a launcher's rank (%s=%.20s), adopted: its launcher is gone", var,
-                 val);
+        snprintf(out, n, "a launcher's rank (%s=%.20s), adopted: its launcher is gone", var, val);
         return;
     }
     case VG_LF_MP_CMDLINE:
@@ -215,8 +216,9 @@ void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover 
         return;
     case VG_LF_WORKS:
         if (p->activity_known && f->count)
-            snprintf(out, n, "works: %llu ms of CPU time in the last %u ms, %u%% GPU in the "
-                             "driver's recent samples",
+            snprintf(out, n,
+                     "works: %llu ms of CPU time in the last %u ms, %u%% GPU in the "
+                     "driver's recent samples",
                      (unsigned long long)p->activity_cpu_ms, p->activity_ms, f->count);
         else if (p->activity_known)
             snprintf(out, n, "works: %llu ms of CPU time in the last %u ms",
@@ -337,8 +339,8 @@ static size_t vg_left_node_holders(const struct vg_snapshot *snap, size_t gpu, p
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         const struct vg_proc *q = h->proc;
-        n += h->gpu == gpu && (h->seen & ~VG_SEEN_NVML) && q && h->pid != pid &&
-             q->ppid != pid && q->state != 'Z' && q->state != 'X';
+        n += h->gpu == gpu && (h->seen & ~VG_SEEN_NVML) && q && h->pid != pid && q->ppid != pid &&
+             q->state != 'Z' && q->state != 'X';
     }
     return n;
 }
@@ -616,9 +618,8 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
 static bool vg_left_siblings(const struct vg_leftover *a, const struct vg_leftover *b)
 {
     const struct vg_proc *x = a->proc, *y = b->proc;
-    return a != b && vg_leftover_fact(b, VG_LF_ADOPTED) && x->pgid == y->pgid &&
-           x->sid == y->sid && x->pgid != x->pid && y->pgid != y->pid &&
-           vg_left_same_cmdline(x, y);
+    return a != b && vg_leftover_fact(b, VG_LF_ADOPTED) && x->pgid == y->pgid && x->sid == y->sid &&
+           x->pgid != x->pid && y->pgid != y->pid && vg_left_same_cmdline(x, y);
 }
 
 /* Facts that compare holders: siblings of one ended job, and being alone in a session. */
@@ -688,8 +689,8 @@ static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
     l->why_not = NULL;
     if (score < VG_LEFT_SCORE_MEDIUM) {
         l->verdict = ended || against ? VG_LEFT_NOT : VG_LEFT_NONE;
-        l->why_not = against ? against
-                             : "the evidence that its job ended is too weak to call it a leftover";
+        l->why_not =
+            against ? against : "the evidence that its job ended is too weak to call it a leftover";
         return;
     }
     l->verdict = VG_LEFT_YES;
