@@ -286,9 +286,51 @@ void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
     vg_leftovers_release(&ls);
 }
 
+/* The leftovers whose verdict rests on the driver charging pid ("101 102"), or NULL; heap. */
+static char *vg_keepers(const struct vg_leftovers *ls, pid_t pid)
+{
+    struct vg_buf b;
+    vg_buf_init(&b, VG_BUF_MAX_DEFAULT);
+    size_t n = 0;
+    for (size_t i = 0; ls && i < ls->n; i++) {
+        const struct vg_leftover *l = &ls->v[i];
+        const struct vg_left_fact *c = vg_leftover_fact(l, VG_LF_CHARGES_LEADER);
+        if (!c)
+            c = vg_leftover_fact(l, VG_LF_CHARGES_DEAD);
+        if (l->verdict != VG_LEFT_YES || !c || c->pid != pid)
+            continue;
+        vg_buf_printf(&b, "%s%d", n++ ? " " : "", (int)l->pid);
+    }
+    char *s = n && !b.err ? strdup(vg_buf_str(&b)) : NULL;
+    vg_buf_release(&b);
+    return s;
+}
+
+/* What keeps a dead process's memory, when its leftovers do: an evidence line and the fix.
+ * Returns whether any does. */
+static bool vg_keepers_say(struct vg_findings *out, struct vg_finding *f,
+                           const struct vg_leftovers *ls, pid_t pid, const char *tail)
+{
+    char *keepers = vg_keepers(ls, pid);
+    if (!keepers)
+        return false;
+    bool many = strchr(keepers, ' ') != NULL;
+    vg_finding_evidence(out, f,
+                        "its context lives on because PID%s %s, left over from its job, "
+                        "hold%s its files (orphan-holder)%s",
+                        many ? "s" : "", keepers, many ? "" : "s", tail);
+    vg_finding_fix(out, f,
+                   "stop what keeps it (vramguard clean shows the plan, --force carries it "
+                   "out): the memory returns when the last of them exits");
+    free(keepers);
+    return true;
+}
+
 void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
+    struct vg_leftovers lsv;
+    const struct vg_leftovers *ls = vg_leftovers_assess(snap, &lsv) == 0 ? &lsv : NULL;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         const struct vg_proc *p = h->proc;
@@ -319,6 +361,10 @@ void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
                              ph.nvml ? size : "device node open");
             vg_finding_evidence(out, f, "it has exited; its parent, PID %d, has not reaped it",
                                 (int)p->ppid);
+            /* a zombie's files are closed: what the driver still charges it is kept by the
+             * processes that inherited them, and reaping it frees none of it */
+            if (ph.nvml)
+                vg_keepers_say(out, f, ls, h->pid, ": reaping it frees none of it");
             vg_finding_fix(out, f,
                            "act on the parent, PID %d: it must wait() for its child; "
                            "if it is stuck, stop the parent and init reaps the zombie",
@@ -332,6 +378,10 @@ void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             f->bytes = ph.bytes;
         }
     }
+    if (ls)
+        vg_leftovers_release(&lsv);
+    else if (!out->err)
+        out->err = -ENOMEM;
 }
 
 void vg_rule_d_state_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -411,7 +461,8 @@ static void vg_foreign_hidden(const struct vg_snapshot *snap, struct vg_findings
  * process has a PID there, so unless hidepid hides it, one it does not show is gone. This holds
  * whatever our own NSpid depth (a host's /proc given with --proc inside a container). */
 static void vg_foreign_initial(const struct vg_snapshot *snap, struct vg_findings *out,
-                               struct vg_finding *f, bool hidden)
+                               struct vg_finding *f, bool hidden, const struct vg_leftovers *ls,
+                               pid_t pid)
 {
     vg_finding_evidence(out, f,
                         "%s is the initial PID namespace's, in which every process has a "
@@ -421,17 +472,21 @@ static void vg_foreign_initial(const struct vg_snapshot *snap, struct vg_finding
                                  "which of the two cannot be told without seeing it"
                                : "the process has exited while the driver still holds "
                                  "its memory");
-    if (!hidden)
+    /* the driver frees a context when the last file or mapping that refers to it goes: the
+     * leftovers that hold its files keep it, so it returns only when they exit */
+    if (!vg_keepers_say(out, f, ls, pid, "") && !hidden) {
         vg_finding_fix(out, f,
                        "the memory should return once the driver tears the context "
                        "down; if it stays, a GPU reset when nothing else holds the GPU");
+    }
 }
 
 /* What the PID namespace of the procfs read says: the driver numbers processes in the initial
  * one, so in any other its PIDs are not this /proc's. hidden: hidepid is in force, so nothing
  * here may call the process gone or advise a reset. */
 static void vg_foreign_ns(const struct vg_snapshot *snap, struct vg_findings *out,
-                          struct vg_finding *f, bool hidden)
+                          struct vg_finding *f, bool hidden, const struct vg_leftovers *ls,
+                          pid_t pid)
 {
     static const char host_proc[] = "run vramguard on the host, or give it the host's /proc: "
                                     "mount it read-only (e.g. -v /proc:/host/proc:ro) and pass "
@@ -439,7 +494,7 @@ static void vg_foreign_ns(const struct vg_snapshot *snap, struct vg_findings *ou
     pid_t depth = snap->procs.self_nspid_depth;
     bool dflt = vg_is_default_proc(snap->proc_root);
     if (snap->procs.pidns == VG_PROC_PIDNS_INITIAL) {
-        vg_foreign_initial(snap, out, f, hidden);
+        vg_foreign_initial(snap, out, f, hidden, ls, pid);
     } else if (depth > 1) {
         vg_finding_evidence(out, f,
                             "vramguard runs inside a PID namespace (NSpid depth %d) below "
@@ -491,6 +546,12 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
     bool hidden = snap->procs.access & VG_PROC_ACC_HIDEPID;
+    struct vg_leftovers ls;
+    if (vg_leftovers_assess(snap, &ls) != 0) {
+        if (!out->err)
+            out->err = -ENOMEM;
+        return;
+    }
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->proc || h->stale || h->bogus_pid || !(h->seen & VG_SEEN_NVML) ||
@@ -514,8 +575,9 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
                          hidden ? " (hidepid hides other users' processes)" : "");
         if (hidden)
             vg_foreign_hidden(snap, out, f, h->pid);
-        vg_foreign_ns(snap, out, f, hidden);
+        vg_foreign_ns(snap, out, f, hidden, &ls, h->pid);
     }
+    vg_leftovers_release(&ls);
 }
 
 /*

@@ -108,6 +108,9 @@ crashed_leader_verdicts() {
     if host_pidns; then
         json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | select(.fact == "driver-charges-dead-leader") | .text] | length == 2 and all(contains("to PID \($m), its dead"))' \
             --arg m "$M"
+        # The dead (or defunct) main's own finding says who keeps its memory, and no reset.
+        json_ok '[.findings[] | select((.rule == "foreign-pid" or .rule == "zombie-holder") and (.pids | index($m)))] | length == 1 and all((.evidence | any(contains("its context lives on because PIDs"))) and (.fix | all(contains("reset") | not)))' \
+            --argjson m "$M"
     else
         echo "# not the host's PID namespace: the driver's PIDs are not compared" >&3
         json_ok '[.findings[] | select(.rule == "orphan-holder") | .verdicts[] | .facts[] | .fact] | index("driver-pids-unverified")'
