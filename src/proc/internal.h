@@ -119,6 +119,11 @@ bool vg_proc_name_pid(const char *name, pid_t *pid);
 /* Decimal text of a non-negative pid into out (at least 16 bytes). */
 void vg_proc_pid_str(pid_t pid, char out[16]);
 
+/* After phase two: the census of session kin (proc.h, struct vg_proc_kin) over the listed
+ * pids (ascending), into t->kin. 0 or -ENOMEM. */
+int vg_proc_read_kin(struct vg_proc_ctx *c, const pid_t *pids, size_t npids,
+                     struct vg_proc_table *t);
+
 /* Errors from reading a per-process file, by what they mean to the scan. */
 static inline bool vg_proc_err_gone(int rc)
 {

@@ -217,6 +217,15 @@ struct vg_proc_unread {
 /* At most this many unread processes are named; n_fd_unread counts them all. */
 #define VG_PROC_UNREAD_MAX 32
 
+/* A live process that holds nothing, of the session of a holder whose job may have ended
+ * (vg_proc_read_kin): who else is left in that session. */
+struct vg_proc_kin {
+    pid_t pid, ppid, pgid, sid;
+    uint64_t start_ticks;
+    char state;
+    char *cmdline; /* owned; NULL when unreadable */
+};
+
 struct vg_proc_table {
     struct vg_proc *procs; /* sorted by pid */
     size_t n;
@@ -236,6 +245,9 @@ struct vg_proc_table {
     size_t n_fd_by_kernel;         /* processes whose fd/ /proc refused and the kernel scan
                                     * read: not unread, and not counted in n_fd_unread */
     unsigned access;               /* VG_PROC_ACC_*: what may have kept processes from being read */
+    struct vg_proc_kin *kin;       /* owned, pid order: the live non-holders of the sessions of
+                                    * holders whose job may have ended (none on a healthy host) */
+    size_t nkin;
     bool kernel_scan; /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
     char *scan_note;  /* owned: why the kernel scan did not run; NULL when it ran or was
                        * not asked for (--scan=proc) */

@@ -440,6 +440,30 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     return 0;
 }
 
+/* The census of session kin over the listing (kin.c). */
+static int vg_scan_kin(struct vg_proc_ctx *c, const struct vg_scan_ent *ents, size_t n,
+                       struct vg_proc_table *t)
+{
+    pid_t *pids = n ? malloc(n * sizeof(*pids)) : NULL;
+    if (n && !pids)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        pids[i] = ents[i].pid;
+    int rc = vg_proc_read_kin(c, pids, n, t);
+    free(pids);
+    return rc;
+}
+
+/* A scan read to its end: what the cache and the index keep of it becomes theirs. */
+static void vg_scan_commit(struct vg_proc_ctx *c, struct vg_proc_index *idx, bool have_last,
+                           pid_t last_pid)
+{
+    if (c->cache)
+        vg_proc_cache_end(c->cache);
+    if (idx)
+        vg_proc_index_commit(idx, have_last, last_pid);
+}
+
 int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struct vg_err *err)
 {
     static const struct vg_proc_opts defaults = {0};
@@ -501,10 +525,9 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         if ((rc = vg_scan_read_ent(&c, root_fd, e, wanted, t, &cap, idx)) != 0)
             goto out;
     }
-    if (c.cache)
-        vg_proc_cache_end(c.cache);
-    if (idx)
-        vg_proc_index_commit(idx, have_last, last_pid);
+    if ((rc = vg_scan_kin(&c, ents, nents, t)) != 0)
+        goto out;
+    vg_scan_commit(&c, idx, have_last, last_pid);
 
 out:
     if (rc == -ENOMEM)

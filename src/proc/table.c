@@ -45,6 +45,9 @@ void vg_proc_table_release(struct vg_proc_table *t)
         free(t->unread[i].comm);
     }
     free(t->unread);
+    for (size_t i = 0; i < t->nkin; i++)
+        free(t->kin[i].cmdline);
+    free(t->kin);
     free(t->scan_note);
     memset(t, 0, sizeof(*t));
 }

@@ -74,6 +74,9 @@ static const struct vg_left_fact_def {
     [VG_LF_LIVE_CONTEXT] = {"live-context-in-session", -3,
                             "a live process of its session has a context on a GPU it holds "
                             "without one: its job may still run"},
+    [VG_LF_LIVE_KIN] = {"live-kin-in-session", -3,
+                        "an older live process of its session that was not adopted runs its "
+                        "command line: the job it was forked from may still run"},
     [VG_LF_SERVICE] = {"service-cgroup", -2, "it runs in a service's cgroup: a supervised service"},
     [VG_LF_WORKS] = {"works", -2,
                      "it is working (CPU time or GPU utilisation): a leftover that works may "
@@ -191,6 +194,12 @@ void vg_left_fact_text(const struct vg_snapshot *snap, const struct vg_leftover 
                  "PID %d, a live process of its session, has a context on %s, whose node it "
                  "holds without one: its job may still run",
                  (int)f->pid, gpu);
+        return;
+    case VG_LF_LIVE_KIN:
+        snprintf(out, n,
+                 "PID %d, an older live process of its session that was not adopted, runs its "
+                 "command line: the job it was forked from may still run",
+                 (int)f->pid);
         return;
     case VG_LF_PARENT_LEFTOVER:
         snprintf(out, n, "a worker of leftover PID %d", (int)f->pid);
@@ -392,7 +401,9 @@ static bool vg_left_charge_fact(const struct vg_snapshot *snap, const struct vg_
     if (!vg_left_driver_dead(snap, h)) {
         /* a live context older than its session, on a GPU it holds without one of its own:
          * its files may be that process's, carried out of its session as a daemon does */
-        if (!h->proc || order != VG_ORDER_OLDER || vg_left_context_on(snap, l->pid, h->gpu))
+        /* (a fork keeps the command line: another program on a shared GPU is not it) */
+        if (!h->proc || order != VG_ORDER_OLDER || vg_left_context_on(snap, l->pid, h->gpu) ||
+            !vg_left_same_cmdline(h->proc, p))
             return false;
         *id = VG_LF_OLDER_CONTEXT;
         *weight = vg_left_defs[*id].weight;
@@ -613,6 +624,82 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
     vg_left_activity(snap, l);
 }
 
+/* Whether an older process of pid's session, started at `start`, with that command line, is
+ * what a forked process of pid's job would show: a fork keeps the command line. */
+static bool vg_left_kin_of(const struct vg_proc *p, pid_t pid, uint64_t start, const char *cmd)
+{
+    return pid != p->pid && start <= p->start_ticks && (p->known & VG_PROC_K_CMDLINE) &&
+           p->cmdline && cmd && p->cmdline[0] && strcmp(p->cmdline, cmd) == 0;
+}
+
+/* The parent of pid and its session, from the table or the kin; false when neither has it. */
+static bool vg_left_parent_of(const struct vg_snapshot *snap, pid_t pid, pid_t *ppid, pid_t *sid)
+{
+    const struct vg_proc *q = vg_proc_table_find(&snap->procs, pid);
+    if (q && (q->known & VG_PROC_K_STAT)) {
+        *ppid = q->ppid;
+        *sid = q->sid;
+        return true;
+    }
+    for (size_t k = 0; k < snap->procs.nkin; k++)
+        if (snap->procs.kin[k].pid == pid) {
+            *ppid = snap->procs.kin[k].ppid;
+            *sid = snap->procs.kin[k].sid;
+            return true;
+        }
+    return false;
+}
+
+/* Whether pid hangs from its live session leader through live processes of that session: not
+ * part of a subtree some process's death orphaned. Bounded: a cycle cannot happen in one
+ * snapshot's parentage, but a racy one is not trusted past the bound. */
+static bool vg_left_rooted(const struct vg_snapshot *snap, pid_t pid, pid_t sid)
+{
+    for (int depth = 0; depth < 64; depth++) {
+        pid_t ppid, psid;
+        if (pid == sid)
+            return true;
+        if (!vg_left_parent_of(snap, pid, &ppid, &psid) || psid != sid || ppid <= 1)
+            return false;
+        pid_t gsid;
+        if (ppid != sid && (!vg_left_parent_of(snap, ppid, &(pid_t){0}, &gsid) || gsid != sid))
+            return false;
+        pid = ppid;
+    }
+    return false;
+}
+
+/*
+ * A live process of its session, older than it and not adopted itself, running its command
+ * line: most likely what it was forked from (its job's main, with a worker between them that
+ * died), still running. Holders in the table and the session's other members (kin) alike;
+ * the adopted ones are its siblings, not its job.
+ */
+static void vg_left_live_kin(const struct vg_snapshot *snap, struct vg_leftover *l)
+{
+    const struct vg_proc *p = l->proc;
+    if (vg_leftover_fact(l, VG_LF_LIVE_CONTEXT))
+        return;
+    pid_t who = 0;
+    for (size_t k = 0; k < snap->procs.n && !who; k++) {
+        const struct vg_proc *q = &snap->procs.procs[k];
+        if ((q->known & VG_PROC_K_STAT) && q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
+            (q->known & VG_PROC_K_CMDLINE) &&
+            vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
+            vg_left_rooted(snap, q->pid, p->sid))
+            who = q->pid;
+    }
+    for (size_t k = 0; k < snap->procs.nkin && !who; k++) {
+        const struct vg_proc_kin *q = &snap->procs.kin[k];
+        if (q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
+            vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
+            vg_left_rooted(snap, q->pid, p->sid))
+            who = q->pid;
+    }
+    if (who)
+        vg_left_add(l, VG_LF_LIVE_KIN)->pid = who;
+}
+
 /* Whether a and b were forked from the same ended job: adopted, of the same group and session
  * that neither leads, running the same command line. */
 static bool vg_left_siblings(const struct vg_leftover *a, const struct vg_leftover *b)
@@ -640,6 +727,11 @@ static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftover
         shared = q->pid != p->pid && (q->known & VG_PROC_K_STAT) && q->sid == p->sid &&
                  q->state != 'Z' && q->state != 'X';
     }
+    for (size_t k = 0; k < snap->procs.nkin && !shared; k++) {
+        const struct vg_proc_kin *q = &snap->procs.kin[k];
+        shared = q->sid == p->sid && q->state != 'Z' && q->state != 'X';
+    }
+    vg_left_live_kin(snap, l);
     /* (one of them with the live context it may hold is that context's owner, not a sibling) */
     if (sib && !vg_leftover_fact(l, VG_LF_LIVE_CONTEXT) &&
         (vg_leftover_fact(l, VG_LF_GROUP_GONE) || vg_leftover_fact(l, VG_LF_SESSION_GONE)))

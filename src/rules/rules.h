@@ -112,6 +112,8 @@ enum vg_left_fact_id {
     VG_LF_OLDER_CONTEXT,  /* the dead PID it keeps charged is older than its session */
     VG_LF_LIVE_CONTEXT,   /* a live, older process of its session has a context on a GPU
                            * whose node it holds without one */
+    VG_LF_LIVE_KIN,       /* a live, older process of its session that was not adopted runs
+                           * its command line: the job it was forked from may run */
     VG_LF_SERVICE,        /* its cgroup is a service unit's */
     VG_LF_WORKS,          /* CPU time or GPU utilisation: it is doing something */
     VG_LF_STOPPED,        /* stopped (T): suspended by its owner or a debugger */

@@ -147,6 +147,44 @@ time.sleep(600)'
         --arg m "$M"
 }
 
+@test "a worker's worker whose own parent died while its job's main (holding nothing) runs: not a sure leftover" {
+    # main (no GPU) -> trainer (opens the node) -> data worker; the trainer dies, the main
+    # runs on. The worker is adopted, but an older live process of its session runs its
+    # command line: its job may still run, and clean must leave it alone.
+    /usr/bin/python3 -c 'import os, sys, time
+tmp, node = sys.argv[1], sys.argv[2]
+if os.fork() == 0:
+    fd = os.open(node, os.O_RDWR)
+    w = os.fork()
+    if w == 0:
+        time.sleep(600)
+        os._exit(0)
+    open(tmp + "/w", "w").write(str(w))
+    open(tmp + "/t", "w").write(str(os.getpid()))
+    time.sleep(600)
+    os._exit(0)
+open(tmp + "/m", "w").write(str(os.getpid()))
+time.sleep(600)' "$TMP" "$(dev 0)" </dev/null >/dev/null 2>&1 3>&- &
+    _vg_record launcher $!
+    wait_for '[[ -s $TMP/m && -s $TMP/t && -s $TMP/w ]]'
+    M=$(cat "$TMP/m") T=$(cat "$TMP/t") W=$(cat "$TMP/w")
+    _vg_record main "$M"
+    _vg_record child "$T"
+    _vg_record child "$W"
+    kill -KILL "$T"
+    wait_for "vg_gone $T"
+    vg_holds "$W" "$(dev 0)"
+    homogeneous_host
+    vgd --json doctor
+    show
+    json_ok '[.findings[] | select(.rule == "orphan-holder" and .confidence == "high")] | length == 0'
+    vgd --json clean --force
+    json_ok '[.processes[] | select(.action == "signal")] | length == 0'
+    json_ok '.processes[] | select(.pid == $w) | .action == "leave" and (.verdict | contains("runs its command line: the job it was forked from may still run"))' \
+        --argjson w "$W"
+    kill -0 "$W"
+}
+
 @test "adopted by a subreaper in another session (systemd --user): a leftover" {
     vg_spawn --reaper --leader --pgrp --orphan --comm pt_data_worker --open "$(dev 0)" -- python a.py
     O=$VG_PID

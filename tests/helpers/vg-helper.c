@@ -227,6 +227,22 @@ static pid_t child_pids[MAX_CHILDREN];
 static pid_t zombie_pids[MAX_ZOMBIES];
 static pid_t leader_tid, thread_tid, dstate_tid, vfork_pid;
 static pid_t reaper_pid, session_leader_pid; /* --reaper, --leader: the processes that stay */
+/* The argument area as the kernel shows it in /proc/PID/cmdline: a process that stays (a
+ * subreaper, a login shell) runs another program than the job below it, so it says so there
+ * (a fork would otherwise show the job's command line, as a worker does). */
+static char *arg_area;
+static size_t arg_area_len;
+
+static void set_title(const char *title)
+{
+    if (!arg_area || arg_area_len < 2)
+        return;
+    size_t n = strlen(title);
+    if (n > arg_area_len - 1)
+        n = arg_area_len - 1;
+    memset(arg_area, 0, arg_area_len);
+    memcpy(arg_area, title, n);
+}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_errno(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -1256,6 +1272,7 @@ static void finish_orphan(void)
  * out: what a subreaper or a login shell does while its descendants live. */
 static void __attribute__((noreturn)) stay_until_end(void)
 {
+    set_title("vg-helper-stays");
     for (;;) {
         int sig = wait_signal(&wait_set);
         log_signal(sig);
@@ -1464,6 +1481,10 @@ static char **opts_from_env(char *argv0, int *argc)
 
 int main(int argc, char **argv)
 {
+    if (argc > 0) {
+        arg_area = argv[0];
+        arg_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
+    }
     int eargc = 0;
     char **eargv = opts_from_env(argv[0], &eargc);
     if (eargv)

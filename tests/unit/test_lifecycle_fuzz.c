@@ -513,6 +513,23 @@ static struct vg_snapshot *fz_snapshot(const struct fz_sim *s)
     }
     t.self_nspid_depth = 1;
     t.pidns = VG_PROC_PIDNS_INITIAL;
+    /* the census of session kin (proc/kin.c) as the scan takes it: every live process that is
+     * not in the table (its sessions are filtered by the rules, which read only their own) */
+    for (int pid = 2; pid < FZ_MAXP; pid++) {
+        const struct fz_proc *p = &s->p[pid];
+        if (!p->st || vg_proc_table_find(&t, pid))
+            continue;
+        t.kin = fx_grow(t.kin, t.nkin + 1, sizeof(*t.kin));
+        char cmd[32];
+        snprintf(cmd, sizeof(cmd), p->infra ? "-bash%d" : "python job%d.py", p->cmd);
+        t.kin[t.nkin++] = (struct vg_proc_kin){.pid = pid,
+                                               .ppid = p->ppid,
+                                               .pgid = p->pgid,
+                                               .sid = p->sid,
+                                               .start_ticks = 1000u + p->born * 10u,
+                                               .state = p->st,
+                                               .cmdline = fx_strdup(cmd)};
+    }
     return fx_assemble(&l, &t);
 }
 
@@ -606,20 +623,6 @@ static bool fz_adoption_unseen(const struct fz_sim *s, int pid)
     return par->st == 'S' && !par->infra && !par->fdref && par->ctx_gpu < 0;
 }
 
-/*
- * Whether pid's job root lives but holds no GPU while pid's own parent has died. The scan
- * reads only the processes that hold a node or that the driver lists, so a live root that
- * holds nothing is not in the snapshot: that pid is not alone in its session cannot be seen
- * (a worker's worker under a daemon whose worker died looks like a daemon's orphan). P3
- * cannot be asked of it until the snapshot counts every session member of such holders.
- */
-static bool fz_root_unseen(const struct fz_sim *s, int pid)
-{
-    const struct fz_proc *p = &s->p[pid], *root = &s->p[p->job];
-    return !p->root && p->job > 1 && root->st == 'S' && !root->fdref && root->ctx_gpu < 0 &&
-           (p->ppid == 1 || s->p[p->ppid].infra);
-}
-
 /* Build the snapshot of the tree, judge it, check P1-P3. Returns the failing properties; f
  * gets the lowest-numbered one's first failure. */
 static unsigned fz_check(const struct fz_tree *tree, struct fz_sim *s, struct fz_fail *f)
@@ -645,7 +648,7 @@ static unsigned fz_check(const struct fz_tree *tree, struct fz_sim *s, struct fz
     static const char *const fmt = "pid %d (%s): verdict %s [%s]; why: %s";
     for (size_t i = 0; i < plan.n; i++) {
         int pid = plan.v[i].id.pid;
-        if (!plan.v[i].signal || pid <= 0 || pid >= FZ_MAXP || fz_root_unseen(s, pid))
+        if (!plan.v[i].signal || pid <= 0 || pid >= FZ_MAXP)
             continue;
         const struct fz_proc *p = &s->p[pid];
         if (p->root || p->infra || !fz_root_gone(s, pid))
@@ -659,7 +662,7 @@ static unsigned fz_check(const struct fz_tree *tree, struct fz_sim *s, struct fz
         const struct vg_leftover *l = vg_leftovers_find(&ls, pid);
         bool high = l && l->verdict == VG_LEFT_YES && l->confidence == VG_CONF_HIGH;
         bool healthy = p->root || !fz_root_gone(s, pid);
-        if (healthy && high && !fz_root_unseen(s, pid))
+        if (healthy && high)
             fz_note(f, &props, FZ_P3, pid, l, fmt, p->root ? "a job root" : "its job's root lives");
         int r = p->job;
         if (!healthy && p->st == 'S' && p->act != FZ_WORKING && (p->fdref & (1ull << r)) &&
