@@ -53,6 +53,13 @@ def pool_task(_):
     return os.getpid()
 
 
+def stuck_task(busy):
+    # A worker stuck in its task, as a DataLoader worker blocked on its queue or its data: an
+    # idle pool worker waiting for a task would instead see the task queue's EOF when the main
+    # dies, and exit (multiprocessing.pool's workers close their copy of the writer).
+    worker_loop(busy)
+
+
 def pool_init(log_path, busy):
     # A pool worker: log SIGTERM like the others; with --busy, spin in the initializer (the
     # worker never takes a task, like one stuck in its loop).
@@ -113,21 +120,35 @@ def start_workers(how, n, log_path, busy):
     if how == "futures":
         import concurrent.futures as cf
         ex = cf.ProcessPoolExecutor(max_workers=n, initializer=pool_init,
-                                    initargs=(log_path, busy))
-        # The executor starts its processes with the first tasks.
-        futs = [ex.submit(pool_task, i) for i in range(n)] if not busy else []
-        for f in futs:
-            f.result(timeout=60)
-        if busy:
-            ex.submit(pool_task, 0)
-            deadline = time.monotonic() + 60
-            while len(ex._processes) < n and time.monotonic() < deadline:
-                time.sleep(0.05)
-        return sorted(ex._processes), ex
-    method = {"mp-fork": "fork", "mp-spawn": "spawn", "mp-forkserver": "forkserver"}[how]
-    ctx = mp.get_context(method)
-    pool = ctx.Pool(n, initializer=pool_init, initargs=(log_path, busy))
-    return [p.pid for p in pool._pool], pool
+                                    initargs=(log_path, False))
+        # The executor starts its processes with the first tasks; n stuck tasks take n workers.
+        for _ in range(n):
+            ex.submit(stuck_task, busy)
+        procs = ex._processes
+    else:
+        method = {"mp-fork": "fork", "mp-spawn": "spawn", "mp-forkserver": "forkserver"}[how]
+        ex = mp.get_context(method).Pool(n, initializer=pool_init, initargs=(log_path, False))
+        for _ in range(n):
+            ex.apply_async(stuck_task, (busy,))
+        procs = {p.pid: p for p in ex._pool}
+    # Ready when every worker runs its task (it has taken it off the queue).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if len(procs) >= n and all(task_taken(pid) for pid in procs):
+            break
+        time.sleep(0.05)
+    return sorted(procs), ex
+
+
+def task_taken(pid):
+    """Whether the pool worker pid has left the task queue's read (its state is S either
+    way; its wait channel tells a pipe read from a sleep)."""
+    try:
+        with open("/proc/%d/wchan" % pid) as f:
+            w = f.read().strip()
+    except OSError:
+        return False
+    return w not in ("pipe_read", "pipe_wait", "unix_stream_read_generic", "futex_wait_queue")
 
 
 def main(argv=None):
