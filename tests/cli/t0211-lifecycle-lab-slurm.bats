@@ -35,6 +35,10 @@ teardown() {
     lab sbatch crash
 }
 
+@test "lab: sbatch zombie" {
+    lab sbatch zombie
+}
+
 @test "lab: sbatch launcher-killed" {
     lab sbatch launcher-killed
 }

@@ -297,7 +297,10 @@ lab_action() {
     esac
 }
 lab_words() {
-    jq -r --argjson p "$1" '[.processes[] | select(.pid == $p)][0] | if . == null then "" else "clean: \(.verdict // .refusal // "")" end' <<<"$PLAN"
+    local c d
+    c=$(jq -r --argjson p "$1" '[.processes[] | select(.pid == $p)][0] | if . == null then "" else "clean: \(.verdict // .refusal // .action)" end' <<<"$PLAN")
+    d=$(jq -r --arg p "PID $1 (" '[.findings[] | select(.rule == "orphan-holder") | .evidence[] | select(startswith($p))][0] // "" | sub("^PID [0-9]+ \\([^)]*\\): "; "")' <<<"$DOC")
+    printf '%s%s\n' "$c" "${d:+; doctor: $d}"
 }
 
 # lab_t WHAT: with LAB_DEBUG set, a timestamp on stderr (where the time goes).
@@ -366,11 +369,14 @@ lab() {
         fi
         local sig
         sig=$(tail -n +"$((before + 1))" "$SIGLOG" | awk -v p="$pid" '$1 == p { print $2 }' | paste -sd,)
+        # job.py logs its SIGTERM; a launcher (not job.py) is seen signalled in clean's report
+        # (one that exits by itself meanwhile, slurmstepd once the workers are gone, is not)
         local fate=untouched
         if [[ -n $sig ]]; then
             fate="signalled($sig)"
-        elif [[ $got_alive == yes ]] && [[ $(lab_alive "$pid") != yes ]]; then
-            fate="killed"
+        elif jq -e --argjson p "$pid" 'any(.processes[]; .pid == $p and (.result.signals // [] | length > 0))' \
+            <<<"$FORCE" >/dev/null 2>&1; then
+            fate="signalled(clean says)"
         fi
         local want_fate=untouched
         if [[ ${expect_c[$pid]} == signalled ]]; then want_fate=signalled; fi
