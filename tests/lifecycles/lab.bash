@@ -33,7 +33,8 @@ lab_setup() {
     JOB=("$LAB_PY" "$LAB_DIR/job.py" --dev "$DEVDIR" --pidfile "$TMP/job.pids" --signal-log "$SIGLOG"
         --map "$LIBDIR/libcuda.so.1")
     MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0
-    export VG_HELPER_TAG=$_VG_TAG
+    export VG_HELPER_TAG=$_VG_TAG LAB_KEEP=$TMP/keep.fifo
+    mkfifo "$LAB_KEEP"
 }
 
 lab_teardown() {
@@ -42,7 +43,7 @@ lab_teardown() {
     if [[ -n ${LAB_SLURM_JOB:-} ]]; then scancel "$LAB_SLURM_JOB" 2>/dev/null || true; fi
     if [[ -n ${KCLIENT:-} ]]; then kill -KILL "$KCLIENT" 2>/dev/null || true; fi
     clean_teardown
-    if [[ -n ${LAB_SLURM_JOB:-} ]]; then vg_slurm_cancel_all 20 >/dev/null 2>&1 || true; fi
+    if [[ -n ${LAB_SLURM:-} ]]; then vg_slurm_cancel_all 20 >/dev/null 2>&1 || true; fi
 }
 
 # Reads the job's pidfile (ns pids mapped to the host's for a case in a PID namespace).
@@ -94,8 +95,10 @@ lab_bg() {
     _vg_record "$name" "$LAB_BG"
 }
 
-# A login shell stand-in: bash that keeps running (and reaping) whatever its job does.
-KEEP='sleep 100000 & while :; do wait; sleep 100000 & done'
+# A login shell stand-in: bash that keeps running (and reaping its children as they die) whatever
+# its job does, blocked in a read of a FIFO nobody writes (a sleep it restarts could be restarted
+# just as the teardown kills the old one, and escape it).
+KEEP='exec 9<>"$LAB_KEEP"; while :; do read -r -u 9 _; done'
 
 # ---------------------------------------------------------------------------------- the cases
 
@@ -194,11 +197,13 @@ start_unshare() {
 }
 start_sbatch() {
     vg_slurm_require
+    LAB_SLURM=1
     LAB_SLURM_JOB=$(vg_slurm_sbatch --wrap "${JOB[*]}; echo the job ended")
     [[ $LAB_SLURM_JOB =~ ^[0-9]+$ ]] || { echo "sbatch: $LAB_SLURM_JOB"; return 1; }
 }
 start_srun() {
     vg_slurm_require
+    LAB_SLURM=1
     # the real srun, not lib.bash's bounded wrapper: it stays for the job's life
     lab_bg srun /usr/bin/srun -N1 --input=none "${JOB[@]}" -n 1
 }
