@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
 # t0209-lifecycle-lab: the lifecycle lab (tests/lifecycles/README.md), the cases started by
-# shell tools: bash job control, nohup, setsid, setsid -f, daemon(3), a double fork,
-# start-stop-daemon, tmux and screen. Each test starts one case with the real tool, brings it to
-# one state and compares what doctor, clean and clean --force say and do with the rows of
-# tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's. The table is
-# the truth a user expects, not what vramguard does today: rows fail until the model is right.
+# shell tools: bash job control, nohup, setsid, setsid -f, daemon(3), a double fork and
+# start-stop-daemon. Each test starts one case with the real tool, brings it to one state and
+# compares what doctor, clean and clean --force say and do with the rows of
+# tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
+# screen t0212's. The table is the truth a user expects, not what vramguard does today: rows
+# fail until the model is right.
 
 load lib
 load clean
@@ -116,40 +117,4 @@ teardown() {
 
 @test "lab: ssd crash" {
     lab ssd crash
-}
-
-@test "lab: tmux running" {
-    lab tmux running
-}
-
-@test "lab: tmux crash" {
-    lab tmux crash
-}
-
-@test "lab: tmux zombie" {
-    lab tmux zombie
-}
-
-@test "lab: tmux launcher-killed" {
-    lab tmux launcher-killed
-}
-
-@test "lab: tmux session-ended" {
-    lab tmux session-ended
-}
-
-@test "lab: screen running" {
-    lab screen running
-}
-
-@test "lab: screen crash" {
-    lab screen crash
-}
-
-@test "lab: screen launcher-killed" {
-    lab screen launcher-killed
-}
-
-@test "lab: screen session-ended" {
-    lab screen session-ended
 }

@@ -345,8 +345,11 @@ lab() {
     wait_for "${cond}true" "$LAB_WAIT" || true
     sleep 0.3 # what dies of a signal has had its chance to (the reparenting is immediate)
 
-    local -A was_alive=()
-    for pid in "${!rolemap[@]}"; do was_alive[$pid]=$(lab_alive "$pid"); done
+    local -A was_alive=() shape=()
+    for pid in "${!rolemap[@]}"; do
+        was_alive[$pid]=$(lab_alive "$pid")
+        shape[$pid]="ppid=$(vg_stat "$pid" ppid 2>/dev/null || echo -) pgrp=$(vg_stat "$pid" pgrp 2>/dev/null || echo -) sid=$(vg_stat "$pid" session 2>/dev/null || echo -)"
+    done
     lab_t scenario
     lab_scenario
     vgc --json doctor
@@ -395,9 +398,9 @@ lab() {
             [[ $fate == untouched ]] || ok=0
         fi
         local line
-        line=$(printf '%s %s %s %s want(%s, %s, %s) got(%s, %s, %s, %s) | %s' "$CASE" "$STATE" \
-            "${rolemap[$pid]}" "$pid" "${expect_alive[$pid]}" "${expect_v[$pid]}" "${expect_c[$pid]}" \
-            "$got_alive" "$got_v" "$got_c" "$fate" "$(lab_words "$pid")")
+        line=$(printf '%s %s %s %s (%s) want(%s, %s, %s) got(%s, %s, %s, %s) | %s' "$CASE" "$STATE" \
+            "${rolemap[$pid]}" "$pid" "${shape[$pid]}" "${expect_alive[$pid]}" "${expect_v[$pid]}" \
+            "${expect_c[$pid]}" "$got_alive" "$got_v" "$got_c" "$fate" "$(lab_words "$pid")")
         if ((ok)); then line="ok   $line"; else line="FAIL $line"; bad=1; fi
         echo "$line"
         if [[ -n ${LAB_RESULTS:-} ]]; then echo "$line" >>"$LAB_RESULTS"; fi
