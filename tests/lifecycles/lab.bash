@@ -98,6 +98,7 @@ lab_bg() {
 # A login shell stand-in: bash that keeps running (and reaping its children as they die) whatever
 # its job does, blocked in a read of a FIFO nobody writes (a sleep it restarts could be restarted
 # just as the teardown kills the old one, and escape it).
+# shellcheck disable=SC2016 # expanded by that shell
 KEEP='exec 9<>"$LAB_KEEP"; while :; do read -r -u 9 _; done'
 
 # ---------------------------------------------------------------------------------- the cases
