@@ -28,6 +28,10 @@ teardown() {
     lab mp-fork zombie
 }
 
+@test "lab: mp-fork launcher-killed" {
+    lab mp-fork launcher-killed
+}
+
 @test "lab: futures running" {
     lab futures running
 }
