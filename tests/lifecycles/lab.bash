@@ -116,7 +116,7 @@ start_nohup() {
     LAUNCHER=$LAB_BG
 }
 start_setsid() { # setsid from a script (not a group leader: setsid execs, no fork)
-    lab_bg shell bash -c 'setsid "$@" & '"$KEEP" bash "${JOB[@]}"
+    lab_bg shell setsid bash -c 'setsid "$@" & '"$KEEP" bash "${JOB[@]}"
     LAUNCHER=$LAB_BG
 }
 start_setsid_f() { # setsid -f: forks, the parent exits; init adopts the job at once
@@ -156,21 +156,21 @@ start_screen() {
     screen -S "$SCREEN_NAME" -p 0 -X stuff "${JOB[*]} &"$'\n'
 }
 start_mp_fork() {
-    lab_bg shell bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-fork
+    lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-fork
     LAUNCHER=$LAB_BG
 }
 start_mp_spawn() {
     NOINHERIT=1
-    lab_bg shell bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-spawn
+    lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-spawn
     LAUNCHER=$LAB_BG
 }
 start_mp_forkserver() {
     NOINHERIT=1
-    lab_bg shell bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-forkserver -n 1
+    lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-forkserver -n 1
     LAUNCHER=$LAB_BG
 }
 start_futures() {
-    lab_bg shell bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers futures -n 1
+    lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers futures -n 1
     LAUNCHER=$LAB_BG
 }
 start_jupyter() {
@@ -193,7 +193,7 @@ start_unshare() {
     unshare --pid --fork --mount-proc true 2>/dev/null ||
         skip "unshare --pid --fork --mount-proc is not permitted here (needs root or user namespaces)"
     INNS=1
-    lab_bg unshare unshare --pid --fork --mount-proc bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1
+    lab_bg unshare setsid unshare --pid --fork --mount-proc bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1
     LAUNCHER=$LAB_BG
 }
 start_sbatch() {
