@@ -20,8 +20,8 @@ LAB_WAIT=${LAB_WAIT:-20}
 
 # lab_rows CASE STATE: the table's rows for them, tab-separated: role alive verdict clean.
 lab_rows() {
-    awk -F'\t' -v c="$1" -v s="$2" '$1 !~ /^#/ && $1 == c && $2 == s { print $3 "\t" $4 "\t" $5 "\t" $6 }' \
-        "$LAB_TABLE"
+    awk -F'\t' -v c="$1" -v s="$2" '
+        $1 !~ /^#/ && $1 == c && $2 == s { print $3 "\t" $4 "\t" $5 "\t" $6 }' "$LAB_TABLE"
 }
 
 lab_setup() {
@@ -286,7 +286,8 @@ lab_scenario() {
 # What vramguard calls PID: from doctor's JSON in $DOC, clean's in $PLAN.
 lab_verdict() {
     local c
-    c=$(jq -r --argjson p "$1" '[.findings[] | select(.rule == "orphan-holder" and (.pids | index($p)))][0].confidence // "none"' <<<"$DOC")
+    c=$(jq -r --argjson p "$1" '[.findings[] | select(.rule == "orphan-holder" and
+        (.pids | index($p)))][0].confidence // "none"' <<<"$DOC")
     case $c in
     none) echo not ;;
     *) echo "leftover-$c" ;;
@@ -304,8 +305,10 @@ lab_action() {
 }
 lab_words() {
     local c d
-    c=$(jq -r --argjson p "$1" '[.processes[] | select(.pid == $p)][0] | if . == null then "" else "clean: \(.verdict // .refusal // .action)" end' <<<"$PLAN")
-    d=$(jq -r --arg p "PID $1 (" '[.findings[] | select(.rule == "orphan-holder") | .evidence[] | select(startswith($p))][0] // "" | sub("^PID [0-9]+ \\([^)]*\\): "; "")' <<<"$DOC")
+    c=$(jq -r --argjson p "$1" '[.processes[] | select(.pid == $p)][0] |
+        if . == null then "" else "clean: \(.verdict // .refusal // .action)" end' <<<"$PLAN")
+    d=$(jq -r --arg p "PID $1 (" '[.findings[] | select(.rule == "orphan-holder") | .evidence[] |
+        select(startswith($p))][0] // "" | sub("^PID [0-9]+ \\([^)]*\\): "; "")' <<<"$DOC")
     printf '%s%s\n' "$c" "${d:+; doctor: $d}"
 }
 
