@@ -1,0 +1,93 @@
+#!/usr/bin/env bats
+# t0210-lifecycle-lab-python: the lifecycle lab's Python and container cases
+# (tests/lifecycles/README.md): multiprocessing pools with fork, spawn and forkserver,
+# concurrent.futures, a real Jupyter kernel started by jupyter_client, and an unshare container.
+# Each test compares one case in one state with tests/lifecycles/cases.tsv (see t0209).
+
+load lib
+load clean
+load ../lifecycles/lab
+
+setup() {
+    lab_setup
+}
+
+teardown() {
+    lab_teardown
+}
+
+@test "lab: mp-fork running" {
+    lab mp-fork running
+}
+
+@test "lab: mp-fork crash" {
+    lab mp-fork crash
+}
+
+@test "lab: mp-fork zombie" {
+    lab mp-fork zombie
+}
+
+@test "lab: mp-fork launcher-killed" {
+    lab mp-fork launcher-killed
+}
+
+@test "lab: futures running" {
+    lab futures running
+}
+
+@test "lab: futures crash" {
+    lab futures crash
+}
+
+@test "lab: futures zombie" {
+    lab futures zombie
+}
+
+@test "lab: mp-spawn running" {
+    lab mp-spawn running
+}
+
+@test "lab: mp-spawn crash" {
+    lab mp-spawn crash
+}
+
+@test "lab: mp-forkserver running" {
+    lab mp-forkserver running
+}
+
+@test "lab: mp-forkserver crash" {
+    lab mp-forkserver crash
+}
+
+@test "lab: jupyter running" {
+    lab jupyter running
+}
+
+@test "lab: jupyter crash" {
+    lab jupyter crash
+}
+
+@test "lab: jupyter zombie" {
+    lab jupyter zombie
+}
+
+@test "lab: jupyter launcher-killed" {
+    lab jupyter launcher-killed
+}
+
+@test "lab: unshare running" {
+    lab unshare running
+}
+
+@test "lab: unshare crash" {
+    lab unshare crash
+}
+
+@test "lab: unshare zombie" {
+    lab unshare zombie
+}
+
+@test "lab: unshare launcher-killed" {
+    lab unshare launcher-killed
+}
