@@ -59,6 +59,9 @@ static const struct vg_left_fact_def {
                               "on purpose"},
     [VG_LF_OWN_CONTEXT] = {"own-context", -1,
                            "it holds a CUDA context of its own: it started CUDA itself"},
+    [VG_LF_MAIN] = {"main-with-workers", -2,
+                    "it has a CUDA context of its own and its children hold its device nodes: "
+                    "a job's main process with workers of its own, not a worker"},
     [VG_LF_ALONE] = {"alone-in-session", -3,
                      "it runs alone in a session whose leader is gone, with no sibling: a "
                      "daemon's shape (forked to run on its own)"},
@@ -470,8 +473,10 @@ static void vg_left_charges(const struct vg_snapshot *snap, struct vg_leftover *
     f->bytes_known = best->used_known;
     f->bytes = best->used_bytes;
     /* sitting on a dead process's context, its own context says nothing of being a root */
-    if (best_w > 0)
+    if (best_w > 0) {
         vg_left_drop(l, VG_LF_OWN_CONTEXT);
+        vg_left_drop(l, VG_LF_MAIN);
+    }
 }
 
 /*
@@ -574,6 +579,18 @@ static void vg_left_activity(const struct vg_snapshot *snap, struct vg_leftover 
         vg_left_add(l, VG_LF_WORKS)->count = max;
 }
 
+/* Whether a child of pid holds one of the nodes of a GPU pid has a context on. */
+static bool vg_left_has_workers(const struct vg_snapshot *snap, pid_t pid)
+{
+    for (size_t i = 0; i < snap->nholdings; i++) {
+        const struct vg_holding *h = &snap->holdings[i];
+        if (h->proc && h->proc->ppid == pid && (h->seen & ~VG_SEEN_NVML) &&
+            vg_left_context_on(snap, pid, h->gpu))
+            return true;
+    }
+    return false;
+}
+
 /* Everything the verdict rests on, from what the snapshot read of one holder. */
 static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
                           struct vg_leftover *l)
@@ -595,7 +612,12 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
     }
     l->job_pgid = p->pgid;
     l->job_sid = p->sid;
-    bool rank = vg_rule_has_rank(p);
+    /* A rank of a launcher that is itself the job (torchrun's agent, mpirun) is a worker of
+     * it; a Slurm task (SLURM_LOCALID alone) is the job itself, which slurmstepd, a daemon of
+     * the scheduler's, only started: its death leaves the job running, not over. */
+    bool rank = vg_rule_has_rank(p) &&
+                (p->env[VG_ENV_LOCAL_RANK] || p->env[VG_ENV_RANK] ||
+                 p->env[VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK]);
     vg_left_lineage(l, rank);
 
     /* A monitor that uses NVML (no CUDA) opens the nodes itself; a worker forked from a CUDA
@@ -616,9 +638,10 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
         vg_left_add(l, VG_LF_MP_CMDLINE);
     if (named)
         vg_left_add(l, VG_LF_WORKER_NAME);
-    /* a spawned worker or a rank starts CUDA itself: then that says nothing against it */
+    /* a spawned worker or a rank starts CUDA itself: then that says nothing against it; one
+     * whose own children hold its nodes is a job's main, with workers of its own */
     if (l->nvml && !rank && !mp && !named)
-        vg_left_add(l, VG_LF_OWN_CONTEXT);
+        vg_left_add(l, vg_left_has_workers(snap, l->pid) ? VG_LF_MAIN : VG_LF_OWN_CONTEXT);
     vg_left_charges(snap, l);
     vg_left_live_context(snap, l);
     vg_left_activity(snap, l);
@@ -647,6 +670,20 @@ static bool vg_left_parent_of(const struct vg_snapshot *snap, pid_t pid, pid_t *
             *sid = snap->procs.kin[k].sid;
             return true;
         }
+    return false;
+}
+
+/* Whether pid descends from anc, as far as the table and the kin know its parents. */
+static bool vg_left_descends(const struct vg_snapshot *snap, pid_t pid, pid_t anc)
+{
+    for (int depth = 0; depth < 64; depth++) {
+        pid_t ppid, sid;
+        if (!vg_left_parent_of(snap, pid, &ppid, &sid) || ppid <= 1)
+            return false;
+        if (ppid == anc)
+            return true;
+        pid = ppid;
+    }
     return false;
 }
 
@@ -722,14 +759,16 @@ static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftover
             continue;
         sib += vg_left_siblings(l, o);
     }
+    /* (its own workers share its session too: they are not company) */
     for (size_t k = 0; k < snap->procs.n && !shared; k++) {
         const struct vg_proc *q = &snap->procs.procs[k];
         shared = q->pid != p->pid && (q->known & VG_PROC_K_STAT) && q->sid == p->sid &&
-                 q->state != 'Z' && q->state != 'X';
+                 q->state != 'Z' && q->state != 'X' && !vg_left_descends(snap, q->pid, p->pid);
     }
     for (size_t k = 0; k < snap->procs.nkin && !shared; k++) {
         const struct vg_proc_kin *q = &snap->procs.kin[k];
-        shared = q->sid == p->sid && q->state != 'Z' && q->state != 'X';
+        shared = q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
+                 !vg_left_descends(snap, q->pid, p->pid);
     }
     vg_left_live_kin(snap, l);
     /* (one of them with the live context it may hold is that context's owner, not a sibling) */
@@ -740,10 +779,13 @@ static void vg_left_relations(const struct vg_snapshot *snap, struct vg_leftover
      * (the process that forked it) is gone. Forked workers seldom come alone; what the driver
      * still charges to a dead leader outweighs this when one does. */
     /* ... and a leader the driver still charges was a CUDA program, not the fork-and-exit
-     * step of a daemon */
+     * step of a daemon; nor is it alone where a dead process of its session, made before it,
+     * is charged: that one was its company */
+    const struct vg_left_fact *dead = vg_leftover_fact(l, VG_LF_CHARGES_DEAD);
     if (!shared && !sib && p->sid != p->pid && p->pgid == p->sid && !p->sid_alive &&
-        !vg_leftover_fact(l, VG_LF_CHARGES_LEADER)) {
+        !vg_leftover_fact(l, VG_LF_CHARGES_LEADER) && !(dead && dead->weight >= 2)) {
         vg_left_drop(l, VG_LF_OWN_CONTEXT);
+        vg_left_drop(l, VG_LF_MAIN);
         struct vg_left_fact *f = vg_left_add(l, VG_LF_ALONE);
         /* a worker's marks say what a lone process is: a worker left alone, not a daemon */
         if (vg_leftover_fact(l, VG_LF_MP_CMDLINE) || vg_leftover_fact(l, VG_LF_WORKER_NAME) ||
@@ -780,7 +822,7 @@ static void vg_left_judge(struct vg_leftover *l, enum vg_confidence cap)
     l->confidence = VG_CONF_LOW;
     l->why_not = NULL;
     if (score < VG_LEFT_SCORE_MEDIUM) {
-        l->verdict = ended || against ? VG_LEFT_NOT : VG_LEFT_NONE;
+        l->verdict = ended ? VG_LEFT_NOT : VG_LEFT_NONE;
         l->why_not =
             against ? against : "the evidence that its job ended is too weak to call it a leftover";
         return;

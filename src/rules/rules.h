@@ -105,6 +105,7 @@ enum vg_left_fact_id {
     VG_LF_LEADS_GROUP,    /* it leads its own process group: a job (nohup, &, a pane) */
     VG_LF_SIGHUP_IGNORED, /* nohup: meant to outlive its terminal */
     VG_LF_OWN_CONTEXT,    /* it holds a context of its own: it started CUDA itself */
+    VG_LF_MAIN,           /* ... and its children hold its nodes: a job's main (replaces it) */
     VG_LF_ALONE,          /* no other holder shares a session whose leader is gone, and no
                            * sibling: a daemon's shape (replaces OWN_CONTEXT) */
     VG_LF_NVML_MONITOR,   /* maps NVML and no CUDA: opened the nodes itself to monitor */

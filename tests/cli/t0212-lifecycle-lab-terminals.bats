@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # t0212-lifecycle-lab-terminals: the lifecycle lab's terminal multiplexer cases
 # (tests/lifecycles/README.md): a job started with `&` in the interactive shell of a detached tmux
-# session and of a detached GNU screen session, running, crashed, a zombie, with the server
+# session and of a detached GNU screen session, running, crashed, with the server
 # killed and with the shell exited. Each test compares one case in one state with
 # tests/lifecycles/cases.tsv (see t0209).
 
@@ -23,10 +23,6 @@ teardown() {
 
 @test "lab: tmux crash" {
     lab tmux crash
-}
-
-@test "lab: tmux zombie" {
-    lab tmux zombie
 }
 
 @test "lab: tmux launcher-killed" {

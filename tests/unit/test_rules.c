@@ -157,6 +157,14 @@ static const struct vg_leftover *verdict(struct host *h, struct vg_leftovers *ls
 
 /* ------------------------------------------------------------------------ the leftover model */
 
+/* The fact of that id on pid's verdict, or NULL. */
+static const struct vg_left_fact *fact_of(const struct vg_leftovers *ls, pid_t pid,
+                                          enum vg_left_fact_id id)
+{
+    return vg_leftover_fact(vg_leftovers_find(ls, pid), id);
+}
+
+
 /* A DataLoader worker holding only the inherited node, its main process gone, idle: high. */
 static void test_left_dataloader_init(void **state)
 {
@@ -417,9 +425,10 @@ static void test_left_daemons(void **state)
     fx_activity(w, 500, 0);
     host_run(&h);
     struct vg_leftovers ls;
+    /* adopted, but nothing says a job of its ended: not even weighed against */
     const struct vg_leftover *l = verdict(&h, &ls, 801);
-    assert_int_equal(l->verdict, VG_LEFT_NOT);
-    assert_true(strstr(l->why_not, "leads its own session"));
+    assert_int_equal(l->verdict, VG_LEFT_NONE);
+    assert_non_null(fact_of(&ls, 801, VG_LF_LEADS_SESSION));
     l = vg_leftovers_find(&ls, 811);
     assert_int_equal(l->verdict, VG_LEFT_NOT);
     assert_true(strstr(l->why_not, "daemon's shape"));
@@ -466,6 +475,12 @@ static void test_left_stopped_nohup_script_background(void **state)
     w->parent_pgid = 909;
     fx_fd(w, 0);
     fx_activity(w, 500, 0);
+    ctx(&h, 0, 920, 1 * GiB);
+    fx_util(&h.l.gpus[0], 920, 0);
+    struct vg_proc *u = host_proc(&h, 920, "python", "python lone.py");
+    orphaned(u, 919);
+    fx_fd(u, 0);
+    fx_activity(u, 500, 0);
     host_run(&h);
     struct vg_leftovers ls;
     const struct vg_leftover *l = verdict(&h, &ls, 901);
@@ -475,28 +490,22 @@ static void test_left_stopped_nohup_script_background(void **state)
     l = vg_leftovers_find(&ls, 905);
     assert_int_equal(l->verdict, VG_LEFT_NOT);
     assert_true(strstr(l->why_not, "ignores SIGHUP"));
+    /* a main whose launching script exited, with a worker of its own: the job itself */
     l = vg_leftovers_find(&ls, 910);
+    assert_int_equal(l->verdict, VG_LEFT_NOT);
+    assert_true(strstr(l->why_not, "a job's main process with workers of its own"));
+    assert_int_equal(vg_leftovers_find(&ls, 911)->verdict, VG_LEFT_NONE);
+    /* the same without workers: it may be the job, or what is left of one */
+    l = vg_leftovers_find(&ls, 920);
     assert_int_equal(l->verdict, VG_LEFT_YES);
     assert_int_equal(l->confidence, VG_CONF_MEDIUM);
     assert_true(strstr(l->why_not, "nothing marks it as a worker"));
-    l = vg_leftovers_find(&ls, 911);
-    assert_int_equal(l->verdict, VG_LEFT_YES);
-    assert_int_equal(l->via, 910);
-    assert_int_equal(l->confidence, VG_CONF_MEDIUM);
     vg_leftovers_release(&ls);
-    const struct vg_finding *f = finding(&h, "orphan-holder", 910);
+    assert_null(finding(&h, "orphan-holder", 910));
+    const struct vg_finding *f = finding(&h, "orphan-holder", 920);
     assert_non_null(f);
-    assert_int_equal(f->npids, 2); /* the main process and its worker: one job */
-    assert_true(said(f, "PID 911 (python job.py): leftover at medium confidence"));
-    assert_true(said(f, "; +3 a worker of leftover PID 910"));
+    assert_true(said(f, "PID 920 (python lone.py): leftover at medium confidence"));
     host_release(&h);
-}
-
-/* The fact of that id on pid's verdict, or NULL. */
-static const struct vg_left_fact *fact_of(const struct vg_leftovers *ls, pid_t pid,
-                                          enum vg_left_fact_id id)
-{
-    return vg_leftover_fact(vg_leftovers_find(ls, pid), id);
 }
 
 /*
