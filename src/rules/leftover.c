@@ -615,9 +615,8 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
     /* A rank of a launcher that is itself the job (torchrun's agent, mpirun) is a worker of
      * it; a Slurm task (SLURM_LOCALID alone) is the job itself, which slurmstepd, a daemon of
      * the scheduler's, only started: its death leaves the job running, not over. */
-    bool rank = vg_rule_has_rank(p) &&
-                (p->env[VG_ENV_LOCAL_RANK] || p->env[VG_ENV_RANK] ||
-                 p->env[VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK]);
+    bool rank = vg_rule_has_rank(p) && (p->env[VG_ENV_LOCAL_RANK] || p->env[VG_ENV_RANK] ||
+                                        p->env[VG_ENV_OMPI_COMM_WORLD_LOCAL_RANK]);
     vg_left_lineage(l, rank);
 
     /* A monitor that uses NVML (no CUDA) opens the nodes itself; a worker forked from a CUDA
