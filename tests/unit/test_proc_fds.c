@@ -389,6 +389,84 @@ static void test_zombie_leader_own_user(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/*
+ * The census of session kin: a worker whose parent died (adopted by init) holds a node; the
+ * scan then lists the live non-holders of its session, this test process among them, with
+ * their command lines, so the leftover model can see who else is left there.
+ */
+static void test_session_kin(void **state)
+{
+    struct fx *f = *state;
+    char node[PATH_MAX];
+    snprintf(node, sizeof(node), "%s/nvidia5", f->dir);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t mid = fork();
+    assert_true(mid >= 0);
+    if (mid == 0) {
+        pid_t w = fork();
+        if (w == 0) {
+            alarm(30); /* bounded, whatever happens to the test */
+            if (open(node, O_RDONLY) < 0)
+                _exit(121);
+            if (write(ready[1], &(pid_t){getpid()}, sizeof(pid_t)) != (ssize_t)sizeof(pid_t))
+                _exit(122);
+            for (;;)
+                pause();
+        }
+        _exit(w > 0 ? 0 : 1);
+    }
+    close(ready[1]);
+    pid_t w = 0;
+    assert_int_equal(read(ready[0], &w, sizeof(w)), (ssize_t)sizeof(w));
+    close(ready[0]);
+    int st;
+    assert_int_equal(waitpid(mid, &st, 0), mid);
+    f->child = w; /* not ours to reap: fx_stop_child's waitpid fails, the kill is what counts */
+    for (int i = 0; i < 500; i++) { /* until the kernel has re-parented it (bounded) */
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)w);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0) {
+            buf[n] = '\0';
+            char *r = strrchr(buf, ')');
+            int ppid = 0;
+            if (r && sscanf(r + 2, "%*c %d", &ppid) == 1 && ppid != mid)
+                break;
+        }
+        usleep(10000);
+    }
+    struct vg_proc_opts o = {.proc_root = "/proc", .dev_dir = f->dir};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_scan(&o, &t, &err))
+        fail_msg("scan: %s", vg_err_msg(&err));
+    const struct vg_proc *p = vg_proc_table_find(&t, w);
+    assert_non_null(p);
+    assert_true(p->ppid != mid);
+    bool self = false;
+    for (size_t i = 0; i < t.nkin; i++) {
+        assert_int_equal(t.kin[i].sid, p->sid); /* only the sessions asked about */
+        assert_null(vg_proc_table_find(&t, t.kin[i].pid)); /* non-holders only */
+        if (t.kin[i].pid == getpid()) {
+            self = true;
+            assert_non_null(t.kin[i].cmdline);
+            assert_true(strstr(t.kin[i].cmdline, "test_proc_fds") != NULL);
+            if (i > 0)
+                assert_true(t.kin[i - 1].pid < t.kin[i].pid);
+        }
+    }
+    assert_true(self);
+    vg_proc_table_release(&t);
+    vg_err_release(&err);
+    kill(w, SIGKILL);
+    f->child = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader_own_user, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_session_kin, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
