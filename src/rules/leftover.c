@@ -654,18 +654,21 @@ static bool vg_left_kin_of(const struct vg_proc *p, pid_t pid, uint64_t start, c
            p->cmdline && cmd && p->cmdline[0] && strcmp(p->cmdline, cmd) == 0;
 }
 
-/* The parent of pid and its session, from the table or the kin; false when neither has it. */
-static bool vg_left_parent_of(const struct vg_snapshot *snap, pid_t pid, pid_t *ppid, pid_t *sid)
+/* The parent, group and session of pid, from the table or the kin; false when neither has it. */
+static bool vg_left_lineage_of(const struct vg_snapshot *snap, pid_t pid, pid_t *ppid, pid_t *pgid,
+                               pid_t *sid)
 {
     const struct vg_proc *q = vg_proc_table_find(&snap->procs, pid);
     if (q && (q->known & VG_PROC_K_STAT)) {
         *ppid = q->ppid;
+        *pgid = q->pgid;
         *sid = q->sid;
         return true;
     }
     for (size_t k = 0; k < snap->procs.nkin; k++)
         if (snap->procs.kin[k].pid == pid) {
             *ppid = snap->procs.kin[k].ppid;
+            *pgid = snap->procs.kin[k].pgid;
             *sid = snap->procs.kin[k].sid;
             return true;
         }
@@ -676,8 +679,8 @@ static bool vg_left_parent_of(const struct vg_snapshot *snap, pid_t pid, pid_t *
 static bool vg_left_descends(const struct vg_snapshot *snap, pid_t pid, pid_t anc)
 {
     for (int depth = 0; depth < 64; depth++) {
-        pid_t ppid, sid;
-        if (!vg_left_parent_of(snap, pid, &ppid, &sid) || ppid <= 1)
+        pid_t ppid, pgid, sid;
+        if (!vg_left_lineage_of(snap, pid, &ppid, &pgid, &sid) || ppid <= 1)
             return false;
         if (ppid == anc)
             return true;
@@ -686,19 +689,20 @@ static bool vg_left_descends(const struct vg_snapshot *snap, pid_t pid, pid_t an
     return false;
 }
 
-/* Whether pid hangs from its live session leader through live processes of that session: not
- * part of a subtree some process's death orphaned. Bounded: a cycle cannot happen in one
- * snapshot's parentage, but a racy one is not trusted past the bound. */
-static bool vg_left_rooted(const struct vg_snapshot *snap, pid_t pid, pid_t sid)
+/*
+ * Whether pid is part of a live job of l's session rather than of an orphaned subtree: up its
+ * parents, through live processes of that session, it reaches the session's leader or the
+ * leader of l's own process group (a job that lives, adopted or not: a nohup'd job whose shell
+ * exited). One that stops at an adopted process short of those is what some process's death
+ * left: a sibling of l, not its job. Bounded: a racy parentage is not trusted past the bound.
+ */
+static bool vg_left_rooted(const struct vg_snapshot *snap, pid_t pid, const struct vg_proc *p)
 {
     for (int depth = 0; depth < 64; depth++) {
-        pid_t ppid, psid;
-        if (pid == sid)
+        pid_t ppid, pgid, psid;
+        if (pid == p->sid || pid == p->pgid)
             return true;
-        if (!vg_left_parent_of(snap, pid, &ppid, &psid) || psid != sid || ppid <= 1)
-            return false;
-        pid_t gsid;
-        if (ppid != sid && (!vg_left_parent_of(snap, ppid, &(pid_t){0}, &gsid) || gsid != sid))
+        if (!vg_left_lineage_of(snap, pid, &ppid, &pgid, &psid) || psid != p->sid || ppid <= 1)
             return false;
         pid = ppid;
     }
@@ -722,14 +726,14 @@ static void vg_left_live_kin(const struct vg_snapshot *snap, struct vg_leftover 
         if ((q->known & VG_PROC_K_STAT) && q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
             (q->known & VG_PROC_K_CMDLINE) &&
             vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
-            vg_left_rooted(snap, q->pid, p->sid))
+            vg_left_rooted(snap, q->pid, p))
             who = q->pid;
     }
     for (size_t k = 0; k < snap->procs.nkin && !who; k++) {
         const struct vg_proc_kin *q = &snap->procs.kin[k];
         if (q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
             vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
-            vg_left_rooted(snap, q->pid, p->sid))
+            vg_left_rooted(snap, q->pid, p))
             who = q->pid;
     }
     if (who)
