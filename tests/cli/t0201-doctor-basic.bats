@@ -150,7 +150,7 @@ healthy() {
     [[ $stderr == *"--context-max takes a size such as 512MiB or 1GiB, not 'lots'"* ]]
 }
 
-@test "--json: every finding has rule, severity, title, gpus, gpu_uuids, pids, memory, evidence, fix" {
+@test "--json: every finding has rule, severity, title, gpus, gpu_uuids, pids, memory, evidence, fix, verdicts" {
     # A process working on GPU 0 with a stray context on GPU 3, and a PID no /proc shows.
     vg_spawn --open "$(dev 0)" --open "$(dev 3)" -- python train.py
     P=$VG_PID
@@ -163,7 +163,8 @@ healthy() {
     [ "$(json .schema)" = vramguard.doctor/1 ]
     [ "$(rules_fired)" = foreign-pid,stray-contexts ]
     json_ok 'all(.findings[];
-        (keys | sort) == (["confidence","evidence","fix","gpu_uuids","gpus","memory","pids","rule","severity","title"]) and
+        (keys | sort) == (["confidence","evidence","fix","gpu_uuids","gpus","memory","pids","rule","severity","title","verdicts"]) and
+        (.verdicts | type == "array") and
         (.rule | type) == "string" and
         (.severity | IN("info", "warning", "critical")) and
         (.confidence | IN("low", "medium", "high")) and
