@@ -115,6 +115,22 @@ static pid_t vg_scan_self_depth(struct vg_proc_ctx *c)
 
 enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
 
+/* Phase one's mappings, after the descriptors were read: 0, or the error of a process gone or
+ * out of memory. Maps that could not be read or told (denied, malformed, too large) leave
+ * what the process maps unknown: its table counts as unread (*fds_read false), so the scan
+ * says some process may hold a node unseen, and the denial is counted. */
+static int vg_scan_maps(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p, bool *fds_read)
+{
+    int rc = vg_proc_read_map_nodes(c, pid_fd, p);
+    if (rc == 0 || rc == -ENOMEM || vg_proc_err_gone(rc))
+        return rc;
+    c->file.len = 0;
+    *fds_read = false;
+    if (vg_proc_err_denied(rc))
+        c->denied = true;
+    return 0;
+}
+
 /* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
  * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
 static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted, struct vg_proc *p,
@@ -128,16 +144,24 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     /* A process on its way out has released its files before its entry goes: fd/ is gone
      * while stat is still there. It holds nothing; that is not a descriptor table unread. */
     *fds_read = rc == 0 || vg_proc_err_gone(rc);
+    if (rc == 0)
+        rc = vg_scan_maps(c, pid_fd, p, fds_read);
     if (rc == -ENOMEM)
         return rc;
-    if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd))
+    if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd)) {
+        memset(p, 0, sizeof(*p)); /* nothing is allocated before the commit */
         return VG_ONE_VANISHED;
+    }
     if (vg_proc_err_denied(rc))
         c->denied = true;
     if (!wanted && !vg_proc_is_holder(p)) {
         *denied = c->denied;
         return VG_ONE_SKIP;
     }
+    /* the maps text just read names the libraries too: phase two need not read it again */
+    if (c->file.len > 0 &&
+        (rc = vg_proc_parse_maps(vg_buf_str(&c->file), c->file.len, p)) == -ENOMEM)
+        return rc;
     rc = vg_proc_fds_commit(c, p);
     if (rc == 0)
         rc = vg_proc_read_details(c, pid_fd, p);
@@ -297,14 +321,41 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     }
 }
 
+/* Whether a process the kernel scan found no node descriptor in maps none either. The kernel
+ * scan walks descriptor tables only, so its mappings are read here, from /proc: a worker that
+ * closed its descriptors but keeps CUDA's mappings is a holder all the same. True when its maps
+ * show no node (or it is gone); false when they do, or cannot be read or told: then it is read
+ * in full, as the /proc scan would. -ENOMEM only. */
+static int vg_scan_maps_none(struct vg_proc_ctx *c, int root_fd, pid_t pid)
+{
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pid_fd < 0)
+        return !vg_proc_err_denied(-errno);
+    struct vg_proc p = {.pid = pid};
+    vg_proc_fds_reset(c);
+    int rc = vg_proc_read_map_nodes(c, pid_fd, &p);
+    close(pid_fd);
+    vg_proc_fds_reset(c);
+    if (rc == -ENOMEM)
+        return rc;
+    return (rc == 0 && p.dev_map_count == 0) || vg_proc_err_gone(rc);
+}
+
 /* A listed process that is not read: the kernel scan walked its descriptors and found no node
- * (it counts as read, holding nothing), or an incremental scan carries it over. 1 when it is
- * not read (and indexed), 0 when it must be, -ENOMEM. */
-static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
+ * (it counts as read, holding nothing, once its maps show none either), or an incremental scan
+ * carries it over. 1 when it is not read (and indexed), 0 when it must be, -ENOMEM. */
+static int vg_scan_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, struct vg_proc_index *idx,
                           const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
                           bool have_last, pid_t last)
 {
     bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
+    if (walked) {
+        int rc = vg_scan_maps_none(c, c->root_fd, e->pid);
+        if (rc <= 0)
+            return rc;
+    }
     bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
     if (!walked && !carried)
         return 0;
@@ -415,7 +466,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+        if (!wanted && (rc = vg_scan_unread(&c, t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
             if (rc < 0)
                 goto out;
             rc = 0;

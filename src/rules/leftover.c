@@ -101,7 +101,7 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
         const struct vg_holding *h = &snap->holdings[i];
         if (h->pid != l->pid)
             continue;
-        fd |= (h->seen & VG_SEEN_FD) != 0;
+        fd |= (h->seen & VG_SEEN_NODE) != 0; /* by descriptor or mapping */
         if (h->seen & VG_SEEN_NVML) {
             l->nvml = true;
             if (h->used_known) {

@@ -32,7 +32,7 @@ static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid
         if (ph->first == (size_t)-1)
             ph->first = i;
         ph->nvml |= (h->seen & VG_SEEN_NVML) != 0;
-        ph->fd |= (h->seen & VG_SEEN_FD) != 0;
+        ph->fd |= (h->seen & VG_SEEN_NODE) != 0; /* by descriptor or mapping */
         if (h->used_known)
             ph->bytes = vg_sat_add(ph->bytes, h->used_bytes);
     }
@@ -508,7 +508,7 @@ static size_t vg_unattributed_evidence(const struct vg_snapshot *snap, size_t gi
     vg_snap_gpu_holdings(snap, gi, &first, &count);
     for (size_t i = first; i < first + count; i++) {
         const struct vg_holding *h = &snap->holdings[i];
-        if (h->seen == VG_SEEN_FD) {
+        if (VG_SEEN_NODE_ONLY(h->seen)) {
             char label[VG_LABEL_MAX];
             vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
             vg_finding_evidence(out, f,
