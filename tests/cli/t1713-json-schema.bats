@@ -3,10 +3,10 @@
 # Schema 2020-12, validated by tests/json-schema-check with python3-jsonschema), on a staged
 # host: the fake driver with a MIG GPU, a GPU whose memory call fails and one it lists without
 # figures, real processes holding device nodes (one a leftover of a job that ended, one by a
-# memory mapping alone), a PID only the driver reports; and again without a driver. The schemas are strict (every field required,
-# no other field allowed), so a field removed or renamed fails: checked by removing and renaming
-# each top-level field of each document, and a few deeper ones. Every field a schema names is
-# in docs/json.md.
+# memory mapping alone), a PID only the driver reports; and again without a driver. The schemas
+# are strict (every field required, no other field allowed), so a field removed or renamed
+# fails: checked by removing and renaming each top-level field of each document, and a few
+# deeper ones. Every field a schema names is in docs/json.md.
 
 load lib
 
