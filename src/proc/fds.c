@@ -17,7 +17,9 @@
  * constant per node, whatever it holds. After the kernel scan (kscan.c), a holder it found is
  * read by the descriptor numbers it reported, not by statx'ing every descriptor again: the
  * count of all comes from fd/'s size. An incremental scan reads a known holder the same way, by
- * the numbers the index kept from the last scan (scan.c says when that is sound).
+ * the numbers the index kept from the last scan (scan.c says when that is sound). The nodes a
+ * process holds by memory mapping (maps.c) are noted here too, in the same per-process set,
+ * after its descriptors (vg_proc_map_held).
  */
 #include "proc/internal.h"
 

@@ -63,10 +63,11 @@ struct vg_proc_ctx {
     size_t dents_cap;
     struct vg_buf file; /* contents of the file being parsed */
 
-    /* The NVIDIA nodes of the process whose fd/ is being walked, reset per process: GPU minors
-     * as bits, the distinct nodes as an open-addressing set (cleared by bumping gen), the
-     * paths of the first VG_PROC_NODES_MAX of them (owned until vg_proc_fds_commit hands them
-     * to the process) and how many more there were. */
+    /* The NVIDIA nodes of the process whose fd/ is being walked (and then its maps read), reset
+     * per process: GPU minors as bits (by descriptor, by mapping), the distinct nodes as an
+     * open-addressing set (cleared by bumping gen), the paths of the first VG_PROC_NODES_MAX of
+     * them (owned until vg_proc_fds_commit hands them to the process) and how many more there
+     * were. */
     uint64_t gpu_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64];
     uint64_t map_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64]; /* the GPU minors held by mapping */
     struct vg_proc_node_slot *slots;

@@ -7,6 +7,8 @@
  * /proc exactly as its own phase one and two would (the descriptors again, for counts and
  * display paths; stat, environment, cgroup...), so both scans report a holder alike, and a
  * process this scan names that holds nothing by the time it is read is dropped the same way.
+ * The iterator sees descriptors, not memory mappings: every other process's maps are read from
+ * /proc (scan.c), since a process may hold a node by mapping alone.
  *
  * What makes the candidates complete (every process the /proc scan would call a holder is one):
  * - the program lets through every character device of the driver's majors (vg_dev_majors,

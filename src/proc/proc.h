@@ -3,14 +3,17 @@
  *
  * Scanning is two-phase because a busy host has thousands of processes and only a handful hold
  * a GPU: phase one stats, for every process, each descriptor in its fd directory, to find the
- * NVIDIA device nodes held open; phase two reads the details (stat, status, cmdline, the
- * allow-listed environment variables, cgroup, mapped libraries, threads) only for the processes
- * that hold a device node or that the caller names (the PIDs NVML reported).
+ * NVIDIA device nodes held open, and reads its maps for the nodes held by memory mapping alone
+ * (a worker that closed the descriptors it inherited keeps CUDA's mappings); phase two reads the
+ * details (stat, status, cmdline, the allow-listed environment variables, cgroup, mapped libraries,
+ * threads) only for the processes that hold a device node or that the caller names (the PIDs NVML
+ * reported).
  *
  * A descriptor is matched by what it refers to, never by its path (see vg_proc_devset below):
  * a character device of an NVIDIA major by its device number, whatever path or mount namespace
  * it was opened through; any other node of --dev DIR (the stand-ins of tests and the demo) by
- * its inode. A file that merely carries a node's name is not a node. Paths are display only.
+ * its inode. A mapping, which names only its file's filesystem and inode, matches DIR's nodes
+ * by inode. A file that merely carries a node's name is not a node. Paths are display only.
  *
  * Ownership: struct vg_proc_table owns all its vg_proc entries and everything they point to;
  * release it with vg_proc_table_release(). Strings in vg_proc are NULL when unknown.

@@ -1,12 +1,13 @@
 /*
  * The two-phase walk over a procfs root (see proc.h), after htop: the root is opened once,
  * its numeric entries listed with getdents64, and each process read through its own pid
- * directory fd. Phase one (what each fd/ entry refers to, fds.c) runs for every process and
- * allocates nothing; phase two (detail.c) follows at once, on the same directory fd, only for
- * holders of an NVIDIA node, the PIDs the caller wants, or everyone with opts->all. Keeping the pid
- * directory open across both phases means the details belong to the very process whose fds
- * were read: a procfs pid directory fd stops resolving once its process is reaped, so a PID
- * reused in between cannot mix two processes in one entry.
+ * directory fd. Phase one (what each fd/ entry refers to, fds.c, then the nodes its maps show
+ * mapped, maps.c) runs for every process and allocates nothing for one that holds none; phase
+ * two (detail.c) follows at once, on the same directory fd, only for holders of an NVIDIA node,
+ * the PIDs the caller wants, or everyone with opts->all. Keeping the pid directory open across both
+ * phases means the details belong to the very process whose fds were read: a procfs pid directory
+ * fd stops resolving once its process is reaped, so a PID reused in between cannot mix two
+ * processes in one entry.
  *
  * Processes that exit mid-scan are skipped and counted; denied files are counted; only
  * failing to open the root or running out of memory fails the scan. With opts->cache, phase two
