@@ -21,7 +21,7 @@ const char *vg_render_seen_words(unsigned seen)
 {
     if (seen & VG_SEEN_NVML)
         return (seen & VG_SEEN_NODE) ? "driver and device node" : "driver only";
-    return (seen & VG_SEEN_FD) ? "device node only" : "device node only, by memory mapping";
+    return (seen & VG_SEEN_FD) ? "device node only" : "device node only (mapped)";
 }
 
 const char *vg_render_compute_mode(unsigned mode)

@@ -30,7 +30,7 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
  * node only, by a descriptor and perhaps a mapping too), "map" (the node only, mapped only). */
 const char *vg_render_seen(unsigned seen);
 /* The same in words: "driver and device node", "driver only", "device node only", "device node
- * only, by memory mapping". */
+ * only (mapped)". */
 const char *vg_render_seen_words(unsigned seen);
 /* Why processes could not be read, from the causes the scan saw (VG_PROC_ACC_*): "run as root
  * to see other users' processes", "vramguard lacks CAP_SYS_PTRACE ...". Appended to out. */

@@ -126,7 +126,7 @@ static void test_seen(void **state)
     assert_string_equal(vg_render_seen(VG_SEEN_FD | VG_SEEN_MAP), "fd");
     assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_FD), "both");
     assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_MAP), "both");
-    assert_string_equal(vg_render_seen_words(VG_SEEN_MAP), "device node only, by memory mapping");
+    assert_string_equal(vg_render_seen_words(VG_SEEN_MAP), "device node only (mapped)");
     assert_string_equal(vg_render_seen_words(VG_SEEN_NVML | VG_SEEN_MAP),
                         "driver and device node");
     assert_true(VG_SEEN_NODE_ONLY(VG_SEEN_MAP) && VG_SEEN_NODE_ONLY(VG_SEEN_FD | VG_SEEN_MAP));
