@@ -72,13 +72,13 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
     for (size_t i = 0; i < nrec; i++) {
         struct vg_krec r;
         memcpy(&r, buf + i * sizeof(r), sizeof(r)); /* the buffer need not be aligned */
-        if (r.magic != VG_KREC_MAGIC || (r.flags & ~VG_KREC_SELF) || r.pid == 0 ||
+        if (r.magic != VG_KREC_MAGIC || (r.flags & ~(VG_KREC_SELF | VG_KREC_MAP)) || r.pid == 0 ||
             r.pid > VG_PID_MAX || r.tid > VG_PID_MAX) {
             free(out);
             return -EINVAL;
         }
         bool calibration = false;
-        for (size_t k = 0; (r.flags & VG_KREC_SELF) && k < ncal; k++) {
+        for (size_t k = 0; (r.flags & VG_KREC_SELF) && !(r.flags & VG_KREC_MAP) && k < ncal; k++) {
             if (cal[k].fd < 0 || (unsigned)cal[k].fd != r.fd)
                 continue;
             calibration = true;
@@ -384,9 +384,10 @@ static int vg_kscan_load_err(int rc, struct vg_err *why)
 struct vg_proc_kprog {
     struct vg_bpf b;
     struct bpf_object *obj;
-    struct bpf_link *link;
-    struct vg_kstate *st; /* the program's .bss, mapped */
-    struct vg_kcfg cfg;   /* what obj was loaded with */
+    struct bpf_link *link;     /* the descriptors' iterator */
+    struct bpf_link *map_link; /* the memory mappings' */
+    struct vg_kstate *st;      /* the programs' .bss, mapped */
+    struct vg_kcfg cfg;        /* what obj was loaded with */
     unsigned loads;
     int fail_rc;
     char *fail_msg;
@@ -402,9 +403,12 @@ static void vg_kprog_unload(struct vg_proc_kprog *k)
 {
     if (k->link)
         k->b.link_destroy(k->link);
+    if (k->map_link)
+        k->b.link_destroy(k->map_link);
     if (k->obj)
         k->b.close(k->obj);
     k->link = NULL;
+    k->map_link = NULL;
     k->obj = NULL;
     k->st = NULL;
 }
@@ -474,10 +478,12 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     size_t ssize = 0;
     k->st = b->initial_value(bss, &ssize);
     struct bpf_program *prog = b->find_prog(k->obj, "vg_holders");
+    struct bpf_program *mprog = b->find_prog(k->obj, "vg_mapped");
     errno = 0;
-    if (!k->st || ssize < sizeof(*k->st) || !prog)
-        rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its program or state");
-    else if (!(k->link = b->attach_iter(prog, NULL)))
+    if (!k->st || ssize < sizeof(*k->st) || !prog || !mprog)
+        rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its programs or state");
+    else if (!(k->link = b->attach_iter(prog, NULL)) ||
+             (errno = 0, !(k->map_link = b->attach_iter(mprog, NULL))))
         rc = vg_kscan_load_err(errno ? -errno : -EINVAL, why);
     if (rc < 0) {
         vg_kprog_unload(k);
@@ -488,13 +494,13 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     return 0;
 }
 
-/* Run the loaded program's iterator once into out; *saw_init: the view's pid 1 was walked. */
-static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *saw_init,
-                            struct vg_err *why)
+/* Run one iterator of the loaded programs once, appending to out; *saw_init: the view's pid 1
+ * was walked. */
+static int vg_kprog_iterate_one(struct vg_proc_kprog *k, struct bpf_link *link, struct vg_buf *out,
+                                bool *saw_init, struct vg_err *why)
 {
-    *saw_init = false;
     memset(k->st, 0, sizeof(*k->st));
-    int iter = k->b.iter_create(k->b.link_fd(k->link));
+    int iter = k->b.iter_create(k->b.link_fd(link));
     if (iter < 0)
         return vg_kscan_load_err(iter, why);
     int rc = vg_kscan_read(iter, out);
@@ -502,9 +508,18 @@ static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *s
         vg_err_set(why, rc, "reading the BPF iterator failed: the kernel is out of memory");
     else if (rc < 0 && rc != -ENOMEM)
         vg_err_set(why, rc, "reading the BPF iterator failed: %s", strerror(-rc));
-    *saw_init = k->st->saw_view_init != 0;
+    *saw_init = *saw_init || k->st->saw_view_init != 0;
     close(iter);
     return rc;
+}
+
+/* Both iterators, descriptors then mappings, into out (their records one after the other). */
+static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *saw_init,
+                            struct vg_err *why)
+{
+    *saw_init = false;
+    int rc = vg_kprog_iterate_one(k, k->link, out, saw_init, why);
+    return rc ? rc : vg_kprog_iterate_one(k, k->map_link, out, saw_init, why);
 }
 
 /* The inode number of the --proc view's PID namespace. When the view shows this process at
@@ -548,7 +563,7 @@ static int vg_kscan_cmp_kfd(const void *a, const void *b)
 }
 
 /* The descriptors behind the pids of records that vg_proc_parse_krecs accepted: every record
- * the set matches that is not a check descriptor. 0 or -ENOMEM. */
+ * of a descriptor the set matches that is not a check descriptor. 0 or -ENOMEM. */
 static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset *ds,
                         const struct vg_proc_kcal *cal, size_t ncal, struct vg_proc_kfd **out,
                         size_t *nout)
@@ -558,6 +573,8 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
     for (size_t i = 0; i < len / sizeof(struct vg_krec); i++) {
         struct vg_krec r;
         memcpy(&r, buf + i * sizeof(r), sizeof(r));
+        if (r.flags & VG_KREC_MAP)
+            continue; /* a mapping: its process is read in full, maps included */
         bool check = false;
         for (size_t k = 0; (r.flags & VG_KREC_SELF) && k < ncal && !check; k++)
             check = cal[k].fd >= 0 && (unsigned)cal[k].fd == r.fd;

@@ -322,41 +322,14 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     }
 }
 
-/* Whether a process the kernel scan found no node descriptor in maps none either. The kernel
- * scan walks descriptor tables only, so its mappings are read here, from /proc: a worker that
- * closed its descriptors but keeps CUDA's mappings is a holder all the same. True when its maps
- * show no node (or it is gone); false when they do, or cannot be read or told: then it is read
- * in full, as the /proc scan would. -ENOMEM only. */
-static int vg_scan_maps_none(struct vg_proc_ctx *c, int root_fd, pid_t pid)
-{
-    char name[16];
-    vg_proc_pid_str(pid, name);
-    int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pid_fd < 0)
-        return !vg_proc_err_denied(-errno);
-    struct vg_proc p = {.pid = pid};
-    vg_proc_fds_reset(c);
-    int rc = vg_proc_read_map_nodes(c, pid_fd, &p);
-    close(pid_fd);
-    vg_proc_fds_reset(c);
-    if (rc == -ENOMEM)
-        return rc;
-    return (rc == 0 && p.dev_map_count == 0) || vg_proc_err_gone(rc);
-}
-
-/* A listed process that is not read: the kernel scan walked its descriptors and found no node
- * (it counts as read, holding nothing, once its maps show none either), or an incremental scan
+/* A listed process that is not read: the kernel scan walked its descriptors and memory
+ * mappings and found no node (it counts as read, holding nothing), or an incremental scan
  * carries it over. 1 when it is not read (and indexed), 0 when it must be, -ENOMEM. */
-static int vg_scan_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, struct vg_proc_index *idx,
+static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
                           const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
                           bool have_last, pid_t last)
 {
     bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
-    if (walked) {
-        int rc = vg_scan_maps_none(c, c->root_fd, e->pid);
-        if (rc <= 0)
-            return rc;
-    }
     bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
     if (!walked && !carried)
         return 0;
@@ -467,7 +440,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (!wanted && (rc = vg_scan_unread(&c, t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
             if (rc < 0)
                 goto out;
             rc = 0;
