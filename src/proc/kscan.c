@@ -7,8 +7,9 @@
  * /proc exactly as its own phase one and two would (the descriptors again, for counts and
  * display paths; stat, environment, cgroup...), so both scans report a holder alike, and a
  * process this scan names that holds nothing by the time it is read is dropped the same way.
- * The iterator sees descriptors, not memory mappings: every other process's maps are read from
- * /proc (scan.c), since a process may hold a node by mapping alone.
+ * A second iterator (`iter/task_vma`) does the same for every task's memory mappings, since a
+ * process may hold a node by mapping alone (a worker that closed its inherited descriptors keeps
+ * CUDA's mappings): its records are marked VG_KREC_MAP and name processes, never descriptors.
  *
  * What makes the candidates complete (every process the /proc scan would call a holder is one):
  * - the program lets through every character device of the driver's majors (vg_dev_majors,

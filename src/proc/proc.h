@@ -315,14 +315,14 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
 
 /*
  * How a scan finds the holders (--scan). PROC: phase one for every process, as above. KERNEL:
- * the in-kernel scan (a BPF task_file iterator, src/proc/kscan.c) names the processes whose
- * descriptor tables hold a node, and only those (and the wanted ones) are read through /proc;
- * every other listed process is counted as read and holding nothing. The result is the same
- * table the /proc scan gives. It needs a procfs view of this process's PID namespace or one
- * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
- * when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes (loading
- * the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of a
- * smaller host does not reach; or whatever the count when opts->kprog holds it loaded already),
+ * the in-kernel scan (BPF task_file and task_vma iterators, src/proc/kscan.c) names the
+ * processes whose descriptor tables or memory mappings hold a node, and only those (and the wanted
+ * ones) are read through /proc; every other listed process is counted as read and holding nothing.
+ * The result is the same table the /proc scan gives. It needs a procfs view of this process's PID
+ * namespace or one below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON.
+ * AUTO: KERNEL when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes
+ * (loading the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of
+ * a smaller host does not reach; or whatever the count when opts->kprog holds it loaded already),
  * else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan
  * that cannot run fails. opts->all (every process read in full) always means PROC, and so does an
  * incremental scan (opts->incremental with a primed index), which reads less than the kernel
