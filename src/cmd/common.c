@@ -411,8 +411,13 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
     if (!g->verbose)
         return;
     if (snap->procs.kernel_scan)
-        vg_cmd_error(cmd, "scan: kernel (BPF task_file and task_vma iterators found the "
-                          "holders; /proc was read for them only)");
+        vg_cmd_error(cmd,
+                     snap->procs.kernel_scan_maps
+                         ? "scan: kernel (BPF task_file and task_vma iterators found the "
+                           "holders; /proc was read for them only)"
+                         : "scan: kernel (a BPF task_file iterator found the holders by "
+                           "descriptor; this kernel has no task_vma iterator, so /proc was read "
+                           "for them and for every process's memory mappings)");
     else if (g->scan == VG_PROC_SCAN_PROC)
         vg_cmd_error(cmd, "scan: /proc (--scan=proc)");
     else

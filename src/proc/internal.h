@@ -97,6 +97,11 @@ struct vg_proc_ctx {
     bool held_over;
 
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
+
+    /* Set by the kernel scan (kscan.c): it walked the memory mappings too (iter/task_vma). When
+     * the kernel lacks that iterator, false: the processes it names no node of have their maps
+     * read from /proc instead (scan.c). */
+    bool kscan_maps;
 };
 
 /* 0 or -ENOMEM (c must still be released). dev_dir as in vg_proc_opts. */

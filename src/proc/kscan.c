@@ -200,6 +200,7 @@ struct vg_bpf {
     void *(*initial_value)(struct bpf_map *map, size_t *size);
     int (*load)(struct bpf_object *obj);
     struct bpf_program *(*find_prog)(const struct bpf_object *obj, const char *name);
+    int (*set_autoload)(struct bpf_program *prog, bool autoload);
     struct bpf_link *(*attach_iter)(const struct bpf_program *prog, const void *opts);
     int (*link_fd)(const struct bpf_link *link);
     int (*iter_create)(int link_fd);
@@ -222,6 +223,7 @@ static const struct {
     VG_BPF_SYM("bpf_map__initial_value", initial_value),
     VG_BPF_SYM("bpf_object__load", load),
     VG_BPF_SYM("bpf_object__find_program_by_name", find_prog),
+    VG_BPF_SYM("bpf_program__set_autoload", set_autoload),
     VG_BPF_SYM("bpf_program__attach_iter", attach_iter),
     VG_BPF_SYM("bpf_link__fd", link_fd),
     VG_BPF_SYM("bpf_iter_create", iter_create),
@@ -392,6 +394,8 @@ struct vg_proc_kprog {
     unsigned loads;
     int fail_rc;
     char *fail_msg;
+    bool no_maps; /* the kernel has no iter/task_vma (before 5.12): the mappings' program is
+                   * left unloaded */
 };
 
 int vg_proc_kprog_new(struct vg_proc_kprog **out)
@@ -446,7 +450,15 @@ static int vg_kprog_fail(struct vg_proc_kprog *k, int rc, const struct vg_err *w
     return k->fail_msg ? rc : -ENOMEM;
 }
 
-/* Have the program loaded with cfg in k: kept when it already is, else (re)loaded. */
+/* Leave the mappings' program out of the next load. 0 or -EINVAL. */
+static int vg_kprog_no_maps(struct vg_proc_kprog *k)
+{
+    struct bpf_program *mprog = k->b.find_prog(k->obj, "vg_mapped");
+    return mprog && k->b.set_autoload(mprog, false) == 0 ? 0 : -EINVAL;
+}
+
+/* Have the programs loaded with cfg in k: kept when they already are, else (re)loaded; the
+ * mappings' one only where the kernel has its iterator (k->no_maps). */
 static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, struct vg_err *why)
 {
     if (k->fail_rc)
@@ -470,7 +482,14 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     else if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
         rc = vg_kprog_fail(
             k, vg_err_set(why, -ENOENT, "the kernel has no BTF (/sys/kernel/btf/vmlinux)"), why);
-    else if ((rc = b->load(k->obj)) < 0)
+    else if (k->no_maps && (rc = vg_kprog_no_maps(k)) < 0)
+        vg_err_set(why, rc, "the BPF object lacks its mappings' program");
+    else if ((rc = b->load(k->obj)) < 0 && rc == -ESRCH && !k->no_maps) {
+        /* libbpf finds no bpf_iter_task_vma in the kernel's BTF: before 5.12, or not built */
+        vg_kprog_unload(k);
+        k->no_maps = true;
+        return vg_kprog_load(k, cfg, why);
+    } else if (rc < 0)
         rc = vg_kprog_fail(k, vg_kscan_load_err(rc, why), why);
     if (rc < 0) {
         vg_kprog_unload(k);
@@ -484,7 +503,7 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     if (!k->st || ssize < sizeof(*k->st) || !prog || !mprog)
         rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its programs or state");
     else if (!(k->link = b->attach_iter(prog, NULL)) ||
-             (errno = 0, !(k->map_link = b->attach_iter(mprog, NULL))))
+             (!k->no_maps && (errno = 0, !(k->map_link = b->attach_iter(mprog, NULL)))))
         rc = vg_kscan_load_err(errno ? -errno : -EINVAL, why);
     if (rc < 0) {
         vg_kprog_unload(k);
@@ -520,7 +539,7 @@ static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *s
 {
     *saw_init = false;
     int rc = vg_kprog_iterate_one(k, k->link, out, saw_init, why);
-    return rc ? rc : vg_kprog_iterate_one(k, k->map_link, out, saw_init, why);
+    return rc || !k->map_link ? rc : vg_kprog_iterate_one(k, k->map_link, out, saw_init, why);
 }
 
 /* The inode number of the --proc view's PID namespace. When the view shows this process at
@@ -637,6 +656,7 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kpr
         (rc = vg_kprog_load(k, &cfg, why)) != 0 ||
         (rc = vg_kprog_iterate(k, &out, &saw_init, why)) != 0)
         goto out;
+    c->kscan_maps = k->map_link != NULL;
     if (below && !saw_init) {
         rc = vg_err_set(why, -EXDEV,
                         "the --proc view is of a PID namespace the kernel scan "

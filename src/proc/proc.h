@@ -205,6 +205,8 @@ struct vg_proc_table {
     pid_t self_nspid_depth; /* our own NSpid length: > 1 means we run in a PID namespace */
     unsigned access;        /* VG_PROC_ACC_*: what may have kept processes from being read */
     bool kernel_scan;       /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
+    bool kernel_scan_maps;  /* it walked the memory mappings too (else, before Linux 5.12, the
+                             * maps of the processes it found nothing in were read from /proc) */
     char *scan_note;        /* owned: why the kernel scan did not run; NULL when it ran or was
                              * not asked for (--scan=proc) */
 };

@@ -263,6 +263,7 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     *kfds = NULL;
     *nkfds = 0;
     t->kernel_scan = false;
+    t->kernel_scan_maps = false;
     if (opts->scan == VG_PROC_SCAN_PROC)
         return 0;
     struct vg_err why = VG_ERR_INIT;
@@ -279,6 +280,7 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
         rc = vg_proc_kscan(c, opts->dev_dir, opts->kprog, kpids, nk, kfds, nkfds, &why);
     if (rc == 0) {
         t->kernel_scan = true;
+        t->kernel_scan_maps = c->kscan_maps;
         return 0;
     }
     if (rc == -ENOMEM) {
@@ -322,14 +324,41 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     }
 }
 
+/* Whether a process the kernel scan found no node descriptor in maps none either, for a kernel
+ * whose scan could not walk the mappings (no iter/task_vma): its maps are read from /proc. True
+ * when they show no node (or it is gone); false when they do, or cannot be read or told: then
+ * it is read in full, as the /proc scan would. -ENOMEM only. */
+static int vg_scan_maps_none(struct vg_proc_ctx *c, pid_t pid)
+{
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    int pid_fd = openat(c->root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pid_fd < 0)
+        return !vg_proc_err_denied(-errno);
+    struct vg_proc p = {.pid = pid};
+    vg_proc_fds_reset(c);
+    int rc = vg_proc_read_map_nodes(c, pid_fd, &p);
+    close(pid_fd);
+    vg_proc_fds_reset(c);
+    if (rc == -ENOMEM)
+        return rc;
+    return (rc == 0 && p.dev_map_count == 0) || vg_proc_err_gone(rc);
+}
+
 /* A listed process that is not read: the kernel scan walked its descriptors and memory
- * mappings and found no node (it counts as read, holding nothing), or an incremental scan
- * carries it over. 1 when it is not read (and indexed), 0 when it must be, -ENOMEM. */
-static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
+ * mappings (or, without the mappings' iterator, its maps show none) and found no node (it
+ * counts as read, holding nothing), or an incremental scan carries it over. 1 when it is not
+ * read (and indexed), 0 when it must be, -ENOMEM. */
+static int vg_scan_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, struct vg_proc_index *idx,
                           const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
                           bool have_last, pid_t last)
 {
     bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
+    if (walked && !t->kernel_scan_maps) {
+        int rc = vg_scan_maps_none(c, e->pid);
+        if (rc <= 0)
+            return rc;
+    }
     bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
     if (!walked && !carried)
         return 0;
@@ -440,7 +469,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+        if (!wanted && (rc = vg_scan_unread(&c, t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
             if (rc < 0)
                 goto out;
             rc = 0;
