@@ -512,15 +512,16 @@ static void test_map_nodes_parse(void **state)
     assert_int_equal(vg_proc_devset_new(f->proc_fd, f->dir, &ds), 0);
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/nvidia1", f->dir);
-    struct stat st;
+    struct stat st, dir;
     assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(stat(f->dir, &dir), 0); /* another file of the same filesystem */
     char good[512];
     int k = snprintf(good, sizeof(good),
                      "7f0000000000-7f0000001000 r--p 00000000 %x:%x %llu %s\n"
                      "7f0000001000-7f0000002000 rw-p 00000000 00:00 0 \n"
                      "7f0000002000-7f0000003000 r--p 00000000 %x:%x %llu /elsewhere/nvidia1",
                      major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, path,
-                     major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino + 1);
+                     major(dir.st_dev), minor(dir.st_dev), (unsigned long long)dir.st_ino);
     assert_true(k > 0 && (size_t)k < sizeof(good));
     struct vg_proc p = {0};
     assert_int_equal(vg_proc_parse_maps(good, (size_t)k, &p), 0);
@@ -543,7 +544,7 @@ static void test_map_nodes_parse(void **state)
     assert_int_equal(m.kind, VG_DEV_GPU);
     assert_int_equal(m.minor, 1);
     assert_false(
-        vg_proc_devset_match_file(ds, major(st.st_dev), minor(st.st_dev), st.st_ino + 1, &m));
+        vg_proc_devset_match_file(ds, major(dir.st_dev), minor(dir.st_dev), dir.st_ino, &m));
     vg_proc_devset_free(ds);
 }
 
