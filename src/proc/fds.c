@@ -72,6 +72,7 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
     c->nodes_more = 0;
     c->nheld_fds = 0;
     c->held_over = false;
+    c->map_extra = 0;
     c->slots_n = 0;
     if (++c->slots_gen == 0) {
         /* after 2^32 processes: stale slots could look current, so clear them for real */
@@ -426,6 +427,7 @@ int vg_proc_map_held(struct vg_proc_ctx *c, const struct vg_dev_match *m, const 
     int rc = vg_fd_node_add(c, m->node);
     if (rc <= 0)
         return rc;
+    c->map_extra++; /* a node no descriptor holds */
     if (c->npaths == VG_PROC_NODES_MAX) {
         c->nodes_more++;
         return 0;

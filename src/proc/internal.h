@@ -95,6 +95,11 @@ struct vg_proc_ctx {
     unsigned held_fds[VG_PROC_IX_FDS_MAX];
     size_t nheld_fds;
     bool held_over;
+    /* Of the nodes the maps showed, those no descriptor held (fds.c); and whether this read may
+     * skip the maps: a known holder read by the index's numbers whose maps held nothing beyond
+     * its descriptors last time (scan.c). */
+    size_t map_extra;
+    bool skip_maps;
 
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
 
@@ -200,6 +205,8 @@ int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bo
 enum {
     VG_PROC_IX_HOLDER = 1u << 0, /* held an NVIDIA node */
     VG_PROC_IX_UNREAD = 1u << 1, /* fd/ could not be read (denied, error): holder unknown */
+    VG_PROC_IX_MAPS = 1u << 2,   /* a holder whose maps held a node its descriptors did not, or
+                                  * were not read: an incremental scan reads them again */
 };
 struct vg_proc_index_entry {
     pid_t pid;

@@ -116,6 +116,15 @@ static pid_t vg_scan_self_depth(struct vg_proc_ctx *c)
 
 enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
 
+/* Whether phase one may skip p's maps: c->skip_maps (a known holder read by the index's
+ * numbers, whose maps held no node beyond its descriptors last time) and every one of those
+ * numbers still a node. A node closed since may still be mapped: then the maps are read. */
+static bool vg_scan_maps_skip(const struct vg_proc_ctx *c, const struct vg_proc *p)
+{
+    return c->skip_maps && c->kfds && vg_proc_is_holder(p) && !c->held_over &&
+           c->nheld_fds == c->nkfds;
+}
+
 /* Phase one's mappings, after the descriptors were read: 0, or the error of a process gone or
  * out of memory. Maps that could not be read or told (denied, malformed, too large) leave
  * what the process maps unknown: its table counts as unread (*fds_read false), so the scan
@@ -133,9 +142,10 @@ static int vg_scan_maps(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p, bo
 }
 
 /* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
- * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
+ * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. *maps_read: its maps were read
+ * and told (not skipped, see c->skip_maps). */
 static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted, struct vg_proc *p,
-                       bool *denied, bool *fds_read)
+                       bool *denied, bool *fds_read, bool *maps_read)
 {
     memset(p, 0, sizeof(*p));
     p->pid = pid;
@@ -145,8 +155,11 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     /* A process on its way out has released its files before its entry goes: fd/ is gone
      * while stat is still there. It holds nothing; that is not a descriptor table unread. */
     *fds_read = rc == 0 || vg_proc_err_gone(rc);
-    if (rc == 0)
+    *maps_read = false;
+    if (rc == 0 && !vg_scan_maps_skip(c, p)) {
         rc = vg_scan_maps(c, pid_fd, p, fds_read);
+        *maps_read = rc == 0 && *fds_read;
+    }
     if (rc == -ENOMEM)
         return rc;
     if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd)) {
@@ -160,7 +173,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
         return VG_ONE_SKIP;
     }
     /* the maps text just read names the libraries too: phase two need not read it again */
-    if (c->file.len > 0 &&
+    if (*maps_read && c->file.len > 0 &&
         (rc = vg_proc_parse_maps(vg_buf_str(&c->file), c->file.len, p)) == -ENOMEM)
         return rc;
     rc = vg_proc_fds_commit(c, p);
@@ -213,7 +226,11 @@ static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
  * that opens a node is named by fanotify (rewalk), or, unnamed, makes the sample a full scan;
  * a child it forks is a new process, read in full. What waits for the next full scan, as a
  * non-holder's node gained without an open does: a node descriptor gained through dup() or
- * SCM_RIGHTS changes only the holder's counts, not what it holds.
+ * SCM_RIGHTS changes only the holder's counts, not what it holds. Its maps are skipped as well
+ * when they held no node beyond its descriptors last time and every number is still a node
+ * (vg_scan_maps_skip): a mapping needs a descriptor to be made, so a new one comes with an open
+ * the watch sees, or a new process (a descriptor received through SCM_RIGHTS, mapped and
+ * closed, waits for the next full scan, as above).
  */
 static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
                             const struct vg_scan_ent *e, const pid_t *rewalk, size_t nrewalk)
@@ -228,6 +245,7 @@ static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
         c->ix_kfds[i] = (struct vg_proc_kfd){.pid = e->pid, .fd = fds[i]};
     c->kfds = n && n <= VG_PROC_IX_FDS_MAX ? c->ix_kfds : NULL;
     c->nkfds = c->kfds ? n : 0;
+    c->skip_maps = c->kfds && !(prev->flags & VG_PROC_IX_MAPS);
 }
 
 /* A /proc/PID directory that could not be opened: count why, and index it as unread unless
@@ -304,6 +322,7 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
 {
     c->kfds = NULL;
     c->nkfds = 0;
+    c->skip_maps = false;
     if (!kfds)
         return;
     size_t lo = 0, hi = n;
@@ -392,9 +411,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
         t->procs = np;
         *cap = ncap;
     }
-    bool denied, fds_read;
+    bool denied, fds_read, maps_read;
     struct vg_proc *p = &t->procs[t->n];
-    int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
+    int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read, &maps_read);
     close(pid_fd);
     if (rc < 0)
         return rc;
@@ -408,6 +427,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
                                                                  : 0;
+    /* maps that held nothing beyond the descriptors may be skipped next time (see ix_kfds) */
+    if ((flags & VG_PROC_IX_HOLDER) && (c->map_extra || (!maps_read && !c->skip_maps)))
+        flags |= VG_PROC_IX_MAPS;
     if (rc == VG_ONE_KEEP)
         t->n++;
     if (!idx)
@@ -525,8 +547,8 @@ int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_pro
             return vg_err_set(err, -e, "no process %d", (int)pid);
         return vg_err_set(err, -e, "cannot read process %d: %s", (int)pid, strerror(e));
     }
-    bool denied, fds_read;
-    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied, &fds_read);
+    bool denied, fds_read, maps_read;
+    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied, &fds_read, &maps_read);
     close(pid_fd);
     vg_proc_ctx_release(&c);
     if (rc == -ENOMEM)
