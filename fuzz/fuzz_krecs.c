@@ -5,9 +5,10 @@
  * for the reading process's O_PATH descriptors of --dev nodes. Invariants: 0, -EINVAL or
  * -ENOMEM; -EINVAL exactly when the length is not a whole number of records or a record is
  * malformed (magic, flags, pids), and then nothing is returned; on 0 the pids are strictly
- * ascending, each is the pid of a record of a character device of major 195 that is not a
- * check descriptor, and every such record's pid is there; a check descriptor is seen when a
- * record of the reading process names it with its identity, differs when one names another.
+ * ascending, each is the pid of a record of a character device of major 195 (a descriptor or a
+ * memory mapping) that is not a check descriptor, and every such record's pid is there; a check
+ * descriptor (never a mapping) is seen when a record of the reading process names it with its
+ * identity, differs when one names another.
  */
 #include <errno.h>
 #include <string.h>
@@ -21,13 +22,13 @@
 
 static bool rec_ok(const struct vg_krec *r)
 {
-    return r->magic == VG_KREC_MAGIC && !(r->flags & ~VG_KREC_SELF) && r->pid != 0 &&
-           r->pid <= 0x7fffffffu && r->tid <= 0x7fffffffu;
+    return r->magic == VG_KREC_MAGIC && !(r->flags & ~(VG_KREC_SELF | VG_KREC_MAP)) &&
+           r->pid != 0 && r->pid <= 0x7fffffffu && r->tid <= 0x7fffffffu;
 }
 
 static bool is_check(const struct vg_krec *r)
 {
-    return (r->flags & VG_KREC_SELF) && (r->fd == 3 || r->fd == 4);
+    return (r->flags & VG_KREC_SELF) && !(r->flags & VG_KREC_MAP) && (r->fd == 3 || r->fd == 4);
 }
 
 static bool is_holder(const struct vg_krec *r)

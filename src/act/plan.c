@@ -247,7 +247,8 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
             e->refusal = l && l->verdict == VG_LEFT_YES ? VG_KILL_UNSURE : VG_KILL_NOT_LEFTOVER;
     } else if (!p) {
         e->refusal = VG_KILL_NOT_VISIBLE;
-    } else if (!(e->seen & VG_SEEN_FD) && (!o->pidns_trusted || snap->procs.self_nspid_depth > 1)) {
+    } else if (!(e->seen & VG_SEEN_NODE) &&
+               (!o->pidns_trusted || snap->procs.self_nspid_depth > 1)) {
         /* The driver speaks in the host's PIDs; here the same number may be someone else. */
         e->refusal = VG_KILL_NAMESPACE;
     } else {

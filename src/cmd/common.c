@@ -410,16 +410,21 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
 {
     if (!g->verbose)
         return;
-    if (snap->procs.kernel_scan && snap->procs.n_fd_by_kernel)
-        vg_cmd_error(cmd,
-                     "scan: kernel (a BPF task_file iterator found the holders; /proc was "
-                     "read for them only, and where it refused the open files of %zu, the "
-                     "kernel scan's records of them were used)",
-                     snap->procs.n_fd_by_kernel);
-    else if (snap->procs.kernel_scan)
-        vg_cmd_error(cmd, "scan: kernel (a BPF task_file iterator found the holders; /proc was "
-                          "read for them only)");
-    else if (g->scan == VG_PROC_SCAN_PROC)
+    if (snap->procs.kernel_scan) {
+        const char *how = snap->procs.kernel_scan_maps
+                              ? "BPF task_file and task_vma iterators found the holders; /proc "
+                                "was read for them only"
+                              : "a BPF task_file iterator found the holders by descriptor; this "
+                                "kernel has no task_vma iterator, so /proc was read for them and "
+                                "for every process's memory mappings";
+        if (snap->procs.n_fd_by_kernel)
+            vg_cmd_error(cmd,
+                         "scan: kernel (%s; where /proc refused the open files of %zu, the "
+                         "kernel scan's records of them were used)",
+                         how, snap->procs.n_fd_by_kernel);
+        else
+            vg_cmd_error(cmd, "scan: kernel (%s)", how);
+    } else if (g->scan == VG_PROC_SCAN_PROC)
         vg_cmd_error(cmd, "scan: /proc (--scan=proc)");
     else
         vg_cmd_error(cmd, "scan: /proc (the kernel scan did not run: %s)",

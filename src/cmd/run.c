@@ -250,8 +250,9 @@ static void vg_run_report_holders(const struct vg_run *r, const struct vg_afterr
             if (h->used_known && vg_fmt_size(h->used_bytes, mem, sizeof(mem)) == 0)
                 vg_buf_printf(&what, "%s held", mem);
             else
-                vg_buf_adds(&what, h->seen & VG_SEEN_FD ? "device node held open"
-                                                        : "memory held (amount unknown)");
+                vg_buf_adds(&what, h->seen & VG_SEEN_FD    ? "device node held open"
+                                   : h->seen & VG_SEEN_MAP ? "device node mapped"
+                                                           : "memory held (amount unknown)");
             vg_buf_printf(&what, " by PID %ld", (long)h->pid);
             if (h->proc && h->proc->cmdline && h->proc->cmdline[0])
                 vg_buf_printf(&what, " (%s)", h->proc->cmdline);

@@ -178,7 +178,15 @@ static int vg_cmp_hold_ix(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-/* Device-node holders: mark what NVML already listed, add the rest as fd-only. Each lookup is a
+/* How p holds its k-th GPU minor, as VG_SEEN_* bits (a table made without the how: by fd). */
+static unsigned vg_snap_seen_by(const struct vg_proc *p, size_t k)
+{
+    unsigned by = p->dev_minors_by ? p->dev_minors_by[k] : VG_PROC_BY_FD;
+    return ((by & VG_PROC_BY_FD) ? VG_SEEN_FD : 0) | ((by & VG_PROC_BY_MAP) ? VG_SEEN_MAP : 0);
+}
+
+/* Device-node holders: mark what NVML already listed, add the rest as node-only (by descriptor,
+ * mapping or both). Each lookup is a
  * binary search: a host where many processes hold nodes and the driver lists many PIDs costs
  * (holdings + descriptors) x log, never their product. */
 static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gpus,
@@ -207,6 +215,7 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
         const struct vg_proc *p = &procs->procs[i];
         for (size_t k = 0; k < p->ndev_minors && !rc; k++) {
             unsigned minor = p->dev_minors[k];
+            unsigned seen = vg_snap_seen_by(p, k);
             size_t gi = vg_minor_ix_find(mix, nminor, minor);
             bool marked = false;
             if (gi != VG_SNAP_NO_GPU) {
@@ -221,7 +230,7 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
                         hi = mid;
                 }
                 for (; lo < nnvml && hix[lo].gpu == gi && hix[lo].pid == p->pid; lo++) {
-                    hv->v[hix[lo].pos].seen |= VG_SEEN_FD;
+                    hv->v[hix[lo].pos].seen |= seen;
                     marked = true;
                 }
             }
@@ -236,7 +245,7 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
             h->minor = minor;
             h->minor_known = true;
             h->pid = p->pid;
-            h->seen = VG_SEEN_FD;
+            h->seen = seen;
         }
     }
     free(mix);
@@ -255,7 +264,7 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
 static bool vg_snap_stale(const struct vg_gpu_list *gpus, const struct vg_holding *h)
 {
     const struct vg_proc *p = h->proc;
-    if (!(h->seen & VG_SEEN_NVML) || (h->seen & VG_SEEN_FD) || !(p->known & VG_PROC_K_FDS) ||
+    if (!(h->seen & VG_SEEN_NVML) || (h->seen & VG_SEEN_NODE) || !(p->known & VG_PROC_K_FDS) ||
         !(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
         return false;
     const struct vg_gpu *g = h->gpu < gpus->ngpus ? &gpus->gpus[h->gpu] : NULL;
@@ -267,7 +276,7 @@ static bool vg_snap_stale(const struct vg_gpu_list *gpus, const struct vg_holdin
     }
     /* which node is the GPU's is unknown: only a process holding no NVIDIA node at all is
      * surely not the driver's */
-    return p->dev_fd_count == 0 && !p->has_ctl && !p->has_uvm;
+    return p->dev_fd_count == 0 && p->dev_map_count == 0 && !p->has_ctl && !p->has_uvm;
 }
 
 static int vg_hold_cmp(const void *a, const void *b)

@@ -30,7 +30,13 @@
 enum vg_seen {
     VG_SEEN_NVML = 1u << 0, /* in one of NVML's process lists */
     VG_SEEN_FD = 1u << 1,   /* holds /dev/nvidia<minor> open */
+    VG_SEEN_MAP = 1u << 2,  /* maps /dev/nvidia<minor> (the kernel keeps it open for that) */
 };
+/* Held through the device node, by descriptor or mapping: what "the node" means elsewhere. */
+#define VG_SEEN_NODE (VG_SEEN_FD | VG_SEEN_MAP)
+/* Seen through the device node only (a descriptor or a mapping), without a context the driver
+ * lists: the "device node only" holder. */
+#define VG_SEEN_NODE_ONLY(seen) (((seen)&VG_SEEN_NODE) && !((seen)&VG_SEEN_NVML))
 
 struct vg_holding {
     size_t gpu;     /* index into snap->gpus.gpus, or VG_SNAP_NO_GPU (minor unknown

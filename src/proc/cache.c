@@ -187,8 +187,9 @@ int vg_proc_cache_fill(struct vg_proc_cache *cache, struct vg_proc *p, bool *den
         p->known &= ~(unsigned)VG_PROC_K_USER;
         return -ENOMEM;
     }
+    if (!(p->known & VG_PROC_K_MAPS))
+        p->libs = e->libs; /* else read just now, in phase one */
     p->known |= e->known;
-    p->libs = e->libs;
     *denied = *denied || e->denied;
     *maps_stale = e->dev_fd_count != p->dev_fd_count || e->ndev_minors != p->ndev_minors ||
                   e->has_uvm != p->has_uvm;

@@ -180,16 +180,19 @@ static int vg_detail_def_read(struct vg_proc_ctx *c, int pid_fd, const struct vg
 }
 
 /* Command line, environment, cgroup, maps and user name: from the cache when it knows this
- * process (maps again when its NVIDIA descriptors changed), else read, and remembered. */
+ * process (maps again when its NVIDIA descriptors changed), else read, and remembered; maps
+ * not at all when phase one read them. */
 static int vg_detail_stable(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
 {
+    /* phase one read the maps already (scan.c), for the nodes mapped and the libraries */
+    bool maps_read = (p->known & VG_PROC_K_MAPS) != 0;
     bool denied_before = c->denied, maps_stale = false;
     int hit = 0, rc = 0;
     c->denied = false;
     if (c->cache && (hit = vg_proc_cache_fill(c->cache, p, &c->denied, &maps_stale)) < 0)
         return hit;
     for (size_t i = 0; i < sizeof(vg_stable_files) / sizeof(vg_stable_files[0]) && !rc; i++)
-        if (!hit || (maps_stale && i == VG_MAPS_FILE))
+        if ((!hit || (maps_stale && i == VG_MAPS_FILE)) && !(i == VG_MAPS_FILE && maps_read))
             rc = vg_detail_def_read(c, pid_fd, &vg_stable_files[i], p);
     if (!rc && (p->known & VG_PROC_K_STATUS) && !(p->known & VG_PROC_K_USER)) {
         rc = vg_proc_user_name(c, p->uid, &p->user);

@@ -43,12 +43,21 @@ struct vg_devset_node {
                  * scan's check that the kernel names it as statx does (kscan.c) */
 };
 
+/* A node of DIR of one of the driver's majors, by inode: what a memory mapping of it shows. */
+struct vg_devset_chr {
+    uint64_t dev; /* the filesystem, as in vg_devset_node */
+    uint64_t ino;
+    uint32_t rdev_major, rdev_minor;
+};
+
 struct vg_proc_devset {
     struct vg_dev_majors majors;
     struct vg_devset_node *nodes; /* sorted by (dev, ino), distinct */
     size_t n, cap;
     uint64_t fs[VG_DEVSET_FS_MAX]; /* the distinct devs of nodes */
     size_t nfs;                    /* VG_DEVSET_FS_MAX + 1: too many, no filter */
+    struct vg_devset_chr *chrs;    /* DIR's nodes of the driver's majors, sorted by (dev, ino) */
+    size_t nchrs, chrs_cap;
 };
 
 static uint64_t vg_devset_fs(uint32_t major, uint32_t minor)
@@ -202,6 +211,26 @@ bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id
     return false;
 }
 
+bool vg_proc_devset_match_file(const struct vg_proc_devset *s, uint32_t dev_major,
+                               uint32_t dev_minor, uint64_t ino, struct vg_dev_match *m)
+{
+    uint64_t dev = vg_devset_fs(dev_major, dev_minor);
+    size_t lo = 0, hi = s->nchrs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct vg_devset_chr *e = &s->chrs[mid];
+        if (e->dev == dev && e->ino == ino)
+            return vg_devset_number(&s->majors, e->rdev_major, e->rdev_minor, m);
+        if (e->dev < dev || (e->dev == dev && e->ino < ino))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* not a character device: the inode set alone decides */
+    struct vg_dev_id id = {.dev_major = dev_major, .dev_minor = dev_minor, .ino = ino};
+    return vg_proc_devset_match(s, &id, m);
+}
+
 const struct vg_dev_majors *vg_proc_devset_majors(const struct vg_proc_devset *s)
 {
     return &s->majors;
@@ -253,6 +282,25 @@ static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum 
     return 0;
 }
 
+static int vg_devset_add_chr(struct vg_proc_devset *s, const struct statx *st)
+{
+    if (s->nchrs == s->chrs_cap) {
+        size_t cap = s->chrs_cap ? s->chrs_cap * 2 : 16;
+        struct vg_devset_chr *v = realloc(s->chrs, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        s->chrs = v;
+        s->chrs_cap = cap;
+    }
+    s->chrs[s->nchrs++] = (struct vg_devset_chr){
+        .dev = vg_devset_fs(st->stx_dev_major, st->stx_dev_minor),
+        .ino = st->stx_ino,
+        .rdev_major = st->stx_rdev_major,
+        .rdev_minor = st->stx_rdev_minor,
+    };
+    return 0;
+}
+
 /* The nodes of one directory: DIR itself (top: only nvidia* names, classified by name, and one
  * level into its nvidia* directories) or one of those directories (every entry, OTHER). */
 static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, const char *sub, char *dents,
@@ -290,9 +338,13 @@ static int vg_devset_scan_dir(struct vg_proc_devset *s, int dirfd, const char *s
                 return rc;
             continue;
         }
-        /* Nodes of the driver's majors match by number anywhere; the set is for the rest. */
-        if (S_ISCHR(st.stx_mode) && vg_devset_is_driver_major(&s->majors, st.stx_rdev_major))
+        /* Nodes of the driver's majors match by number anywhere; the set is for the rest.
+         * Their inodes are kept apart, for what a memory mapping shows of them. */
+        if (S_ISCHR(st.stx_mode) && vg_devset_is_driver_major(&s->majors, st.stx_rdev_major)) {
+            if ((rc = vg_devset_add_chr(s, &st)) != 0)
+                return rc;
             continue;
+        }
         if ((rc = vg_devset_add(s, &st, kind, minor, sub, name)) != 0)
             return rc;
     }
@@ -312,8 +364,18 @@ static int vg_devset_cmp(const void *a, const void *b)
     return x->minor < y->minor ? -1 : x->minor > y->minor;
 }
 
+static int vg_devset_chr_cmp(const void *a, const void *b)
+{
+    const struct vg_devset_chr *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
 static void vg_devset_finish(struct vg_proc_devset *s)
 {
+    if (s->nchrs > 1)
+        qsort(s->chrs, s->nchrs, sizeof(*s->chrs), vg_devset_chr_cmp);
     if (s->n > 1)
         qsort(s->nodes, s->n, sizeof(*s->nodes), vg_devset_cmp);
     size_t k = 0;
@@ -379,5 +441,6 @@ void vg_proc_devset_free(struct vg_proc_devset *s)
     for (size_t i = 0; i < s->n; i++)
         free(s->nodes[i].name);
     free(s->nodes);
+    free(s->chrs);
     free(s);
 }

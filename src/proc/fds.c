@@ -17,7 +17,9 @@
  * constant per node, whatever it holds. After the kernel scan (kscan.c), a holder it found is
  * read by the descriptor numbers it reported, not by statx'ing every descriptor again: the
  * count of all comes from fd/'s size. An incremental scan reads a known holder the same way, by
- * the numbers the index kept from the last scan (scan.c says when that is sound).
+ * the numbers the index kept from the last scan (scan.c says when that is sound). The nodes a
+ * process holds by memory mapping (maps.c) are noted here too, in the same per-process set,
+ * after its descriptors (vg_proc_map_held).
  */
 #include "proc/internal.h"
 
@@ -63,12 +65,14 @@ static bool vg_fd_same(const struct vg_dev_id *a, const struct vg_dev_id *b)
 void vg_proc_fds_reset(struct vg_proc_ctx *c)
 {
     memset(c->gpu_bits, 0, sizeof(c->gpu_bits));
+    memset(c->map_bits, 0, sizeof(c->map_bits));
     for (size_t i = 0; i < c->npaths; i++)
         free(c->paths[i]);
     c->npaths = 0;
     c->nodes_more = 0;
     c->nheld_fds = 0;
     c->held_over = false;
+    c->map_extra = 0;
     c->slots_n = 0;
     if (++c->slots_gen == 0) {
         /* after 2^32 processes: stale slots could look current, so clear them for real */
@@ -458,9 +462,33 @@ static int vg_fd_read_proc(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     return 0;
 }
 
+int vg_proc_map_held(struct vg_proc_ctx *c, const struct vg_dev_match *m, const char *path,
+                     size_t len, struct vg_proc *p)
+{
+    p->dev_map_count++;
+    if (m->kind == VG_DEV_GPU)
+        c->map_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
+    else if (m->kind == VG_DEV_CTL)
+        p->has_ctl = true;
+    else if (m->kind == VG_DEV_UVM)
+        p->has_uvm = true;
+    int rc = vg_fd_node_add(c, m->node);
+    if (rc <= 0)
+        return rc;
+    c->map_extra++; /* a node no descriptor holds */
+    if (c->npaths == VG_PROC_NODES_MAX) {
+        c->nodes_more++;
+        return 0;
+    }
+    if (!(c->paths[c->npaths] = vg_proc_strndup(path, len)))
+        return -ENOMEM;
+    c->npaths++;
+    return 0;
+}
+
 bool vg_proc_is_holder(const struct vg_proc *p)
 {
-    return (p->known & VG_PROC_K_FDS) && p->dev_fd_count > 0;
+    return (p->known & VG_PROC_K_FDS) && (p->dev_fd_count > 0 || p->dev_map_count > 0);
 }
 
 static void vg_fd_free_paths(struct vg_proc *p)
@@ -475,7 +503,9 @@ static void vg_fd_free_paths(struct vg_proc *p)
 int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
 {
     free(p->dev_minors);
+    free(p->dev_minors_by);
     p->dev_minors = NULL;
+    p->dev_minors_by = NULL;
     p->ndev_minors = 0;
     vg_fd_free_paths(p);
     p->dev_nodes_more = 0;
@@ -483,13 +513,21 @@ int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
         return 0;
     size_t n = 0;
     for (size_t w = 0; w < sizeof(c->gpu_bits) / sizeof(c->gpu_bits[0]); w++)
-        n += (size_t)__builtin_popcountll(c->gpu_bits[w]);
+        n += (size_t)__builtin_popcountll(c->gpu_bits[w] | c->map_bits[w]);
     if (n) {
-        if (!(p->dev_minors = malloc(n * sizeof(*p->dev_minors))))
-            return -ENOMEM;
-        for (unsigned m = 0; m <= VG_DEV_GPU_MINOR_MAX; m++)
-            if (c->gpu_bits[m / 64] & ((uint64_t)1 << (m % 64)))
-                p->dev_minors[p->ndev_minors++] = m;
+        p->dev_minors = malloc(n * sizeof(*p->dev_minors));
+        p->dev_minors_by = malloc(n);
+        if (!p->dev_minors || !p->dev_minors_by)
+            return -ENOMEM; /* both freed with p */
+        for (unsigned m = 0; m <= VG_DEV_GPU_MINOR_MAX; m++) {
+            uint64_t bit = (uint64_t)1 << (m % 64);
+            unsigned by = ((c->gpu_bits[m / 64] & bit) ? VG_PROC_BY_FD : 0) |
+                          ((c->map_bits[m / 64] & bit) ? VG_PROC_BY_MAP : 0);
+            if (!by)
+                continue;
+            p->dev_minors_by[p->ndev_minors] = (unsigned char)by;
+            p->dev_minors[p->ndev_minors++] = m;
+        }
     }
     if (c->npaths) {
         if (!(p->dev_paths = malloc(c->npaths * sizeof(*p->dev_paths))))

@@ -65,11 +65,13 @@ struct vg_proc_ctx {
     size_t dents_cap;
     struct vg_buf file; /* contents of the file being parsed */
 
-    /* The NVIDIA nodes of the process whose fd/ is being walked, reset per process: GPU minors
-     * as bits, the distinct nodes as an open-addressing set (cleared by bumping gen), the
-     * paths of the first VG_PROC_NODES_MAX of them (owned until vg_proc_fds_commit hands them
-     * to the process) and how many more there were. */
+    /* The NVIDIA nodes of the process whose fd/ is being walked (and then its maps read), reset
+     * per process: GPU minors as bits (by descriptor, by mapping), the distinct nodes as an
+     * open-addressing set (cleared by bumping gen), the paths of the first VG_PROC_NODES_MAX of
+     * them (owned until vg_proc_fds_commit hands them to the process) and how many more there
+     * were. */
     uint64_t gpu_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64];
+    uint64_t map_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64]; /* the GPU minors held by mapping */
     struct vg_proc_node_slot *slots;
     size_t slots_cap, slots_n;
     uint32_t slots_gen;
@@ -95,8 +97,18 @@ struct vg_proc_ctx {
     unsigned held_fds[VG_PROC_IX_FDS_MAX];
     size_t nheld_fds;
     bool held_over;
+    /* Of the nodes the maps showed, those no descriptor held (fds.c); and whether this read may
+     * skip the maps: a known holder read by the index's numbers whose maps held nothing beyond
+     * its descriptors last time (scan.c). */
+    size_t map_extra;
+    bool skip_maps;
 
     struct vg_proc_cache *cache; /* borrowed, optional: stable details between scans */
+
+    /* Set by the kernel scan (kscan.c): it walked the memory mappings too (iter/task_vma). When
+     * the kernel lacks that iterator, false: the processes it names no node of have their maps
+     * read from /proc instead (scan.c). */
+    bool kscan_maps;
 };
 
 /* 0 or -ENOMEM (c must still be released). dev_dir as in vg_proc_opts. */
@@ -146,7 +158,19 @@ int vg_proc_ctx_read(struct vg_proc_ctx *c, int dirfd, const char *name, size_t 
  * GPU minors and node paths into c. 0, -ENOENT/-ESRCH (gone), -EACCES/-EPERM, -ENOMEM or
  * another errno. */
 int vg_proc_read_fds(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
-/* Whether what vg_proc_read_fds found makes p a holder of an NVIDIA node. */
+/* Phase one's other half, after vg_proc_read_fds: the NVIDIA nodes pid_fd's maps show mapped,
+ * noted in c and counted in p (dev_map_count) as vg_proc_map_held says. Leaves the maps text in
+ * c->file (empty after a failure), for the libraries. 0 (a file a test tree lacks counts as
+ * nothing mapped), -ENOENT/-ESRCH (gone), -EACCES/-EPERM, -EINVAL (a line that cannot be
+ * told), -E2BIG, -ENOMEM. */
+int vg_proc_read_map_nodes(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
+/* One mapping of node m by the process being read (path: what its maps line names): counted,
+ * its GPU minor noted as held by mapping, and the node added to the distinct nodes and their
+ * paths as a descriptor's is. 0 or -ENOMEM. */
+int vg_proc_map_held(struct vg_proc_ctx *c, const struct vg_dev_match *m, const char *path,
+                     size_t len, struct vg_proc *p);
+/* Whether what vg_proc_read_fds and vg_proc_read_map_nodes found makes p a holder of an NVIDIA
+ * node. */
 bool vg_proc_is_holder(const struct vg_proc *p);
 /* Move what the last vg_proc_read_fds collected in c into p: the GPU minors (ascending), the
  * node paths and the count of nodes beyond them. 0 or -ENOMEM. */
@@ -188,6 +212,8 @@ int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bo
 enum {
     VG_PROC_IX_HOLDER = 1u << 0, /* held an NVIDIA node */
     VG_PROC_IX_UNREAD = 1u << 1, /* fd/ could not be read (denied, error): holder unknown */
+    VG_PROC_IX_MAPS = 1u << 2,   /* a holder whose maps held a node its descriptors did not, or
+                                  * were not read: an incremental scan reads them again */
 };
 struct vg_proc_index_entry {
     pid_t pid;

@@ -7,6 +7,9 @@
  * /proc exactly as its own phase one and two would (the descriptors again, for counts and
  * display paths; stat, environment, cgroup...), so both scans report a holder alike, and a
  * process this scan names that holds nothing by the time it is read is dropped the same way.
+ * A second iterator (`iter/task_vma`) does the same for every task's memory mappings, since a
+ * process may hold a node by mapping alone (a worker that closed its inherited descriptors keeps
+ * CUDA's mappings): its records are marked VG_KREC_MAP and name processes, never descriptors.
  *
  * What makes the candidates complete (every process the /proc scan would call a holder is one):
  * - the program lets through every character device of the driver's majors (vg_dev_majors,
@@ -70,13 +73,13 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
     for (size_t i = 0; i < nrec; i++) {
         struct vg_krec r;
         memcpy(&r, buf + i * sizeof(r), sizeof(r)); /* the buffer need not be aligned */
-        if (r.magic != VG_KREC_MAGIC || (r.flags & ~VG_KREC_SELF) || r.pid == 0 ||
+        if (r.magic != VG_KREC_MAGIC || (r.flags & ~(VG_KREC_SELF | VG_KREC_MAP)) || r.pid == 0 ||
             r.pid > VG_PID_MAX || r.tid > VG_PID_MAX) {
             free(out);
             return -EINVAL;
         }
         bool calibration = false;
-        for (size_t k = 0; (r.flags & VG_KREC_SELF) && k < ncal; k++) {
+        for (size_t k = 0; (r.flags & VG_KREC_SELF) && !(r.flags & VG_KREC_MAP) && k < ncal; k++) {
             if (cal[k].fd < 0 || (unsigned)cal[k].fd != r.fd)
                 continue;
             calibration = true;
@@ -197,6 +200,7 @@ struct vg_bpf {
     void *(*initial_value)(struct bpf_map *map, size_t *size);
     int (*load)(struct bpf_object *obj);
     struct bpf_program *(*find_prog)(const struct bpf_object *obj, const char *name);
+    int (*set_autoload)(struct bpf_program *prog, bool autoload);
     struct bpf_link *(*attach_iter)(const struct bpf_program *prog, const void *opts);
     int (*link_fd)(const struct bpf_link *link);
     int (*iter_create)(int link_fd);
@@ -219,6 +223,7 @@ static const struct {
     VG_BPF_SYM("bpf_map__initial_value", initial_value),
     VG_BPF_SYM("bpf_object__load", load),
     VG_BPF_SYM("bpf_object__find_program_by_name", find_prog),
+    VG_BPF_SYM("bpf_program__set_autoload", set_autoload),
     VG_BPF_SYM("bpf_program__attach_iter", attach_iter),
     VG_BPF_SYM("bpf_link__fd", link_fd),
     VG_BPF_SYM("bpf_iter_create", iter_create),
@@ -382,12 +387,15 @@ static int vg_kscan_load_err(int rc, struct vg_err *why)
 struct vg_proc_kprog {
     struct vg_bpf b;
     struct bpf_object *obj;
-    struct bpf_link *link;
-    struct vg_kstate *st; /* the program's .bss, mapped */
-    struct vg_kcfg cfg;   /* what obj was loaded with */
+    struct bpf_link *link;     /* the descriptors' iterator */
+    struct bpf_link *map_link; /* the memory mappings' */
+    struct vg_kstate *st;      /* the programs' .bss, mapped */
+    struct vg_kcfg cfg;        /* what obj was loaded with */
     unsigned loads;
     int fail_rc;
     char *fail_msg;
+    bool no_maps; /* the kernel has no iter/task_vma (before 5.12): the mappings' program is
+                   * left unloaded */
 };
 
 int vg_proc_kprog_new(struct vg_proc_kprog **out)
@@ -400,9 +408,12 @@ static void vg_kprog_unload(struct vg_proc_kprog *k)
 {
     if (k->link)
         k->b.link_destroy(k->link);
+    if (k->map_link)
+        k->b.link_destroy(k->map_link);
     if (k->obj)
         k->b.close(k->obj);
     k->link = NULL;
+    k->map_link = NULL;
     k->obj = NULL;
     k->st = NULL;
 }
@@ -439,7 +450,15 @@ static int vg_kprog_fail(struct vg_proc_kprog *k, int rc, const struct vg_err *w
     return k->fail_msg ? rc : -ENOMEM;
 }
 
-/* Have the program loaded with cfg in k: kept when it already is, else (re)loaded. */
+/* Leave the mappings' program out of the next load. 0 or -EINVAL. */
+static int vg_kprog_no_maps(struct vg_proc_kprog *k)
+{
+    struct bpf_program *mprog = k->b.find_prog(k->obj, "vg_mapped");
+    return mprog && k->b.set_autoload(mprog, false) == 0 ? 0 : -EINVAL;
+}
+
+/* Have the programs loaded with cfg in k: kept when they already are, else (re)loaded; the
+ * mappings' one only where the kernel has its iterator (k->no_maps). */
 static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, struct vg_err *why)
 {
     if (k->fail_rc)
@@ -463,7 +482,14 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     else if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
         rc = vg_kprog_fail(
             k, vg_err_set(why, -ENOENT, "the kernel has no BTF (/sys/kernel/btf/vmlinux)"), why);
-    else if ((rc = b->load(k->obj)) < 0)
+    else if (k->no_maps && (rc = vg_kprog_no_maps(k)) < 0)
+        vg_err_set(why, rc, "the BPF object lacks its mappings' program");
+    else if ((rc = b->load(k->obj)) < 0 && rc == -ESRCH && !k->no_maps) {
+        /* libbpf finds no bpf_iter_task_vma in the kernel's BTF: before 5.12, or not built */
+        vg_kprog_unload(k);
+        k->no_maps = true;
+        return vg_kprog_load(k, cfg, why);
+    } else if (rc < 0)
         rc = vg_kprog_fail(k, vg_kscan_load_err(rc, why), why);
     if (rc < 0) {
         vg_kprog_unload(k);
@@ -472,10 +498,12 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     size_t ssize = 0;
     k->st = b->initial_value(bss, &ssize);
     struct bpf_program *prog = b->find_prog(k->obj, "vg_holders");
+    struct bpf_program *mprog = b->find_prog(k->obj, "vg_mapped");
     errno = 0;
-    if (!k->st || ssize < sizeof(*k->st) || !prog)
-        rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its program or state");
-    else if (!(k->link = b->attach_iter(prog, NULL)))
+    if (!k->st || ssize < sizeof(*k->st) || !prog || !mprog)
+        rc = vg_err_set(why, -EINVAL, "the loaded BPF object lacks its programs or state");
+    else if (!(k->link = b->attach_iter(prog, NULL)) ||
+             (!k->no_maps && (errno = 0, !(k->map_link = b->attach_iter(mprog, NULL)))))
         rc = vg_kscan_load_err(errno ? -errno : -EINVAL, why);
     if (rc < 0) {
         vg_kprog_unload(k);
@@ -486,13 +514,13 @@ static int vg_kprog_load(struct vg_proc_kprog *k, const struct vg_kcfg *cfg, str
     return 0;
 }
 
-/* Run the loaded program's iterator once into out; *saw_init: the view's pid 1 was walked. */
-static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *saw_init,
-                            struct vg_err *why)
+/* Run one iterator of the loaded programs once, appending to out; *saw_init: the view's pid 1
+ * was walked. */
+static int vg_kprog_iterate_one(struct vg_proc_kprog *k, struct bpf_link *link, struct vg_buf *out,
+                                bool *saw_init, struct vg_err *why)
 {
-    *saw_init = false;
     memset(k->st, 0, sizeof(*k->st));
-    int iter = k->b.iter_create(k->b.link_fd(k->link));
+    int iter = k->b.iter_create(k->b.link_fd(link));
     if (iter < 0)
         return vg_kscan_load_err(iter, why);
     int rc = vg_kscan_read(iter, out);
@@ -500,9 +528,18 @@ static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *s
         vg_err_set(why, rc, "reading the BPF iterator failed: the kernel is out of memory");
     else if (rc < 0 && rc != -ENOMEM)
         vg_err_set(why, rc, "reading the BPF iterator failed: %s", strerror(-rc));
-    *saw_init = k->st->saw_view_init != 0;
+    *saw_init = *saw_init || k->st->saw_view_init != 0;
     close(iter);
     return rc;
+}
+
+/* Both iterators, descriptors then mappings, into out (their records one after the other). */
+static int vg_kprog_iterate(struct vg_proc_kprog *k, struct vg_buf *out, bool *saw_init,
+                            struct vg_err *why)
+{
+    *saw_init = false;
+    int rc = vg_kprog_iterate_one(k, k->link, out, saw_init, why);
+    return rc || !k->map_link ? rc : vg_kprog_iterate_one(k, k->map_link, out, saw_init, why);
 }
 
 /* The inode number of the --proc view's PID namespace. When the view shows this process at
@@ -546,7 +583,7 @@ static int vg_kscan_cmp_kfd(const void *a, const void *b)
 }
 
 /* The descriptors behind the pids of records that vg_proc_parse_krecs accepted: every record
- * the set matches that is not a check descriptor. 0 or -ENOMEM. */
+ * of a descriptor the set matches that is not a check descriptor. 0 or -ENOMEM. */
 static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset *ds,
                         const struct vg_proc_kcal *cal, size_t ncal, struct vg_proc_kfd **out,
                         size_t *nout)
@@ -556,6 +593,8 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
     for (size_t i = 0; i < len / sizeof(struct vg_krec); i++) {
         struct vg_krec r;
         memcpy(&r, buf + i * sizeof(r), sizeof(r));
+        if (r.flags & VG_KREC_MAP)
+            continue; /* a mapping: its process is read in full, maps included */
         bool check = false;
         for (size_t k = 0; (r.flags & VG_KREC_SELF) && k < ncal && !check; k++)
             check = cal[k].fd >= 0 && (unsigned)cal[k].fd == r.fd;
@@ -618,6 +657,7 @@ int vg_proc_kscan(struct vg_proc_ctx *c, const char *dev_dir, struct vg_proc_kpr
         (rc = vg_kprog_load(k, &cfg, why)) != 0 ||
         (rc = vg_kprog_iterate(k, &out, &saw_init, why)) != 0)
         goto out;
+    c->kscan_maps = k->map_link != NULL;
     if (below && !saw_init) {
         rc = vg_err_set(why, -EXDEV,
                         "the --proc view is of a PID namespace the kernel scan "

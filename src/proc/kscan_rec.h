@@ -1,14 +1,16 @@
 /*
  * The records the in-kernel holder scan's BPF program (bpf/holders.bpf.c) writes and kscan.c
  * reads back, and the program's settings: shared by both sides, so plain C types only (the BPF
- * side has no libc). One record per descriptor that may be an NVIDIA node, fixed size, in the
- * order the kernel walked the tasks. Device numbers are split into major and minor already.
+ * side has no libc). One record per descriptor, or memory mapping, that may be an NVIDIA node,
+ * fixed size, in the order the kernel walked the tasks. Device numbers are split into major and
+ * minor already.
  */
 #ifndef VG_PROC_KSCAN_REC_H
 #define VG_PROC_KSCAN_REC_H
 
 #define VG_KREC_MAGIC 0x76676b72u /* "vgkr": a record that is not one is a parse error */
 #define VG_KREC_SELF 1u           /* a descriptor of the reading process itself */
+#define VG_KREC_MAP 2u            /* a memory mapping of the file, not a descriptor (fd unused) */
 /* Character-device majors the program matches (vg_dev_majors: nvidia, uvm, 4 others). */
 #define VG_KREC_MAJORS 6
 /* Filesystems of --dev DIR's inode-matched nodes the program lets through. */

@@ -3,14 +3,17 @@
  *
  * Scanning is two-phase because a busy host has thousands of processes and only a handful hold
  * a GPU: phase one stats, for every process, each descriptor in its fd directory, to find the
- * NVIDIA device nodes held open; phase two reads the details (stat, status, cmdline, the
- * allow-listed environment variables, cgroup, mapped libraries, threads) only for the processes
- * that hold a device node or that the caller names (the PIDs NVML reported).
+ * NVIDIA device nodes held open, and reads its maps for the nodes held by memory mapping alone
+ * (a worker that closed the descriptors it inherited keeps CUDA's mappings); phase two reads the
+ * details (stat, status, cmdline, the allow-listed environment variables, cgroup, mapped libraries,
+ * threads) only for the processes that hold a device node or that the caller names (the PIDs NVML
+ * reported).
  *
  * A descriptor is matched by what it refers to, never by its path (see vg_proc_devset below):
  * a character device of an NVIDIA major by its device number, whatever path or mount namespace
  * it was opened through; any other node of --dev DIR (the stand-ins of tests and the demo) by
- * its inode. A file that merely carries a node's name is not a node. Paths are display only.
+ * its inode. A mapping, which names only its file's filesystem and inode, matches DIR's nodes
+ * by inode. A file that merely carries a node's name is not a node. Paths are display only.
  *
  * Ownership: struct vg_proc_table owns all its vg_proc entries and everything they point to;
  * release it with vg_proc_table_release(). Strings in vg_proc are NULL when unknown.
@@ -74,6 +77,9 @@ enum {
  * "jax", "nvml"); bit is a single VG_LIB_* value. */
 const char *vg_lib_name(unsigned bit);
 
+/* How a node is held (vg_proc.dev_minors_by): by a descriptor, by a memory mapping, or both. */
+enum { VG_PROC_BY_FD = 1u << 0, VG_PROC_BY_MAP = 1u << 1 };
+
 /* Fields that were read; a clear bit means unknown (not read, vanished, or denied). */
 enum {
     VG_PROC_K_STAT = 1u << 0,   /* ppid, pgid, sid, state, start time, comm */
@@ -131,16 +137,21 @@ struct vg_proc {
     /* maps */
     unsigned libs; /* VG_LIB_* */
 
-    /* fds: NVIDIA device nodes held open */
+    /* fds (VG_PROC_K_FDS): NVIDIA device nodes held, by an open descriptor or a memory
+     * mapping (the kernel keeps a mapped file open; CUDA maps its nodes, and a forked worker
+     * keeps the mappings after closing the descriptors) */
     unsigned *dev_minors; /* distinct GPU minors held (the N of /dev/nvidiaN), ascending; at
                            * most VG_DEV_GPU_MINOR_MAX + 1 of them */
     size_t ndev_minors;
-    unsigned dev_fd_count; /* descriptors referring to any NVIDIA node */
-    bool has_ctl;          /* nvidiactl */
-    bool has_uvm;          /* nvidia-uvm or nvidia-uvm-tools */
-    unsigned fd_total;     /* descriptors seen in fd/ */
-    bool fds_by_kernel;    /* /proc refused fd/ and the kernel scan's records gave the NVIDIA
-                            * descriptors instead: fd_total counts only those, paths are NULL */
+    unsigned char *dev_minors_by; /* for each of dev_minors, how it is held: VG_PROC_BY_* */
+    unsigned dev_fd_count;        /* descriptors referring to any NVIDIA node */
+    unsigned dev_map_count;       /* memory mappings of any NVIDIA node (maps) */
+    bool has_ctl;                 /* nvidiactl, by descriptor or mapping */
+    bool has_uvm;                 /* nvidia-uvm or nvidia-uvm-tools, likewise */
+    unsigned fd_total;            /* descriptors seen in fd/ */
+    bool fds_by_kernel;           /* /proc refused fd/ and the kernel scan's records gave the
+                                   * NVIDIA descriptors instead: fd_total counts only those,
+                                   * paths are NULL */
     /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
      * one of its descriptors names (readlink, as the process sees it: another mount namespace
      * shows its own path; NULL when the descriptor changed while being read). At most
@@ -248,9 +259,11 @@ struct vg_proc_table {
     struct vg_proc_kin *kin;       /* owned, pid order: the live non-holders of the sessions of
                                     * holders whose job may have ended (none on a healthy host) */
     size_t nkin;
-    bool kernel_scan; /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
-    char *scan_note;  /* owned: why the kernel scan did not run; NULL when it ran or was
-                       * not asked for (--scan=proc) */
+    bool kernel_scan;      /* the holders were found by the in-kernel scan (vg_proc_opts.scan) */
+    bool kernel_scan_maps; /* it walked the memory mappings too (else, before Linux 5.12, the
+                            * maps of the processes it found nothing in were read from /proc) */
+    char *scan_note;       /* owned: why the kernel scan did not run; NULL when it ran or was
+                            * not asked for (--scan=proc) */
 };
 
 /*
@@ -359,14 +372,14 @@ int vg_proc_parse_loadavg_pid(const char *buf, size_t len, pid_t *pid);
 
 /*
  * How a scan finds the holders (--scan). PROC: phase one for every process, as above. KERNEL:
- * the in-kernel scan (a BPF task_file iterator, src/proc/kscan.c) names the processes whose
- * descriptor tables hold a node, and only those (and the wanted ones) are read through /proc;
- * every other listed process is counted as read and holding nothing. The result is the same
- * table the /proc scan gives. It needs a procfs view of this process's PID namespace or one
- * below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON. AUTO: KERNEL
- * when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes (loading
- * the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of a
- * smaller host does not reach; or whatever the count when opts->kprog holds it loaded already),
+ * the in-kernel scan (BPF task_file and task_vma iterators, src/proc/kscan.c) names the
+ * processes whose descriptor tables or memory mappings hold a node, and only those (and the wanted
+ * ones) are read through /proc; every other listed process is counted as read and holding nothing.
+ * The result is the same table the /proc scan gives. It needs a procfs view of this process's PID
+ * namespace or one below it, libbpf.so.1, a kernel with BTF, and root or CAP_BPF + CAP_PERFMON.
+ * AUTO: KERNEL when it can run and the listing holds at least VG_PROC_KSCAN_MIN_PROCS processes
+ * (loading the program costs about 150 ms of CPU, parsing the kernel's BTF, which the /proc scan of
+ * a smaller host does not reach; or whatever the count when opts->kprog holds it loaded already),
  * else PROC (vg_proc_table.scan_note says why); with KERNEL, a scan
  * that cannot run fails. opts->all (every process read in full) always means PROC, and so does an
  * incremental scan (opts->incremental with a primed index), which reads less than the kernel
@@ -459,6 +472,20 @@ int vg_proc_parse_environ(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_cgroup(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_maps(const char *buf, size_t len, struct vg_proc *p);
 
+/* One line of /proc/PID/maps: the mapped file's filesystem (dev, hex "MAJ:MIN") and inode, with
+ * id_ok false when those fields are malformed, and the path (borrowed from the text, possibly
+ * empty, "[heap]", or ending in " (deleted)"). vg_proc_maps_next reads the next non-empty
+ * line from [*at, end): 1 with *m set, 0 at the end, -EINVAL for a line of fewer than five
+ * fields. */
+struct vg_proc_map_ent {
+    uint32_t dev_major, dev_minor;
+    uint64_t ino; /* 0: anonymous */
+    bool id_ok;
+    const char *path;
+    size_t path_len;
+};
+int vg_proc_maps_next(const char **at, const char *end, struct vg_proc_map_ent *m);
+
 /*
  * NVIDIA device nodes. What a descriptor refers to is read with statx() through
  * /proc/PID/fd/N and classified against a per-scan set, struct vg_proc_devset:
@@ -526,6 +553,20 @@ void vg_proc_devset_free(struct vg_proc_devset *s);
 /* Whether id is an NVIDIA node of the set; fills *m when it is. */
 bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id *id,
                           struct vg_dev_match *m);
+/* Whether the file of a memory mapping, as /proc/PID/maps names it (its filesystem's device
+ * and its inode: no device number), is an NVIDIA node of the set; fills *m as
+ * vg_proc_devset_match does for a descriptor of the same node. A node of the driver's majors
+ * is known here only by the inode it has under DIR: a mapping of a container's own mknod of it
+ * is not seen. */
+bool vg_proc_devset_match_file(const struct vg_proc_devset *s, uint32_t dev_major,
+                               uint32_t dev_minor, uint64_t ino, struct vg_dev_match *m);
+/* The mappings of NVIDIA nodes of set ds in a maps text: fn is called for each, in order, with
+ * the match and the path the line names; a nonzero return stops and is returned. 0, or -EINVAL
+ * for a line whose file cannot be told (a mapping that may be a node is never taken as none). */
+typedef int (*vg_proc_map_fn)(void *arg, const struct vg_dev_match *m, const char *path,
+                              size_t len);
+int vg_proc_parse_map_nodes(const char *buf, size_t len, const struct vg_proc_devset *ds,
+                            vg_proc_map_fn fn, void *arg);
 /* The majors in use (the default NVIDIA major filled in), and how many DIR nodes count by
  * inode. */
 const struct vg_dev_majors *vg_proc_devset_majors(const struct vg_proc_devset *s);

@@ -1,12 +1,13 @@
 /*
  * The two-phase walk over a procfs root (see proc.h), after htop: the root is opened once,
  * its numeric entries listed with getdents64, and each process read through its own pid
- * directory fd. Phase one (what each fd/ entry refers to, fds.c) runs for every process and
- * allocates nothing; phase two (detail.c) follows at once, on the same directory fd, only for
- * holders of an NVIDIA node, the PIDs the caller wants, or everyone with opts->all. Keeping the pid
- * directory open across both phases means the details belong to the very process whose fds
- * were read: a procfs pid directory fd stops resolving once its process is reaped, so a PID
- * reused in between cannot mix two processes in one entry.
+ * directory fd. Phase one (what each fd/ entry refers to, fds.c, then the nodes its maps show
+ * mapped, maps.c) runs for every process and allocates nothing for one that holds none; phase
+ * two (detail.c) follows at once, on the same directory fd, only for holders of an NVIDIA node,
+ * the PIDs the caller wants, or everyone with opts->all. Keeping the pid directory open across both
+ * phases means the details belong to the very process whose fds were read: a procfs pid directory
+ * fd stops resolving once its process is reaped, so a PID reused in between cannot mix two
+ * processes in one entry.
  *
  * Processes that exit mid-scan are skipped and counted; denied files are counted; only
  * failing to open the root or running out of memory fails the scan. With opts->cache, phase two
@@ -119,10 +120,36 @@ static pid_t vg_scan_self_depth(struct vg_proc_ctx *c)
 
 enum vg_one { VG_ONE_KEEP, VG_ONE_SKIP, VG_ONE_VANISHED };
 
+/* Whether phase one may skip p's maps: c->skip_maps (a known holder read by the index's
+ * numbers, whose maps held no node beyond its descriptors last time) and every one of those
+ * numbers still a node. A node closed since may still be mapped: then the maps are read. */
+static bool vg_scan_maps_skip(const struct vg_proc_ctx *c, const struct vg_proc *p)
+{
+    return c->skip_maps && c->kfds && vg_proc_is_holder(p) && !c->held_over &&
+           c->nheld_fds == c->nkfds;
+}
+
+/* Phase one's mappings, after the descriptors were read: 0, or the error of a process gone or
+ * out of memory. Maps that could not be read or told (denied, malformed, too large) leave
+ * what the process maps unknown: its table counts as unread (*fds_read false), so the scan
+ * says some process may hold a node unseen, and the denial is counted. */
+static int vg_scan_maps(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p, bool *fds_read)
+{
+    int rc = vg_proc_read_map_nodes(c, pid_fd, p);
+    if (rc == 0 || rc == -ENOMEM || vg_proc_err_gone(rc))
+        return rc;
+    c->file.len = 0;
+    *fds_read = false;
+    if (vg_proc_err_denied(rc))
+        c->denied = true;
+    return 0;
+}
+
 /* Both phases for one process whose directory is open as pid_fd. p is filled when the result is
- * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. */
+ * VG_ONE_KEEP and empty otherwise; -ENOMEM is the only error. *maps_read: its maps were read
+ * and told (not skipped, see c->skip_maps). */
 static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted, struct vg_proc *p,
-                       bool *denied, bool *fds_read)
+                       bool *denied, bool *fds_read, bool *maps_read)
 {
     memset(p, 0, sizeof(*p));
     p->pid = pid;
@@ -132,16 +159,27 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     /* A process on its way out has released its files before its entry goes: fd/ is gone
      * while stat is still there. It holds nothing; that is not a descriptor table unread. */
     *fds_read = rc == 0 || vg_proc_err_gone(rc);
+    *maps_read = false;
+    if (rc == 0 && !vg_scan_maps_skip(c, p)) {
+        rc = vg_scan_maps(c, pid_fd, p, fds_read);
+        *maps_read = rc == 0 && *fds_read;
+    }
     if (rc == -ENOMEM)
         return rc;
-    if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd))
+    if (vg_proc_err_gone(rc) && vg_proc_gone(pid_fd)) {
+        memset(p, 0, sizeof(*p)); /* nothing is allocated before the commit */
         return VG_ONE_VANISHED;
+    }
     if (vg_proc_err_denied(rc))
         c->denied = true;
     if (!wanted && !vg_proc_is_holder(p)) {
         *denied = c->denied;
         return VG_ONE_SKIP;
     }
+    /* the maps text just read names the libraries too: phase two need not read it again */
+    if (*maps_read && c->file.len > 0 &&
+        (rc = vg_proc_parse_maps(vg_buf_str(&c->file), c->file.len, p)) == -ENOMEM)
+        return rc;
     rc = vg_proc_fds_commit(c, p);
     if (rc == 0)
         rc = vg_proc_read_details(c, pid_fd, p);
@@ -192,7 +230,11 @@ static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
  * that opens a node is named by fanotify (rewalk), or, unnamed, makes the sample a full scan;
  * a child it forks is a new process, read in full. What waits for the next full scan, as a
  * non-holder's node gained without an open does: a node descriptor gained through dup() or
- * SCM_RIGHTS changes only the holder's counts, not what it holds.
+ * SCM_RIGHTS changes only the holder's counts, not what it holds. Its maps are skipped as well
+ * when they held no node beyond its descriptors last time and every number is still a node
+ * (vg_scan_maps_skip): a mapping needs a descriptor to be made, so a new one comes with an open
+ * the watch sees, or a new process (a descriptor received through SCM_RIGHTS, mapped and
+ * closed, waits for the next full scan, as above).
  */
 static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
                             const struct vg_scan_ent *e, const pid_t *rewalk, size_t nrewalk)
@@ -207,6 +249,7 @@ static void vg_scan_ix_kfds(struct vg_proc_ctx *c, struct vg_proc_index *idx,
         c->ix_kfds[i] = (struct vg_proc_kfd){.pid = e->pid, .fd = fds[i]};
     c->kfds = n && n <= VG_PROC_IX_FDS_MAX ? c->ix_kfds : NULL;
     c->nkfds = c->kfds ? n : 0;
+    c->skip_maps = c->kfds && !(prev->flags & VG_PROC_IX_MAPS);
 }
 
 /* A full list makes room for a process the driver lists (the likeliest holder among the
@@ -306,6 +349,7 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
     *kfds = NULL;
     *nkfds = 0;
     t->kernel_scan = false;
+    t->kernel_scan_maps = false;
     if (opts->scan == VG_PROC_SCAN_PROC)
         return 0;
     struct vg_err why = VG_ERR_INIT;
@@ -322,6 +366,7 @@ static int vg_scan_choose(struct vg_proc_ctx *c, const struct vg_proc_opts *opts
         rc = vg_proc_kscan(c, opts->dev_dir, opts->kprog, kpids, nk, kfds, nkfds, &why);
     if (rc == 0) {
         t->kernel_scan = true;
+        t->kernel_scan_maps = c->kscan_maps;
         return 0;
     }
     if (rc == -ENOMEM) {
@@ -345,6 +390,7 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
 {
     c->kfds = NULL;
     c->nkfds = 0;
+    c->skip_maps = false;
     if (!kfds)
         return;
     size_t lo = 0, hi = n;
@@ -365,14 +411,41 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     }
 }
 
-/* A listed process that is not read: the kernel scan walked its descriptors and found no node
- * (it counts as read, holding nothing), or an incremental scan carries it over. 1 when it is
- * not read (and indexed), 0 when it must be, -ENOMEM. */
-static int vg_scan_unread(struct vg_proc_table *t, struct vg_proc_index *idx,
+/* Whether a process the kernel scan found no node descriptor in maps none either, for a kernel
+ * whose scan could not walk the mappings (no iter/task_vma): its maps are read from /proc. True
+ * when they show no node (or it is gone); false when they do, or cannot be read or told: then
+ * it is read in full, as the /proc scan would. -ENOMEM only. */
+static int vg_scan_maps_none(struct vg_proc_ctx *c, pid_t pid)
+{
+    char name[16];
+    vg_proc_pid_str(pid, name);
+    int pid_fd = openat(c->root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pid_fd < 0)
+        return !vg_proc_err_denied(-errno);
+    struct vg_proc p = {.pid = pid};
+    vg_proc_fds_reset(c);
+    int rc = vg_proc_read_map_nodes(c, pid_fd, &p);
+    close(pid_fd);
+    vg_proc_fds_reset(c);
+    if (rc == -ENOMEM)
+        return rc;
+    return (rc == 0 && p.dev_map_count == 0) || vg_proc_err_gone(rc);
+}
+
+/* A listed process that is not read: the kernel scan walked its descriptors and memory
+ * mappings (or, without the mappings' iterator, its maps show none) and found no node (it
+ * counts as read, holding nothing), or an incremental scan carries it over. 1 when it is not
+ * read (and indexed), 0 when it must be, -ENOMEM. */
+static int vg_scan_unread(struct vg_proc_ctx *c, struct vg_proc_table *t, struct vg_proc_index *idx,
                           const struct vg_scan_ent *e, const pid_t *kpids, size_t nk,
                           bool have_last, pid_t last)
 {
     bool walked = t->kernel_scan && !vg_scan_wanted(kpids, nk, e->pid);
+    if (walked && !t->kernel_scan_maps) {
+        int rc = vg_scan_maps_none(c, e->pid);
+        if (rc <= 0)
+            return rc;
+    }
     bool carried = !walked && t->incremental && vg_scan_carry(idx, e, have_last, last);
     if (!walked && !carried)
         return 0;
@@ -406,9 +479,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
         t->procs = np;
         *cap = ncap;
     }
-    bool denied, fds_read;
+    bool denied, fds_read, maps_read;
     struct vg_proc *p = &t->procs[t->n];
-    int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read);
+    int rc = vg_scan_one(c, pid_fd, e->pid, wanted, p, &denied, &fds_read, &maps_read);
     if (rc >= 0 && rc != VG_ONE_VANISHED && !fds_read &&
         vg_scan_note_unread(c, t, pid_fd, e->pid, wanted) != 0) {
         vg_proc_release(p); /* filled when kept, empty otherwise */
@@ -428,6 +501,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER
                                                                  : 0;
+    /* maps that held nothing beyond the descriptors may be skipped next time (see ix_kfds) */
+    if ((flags & VG_PROC_IX_HOLDER) && (c->map_extra || (!maps_read && !c->skip_maps)))
+        flags |= VG_PROC_IX_MAPS;
     if (rc == VG_ONE_KEEP)
         t->n++;
     if (!idx)
@@ -514,7 +590,7 @@ int vg_proc_scan(const struct vg_proc_opts *opts, struct vg_proc_table *t, struc
         const struct vg_scan_ent *e = &ents[i];
         bool wanted = opts->all || vg_scan_wanted(want, opts->nwant, e->pid);
         t->n_scanned++;
-        if (!wanted && (rc = vg_scan_unread(t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
+        if (!wanted && (rc = vg_scan_unread(&c, t, idx, e, kpids, nk, have_last, last_pid)) != 0) {
             if (rc < 0)
                 goto out;
             rc = 0;
@@ -569,8 +645,8 @@ int vg_proc_read(int proc_root_fd, pid_t pid, const char *dev_dir, struct vg_pro
             return vg_err_set(err, -e, "no process %d", (int)pid);
         return vg_err_set(err, -e, "cannot read process %d: %s", (int)pid, strerror(e));
     }
-    bool denied, fds_read;
-    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied, &fds_read);
+    bool denied, fds_read, maps_read;
+    rc = vg_scan_one(&c, pid_fd, pid, true, p, &denied, &fds_read, &maps_read);
     close(pid_fd);
     vg_proc_ctx_release(&c);
     if (rc == -ENOMEM)

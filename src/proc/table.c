@@ -22,6 +22,7 @@ void vg_proc_release(struct vg_proc *p)
     free(p->container_id);
     free(p->pod_uid);
     free(p->dev_minors);
+    free(p->dev_minors_by);
     for (size_t i = 0; i < p->ndev_paths; i++)
         free(p->dev_paths[i]);
     free(p->dev_paths);

@@ -88,7 +88,7 @@ static uint64_t vg_target_bytes(const struct vg_clean_view *v, size_t gi, size_t
         (*ntargets)++;
         if (h->used_known)
             sum = vg_sat_add(sum, h->used_bytes);
-        if (h->seen == VG_SEEN_FD)
+        if (VG_SEEN_NODE_ONLY(h->seen))
             *fd_only = true;
     }
     return sum;
@@ -284,7 +284,7 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     if (e->mem_known)
         vg_fmt_size_or(true, e->mem_bytes, "n/a", mem, sizeof(mem));
     else
-        snprintf(mem, sizeof(mem), "%s", e->seen == VG_SEEN_FD ? "device node only" : "n/a");
+        snprintf(mem, sizeof(mem), "%s", VG_SEEN_NODE_ONLY(e->seen) ? "device node only" : "n/a");
     vg_buf_printf(o, "  %sPID %d%s  ", st->bold, (int)e->id.pid, st->reset);
     if (e->user)
         vg_text_escape_str(o, e->user, 24);

@@ -10,9 +10,18 @@
 
 const char *vg_render_seen(unsigned seen)
 {
-    if ((seen & VG_SEEN_NVML) && (seen & VG_SEEN_FD))
+    if ((seen & VG_SEEN_NVML) && (seen & VG_SEEN_NODE))
         return "both";
-    return (seen & VG_SEEN_NVML) ? "nvml" : "fd";
+    if (seen & VG_SEEN_NVML)
+        return "nvml";
+    return (seen & VG_SEEN_FD) ? "fd" : "map";
+}
+
+const char *vg_render_seen_words(unsigned seen)
+{
+    if (seen & VG_SEEN_NVML)
+        return (seen & VG_SEEN_NODE) ? "driver and device node" : "driver only";
+    return (seen & VG_SEEN_FD) ? "device node only" : "device node only (mapped)";
 }
 
 const char *vg_render_compute_mode(unsigned mode)

@@ -138,10 +138,7 @@ static void vg_doctor_holder(struct vg_buf *o, const struct vg_holding *h, bool 
             snprintf(size, sizeof(size), "n/a");
     }
     vg_buf_printf(o, "  %s  PID %" PRIu32 " %s, %s", first ? "who:" : "    ", (uint32_t)h->pid,
-                  size,
-                  h->seen == VG_SEEN_FD     ? "device node only"
-                  : h->seen == VG_SEEN_NVML ? "driver only"
-                                            : "driver and device node");
+                  size, vg_render_seen_words(h->seen));
     /* a stale entry: what the PID names now, said to be someone else */
     const struct vg_proc *p = h->proc ? h->proc : h->stale_proc;
     if (h->stale)

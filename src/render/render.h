@@ -27,7 +27,12 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
                           struct vg_buf *out);
 
 /* Shared vocabulary, so text and JSON say the same words. */
-const char *vg_render_seen(unsigned seen); /* "both", "nvml", "fd" */
+/* How a holder was seen: "both" (the driver lists it and it holds the node), "nvml", "fd" (the
+ * node only, by a descriptor and perhaps a mapping too), "map" (the node only, mapped only). */
+const char *vg_render_seen(unsigned seen);
+/* The same in words: "driver and device node", "driver only", "device node only", "device node
+ * only (mapped)". */
+const char *vg_render_seen_words(unsigned seen);
 /* Why processes could not be read, from the causes the scan saw (VG_PROC_ACC_*): "run as root
  * to see other users' processes", "vramguard lacks CAP_SYS_PTRACE ...". Appended to out. */
 void vg_render_access_hint(struct vg_buf *out, unsigned access);

@@ -76,7 +76,7 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_printf(o, "%s%s%s  ", bad_state ? st->red : "", state, bad_state ? st->reset : "");
     const char *seen = vg_render_seen(h->seen);
     const char *color =
-        (h->seen & VG_SEEN_NVML) ? ((h->seen & VG_SEEN_FD) ? "" : st->magenta) : st->yellow;
+        (h->seen & VG_SEEN_NVML) ? ((h->seen & VG_SEEN_NODE) ? "" : st->magenta) : st->yellow;
     vg_buf_printf(o, "%s", color);
     vg_text_pad(o, seen, 4, false);
     vg_buf_printf(o, "%s ", *color ? st->reset : "");

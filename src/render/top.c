@@ -785,10 +785,7 @@ static void vg_detail_ids(struct vg_buf *b, struct vg_buf *gb, const struct vg_t
     if (pr && (pr->known & VG_PROC_K_STAT))
         vg_buf_printf(b, "  parent %d  group %d  session %d", (int)pr->ppid, (int)pr->pgid,
                       (int)pr->sid);
-    vg_buf_printf(b, "  seen by %s",
-                  r->seen == (VG_SEEN_NVML | VG_SEEN_FD) ? "driver and node"
-                  : r->seen == VG_SEEN_NVML              ? "driver only"
-                                                         : "device node only");
+    vg_buf_printf(b, "  seen by %s", vg_render_seen_words(r->seen));
     for (size_t i = 0; i < r->ngpus; i++) {
         const struct vg_gpu *g = &f->snap->gpus.gpus[r->gpus[i]];
         const struct vg_gpu_proc *gp = vg_gpu_find_proc(g, (uint32_t)r->pid);

@@ -34,9 +34,9 @@ void vg_rule_stale_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
                          "another process, which holds no node of the GPU",
                          (unsigned)h->pid, size, glabel);
         vg_finding_evidence(out, f,
-                            "%s: its open descriptors were read and none is the GPU's "
-                            "device node, which a process keeps open for as long as it "
-                            "has a context there",
+                            "%s: its open descriptors and memory mappings were read and "
+                            "none is the GPU's device node, which a process keeps open for "
+                            "as long as it has a context there",
                             label);
         vg_finding_evidence(out, f,
                             "the driver keeps a PID listed for a while after its process "
@@ -162,7 +162,7 @@ static bool vg_cache_real_holder(const struct vg_holding *h, const struct vg_pro
 {
     if (p->flags & VG_PROC_PF_KTHREAD)
         return false;
-    return (h->seen & VG_SEEN_FD) || ((p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_CUDA));
+    return (h->seen & VG_SEEN_NODE) || ((p->known & VG_PROC_K_MAPS) && (p->libs & VG_LIB_CUDA));
 }
 
 static void vg_cache_fixes(struct vg_findings *out, struct vg_finding *f, const struct vg_proc *p)

@@ -650,8 +650,9 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
  * what a forked process of pid's job would show: a fork keeps the command line. */
 static bool vg_left_kin_of(const struct vg_proc *p, pid_t pid, uint64_t start, const char *cmd)
 {
-    return pid != p->pid && start <= p->start_ticks && (p->known & VG_PROC_K_CMDLINE) &&
-           p->cmdline && cmd && p->cmdline[0] && strcmp(p->cmdline, cmd) == 0;
+    bool older = start < p->start_ticks || (start == p->start_ticks && pid < p->pid);
+    return pid != p->pid && older && (p->known & VG_PROC_K_CMDLINE) && p->cmdline && cmd &&
+           p->cmdline[0] && strcmp(p->cmdline, cmd) == 0;
 }
 
 /* The parent, group and session of pid, from the table or the kin; false when neither has it. */
@@ -726,14 +727,14 @@ static void vg_left_live_kin(const struct vg_snapshot *snap, struct vg_leftover 
         if ((q->known & VG_PROC_K_STAT) && q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
             (q->known & VG_PROC_K_CMDLINE) &&
             vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
-            vg_left_rooted(snap, q->pid, p))
+            vg_left_rooted(snap, q->pid, p) && !vg_left_descends(snap, q->pid, p->pid))
             who = q->pid;
     }
     for (size_t k = 0; k < snap->procs.nkin && !who; k++) {
         const struct vg_proc_kin *q = &snap->procs.kin[k];
         if (q->sid == p->sid && q->state != 'Z' && q->state != 'X' &&
             vg_left_kin_of(p, q->pid, q->start_ticks, q->cmdline) &&
-            vg_left_rooted(snap, q->pid, p))
+            vg_left_rooted(snap, q->pid, p) && !vg_left_descends(snap, q->pid, p->pid))
             who = q->pid;
     }
     if (who)

@@ -32,7 +32,7 @@ static void vg_pid_hold(const struct vg_snapshot *snap, pid_t pid, struct vg_pid
         if (ph->first == (size_t)-1)
             ph->first = i;
         ph->nvml |= (h->seen & VG_SEEN_NVML) != 0;
-        ph->fd |= (h->seen & VG_SEEN_FD) != 0;
+        ph->fd |= (h->seen & VG_SEEN_NODE) != 0; /* by descriptor or mapping */
         if (h->used_known)
             ph->bytes = vg_sat_add(ph->bytes, h->used_bytes);
     }
@@ -750,7 +750,7 @@ static void vg_unattributed_evidence(const struct vg_snapshot *snap, const struc
     size_t first, count;
     vg_snap_gpu_holdings(snap, gi, &first, &count);
     for (size_t i = first; i < first + count; i++)
-        if (snap->holdings[i].seen == VG_SEEN_FD && snap->holdings[i].proc)
+        if (VG_SEEN_NODE_ONLY(snap->holdings[i].seen) && snap->holdings[i].proc)
             vg_unattributed_holder(snap, ls, &snap->holdings[i], out, f, c);
 }
 

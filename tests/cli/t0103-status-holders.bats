@@ -258,6 +258,31 @@ cmdline() {
     done
 }
 
+@test "holders by mapping only (descriptors closed): seen_by both with a context, map without" {
+    # CUDA maps /dev/nvidiaN and nvidiactl; the kernel keeps a mapped file open, and mappings
+    # survive fork, so a worker that closed what it inherited still holds them (lsof: "mem").
+    vg_spawn --map "$DEVDIR/nvidia1" --map "$DEVDIR/nvidiactl" --children 1 -- python train.py
+    c=${VG_CHILD_PIDS[0]}
+    for p in "$VG_PID" "$c"; do
+        [ -z "$(find "/proc/$p/fd/" -lname "$DEVDIR/*")" ]
+        grep -q "$DEVDIR/nvidia1" "/proc/$p/maps"
+    done
+    scenario "proc gpu=1 pid=$VG_PID type=compute mem=2GiB"
+    vgs
+    [ "$status" -eq 0 ]
+    [ "$(where "$VG_PID")" = gpu1 ]
+    [ "$(where "$c")" = gpu1 ]
+    [ "$(hf 1 "$VG_PID" seen_by)" = both ]
+    [ "$(hf 1 "$VG_PID" memory)" = $((2 * GIB)) ]
+    [ "$(hf 1 "$c" seen_by)" = map ]
+    [ "$(hf 1 "$c" memory)" = null ]
+    [ "$(hf 1 "$c" ppid)" = "$VG_PID" ]
+    json_ok ".gpus[1].holders[] | select(.pid == $c) | .device_nodes | sort == ([\"$DEVDIR/nvidia1\", \"$DEVDIR/nvidiactl\"] | sort)"
+    vgt status
+    [ "$status" -eq 0 ]
+    grep -E "^ +$c .* map +" <<<"$output"
+}
+
 @test "an orphaned worker: reparented, its session leader gone, still holding the node" {
     vg_spawn --orphan --setsid --open "$DEVDIR/nvidia1" --children 1 -- python train.py
     scenario

@@ -7,7 +7,9 @@
 # answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
 # (matched by inode), workers that inherit them, a thread-group leader that exited while a
 # thread holds the table (--zombie-leader), holders in a PID namespace of their own, and churn
-# (processes that start, open a node and exit while the scans run). Both scans run on it again
+# (processes that start, open a node and exit while the scans run), and a process and its worker
+# holding nodes only by memory mapping (the iterator sees descriptors; their maps are read from
+# /proc in both modes). Both scans run on it again
 # and again, and the holders among the staged processes must be identical: pid, GPU, comm and
 # nodes (the churned ones come and go between two runs, so they are left out of the compare).
 #
@@ -91,6 +93,9 @@ stage_host() {
     vg_spawn --open-path "$REAL/nvidia2" --zombie-leader --comm ks-zleader >/dev/null
     vg_spawn --open "$DEVDIR/nvidia1" --comm ks-other --zombie >/dev/null
     vg_spawn --open /dev/null --comm ks-none >/dev/null
+    # nodes held by memory mapping alone, every descriptor closed: the iterator sees no file of
+    # it; its maps, read from /proc, do
+    vg_spawn --map "$DEVDIR/nvidia3" --map "$DEVDIR/nvidiactl" --children 1 --comm ks-mapped >/dev/null
     # holders in a PID namespace of their own (the host's /proc shows them by the host's pids)
     VG_HELPER_TAG=$_VG_TAG unshare --pid --fork "$HELPER" --pidfile "$TMP/ns.pid" --reaper \
         --open-path "$REAL/nvidia0" --open "$DEVDIR/nvidia2" --children 2 --comm ks-inns \
@@ -128,6 +133,7 @@ stage_host() {
     [[ $k == *" gpu2 ks-zleader "* ]]
     [[ $k == *" gpu3 ks-plain "* ]]
     [[ $k == *" gpu2 ks-inns "* ]]
+    [ "$(grep -c " gpu3 ks-mapped $DEVDIR/nvidia" <<<"$k")" -eq 2 ]
     [[ $k != *ks-none* ]]
     if [[ -n $cpid ]]; then wait "$cpid" || true; fi
 

@@ -60,6 +60,23 @@ orphan() {
     json_ok '.findings[0].evidence | any(startswith("a worker that inherited the device file keeps"))'
 }
 
+@test "orphan-holder: a worker holding the node only by mapping, its descriptors closed, is one too" {
+    # CUDA's mappings of the nodes outlive the descriptors a worker closes (lsof: "mem")
+    orphan --map "$(dev 2)" --map "$DEVDIR/nvidiactl"
+    [ -z "$(find "/proc/$O/fd/" -lname "$DEVDIR/*")" ]
+    homogeneous_host
+    vgd --json doctor
+    show
+    [ "$status" -eq 1 ]
+    [ "$(rules_fired)" = orphan-holder ]
+    finding_is orphan-holder '[2]' "[$O]"
+    json_ok '.findings[0].severity == "warning"'
+    vgd doctor
+    [ "$status" -eq 1 ]
+    [[ $output == *"why:  orphan-holder (PID $O)"* ]]
+    [[ $output != *"no process holds its node"* ]]
+}
+
 @test "orphan-holder: memory nobody accounts for on the orphan's GPU makes it critical" {
     orphan --open "$(dev 2)"
     homogeneous_host

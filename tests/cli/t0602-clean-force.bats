@@ -34,6 +34,24 @@ orphan() {
     [[ $output == *"Nothing left to fix on these GPUs"* ]]
 }
 
+@test "--force stops an orphan holding the node only by mapping (its descriptors closed)" {
+    vg_spawn --map "$DEVDIR/nvidia0" --map "$DEVDIR/nvidiactl" --orphan --setsid \
+        --comm pt_data_worker -- python train.py >/dev/null
+    O=$VG_PID
+    [ -z "$(find "/proc/$O/fd/" -lname "$DEVDIR/*")" ]
+    two_gpus
+    vgc clean
+    show
+    [[ $output == *"PID $O  $VG_USER  GPU 0  device node only"* ]]
+    vgc clean --force --json
+    show
+    [ "$status" -eq 0 ]
+    wait_for "vg_gone $O"
+    [ "$(json '.processes[0].pid')" -eq "$O" ]
+    [ "$(json '.processes[0].result.outcome')" = terminated ]
+    json_ok '.gpus[0].before.holders == 1 and .gpus[0].after.holders == 0'
+}
+
 @test "--force in JSON: the outcome per process and the GPUs after" {
     orphan
     two_gpus

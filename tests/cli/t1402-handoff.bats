@@ -83,6 +83,24 @@ show() {
     wait_for "vg_gone $W"
 }
 
+@test "epilog: a worker holding the node only by mapping (descriptors closed) is stopped too" {
+    start W --pgrp --orphan --comm pt_data_worker --env SLURM_JOB_ID=44 --map "$DEVDIR/nvidia1" \
+        --map "$DEVDIR/nvidiactl" -- python train.py
+    [ -z "$(find "/proc/$W/fd/" -lname "$DEVDIR/*")" ]
+    gpus
+    job 44 1
+    ho epilog --timeout 20s --json
+    show
+    [ "$status" -eq 0 ]
+    [ "$(json .outcome)" = cleaned ]
+    [ "$(json .signalled)" = 1 ]
+    [ "$(json '.gpus[0].holders[0].pid')" = "$W" ]
+    [ "$(json '.gpus[0].holders[0].seen_by')" = map ]
+    [ "$(json '.gpus[0].holders[0].owner')" = job ]
+    signalled "$W"
+    wait_for "vg_gone $W"
+}
+
 @test "epilog: a setsid daemon the job started is the job's too: stopped" {
     start D --setsid --orphan --env SLURM_JOB_ID=43 --open "$DEVDIR/nvidia2" -- /usr/bin/mydaemon
     gpus "proc gpu=2 pid=$D type=compute mem=900MiB exits=1"

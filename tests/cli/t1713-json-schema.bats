@@ -2,11 +2,11 @@
 # t1713-json-schema: every command's JSON document against its schema in docs/schema/ (JSON
 # Schema 2020-12, validated by tests/json-schema-check with python3-jsonschema), on a staged
 # host: the fake driver with a MIG GPU, a GPU whose memory call fails and one it lists without
-# figures, real processes holding device nodes (one a leftover of a job that ended), a PID only
-# the driver reports; and again without a driver. The schemas are strict (every field required,
-# no other field allowed), so a field removed or renamed fails: checked by removing and renaming
-# each top-level field of each document, and a few deeper ones. Every field a schema names is
-# in docs/json.md.
+# figures, real processes holding device nodes (one a leftover of a job that ended, one by a
+# memory mapping alone), a PID only the driver reports; and again without a driver. The schemas
+# are strict (every field required, no other field allowed), so a field removed or renamed
+# fails: checked by removing and renaming each top-level field of each document, and a few
+# deeper ones. Every field a schema names is in docs/json.md.
 
 load lib
 
@@ -32,6 +32,8 @@ stage() {
     local holder=$VG_PID
     vg_spawn --orphan --open "$DEVDIR/nvidia1" --comm worker -- python dataloader >/dev/null
     local orphan=$VG_ORPHAN_PID
+    # a worker holding GPU 1's node by a memory mapping alone (seen_by "map")
+    vg_spawn --map "$DEVDIR/nvidia1" --comm mapper -- python worker >/dev/null
     vg_scenario <<EOF
 driver 550.54.15
 nvml 12.550.54.15

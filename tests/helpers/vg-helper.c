@@ -14,8 +14,11 @@
  *   --open-dir DIR     open every non-directory entry of DIR, device nodes with O_PATH, the
  *                      rest read-only, none with O_CLOEXEC (repeatable; RLIMIT_NOFILE raised to
  *                      its hard limit): one process holding thousands of nodes
- *   --map PATH         mmap PATH (PROT_READ, MAP_PRIVATE) so it shows in /proc/PID/maps
- *                      (repeatable); an empty file is mapped as one page, which is never touched
+ *   --map PATH         mmap PATH (PROT_READ, MAP_PRIVATE) so it shows in /proc/PID/maps, and
+ *                      close it (repeatable); an empty file is mapped as one page, which is never
+ *                      touched: a mapped library, or a device node held only by mapping, as a
+ *                      CUDA worker that closed its inherited descriptors holds /dev/nvidiaN
+ *                      (a character device that maps, such as c 1 5, works too)
  *   --env NAME=VALUE   put NAME=VALUE in the exec-time environment (repeatable): /proc/PID/environ
  *                      shows only what execve() was given, so the helper re-executes itself
  *                      (/proc/self/exe, same argv) with the new environment when it differs
@@ -923,8 +926,8 @@ static void map_files(void)
             die_errno("cannot open '%s' to map it", path);
         if (fstat(fd, &st) < 0)
             die_errno("cannot stat '%s'", path);
-        if (!S_ISREG(st.st_mode))
-            die("cannot map '%s': not a regular file", path);
+        if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+            die("cannot map '%s': not a regular file or character device", path);
         /* An empty file maps fine with a nonzero length; the page is never touched. */
         len = st.st_size > 0 ? (size_t)st.st_size : (size_t)page;
         p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -3,8 +3,9 @@
  * with exactly known descriptor tables, dense, with small holes, with holes too wide to probe
  * past, very sparse and large, so that both ways of reading fd/ (probing descriptor numbers up
  * to the count procfs reports as the directory's size, and listing the directory) and the
- * switch from one to the other find every descriptor and every device node, no more; and a
- * defunct leader whose descriptors are read through a live thread.
+ * switch from one to the other find every descriptor and every device node, no more; a
+ * defunct leader whose descriptors are read through a live thread; and children that hold
+ * nodes by memory mapping only, their descriptors closed (maps.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -389,6 +392,162 @@ static void test_zombie_leader_own_user(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* Fork a child that maps each of maps[] (names under the fixture's dir, one page each,
+ * repeats allowed), then closes every descriptor but keep_fd's node (opened at descriptor 0;
+ * NULL: none at all), and stops: a worker that closed what it inherited and keeps CUDA's
+ * mappings. */
+static void fx_spawn_mapped(struct fx *f, const char *const *maps, size_t n, const char *keep)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (size_t i = 0; i < n; i++) {
+            char p[PATH_MAX];
+            snprintf(p, sizeof(p), "%s/%s", f->dir, maps[i]);
+            int fd = open(p, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+                _exit(121);
+            close(fd);
+        }
+        if (close_range(0, ~0u, 0) < 0)
+            _exit(123);
+        if (keep) {
+            char p[PATH_MAX];
+            snprintf(p, sizeof(p), "%s/%s", f->dir, keep);
+            if (open(p, O_RDONLY) != 0)
+                _exit(124);
+        }
+        raise(SIGSTOP);
+        for (;;)
+            pause();
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+    if (!WIFSTOPPED(st))
+        fail_msg("child did not set up its mappings (status %#x)", st);
+    f->child = pid;
+}
+
+/* A node held by descriptor and another only by mapping: both minors, each with how it is
+ * held; nvidiactl mapped counts as held; every distinct node is listed once, by its path. */
+static void test_mapped(void **state)
+{
+    struct fx *f = *state;
+    static const char *const maps[] = {"nvidia5", "nvidiactl", "nvidia5"};
+    fx_spawn_mapped(f, maps, 3, "nvidia0");
+    struct vg_proc p;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_read(f->proc_fd, f->child, f->dir, &p, &err))
+        fail_msg("read: %s", vg_err_msg(&err));
+    assert_true(p.known & VG_PROC_K_FDS);
+    assert_int_equal(p.fd_total, 1);
+    assert_int_equal(p.dev_fd_count, 1);
+    assert_int_equal(p.dev_map_count, 3);
+    assert_int_equal(p.ndev_minors, 2);
+    assert_int_equal(p.dev_minors[0], 0);
+    assert_int_equal(p.dev_minors_by[0], VG_PROC_BY_FD);
+    assert_int_equal(p.dev_minors[1], 5);
+    assert_int_equal(p.dev_minors_by[1], VG_PROC_BY_MAP);
+    assert_true(p.has_ctl);
+    assert_false(p.has_uvm);
+    assert_int_equal(p.ndev_paths, 3);
+    char want[PATH_MAX];
+    snprintf(want, sizeof(want), "%s/nvidia5", f->dir);
+    bool found = false;
+    for (size_t i = 0; i < p.ndev_paths; i++)
+        found |= p.dev_paths[i] && strcmp(p.dev_paths[i], want) == 0;
+    assert_true(found);
+    vg_proc_release(&p);
+    vg_err_release(&err);
+    fx_stop_child(f);
+}
+
+/* No descriptor at all, only mappings: a holder all the same, found by the scan of every
+ * process (not only when asked for by pid), with the libraries the same maps name. */
+static void test_mapped_only_scan(void **state)
+{
+    struct fx *f = *state;
+    static const char *const maps[] = {"nvidia1", "nvidia-uvm"};
+    fx_spawn_mapped(f, maps, 2, NULL);
+    struct vg_proc_opts o = {.dev_dir = f->dir, .scan = VG_PROC_SCAN_PROC};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_scan(&o, &t, &err))
+        fail_msg("scan: %s", vg_err_msg(&err));
+    const struct vg_proc *p = NULL;
+    for (size_t i = 0; i < t.n; i++)
+        if (t.procs[i].pid == f->child)
+            p = &t.procs[i];
+    assert_non_null(p);
+    assert_int_equal(p->fd_total, 0);
+    assert_int_equal(p->dev_fd_count, 0);
+    assert_int_equal(p->dev_map_count, 2);
+    assert_int_equal(p->ndev_minors, 1);
+    assert_int_equal(p->dev_minors[0], 1);
+    assert_int_equal(p->dev_minors_by[0], VG_PROC_BY_MAP);
+    assert_true(p->has_uvm);
+    assert_true(p->known & VG_PROC_K_MAPS);
+    assert_true(p->known & VG_PROC_K_STAT);
+    vg_proc_table_release(&t);
+    vg_err_release(&err);
+    fx_stop_child(f);
+}
+
+static int fx_count_map(void *arg, const struct vg_dev_match *m, const char *path, size_t len)
+{
+    (void)m;
+    (void)path;
+    (void)len;
+    ++*(int *)arg;
+    return 0;
+}
+
+/* The maps parser on odd text: a mapping whose file cannot be told is no "nothing mapped". */
+static void test_map_nodes_parse(void **state)
+{
+    struct fx *f = *state;
+    struct vg_proc_devset *ds;
+    assert_int_equal(vg_proc_devset_new(f->proc_fd, f->dir, &ds), 0);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/nvidia1", f->dir);
+    struct stat st, dir;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(stat(f->dir, &dir), 0); /* another file of the same filesystem */
+    char good[512];
+    int k = snprintf(good, sizeof(good),
+                     "7f0000000000-7f0000001000 r--p 00000000 %x:%x %llu %s\n"
+                     "7f0000001000-7f0000002000 rw-p 00000000 00:00 0 \n"
+                     "7f0000002000-7f0000003000 r--p 00000000 %x:%x %llu /elsewhere/nvidia1",
+                     major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, path,
+                     major(dir.st_dev), minor(dir.st_dev), (unsigned long long)dir.st_ino);
+    assert_true(k > 0 && (size_t)k < sizeof(good));
+    struct vg_proc p = {0};
+    assert_int_equal(vg_proc_parse_maps(good, (size_t)k, &p), 0);
+    int seen = 0;
+    assert_int_equal(vg_proc_parse_map_nodes(good, (size_t)k, ds, fx_count_map, &seen), 0);
+    assert_int_equal(seen, 1);
+    static const char *const bad[] = {
+        "7f0000000000-7f0000001000 r--p 00000000 zz:01 5 /x\n",
+        "7f0000000000-7f0000001000 r--p 00000000 0801 5 /x\n",
+        "7f0000000000-7f0000001000 r--p 00000000 08:01 5x /x\n",
+        "7f0000000000-7f0000001000 r--p 00000000 08:01 99999999999999999999999 /x\n",
+        "7f0000000000-7f0000001000 r--p 00000000 08:01\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(vg_proc_parse_map_nodes(bad[i], strlen(bad[i]), ds, NULL, NULL), -EINVAL);
+    assert_int_equal(vg_proc_parse_map_nodes("", 0, ds, NULL, NULL), 0);
+    /* the match is by filesystem and inode: the first line's node, not the look-alike path */
+    struct vg_dev_match m;
+    assert_true(vg_proc_devset_match_file(ds, major(st.st_dev), minor(st.st_dev), st.st_ino, &m));
+    assert_int_equal(m.kind, VG_DEV_GPU);
+    assert_int_equal(m.minor, 1);
+    assert_false(
+        vg_proc_devset_match_file(ds, major(dir.st_dev), minor(dir.st_dev), dir.st_ino, &m));
+    vg_proc_devset_free(ds);
+}
+
 /*
  * The census of session kin: a worker whose parent died (adopted by init) holds a node; the
  * scan then lists the live non-holders of its session, this test process among them, with
@@ -480,6 +639,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader_own_user, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_mapped, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_mapped_only_scan, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_map_nodes_parse, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_session_kin, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

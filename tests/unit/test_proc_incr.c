@@ -30,6 +30,7 @@
 #include <string.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -42,8 +43,8 @@
 
 #define MAX_KIDS 32
 
-/* A child that obeys one-byte commands: 'o' open the node, 'c' close it, 'f' fork a grandchild
- * that inherits its descriptors (the answer is the grandchild's pid), 'q' exit. */
+/* A child that obeys one-byte commands: 'o' open the node, 'c' close it, 'm' map it, 'f' fork
+ * a grandchild that inherits its descriptors (the answer is the grandchild's pid), 'q' exit. */
 struct kid {
     pid_t pid;
     int cmd, ans;
@@ -119,6 +120,8 @@ static void kid_main(const char *node, int cmd, int ans, const int life[2])
             reply = (fd = open(node, O_RDONLY)) >= 0 ? 0 : -1;
         else if (c == 'c')
             reply = close(fd);
+        else if (c == 'm') /* map the open node, as CUDA does; the mapping outlives a close */
+            reply = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED ? -1 : 0;
         else if (c == 'f') {
             pid_t g = fork();
             if (g == 0) {
@@ -637,6 +640,56 @@ static unsigned dev_fds(const char *dev, struct vg_proc_index *idx, bool increme
     return n;
 }
 
+/* pid's descriptors and mappings of nodes in one incremental or full scan with idx. */
+static void node_counts(const char *dev, struct vg_proc_index *idx, bool incremental, pid_t pid,
+                        unsigned *fds, unsigned *maps, bool *was_incremental)
+{
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_proc_opts o = {
+        .dev_dir = dev, .index = idx, .incremental = incremental, .scan = VG_PROC_SCAN_PROC};
+    if (vg_proc_scan(&o, &t, &err) != 0)
+        fail_msg("scan: %s", vg_err_msg(&err));
+    const struct vg_proc *p = vg_proc_table_find(&t, pid);
+    *fds = p ? p->dev_fd_count : 0;
+    *maps = p ? p->dev_map_count : 0;
+    *was_incremental = t.incremental;
+    vg_proc_table_release(&t);
+}
+
+/* A known holder whose maps held nothing beyond its descriptors has them skipped by an
+ * incremental scan; once it closes the descriptor and keeps the mapping (no open for the watch
+ * to see), the number it was read by is no node any more, its maps are read, and it is still a
+ * holder: by mapping. */
+static void test_holder_closes_keeps_map(void **state)
+{
+    struct fx *f = *state;
+    struct vg_proc_index *idx = NULL;
+    assert_int_equal(vg_proc_index_new(&idx), 0);
+    struct kid *a = kid_spawn(f, true);
+    assert_int_equal(kid_do(a, 'm'), 0);
+    unsigned fds, maps;
+    bool incr;
+    node_counts(f->dir, idx, true, a->pid, &fds, &maps, &incr);
+    assert_false(incr);
+    assert_int_equal(fds, 1);
+    assert_int_equal(maps, 1); /* a full read: the mapping is seen, of the same node */
+    node_counts(f->dir, idx, true, a->pid, &fds, &maps, &incr);
+    assert_true(incr);
+    assert_int_equal(fds, 1);
+    assert_int_equal(maps, 0); /* skipped: nothing beyond the descriptor last time */
+    assert_int_equal(kid_do(a, 'c'), 0);
+    node_counts(f->dir, idx, true, a->pid, &fds, &maps, &incr);
+    assert_true(incr);
+    assert_int_equal(fds, 0);
+    assert_int_equal(maps, 1);
+    node_counts(f->dir, idx, true, a->pid, &fds, &maps, &incr); /* and again, still */
+    assert_true(incr);
+    assert_int_equal(maps, 1);
+    vg_proc_index_free(idx);
+}
+
 /* An incremental scan reads a known holder by the node descriptors the index kept (not its
  * whole table): a close is seen, a node descriptor gained without an open waits for the next
  * full scan, and a holder named in rewalk (fanotify named it as an opener) is walked in full. */
@@ -842,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_devwatch_named, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_kprog_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_holder_by_number, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_closes_keeps_map, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_kernel_enomem, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -115,6 +115,24 @@ static struct vg_snapshot *sample(void)
     return fx_assemble(&l, &t);
 }
 
+/* How a holder was seen, one word for JSON, text and metrics: a node held by descriptor or
+ * mapping is the node; "map" only when a mapping is all there is. */
+static void test_seen(void **state)
+{
+    (void)state;
+    assert_string_equal(vg_render_seen(VG_SEEN_NVML), "nvml");
+    assert_string_equal(vg_render_seen(VG_SEEN_FD), "fd");
+    assert_string_equal(vg_render_seen(VG_SEEN_MAP), "map");
+    assert_string_equal(vg_render_seen(VG_SEEN_FD | VG_SEEN_MAP), "fd");
+    assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_FD), "both");
+    assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_MAP), "both");
+    assert_string_equal(vg_render_seen_words(VG_SEEN_MAP), "device node only (mapped)");
+    assert_string_equal(vg_render_seen_words(VG_SEEN_NVML | VG_SEEN_MAP),
+                        "driver and device node");
+    assert_true(VG_SEEN_NODE_ONLY(VG_SEEN_MAP) && VG_SEEN_NODE_ONLY(VG_SEEN_FD | VG_SEEN_MAP));
+    assert_false(VG_SEEN_NODE_ONLY(VG_SEEN_NVML | VG_SEEN_MAP) || VG_SEEN_NODE_ONLY(VG_SEEN_NVML));
+}
+
 static void test_status_json(void **state)
 {
     (void)state;
@@ -172,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_json_escape), cmocka_unit_test(test_json_writer),
         cmocka_unit_test(test_text_escape), cmocka_unit_test(test_status_json),
         cmocka_unit_test(test_status_text), cmocka_unit_test(test_short_uuid),
+        cmocka_unit_test(test_seen),
     };
     return cmocka_run_group_tests_name("render", tests, NULL, NULL);
 }

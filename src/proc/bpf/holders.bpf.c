@@ -1,8 +1,9 @@
 /*
- * The in-kernel holder scan's program (see src/proc/kscan.c): a task_file iterator, the
- * mechanism `bpftool pids` uses. The kernel calls it once per open descriptor of every task
- * (threads that share their leader's table are skipped by the kernel), and it writes one
- * struct vg_krec (kscan_rec.h) into the iterator's output for each descriptor that may be an
+ * The in-kernel holder scan's programs (see src/proc/kscan.c): a task_file iterator, the
+ * mechanism `bpftool pids` uses, and a task_vma iterator. The kernel calls the first once per
+ * open descriptor of every task (threads that share their leader's table are skipped by the
+ * kernel), the second once per memory mapping, and each writes one struct vg_krec
+ * (kscan_rec.h) into the iterator's output for each descriptor or mapped file that may be an
  * NVIDIA node: a character device of one of the driver's majors, or a file with the
  * filesystem and inode number of one of --dev DIR's nodes matched by inode (any file on such a
  * filesystem when there are more than VG_KREC_INOS of them; userspace confirms either way). Every
@@ -80,14 +81,9 @@ static bool vg_interesting(__u32 mode, __u32 rdev, __u32 dev, __u64 ino)
     return false;
 }
 
-SEC("iter/task_file")
-int vg_holders(struct bpf_iter__task_file *ctx)
+/* The task's numbers in the view, worked out once per task; false when it is outside. */
+static bool vg_task_in_view(struct task_struct *task)
 {
-    struct seq_file *seq = ctx->meta->seq;
-    struct task_struct *task = ctx->task;
-    struct file *file = ctx->file;
-    if (!task || !file)
-        return 0;
     if ((__u64)task != st.last_task) {
         st.last_task = (__u64)task;
         st.last_pid = vg_nr_in(task->group_leader->thread_pid, cfg.view_ns);
@@ -96,28 +92,32 @@ int vg_holders(struct bpf_iter__task_file *ctx)
         if (st.last_pid == 1)
             st.saw_view_init = 1;
     }
-    if (!st.last_in_view)
-        return 0;
+    return st.last_in_view;
+}
+
+/* One record for file (a descriptor fd, or a mapping: flags VG_KREC_MAP) when it may be an
+ * NVIDIA node, or always (self: the reading process's own descriptors, its checks). */
+static void vg_record(struct seq_file *seq, struct file *file, __u32 fd, __u32 flags, bool self)
+{
     /* Direct loads through the iterator's BTF pointers (the verifier makes them fault-safe):
      * far cheaper than a bpf_probe_read_kernel call each, and this runs for every descriptor. */
     struct dentry *dentry = file->f_path.dentry;
     struct inode *inode = dentry ? dentry->d_inode : 0;
     if (!inode)
-        return 0;
+        return;
     __u32 mode = inode->i_mode;
     __u32 rdev = inode->i_rdev;
     struct super_block *sb = inode->i_sb;
     __u32 dev = sb ? sb->s_dev : 0;
-    bool self = task->tgid == (int)(bpf_get_current_pid_tgid() >> 32);
     __u64 ino = inode->i_ino;
     if (!self && !vg_interesting(mode, rdev, dev, ino))
-        return 0;
+        return;
     struct vg_krec r = {
         .magic = VG_KREC_MAGIC,
-        .flags = self ? VG_KREC_SELF : 0,
+        .flags = flags | (self ? VG_KREC_SELF : 0),
         .pid = st.last_pid,
         .tid = st.last_tid,
-        .fd = ctx->fd,
+        .fd = fd,
         .mode = mode,
         .rdev_major = rdev >> VG_KMINORBITS,
         .rdev_minor = rdev & ((1u << VG_KMINORBITS) - 1),
@@ -126,6 +126,34 @@ int vg_holders(struct bpf_iter__task_file *ctx)
         .ino = ino,
     };
     bpf_seq_write(seq, &r, sizeof(r));
+}
+
+SEC("iter/task_file")
+int vg_holders(struct bpf_iter__task_file *ctx)
+{
+    struct task_struct *task = ctx->task;
+    struct file *file = ctx->file;
+    if (!task || !file || !vg_task_in_view(task))
+        return 0;
+    bool self = task->tgid == (int)(bpf_get_current_pid_tgid() >> 32);
+    vg_record(ctx->meta->seq, file, ctx->fd, 0, self);
+    return 0;
+}
+
+/* The same for every file-backed memory mapping of every task (threads that share their
+ * leader's address space are skipped by the kernel): a process that closed its descriptors of
+ * a node but keeps CUDA's mappings of it holds it all the same. Never unfiltered: the checks
+ * are descriptors. */
+SEC("iter/task_vma")
+int vg_mapped(struct bpf_iter__task_vma *ctx)
+{
+    struct task_struct *task = ctx->task;
+    struct vm_area_struct *vma = ctx->vma;
+    if (!task || !vma || !vg_task_in_view(task))
+        return 0;
+    struct file *file = vma->vm_file;
+    if (file)
+        vg_record(ctx->meta->seq, file, 0xffffffffu, VG_KREC_MAP, false);
     return 0;
 }
 

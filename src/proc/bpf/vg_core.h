@@ -86,6 +86,16 @@ struct bpf_iter__task_file {
     struct file *file;
 };
 
+struct vm_area_struct {
+    struct file *vm_file;
+};
+
+struct bpf_iter__task_vma {
+    struct bpf_iter_meta *meta;
+    struct task_struct *task;
+    struct vm_area_struct *vma;
+};
+
 #pragma clang attribute pop
 
 #endif
