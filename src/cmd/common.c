@@ -419,7 +419,7 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
                                 "for every process's memory mappings";
         if (snap->procs.n_fd_by_kernel)
             vg_cmd_error(cmd,
-                         "scan: kernel (%s; where /proc refused the open files of %zu, the "
+                         "scan: kernel (%s; where it refused the open files of %zu, the "
                          "kernel scan's records of them were used)",
                          how, snap->procs.n_fd_by_kernel);
         else
