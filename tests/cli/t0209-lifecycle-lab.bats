@@ -4,8 +4,8 @@
 # start-stop-daemon. Each test starts one case with the real tool, brings it to one state and
 # compares what doctor, clean and clean --force say and do with the rows of
 # tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
-# screen t0212's. The table is the truth a user expects, not what vramguard does today: rows
-# fail until the model is right.
+# screen t0212's. The table is the truth a user expects, written before the model was: a row
+# that fails is the model's mistake, not the table's.
 
 load lib
 load clean
