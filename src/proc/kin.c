@@ -4,8 +4,10 @@
  * this a session looks empty where a launcher that holds no GPU still runs: a worker's worker
  * whose own parent died then looks like what is left of an ended job, and a daemon's lone
  * shape cannot be told from a worker whose siblings hold nothing. Read only when such a
- * holder exists, so a healthy host pays nothing: one stat per process then, and the command
- * line of the few in those sessions.
+ * holder exists (not for one that leads its own session, as services and daemons do), so a host
+ * whose holders are children of live parents pays nothing; with one, every scan (a watch or
+ * serve sample too) reads one stat per process, and the command line of the few in those
+ * sessions.
  */
 #include "proc/internal.h"
 
@@ -13,19 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether a holder's job may have ended, as far as its stat and parent say. */
+/* Whether a holder's job may have ended, as far as its stat and parent say. One that leads its
+ * own session (a service under systemd, a setsid daemon) shares it only with what it started,
+ * which the census would not weigh: it asks for none. */
 static bool vg_kin_wanted(const struct vg_proc *p)
 {
-    if (!(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X')
+    if (!(p->known & VG_PROC_K_STAT) || p->state == 'Z' || p->state == 'X' || p->sid == p->pid)
         return false;
     return p->ppid == 1 || !p->parent_alive || !p->pgid_alive || !p->sid_alive ||
            (p->parent_known && (p->parent_ns_init || p->parent_sid != p->sid));
-}
-
-static int vg_kin_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* The sessions to take a census of, sorted; *n 0 when there are none. */
@@ -41,7 +39,7 @@ static int vg_kin_sessions(const struct vg_proc_table *t, pid_t **sids, size_t *
         (*sids)[(*n)++] = t->procs[i].sid;
     }
     if (*n > 1)
-        qsort(*sids, *n, sizeof(**sids), vg_kin_cmp_pid);
+        qsort(*sids, *n, sizeof(**sids), vg_proc_cmp_pid);
     return 0;
 }
 
@@ -84,7 +82,7 @@ static int vg_kin_one(struct vg_proc_ctx *c, struct vg_proc_table *t, const pid_
     if (rc == -ENOMEM)
         return rc;
     if (rc < 0 || vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &q) != 0 ||
-        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_kin_cmp_pid)) {
+        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_proc_cmp_pid)) {
         vg_proc_release(&q);
         return 0;
     }

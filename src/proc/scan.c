@@ -28,7 +28,7 @@
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
 
-static int vg_cmp_pid(const void *a, const void *b)
+int vg_proc_cmp_pid(const void *a, const void *b)
 {
     pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
     return x < y ? -1 : x > y;
@@ -42,7 +42,8 @@ struct vg_scan_ent {
 
 static int vg_cmp_ent(const void *a, const void *b)
 {
-    return vg_cmp_pid(&((const struct vg_scan_ent *)a)->pid, &((const struct vg_scan_ent *)b)->pid);
+    return vg_proc_cmp_pid(&((const struct vg_scan_ent *)a)->pid,
+                           &((const struct vg_scan_ent *)b)->pid);
 }
 
 /* Every pid directory under the root, sorted and distinct. */
@@ -193,7 +194,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
 
 static bool vg_scan_wanted(const pid_t *want, size_t nwant, pid_t pid)
 {
-    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_cmp_pid) != NULL;
+    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_proc_cmp_pid) != NULL;
 }
 
 /* Whether an incremental scan may carry this process over unread: it was listed last time
@@ -217,7 +218,7 @@ static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
     if (!*out)
         return -ENOMEM;
     memcpy(*out, pids, n * sizeof(**out));
-    qsort(*out, n, sizeof(**out), vg_cmp_pid);
+    qsort(*out, n, sizeof(**out), vg_proc_cmp_pid);
     return 0;
 }
 
