@@ -626,6 +626,67 @@ static void test_session_kin(void **state)
     f->child = 0;
 }
 
+/* A holder adopted by init that leads its own session (a setsid daemon, a service) shares its
+ * session only with what it started: no census is taken for it. */
+static void test_session_kin_none(void **state)
+{
+    struct fx *f = *state;
+    char node[PATH_MAX];
+    snprintf(node, sizeof(node), "%s/nvidia5", f->dir);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t mid = fork();
+    assert_true(mid >= 0);
+    if (mid == 0) {
+        pid_t d = fork();
+        if (d == 0) {
+            alarm(30);
+            if (setsid() < 0)
+                _exit(121);
+            /* a child of its own that holds nothing: the only company its session has */
+            pid_t k = fork();
+            if (k == 0) {
+                /* bounded, and holding none of the test's output open */
+                alarm(30);
+                close(STDOUT_FILENO);
+                close(STDERR_FILENO);
+                for (;;)
+                    pause();
+            }
+            if (k < 0 || open(node, O_RDONLY) < 0)
+                _exit(121);
+            sleep(1); /* until init has adopted it */
+            if (write(ready[1], &(pid_t){getpid()}, sizeof(pid_t)) != (ssize_t)sizeof(pid_t))
+                _exit(122);
+            for (;;)
+                pause();
+        }
+        _exit(d > 0 ? 0 : 1);
+    }
+    close(ready[1]);
+    int st;
+    assert_int_equal(waitpid(mid, &st, 0), mid);
+    pid_t d = 0;
+    assert_int_equal(read(ready[0], &d, sizeof(d)), (ssize_t)sizeof(d));
+    close(ready[0]);
+    f->child = d;
+    struct vg_proc_opts o = {.proc_root = "/proc", .dev_dir = f->dir};
+    struct vg_proc_table t;
+    vg_proc_table_init(&t);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_scan(&o, &t, &err))
+        fail_msg("scan: %s", vg_err_msg(&err));
+    const struct vg_proc *p = vg_proc_table_find(&t, d);
+    assert_non_null(p);
+    assert_int_equal(p->sid, d);
+    assert_true(p->ppid != mid);
+    assert_int_equal(t.nkin, 0);
+    vg_proc_table_release(&t);
+    vg_err_release(&err);
+    kill(-d, SIGKILL); /* its session's only group: it and its child */
+    f->child = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +704,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mapped_only_scan, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_map_nodes_parse, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_session_kin, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_session_kin_none, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
