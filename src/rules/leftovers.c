@@ -263,27 +263,20 @@ static void vg_orphan_finding(const struct vg_rule_ctx *ctx, struct vg_findings 
 
 void vg_rule_orphan_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
-    struct vg_leftovers ls;
-    if (vg_leftovers_assess(ctx->snap, &ls) != 0) {
-        if (!out->err)
-            out->err = -ENOMEM;
-        return;
-    }
-    bool *done = calloc(ls.n ? ls.n : 1, sizeof(*done));
+    const struct vg_leftovers *ls = ctx->leftovers;
+    bool *done = calloc(ls->n ? ls->n : 1, sizeof(*done));
     if (!done) {
-        vg_leftovers_release(&ls);
         if (!out->err)
             out->err = -ENOMEM;
         return;
     }
     /* sure ones first, so that the findings read worst first */
     for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < ls.n; i++)
-            if (!done[i] && ls.v[i].verdict == VG_LEFT_YES &&
-                (ls.v[i].confidence == VG_CONF_HIGH) == (pass == 0))
-                vg_orphan_finding(ctx, out, &ls, i, done);
+        for (size_t i = 0; i < ls->n; i++)
+            if (!done[i] && ls->v[i].verdict == VG_LEFT_YES &&
+                (ls->v[i].confidence == VG_CONF_HIGH) == (pass == 0))
+                vg_orphan_finding(ctx, out, ls, i, done);
     free(done);
-    vg_leftovers_release(&ls);
 }
 
 /* The leftovers whose verdict rests on the driver charging pid ("101 102"), or NULL; heap. */
@@ -329,8 +322,7 @@ static bool vg_keepers_say(struct vg_findings *out, struct vg_finding *f,
 void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
-    struct vg_leftovers lsv;
-    const struct vg_leftovers *ls = vg_leftovers_assess(snap, &lsv) == 0 ? &lsv : NULL;
+    const struct vg_leftovers *ls = ctx->leftovers;
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         const struct vg_proc *p = h->proc;
@@ -378,10 +370,6 @@ void vg_rule_zombie_holder(const struct vg_rule_ctx *ctx, struct vg_findings *ou
             f->bytes = ph.bytes;
         }
     }
-    if (ls)
-        vg_leftovers_release(&lsv);
-    else if (!out->err)
-        out->err = -ENOMEM;
 }
 
 void vg_rule_d_state_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
@@ -546,12 +534,6 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
     const struct vg_snapshot *snap = ctx->snap;
     bool hidden = snap->procs.access & VG_PROC_ACC_HIDEPID;
-    struct vg_leftovers ls;
-    if (vg_leftovers_assess(snap, &ls) != 0) {
-        if (!out->err)
-            out->err = -ENOMEM;
-        return;
-    }
     for (size_t i = 0; i < snap->nholdings; i++) {
         const struct vg_holding *h = &snap->holdings[i];
         if (h->proc || h->stale || h->bogus_pid || !(h->seen & VG_SEEN_NVML) ||
@@ -575,9 +557,8 @@ void vg_rule_foreign_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out)
                          hidden ? " (hidepid hides other users' processes)" : "");
         if (hidden)
             vg_foreign_hidden(snap, out, f, h->pid);
-        vg_foreign_ns(snap, out, f, hidden, &ls, h->pid);
+        vg_foreign_ns(snap, out, f, hidden, ctx->leftovers, h->pid);
     }
-    vg_leftovers_release(&ls);
 }
 
 /*
@@ -879,15 +860,8 @@ static void vg_unattributed_gpu(const struct vg_rule_ctx *ctx, const struct vg_l
 
 void vg_rule_unattributed(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 {
-    struct vg_leftovers ls;
-    if (vg_leftovers_assess(ctx->snap, &ls) != 0) {
-        if (!out->err)
-            out->err = -ENOMEM;
-        return;
-    }
     for (size_t gi = 0; gi < ctx->snap->gpus.ngpus; gi++)
-        vg_unattributed_gpu(ctx, &ls, gi, out);
-    vg_leftovers_release(&ls);
+        vg_unattributed_gpu(ctx, ctx->leftovers, gi, out);
 }
 
 void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)

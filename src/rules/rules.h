@@ -42,9 +42,13 @@ void vg_rule_opts_init(struct vg_rule_opts *o);
 #define VG_RULE_CONTEXT_MAX_DEFAULT (1ull << 30)
 #define VG_RULE_UNATTRIBUTED_MIN_DEFAULT (256ull << 20)
 
+struct vg_leftovers;
+
 struct vg_rule_ctx {
     const struct vg_snapshot *snap;
     const struct vg_rule_opts *opts;
+    const struct vg_leftovers *leftovers; /* the leftover model's verdicts, assessed once a run
+                                           * for every rule that reads them */
 };
 
 typedef void (*vg_rule_fn)(const struct vg_rule_ctx *ctx, struct vg_findings *out);

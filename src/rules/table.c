@@ -60,11 +60,15 @@ void vg_rule_opts_init(struct vg_rule_opts *o)
 int vg_rules_run(const struct vg_snapshot *snap, const struct vg_rule_opts *opts,
                  struct vg_findings *out, struct vg_err *err)
 {
-    struct vg_rule_ctx ctx = {snap, opts};
+    struct vg_leftovers ls;
+    if (vg_leftovers_assess(snap, &ls) != 0)
+        return vg_err_set(err, -ENOMEM, "out of memory while diagnosing");
+    struct vg_rule_ctx ctx = {snap, opts, &ls};
     size_t n;
     const struct vg_rule_def *t = vg_rules_table(&n);
     for (size_t i = 0; i < n && !out->err; i++)
         t[i].fn(&ctx, out);
+    vg_leftovers_release(&ls);
     if (out->err)
         return vg_err_set(err, out->err, "out of memory while diagnosing");
     return 0;
