@@ -15,6 +15,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "proc/signal.h"
 #include "util/file.h"
 
 #define VG_PROC_DENTS_CAP ((size_t)32 << 10)
@@ -28,6 +29,8 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
     struct statfs sfs;
     c->procfs = root_fd >= 0 && fstatfs(root_fd, &sfs) == 0 && sfs.f_type == VG_PROC_SUPER_MAGIC;
     c->fd_count_ok = c->procfs;
+    pid_t self;
+    c->kcmp_ok = c->procfs && vg_proc_self_pid(root_fd, &self) == 0 && self == getpid();
     vg_buf_init(&c->file, VG_PROC_STATUS_MAX);
     c->dents = malloc(VG_PROC_DENTS_CAP);
     if (!c->dents)

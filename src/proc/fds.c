@@ -30,10 +30,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Longest link target read for display; a longer one (none is, for a device) is left unknown. */
 #define VG_LINK_HEAP_MAX ((size_t)1 << 20)
+/* kcmp(2)'s "same descriptor table" comparison (<linux/kcmp.h>, not in every libc's headers). */
+#define VG_KCMP_FILES 2
+/* Distinct descriptor tables of one thread group walked besides the leader's; a process with
+ * more (none is known) is counted as not fully checked. */
+#define VG_FD_TABLES_MAX 16
 
 static void vg_fd_id(const struct statx *st, struct vg_dev_id *id)
 {
@@ -73,6 +79,7 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
     c->nheld_fds = 0;
     c->held_over = false;
     c->map_extra = 0;
+    c->tables_unchecked = false;
     c->slots_n = 0;
     if (++c->slots_gen == 0) {
         /* after 2^32 processes: stale slots could look current, so clear them for real */
@@ -333,6 +340,8 @@ static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
         return 1;
     for (size_t i = 0; i < c->nkfds; i++) {
         char buf[16];
+        if (c->kfds[i].other)
+            continue; /* another thread's table: vg_fd_thread_tables reads it */
         int rc = vg_fd_link(c, fdd, vg_fd_name(c->kfds[i].fd, buf), k);
         if (rc < 0 && rc != -ENOENT) /* ENOENT: closed since the kernel saw it */
             return rc;
@@ -343,6 +352,91 @@ static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
     }
     k->total = (unsigned)st->st_size;
     return 0;
+}
+
+/* Whether two tasks (numbered in our own PID namespace) share one descriptor table: 1 they
+ * do, 0 they do not, or a negative errno (-ESRCH: one is gone; -EPERM: not ours to compare;
+ * -ENOSYS: a kernel without kcmp). */
+static int vg_fd_same_table(pid_t a, pid_t b)
+{
+    long r = syscall(SYS_kcmp, a, b, VG_KCMP_FILES, 0UL, 0UL);
+    return r < 0 ? -errno : r == 0;
+}
+
+/*
+ * A thread that called unshare(CLONE_FILES), or was cloned into the group without CLONE_FILES,
+ * has a descriptor table of its own, which fd/ (the leader's) does not show: a node only it
+ * opened is in no listing of the process, while the driver lists the process's PID. So the
+ * threads of a process whose leader's table was read are compared with the leader's by kcmp(2)
+ * and every table that differs (each distinct one once) is walked too: for the processes that
+ * can hold memory that way, those the driver lists (a context is listed under its process,
+ * whichever thread made it), those already holding a node, and those the kernel scan saw a
+ * node of in another thread's table. Checking every process would cost a task/ listing and a
+ * kcmp per thread of the whole host (a fifth more scan time on 4,000 threads) for nodes that,
+ * with no context listed, hold no memory. One fstatat settles a process of one thread (task/'s
+ * link count). kcmp numbers tasks in our own PID namespace, so a --proc view
+ * of another one (c->kcmp_ok false), a kernel without kcmp or a refusal leaves the process's
+ * other tables unchecked: said (c->tables_unchecked, counted by the scan), never taken as
+ * empty. The numbers matched are not the leader's, so the index keeps none (held_over).
+ */
+static int vg_fd_thread_tables(struct vg_proc_ctx *c, int pid_fd, pid_t pid, struct vg_fd_counts *k)
+{
+    bool other = false;
+    for (size_t i = 0; i < c->nkfds && !other; i++)
+        other = c->kfds[i].other;
+    struct stat st;
+    if (!c->procfs || !(c->wanted || k->ndev > 0 || other) ||
+        fstatat(pid_fd, "task", &st, 0) != 0 || st.st_nlink <= 3)
+        return 0;
+    if (!c->kcmp_ok) {
+        c->tables_unchecked = true;
+        return 0;
+    }
+    int taskd = openat(pid_fd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (taskd < 0)
+        return vg_proc_err_gone(-errno) ? 0 : -errno;
+    char tbuf[4096]; /* the fd walks reuse c->dents */
+    struct vg_proc_dirit it;
+    vg_proc_dirit_init(&it, taskd, tbuf, sizeof(tbuf));
+    pid_t walked[VG_FD_TABLES_MAX];
+    size_t nwalked = 0;
+    const char *name;
+    int rc;
+    while ((rc = vg_proc_dirit_next(&it, &name)) > 0) {
+        unsigned tid = vg_fd_number(name);
+        if (tid == UINT_MAX || tid > INT_MAX || (pid_t)tid == pid)
+            continue;
+        int same = vg_fd_same_table(pid, (pid_t)tid);
+        for (size_t i = 0; same == 0 && i < nwalked; i++)
+            same = vg_fd_same_table(walked[i], (pid_t)tid);
+        if (same == -ESRCH || same > 0)
+            continue; /* exited meanwhile, or a table already read */
+        if (same < 0 || nwalked == VG_FD_TABLES_MAX) {
+            if (same == -ENOSYS)
+                c->kcmp_ok = false;
+            c->tables_unchecked = true;
+            break;
+        }
+        walked[nwalked++] = (pid_t)tid;
+        char path[32];
+        snprintf(path, sizeof(path), "%u/fd", tid);
+        int fdd = openat(taskd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fdd < 0) {
+            if (!vg_proc_err_gone(-errno))
+                c->tables_unchecked = true;
+            continue;
+        }
+        rc = vg_fd_walk(c, fdd, c->dents, c->dents_cap, 0, k);
+        close(fdd);
+        c->held_over = true;
+        if (rc == -ENOMEM)
+            break;
+        if (rc < 0 && !vg_proc_err_gone(rc))
+            c->tables_unchecked = true;
+        rc = 1;
+    }
+    close(taskd);
+    return rc == -ENOMEM ? rc : 0;
 }
 
 static void vg_fd_counts_set(struct vg_proc *p, const struct vg_fd_counts *k)
@@ -453,6 +547,8 @@ static int vg_fd_read_proc(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     if (rc >= 0 && k.total == 0) {
         rc = vg_fd_walk_threads(c, pid_fd, p->pid, &k);
         c->held_over = true; /* not the leader's numbers: walk it again next time */
+    } else if (rc >= 0) {
+        rc = vg_fd_thread_tables(c, pid_fd, p->pid, &k);
     }
     if (rc < 0) {
         vg_proc_fds_reset(c);

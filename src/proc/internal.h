@@ -60,6 +60,12 @@ struct vg_proc_ctx {
      * shows that this kernel does not count (fds.c). */
     bool procfs;
     bool fd_count_ok;
+    /* kcmp(2) can compare the view's tasks: a procfs of our own PID namespace (it numbers
+     * tasks as kcmp does) on a kernel that has it. tables_unchecked: the process being read has
+     * threads whose descriptor tables could not be compared with its leader's (fds.c). */
+    bool kcmp_ok;
+    bool tables_unchecked;
+    bool wanted; /* the driver lists the process being read (vg_proc_opts.want) */
 
     char *dents; /* getdents64 buffer for fd/ and task/ */
     size_t dents_cap;

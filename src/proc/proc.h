@@ -255,6 +255,10 @@ struct vg_proc_table {
     size_t n_unread_kthreads;      /* of n_fd_unread, kernel threads: counted, never listed */
     size_t n_fd_by_kernel;         /* processes whose fd/ /proc refused and the kernel scan
                                     * read: not unread, and not counted in n_fd_unread */
+    size_t n_tables_unchecked;     /* processes read whose threads' own descriptor tables (a
+                                    * thread that unshared CLONE_FILES) could not be compared
+                                    * with the leader's: a --proc view of another PID
+                                    * namespace, no kcmp(2), or refused (fds.c) */
     unsigned access;               /* VG_PROC_ACC_*: what may have kept processes from being read */
     struct vg_proc_kin *kin;       /* owned, pid order: the live non-holders of the sessions of
                                     * holders whose job may have ended (none on a healthy host) */

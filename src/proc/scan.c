@@ -155,6 +155,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     memset(p, 0, sizeof(*p));
     p->pid = pid;
     c->denied = false;
+    c->wanted = wanted;
     *denied = false;
     int rc = vg_proc_read_fds(c, pid_fd, p);
     /* A process on its way out has released its files before its entry goes: fd/ is gone
@@ -498,6 +499,7 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     }
     t->n_fd_unread += !fds_read;
     t->n_fd_by_kernel += rc == VG_ONE_KEEP && p->fds_by_kernel;
+    t->n_tables_unchecked += fds_read && c->tables_unchecked;
     /* phase one's outcome: a skipped process was read too, and held nothing */
     unsigned flags = !fds_read                                   ? VG_PROC_IX_UNREAD
                      : rc == VG_ONE_KEEP && vg_proc_is_holder(p) ? VG_PROC_IX_HOLDER

@@ -195,6 +195,7 @@ static void vg_unread_list_json(struct vg_json *j, const struct vg_proc_table *t
     vg_json_ku64(j, "list_more", vg_unread_more(t));
     vg_json_ku64(j, "kernel_threads", t->n_unread_kthreads);
     vg_json_ku64(j, "read_by_kernel", t->n_fd_by_kernel);
+    vg_json_ku64(j, "thread_tables", t->n_tables_unchecked);
 }
 
 /* What could not be read, and the causes the scan saw. */

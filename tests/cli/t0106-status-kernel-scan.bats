@@ -6,7 +6,8 @@
 # The staged host: holders of real character devices (mknod, held through O_PATH: no driver
 # answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
 # (matched by inode), workers that inherit them, a thread-group leader that exited while a
-# thread holds the table (--zombie-leader), holders in a PID namespace of their own, and churn
+# thread holds the table (--zombie-leader), a thread with a descriptor table of its own
+# (--thread-open), holders in a PID namespace of their own, and churn
 # (processes that start, open a node and exit while the scans run), and a process and its worker
 # holding nodes only by memory mapping (the iterator sees descriptors; their maps are read from
 # /proc in both modes). Both scans run on it again
@@ -93,6 +94,9 @@ stage_host() {
     vg_spawn --open-path "$REAL/nvidia2" --zombie-leader --comm ks-zleader >/dev/null
     vg_spawn --open "$DEVDIR/nvidia1" --comm ks-other --zombie >/dev/null
     vg_spawn --open /dev/null --comm ks-none >/dev/null
+    # a node held only in a thread's own descriptor table (unshare(CLONE_FILES)): fd/ (the
+    # leader's) shows only GPU 3's node, task/TID/fd GPU 1's (issue 27)
+    vg_spawn --open "$DEVDIR/nvidia3" --thread-open "$DEVDIR/nvidia1" --comm ks-tables >/dev/null
     # nodes held by memory mapping alone, every descriptor closed: the iterator sees no file of
     # it; its maps, read from /proc, do
     vg_spawn --map "$DEVDIR/nvidia3" --map "$DEVDIR/nvidiactl" --children 1 --comm ks-mapped >/dev/null
@@ -126,8 +130,11 @@ stage_host() {
         [ "$k" = "$p" ]
     done
     # every staged holder is there: ks-real, ks-mknod + 3 workers, ks-plain + 2, ks-zleader,
-    # ks-other, ks-inns (its init and main process) + 2 workers; ks-none is nobody's
-    [ "$(grep -c . <<<"$k")" -ge 12 ]
+    # ks-other, ks-inns (its init and main process) + 2 workers, ks-tables on two GPUs;
+    # ks-none is nobody's
+    [ "$(grep -c . <<<"$k")" -ge 14 ]
+    [[ $k == *" gpu1 ks-tables $DEVDIR/nvidia3,$DEVDIR/nvidia1"* ]]
+    [[ $k == *" gpu3 ks-tables $DEVDIR/nvidia3,$DEVDIR/nvidia1"* ]]
     [[ $k == *" gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm,$REAL/nvidia-caps/nvidia-cap1"* ]]
     [[ $k == *" gpu1 ks-mknod $TMP/mygpu"* ]]
     [[ $k == *" gpu2 ks-zleader "* ]]

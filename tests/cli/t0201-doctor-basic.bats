@@ -83,7 +83,7 @@ healthy() {
     [ "$(grep -c 'who:  nobody holds it' <<<"$output")" -eq 4 ]
     [[ $output == *"No problems found. Checked 4 GPUs and 0 holders against 16 rules"* ]]
     vgd_alone --json doctor
-    json_ok '.unread == {"processes": 0, "descriptors": 0, "environments": 0, "list": [], "list_more": 0, "kernel_threads": 0, "read_by_kernel": 0, "hidden": false, "causes": []}'
+    json_ok '.unread == {"processes": 0, "descriptors": 0, "environments": 0, "list": [], "list_more": 0, "kernel_threads": 0, "read_by_kernel": 0, "thread_tables": 0, "hidden": false, "causes": []}'
     json_ok '.gpus | all(.fully_checked)'
 }
 

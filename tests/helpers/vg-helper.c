@@ -11,6 +11,9 @@
  *                      point is workers inheriting device fds, as /dev/nvidia* are in real jobs
  *   --open-path PATH   the same with O_PATH (repeatable): holds a real device node that no
  *                      driver would answer an open of (mknod c 195 N on a host without GPUs)
+ *   --thread-open PATH a thread of the carrier takes a descriptor table of its own
+ *                      (unshare(CLONE_FILES)) and opens PATH read-only in it (repeatable): a
+ *                      node in no table that /proc/PID/fd shows, only in task/TID/fd
  *   --open-dir DIR     open every non-directory entry of DIR, device nodes with O_PATH, the
  *                      rest read-only, none with O_CLOEXEC (repeatable; RLIMIT_NOFILE raised to
  *                      its hard limit): one process holding thousands of nodes
@@ -86,6 +89,7 @@
  *   parent PID     with --orphan: the process that forked the carrier and exited (with --setsid,
  *                  the dead session leader: the carrier's sid)
  *   thread TID     with --zombie-leader: the live thread
+ *   tables TID     with --thread-open: the thread with its own descriptor table
  *   dstate TID     with --dstate: the thread in D state
  *   vfork PID      with --dstate: the child that thread waits for
  *   child PID      one per --children worker
@@ -143,6 +147,7 @@ static const char usage_text[] =
     "\n"
     "  --open PATH        keep PATH open, inheritable (no O_CLOEXEC); repeatable\n"
     "  --open-path PATH   the same with O_PATH (real device nodes no driver answers)\n"
+    "  --thread-open PATH a thread takes its own descriptor table (unshare CLONE_FILES), opens PATH\n"
     "  --open-dir DIR     open every non-directory entry of DIR (nodes with O_PATH)\n"
     "  --map PATH         mmap PATH read-only so it shows in /proc/PID/maps; repeatable\n"
     "  --env NAME=VALUE   set in the exec-time environment (re-exec); repeatable\n"
@@ -188,6 +193,8 @@ static struct {
     size_t n_open;
     const char *opath_paths[MAX_ITEMS];
     size_t n_opath;
+    const char *thread_open[MAX_ITEMS];
+    size_t n_thread_open;
     const char *open_dirs[MAX_ITEMS];
     size_t n_open_dir;
     const char *map_paths[MAX_ITEMS];
@@ -334,6 +341,7 @@ enum {
     OPT_CHILDREN_OUTLIVE,
     OPT_CHILDREN,
     OPT_OPEN_PATH,
+    OPT_THREAD_OPEN,
     OPT_OPEN_DIR,
     OPT_ZOMBIE,
     OPT_ZOMBIE_LEADER,
@@ -364,6 +372,7 @@ static void parse_args(int argc, char **argv)
     static const struct option longopts[] = {
         {"open", required_argument, NULL, OPT_OPEN},
         {"open-path", required_argument, NULL, OPT_OPEN_PATH},
+        {"thread-open", required_argument, NULL, OPT_THREAD_OPEN},
         {"open-dir", required_argument, NULL, OPT_OPEN_DIR},
         {"map", required_argument, NULL, OPT_MAP},
         {"env", required_argument, NULL, OPT_ENV},
@@ -406,6 +415,9 @@ static void parse_args(int argc, char **argv)
             break;
         case OPT_OPEN_PATH:
             add_item(opt.opath_paths, &opt.n_opath, optarg, "--open-path");
+            break;
+        case OPT_THREAD_OPEN:
+            add_item(opt.thread_open, &opt.n_thread_open, optarg, "--thread-open");
             break;
         case OPT_OPEN_DIR:
             add_item(opt.open_dirs, &opt.n_open_dir, optarg, "--open-dir");
@@ -1325,6 +1337,54 @@ static pid_t fork_stayer(bool new_session, bool subreaper)
     return self;
 }
 
+/* ---- a thread with a descriptor table of its own (--thread-open) ------------------------- */
+
+static pid_t tables_tid;
+static int tables_pipe[2] = {-1, -1};
+
+static void *tables_main(void *arg)
+{
+    (void)arg;
+    char ok = 1;
+    if (unshare(CLONE_FILES) != 0)
+        ok = 0;
+    for (size_t i = 0; ok && i < opt.n_thread_open; i++)
+        if (open(opt.thread_open[i], O_RDONLY) < 0)
+            ok = 0;
+    tables_tid = my_tid();
+    if (write(tables_pipe[1], &ok, 1) != 1)
+        ok = 0;
+    /* this table's copies of the pipe (unshare copied the whole table) */
+    close(tables_pipe[0]);
+    close(tables_pipe[1]);
+    struct timespec left;
+    while (ok && time_left(&left))
+        nanosleep(&left, NULL);
+    return NULL;
+}
+
+static void start_thread_tables(void)
+{
+    if (!opt.n_thread_open)
+        return;
+    if (pipe2(tables_pipe, O_CLOEXEC) != 0)
+        die_errno("cannot make a pipe for --thread-open");
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, tables_main, NULL);
+    if (rc != 0) {
+        errno = rc;
+        die_errno("cannot start the --thread-open thread");
+    }
+    pthread_detach(t);
+    struct pollfd pfd = {.fd = tables_pipe[0], .events = POLLIN};
+    char ok = 0;
+    if (poll(&pfd, 1, ms_left()) != 1 || read(tables_pipe[0], &ok, 1) != 1 || !ok)
+        die("--thread-open: the thread could not take its own table or open its files");
+    /* only now: before the thread's unshare, this table was its table too */
+    close(tables_pipe[0]);
+    close(tables_pipe[1]);
+}
+
 /* ---- a job that works (--busy) ----------------------------------------------------------- */
 
 /* Spin for busy ms out of every 100 until the deadline: CPU time that moves. */
@@ -1400,6 +1460,8 @@ static void report_ready(void)
         }
         if (opt.zombie_leader)
             add_line(buf, sizeof buf, &len, "thread", thread_tid);
+        if (opt.n_thread_open)
+            add_line(buf, sizeof buf, &len, "tables", tables_tid);
         if (opt.dstate) {
             add_line(buf, sizeof buf, &len, "dstate", dstate_tid);
             add_line(buf, sizeof buf, &len, "vfork", vfork_pid);
@@ -1446,6 +1508,7 @@ static void *carry_rest(void *arg)
     spawn_zombies();
     start_dstate();
     start_busy();
+    start_thread_tables();
     finish_orphan();
     if (opt.zombie_leader)
         wait_task_state(getpid(), leader_tid, 'Z', "the exited main thread");

@@ -17,6 +17,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +339,68 @@ static void test_zombie_leader(void **state)
     assert_int_equal(p.dev_fd_count, 1);
     assert_int_equal(p.ndev_minors, 1);
     assert_int_equal(p.dev_minors[0], 5);
+    vg_proc_release(&p);
+    vg_err_release(&err);
+    fx_stop_child(f);
+}
+
+/* A thread with a descriptor table of its own: unshare(CLONE_FILES), open the node, tell the
+ * parent through the pipe, sleep. */
+static int fx_tables_pipe[2];
+static const char *fx_tables_node;
+
+static void *fx_tables_thread(void *arg)
+{
+    (void)arg;
+    char ok = unshare(CLONE_FILES) == 0 && open(fx_tables_node, O_RDONLY) >= 0;
+    if (write(fx_tables_pipe[1], &ok, 1) != 1)
+        _exit(123);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* A node held only in a thread's own table (issue 27): the leader's fd/ shows GPU 1's node,
+ * task/TID/fd GPU 5's too; both are the process's, each table's descriptors counted once, and
+ * a second thread sharing the leader's table adds nothing. */
+static void test_thread_table(void **state)
+{
+    struct fx *f = *state;
+    char node1[PATH_MAX], node5[PATH_MAX];
+    snprintf(node1, sizeof(node1), "%s/nvidia1", f->dir);
+    snprintf(node5, sizeof(node5), "%s/nvidia5", f->dir);
+    assert_int_equal(pipe(fx_tables_pipe), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (open(node1, O_RDONLY) < 0)
+            _exit(121);
+        fx_tables_node = node5;
+        pthread_t t, u;
+        if (pthread_create(&t, NULL, fx_tables_thread, NULL) != 0 ||
+            pthread_create(&u, NULL, fx_sleeper, NULL) != 0)
+            _exit(122);
+        for (;;)
+            pause();
+    }
+    f->child = pid;
+    close(fx_tables_pipe[1]);
+    char ok = 0;
+    struct pollfd pfd = {.fd = fx_tables_pipe[0], .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 10000), 1);
+    assert_int_equal(read(fx_tables_pipe[0], &ok, 1), 1);
+    close(fx_tables_pipe[0]);
+    assert_true(ok);
+    struct vg_proc p;
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_proc_read(f->proc_fd, pid, f->dir, &p, &err))
+        fail_msg("read: %s", vg_err_msg(&err));
+    assert_true(p.known & VG_PROC_K_FDS);
+    assert_int_equal(p.dev_fd_count, 3); /* node1 in the leader's, node1 and node5 in the copy */
+    assert_int_equal(p.ndev_minors, 2);
+    assert_int_equal(p.dev_minors[0], 1);
+    assert_int_equal(p.dev_minors[1], 5);
     vg_proc_release(&p);
     vg_err_release(&err);
     fx_stop_child(f);
@@ -700,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_zombie_leader_own_user, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_thread_table, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_mapped, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_mapped_only_scan, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_map_nodes_parse, fx_setup, fx_teardown),
