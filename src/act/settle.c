@@ -433,12 +433,12 @@ static int vg_settle_stop(const struct vg_settle_req *req, struct vg_settle_resu
                           req->nvml_arg, err))
             return -ENOMEM;
     }
-    if (!started)
-        return 0;
-    vg_kill_finish(&res->kills[from], res->nkills - from, (unsigned)grace_ms,
-                   req->kill_wait_ms ? (unsigned)req->kill_wait_ms : VG_SETTLE_KILL_WAIT_MS);
+    if (started)
+        vg_kill_finish(&res->kills[from], res->nkills - from, (unsigned)grace_ms,
+                       req->kill_wait_ms ? (unsigned)req->kill_wait_ms : VG_SETTLE_KILL_WAIT_MS);
+    /* the refusals too: the holders keep why they were not signalled */
     vg_settle_note(req, res, from);
-    return 1;
+    return started ? 1 : 0;
 }
 
 /* ---- judging -------------------------------------------------------------------------------- */
