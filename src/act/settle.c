@@ -637,8 +637,14 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
     res->hidepid = (first->procs.access & VG_PROC_ACC_HIDEPID) != 0;
     int rc = 0;
     if (!first->driver_ok) {
+        /* Nothing is judged without the driver's view; fixed targets seen through their device
+         * nodes are still stopped (nothing is picked by owner blind). */
         if (first->driver_error && !(res->driver_error = strdup(first->driver_error)))
             rc = vg_err_set(err, -ENOMEM, "out of memory");
+        else if (req->stop && !req->whose)
+            rc = vg_settle_stop(req, res, &cap, first, req->grace_ms, err);
+        if (rc > 0)
+            rc = 0;
         goto out;
     }
     if (vg_settle_gpus(req, first, res)) {

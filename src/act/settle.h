@@ -197,8 +197,9 @@ void vg_settle_result_release(struct vg_settle_result *r);
 int vg_settle_record(const struct vg_settle_req *req, const struct vg_snapshot *first,
                      struct vg_settle_result *res, struct vg_err *err);
 
-/* Stop and settle, from first (the caller's look, borrowed, with the driver's view: a caller
- * without one has nothing to judge). Later looks come from look(ctx). Returns 0 with res filled
+/* Stop and settle, from first (the caller's look, borrowed). Without the driver's view nothing
+ * is judged and nobody looked at again: fixed targets are stopped, and that is all. Later looks
+ * come from look(ctx). Returns 0 with res filled
  * (a later look that failed leaves the GPUs not judged worse "look-failed"; a later look
  * without the driver leaves every GPU wedged "hung"), or -ENOMEM (err set). */
 int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *first,
