@@ -25,11 +25,11 @@
  * The baseline is the tolerance, plus the driver's reservation where the driver counts it as
  * used (the v1 memory call: taken as 512 MiB, as clean does), plus what infrastructure holds.
  *
- * After the stop the GPUs are looked at again until each is settled or the timeout passes.
- * The driver's view is the caller's look callback (cmd/ builds snapshots), so every wait on
- * the driver is bounded by the snapshot's own deadline worker.
+ * The stop, the looks after it until each GPU is settled or the timeout passes, and the
+ * verdict per GPU are act/settle.h's, with this job's holders as its targets; this file says
+ * whose a holder is, names the GPUs and turns the settled GPUs into the scheduler's words.
  *
- * Ownership: struct vg_handoff_result owns everything it points to
+ * Ownership: struct vg_handoff_result owns everything it points to except sel
  * (vg_handoff_result_release); reason ids and protected names are static strings.
  */
 #ifndef VG_ACT_HANDOFF_H
@@ -41,6 +41,7 @@
 #include <sys/types.h>
 
 #include "act/kill.h"
+#include "act/settle.h"
 #include "model/snapshot.h"
 #include "util/err.h"
 
@@ -61,16 +62,10 @@ enum vg_handoff_state {
 /* "clean", "cleaned", "unknown", "dirty", "wedged" */
 const char *vg_handoff_state_id(enum vg_handoff_state s);
 
-enum vg_handoff_owner {
-    VG_HANDOFF_JOB,      /* this job's */
-    VG_HANDOFF_INFRA,    /* infrastructure, vramguard, its ancestors: expected, never acted on */
-    VG_HANDOFF_OTHER,    /* another user's, another job's, or no mark of this job */
-    VG_HANDOFF_UNSEEN,   /* the driver lists a PID this /proc does not show (or a stale one) */
-    VG_HANDOFF_LEFTOVER, /* node: a sure leftover of an ended job, or a zombie (the findings) */
-};
-
+/* Whose is a holder: act/settle.h's owners, the job's holders its targets (VG_SETTLE_TARGET),
+ * a sure leftover or a zombie of an ended job VG_SETTLE_LEFTOVER (node mode). */
 /* "job", "infrastructure", "other", "unseen", "leftover" */
-const char *vg_handoff_owner_id(enum vg_handoff_owner o);
+const char *vg_handoff_owner_id(enum vg_settle_owner o);
 
 /* Why a process is (or is not) the job's, as bits. */
 enum {
@@ -95,9 +90,9 @@ struct vg_handoff_job {
 
 /* Whose is p (the pure part, for tests): sets *evidence to VG_HANDOFF_EV_* bits and, for
  * infrastructure, *protected_name (NULL otherwise). */
-enum vg_handoff_owner vg_handoff_owner_of(const struct vg_proc *p, const struct vg_handoff_job *job,
-                                          const struct vg_kill_ctx *who, unsigned *evidence,
-                                          const char **protected_name);
+enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct vg_handoff_job *job,
+                                         const struct vg_kill_ctx *who, unsigned *evidence,
+                                         const char **protected_name);
 
 /* A GPU as the scheduler names it. */
 enum vg_handoff_sel_kind {
@@ -148,69 +143,26 @@ struct vg_handoff_req {
     void *nvml_arg;
 };
 
-/* One process on one GPU, as last seen (and, in an epilog, what was done to it). */
-struct vg_handoff_holder {
-    pid_t pid;
-    uint64_t start_ticks;
-    bool uid_known;
-    uid_t uid;
-    char *user, *comm; /* owned copies; NULL when unknown */
-    char state;        /* '?' when unknown */
-    enum vg_handoff_owner owner;
-    unsigned evidence;          /* VG_HANDOFF_EV_* */
-    const char *protected_name; /* infrastructure: what it matched */
-    unsigned seen;              /* VG_SEEN_* */
-    bool mem_known;
-    uint64_t mem_bytes;
-    bool present; /* still holds the GPU at the last look */
-    bool signalled;
-    enum vg_kill_outcome outcome; /* signalled: what became of it */
-    enum vg_kill_refusal refusal; /* this job's but not signalled (or refused at signal time) */
-    int error;                    /* VG_KILL_FAILED */
-};
-
-struct vg_handoff_gpu {
-    const struct vg_handoff_sel *sel; /* what named it; NULL in node mode (every GPU) */
-    bool found;                       /* the driver lists it */
-    char *uuid, *name;                /* owned; NULL when unknown */
-    unsigned index, minor;
-    bool minor_known;
-    enum vg_handoff_state state;
-    const char *why; /* static id of the state's cause: "free", "stopped", "holder",
-                      * "leftover", "unexplained", "memory-unknown", "look-failed",
-                      * "d-state", "survived", "stuck", "lost", "hung", "missing" */
-    bool mem_known;
-    uint64_t used, baseline;           /* bytes; used as the driver reports it at the last look */
-    struct vg_handoff_holder *holders; /* every holder seen, in the order first seen */
-    size_t nholders;
-    size_t nstopped;     /* this job's holders signalled on it */
-    uint64_t settled_ms; /* from the start until it was seen settled for good (at least 1);
-                          * 0: not settled at the last look */
-};
-
+/* The verdict: the GPUs, their holders and what was done are act/settle.h's result (each GPU's
+ * ref is the index of the selector that named it; every GPU in node mode, ref its index). */
 struct vg_handoff_result {
     enum vg_handoff_state state;
-    bool driver_ok; /* false: nothing was checked, nothing signalled; the state is UNKNOWN,
-                     * or WEDGED when the driver hung (driver_hung) */
-    bool driver_hung;
-    char *driver_error; /* why not; owned */
-    struct vg_handoff_gpu *gpus;
-    size_t ngpus;
-    size_t nsignalled; /* processes signalled, over all GPUs (each counted once) */
-    unsigned looks;    /* snapshots taken */
-    uint64_t elapsed_ms;
-    bool timed_out; /* some GPU was not settled when the timeout passed */
-    bool may_hide;  /* some processes' descriptors could not be read (or hidepid): a holder
-                     * among them is not seen, so "clean" means none that could be read */
-    bool hidepid;   /* the procfs hides other users' processes: an unseen PID may be working */
+    struct vg_settle_result s;
+    const struct vg_handoff_sel *sel; /* borrowed from the request; NULL in node mode */
 };
+
+/* What a settled GPU is to the scheduler: free clean, freed cleaned, unknown, held, unexplained
+ * and not released dirty, stuck and wedged wedged. */
+enum vg_handoff_state vg_handoff_gpu_state(const struct vg_settle_gpu *g);
+/* The selector that named g, or NULL (node mode). */
+const struct vg_handoff_sel *vg_handoff_gpu_sel(const struct vg_handoff_result *r,
+                                                const struct vg_settle_gpu *g);
 
 void vg_handoff_result_init(struct vg_handoff_result *r);
 void vg_handoff_result_release(struct vg_handoff_result *r);
 
-/* A fresh look at the host: 0 with *snap set (the callee's to free with vg_snap_free), or
- * non-zero when even /proc could not be read (the callee has said why). */
-typedef int (*vg_handoff_look_fn)(void *ctx, struct vg_snapshot **snap);
+/* A fresh look at the host (act/settle.h's look). */
+typedef vg_settle_look_fn vg_handoff_look_fn;
 
 /* Run the hand-off. Returns 0 with res filled (its state is the verdict, UNKNOWN included: a
  * later look that failed leaves the GPUs not judged worse "look-failed"), a positive value

@@ -18,6 +18,7 @@
 #include "act/kill.h"
 #include "act/plan.h"
 #include "act/reset.h"
+#include "act/settle.h"
 #include "cmd/cmd.h"
 #include "model/snapshot.h"
 #include "proc/signal.h"
@@ -60,6 +61,9 @@ enum { VG_CLEAN_FILTER = VG_OPT_FIRST_LOCAL, VG_CLEAN_USER };
 #define VG_CLEAN_GRACE_DEFAULT_MS 10000u
 /* After SIGKILL a process normally goes at once; one stuck in the kernel never does. */
 #define VG_CLEAN_KILL_WAIT_MS 5000u
+/* After the stop, how long to look again while the driver catches up (a stopped process still
+ * listed, memory still being freed). */
+#define VG_CLEAN_SETTLE_MS 2000u
 
 struct vg_clean {
     struct vg_global *g;
@@ -74,7 +78,8 @@ struct vg_clean {
     struct vg_snapshot *before, *after;
     struct vg_findings fs_before, fs_after;
     struct vg_plan plan;
-    struct vg_kill *kills; /* plan.n entries with --force */
+    struct vg_settle_result settle; /* with --force: the stop and its verdict */
+    const struct vg_kill *kills;    /* plan.n entries with --force (in settle) */
     struct vg_reset *resets;
     size_t nresets;
 };
@@ -207,8 +212,8 @@ static int vg_clean_prepare(struct vg_clean *c)
     return -1;
 }
 
-/* --force: stop the plan's targets (act/kill.h), sample again, and with --reset run the
- * resets still needed and sample once more. -1 to go on, else the exit status. */
+/* --force: stop the plan's targets and settle (act/settle.h), sample again, and with --reset run
+ * the resets still needed and sample once more. -1 to go on, else the exit status. */
 static int vg_clean_act(struct vg_clean *c)
 {
     /* A pidfd names a process of OUR PID namespace: with another namespace's procfs the
@@ -222,25 +227,44 @@ static int vg_clean_act(struct vg_clean *c)
         return VG_EXIT_UNKNOWN;
     }
     const struct vg_plan *plan = &c->plan;
-    c->kills = calloc(plan->n ? plan->n : 1, sizeof(*c->kills));
-    if (!c->kills) {
+    struct vg_settle_target *targets = NULL;
+    size_t ntargets = 0;
+    struct vg_settle_want *wants = calloc(plan->nscope ? plan->nscope : 1, sizeof(*wants));
+    if (!wants || vg_settle_targets_from_plan(plan, NULL, &targets, &ntargets)) {
+        free(wants);
         vg_cmd_error("clean", "out of memory");
         return VG_EXIT_SOFTWARE;
     }
+    for (size_t i = 0; i < plan->nscope; i++)
+        wants[i] = (struct vg_settle_want){.gpu = plan->scope[i], .ref = plan->scope[i]};
     struct vg_kill_nvml nvml = {c->g->nvml_path, c->g->nvml_timeout_ms};
+    struct vg_settle_req req = {
+        .targets = targets,
+        .ntargets = ntargets,
+        .gpus = wants,
+        .ngpus = plan->nscope,
+        .grace_ms = c->grace_ms,
+        .kill_wait_ms = VG_CLEAN_KILL_WAIT_MS,
+        .timeout_ms = VG_CLEAN_SETTLE_MS,
+        .tolerance = c->ropts.unattributed_min,
+        .stop = true,
+        .look_after = true,
+        .proc_root_fd = c->who.root_fd,
+        .dev_dir = c->before->dev_dir,
+        .who = c->po.who,
+        .nvml = vg_kill_nvml_lists,
+        .nvml_arg = &nvml,
+    };
     struct vg_err err = VG_ERR_INIT;
-    for (size_t i = 0; i < plan->n; i++) {
-        vg_kill_init(&c->kills[i], &plan->v[i].id);
-        if (!plan->v[i].signal)
-            continue;
-        if (vg_kill_start(&c->kills[i], c->who.root_fd, c->before->dev_dir, &c->po.who,
-                          vg_kill_nvml_lists, &nvml, &err)) {
-            vg_cmd_error("clean", "%s", vg_err_msg(&err));
-            vg_err_release(&err);
-            return VG_EXIT_SOFTWARE;
-        }
+    int rc = vg_settle_run(&req, c->before, vg_clean_look, c, &c->settle, &err);
+    free(wants);
+    free(targets);
+    if (rc) {
+        vg_cmd_error("clean", "%s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_SOFTWARE;
     }
-    vg_kill_finish(c->kills, plan->n, c->grace_ms, VG_CLEAN_KILL_WAIT_MS);
+    c->kills = c->settle.kills;
 
     int status;
     if ((status = vg_clean_sample(c, &c->after, &c->fs_after)) != 0)
@@ -313,6 +337,7 @@ static int vg_clean_emit(const struct vg_clean *c, int status)
         .reset = c->reset,
         .grace_ms = c->grace_ms,
         .kills = c->kills,
+        .settle = c->force ? &c->settle : NULL,
         .after = c->after,
         .after_findings = c->force ? &c->fs_after : NULL,
         .resets = c->resets,
@@ -332,9 +357,7 @@ static int vg_clean_emit(const struct vg_clean *c, int status)
 
 static void vg_clean_release(struct vg_clean *c)
 {
-    for (size_t i = 0; c->kills && i < c->plan.n; i++)
-        vg_kill_release(&c->kills[i]);
-    free(c->kills);
+    vg_settle_result_release(&c->settle);
     free(c->resets);
     vg_plan_release(&c->plan);
     vg_findings_release(&c->fs_after);
@@ -348,6 +371,7 @@ static void vg_clean_release(struct vg_clean *c)
 int vg_cmd_clean(struct vg_global *g, int argc, char **argv)
 {
     struct vg_clean c = {.g = g, .grace_ms = VG_CLEAN_GRACE_DEFAULT_MS, .who.root_fd = -1};
+    vg_settle_result_init(&c.settle);
     vg_rule_opts_init(&c.ropts);
     c.ropts.check_shell = false;
     vg_buf_init(&c.filters, 0);

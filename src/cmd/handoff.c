@@ -456,7 +456,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         vg_handoff_result_init(&res);
         struct vg_err err = VG_ERR_INIT;
         /* A job without GPUs: nothing to look at; clean. */
-        res.driver_ok = nogpu;
+        res.s.driver_ok = nogpu;
         int rc = nogpu   ? 0
                  : blind ? 1
                  : h.req.mode == VG_HANDOFF_NODE
@@ -466,8 +466,8 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         if (rc > 0) {
             vg_handoff_result_release(&res);
             res.state = VG_HANDOFF_UNKNOWN;
-            res.driver_error = strdup("the host's processes could not be read");
-            rc = res.driver_error ? 0 : vg_err_set(&err, -ENOMEM, "out of memory");
+            res.s.driver_error = strdup("the host's processes could not be read");
+            rc = res.s.driver_error ? 0 : vg_err_set(&err, -ENOMEM, "out of memory");
         }
         if (rc < 0) {
             vg_cmd_error("handoff", "%s", vg_err_msg(&err));

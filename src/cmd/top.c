@@ -9,8 +9,10 @@
  *   takes the newest frame when there is one, and draws the screen (render/top.h) when
  *   something changed. It never calls the driver, so keys answer whatever the driver does;
  * - a stop action (k, K) builds the plan of `clean` (act/plan.h) on the UI thread from the
- *   frame shown, confirmed with y, then signals on an action thread through act/kill.h
- *   (pidfd, identity re-checked, SIGTERM, grace, SIGKILL), whose outcome comes back as a line.
+ *   frame shown, confirmed with y, then stops and settles on an action thread through
+ *   act/settle.h (pidfd, identity re-checked, SIGTERM, grace, SIGKILL, a look again), whose
+ *   outcome comes back as a line (render/settle.h's words). Quitting while it runs waits for
+ *   it to finish and says what it did on stderr.
  *
  * Signals: SIGINT and SIGTERM end it (the handler only sets a flag); ncurses handles SIGWINCH
  * (KEY_RESIZE) and SIGTSTP. The other threads block every signal.
@@ -29,11 +31,14 @@
 #include <unistd.h>
 
 #include "act/kill.h"
+#include "act/settle.h"
 #include "act/plan.h"
 #include "cmd/cmd.h"
 #include "model/sampler.h"
 #include "proc/signal.h"
 #include "render/clean.h"
+#include "render/settle.h"
+#include "rules/reason.h"
 #include "render/top.h"
 #include "render/top_keys.h"
 #include "rules/rules.h"
@@ -96,6 +101,8 @@ const struct vg_opt vg_top_opts[] = {
 #define VG_TOP_INTERVAL_MAX_MS 60000u
 #define VG_TOP_GRACE_MS 10000u
 #define VG_TOP_KILL_WAIT_MS 5000u
+/* After the stop, how long to look again while the driver catches up. */
+#define VG_TOP_SETTLE_MS 2000u
 
 /* The mouse events top asks for: a click selects, the wheel scrolls. The wheel's down notch is
  * button 5 in ncurses 6 (BUTTON5_PRESSED); older ABIs reported it as REPORT_MOUSE_POSITION. */
@@ -125,8 +132,10 @@ struct vg_top_shared {
     uint64_t sample_start_ms;
     char *error; /* the sampler's failure, once */
     bool done;   /* the sampler thread has ended */
-    /* the action thread */
+    /* the action thread: joinable, joined before the next one and before exiting */
     bool acting;
+    bool action_started;
+    pthread_t action;
     char *action_msg; /* its outcome, once */
 };
 
@@ -134,6 +143,8 @@ struct vg_top_action {
     struct vg_top *t;
     struct vg_plan plan;
     bool *chosen;
+    char **uuids; /* the plan's GPUs (its scope), by UUID; NULL where unknown */
+    size_t nuuids;
 };
 
 struct vg_top {
@@ -352,65 +363,121 @@ static void vg_top_say(struct vg_top *t, const char *fmt, ...)
         t->message[0] = '\0';
 }
 
-/* One outcome as a phrase: "PID 42 exited after SIGTERM". */
-static void vg_top_outcome(struct vg_buf *b, const struct vg_plan_entry *e, const struct vg_kill *k)
+/* The action thread's look at the host, quiet (the terminal is the UI's). */
+static int vg_top_look(void *ctx, struct vg_snapshot **snap)
 {
-    vg_buf_printf(b, "%sPID %d ", b->len ? "; " : "", (int)e->id.pid);
-    switch (k->outcome) {
-    case VG_KILL_TERMINATED:
-        vg_buf_adds(b, "exited after SIGTERM");
-        break;
-    case VG_KILL_KILLED:
-        vg_buf_adds(b, "killed with SIGKILL after the grace period");
-        break;
-    case VG_KILL_GONE:
-        vg_buf_adds(b, "had already exited");
-        break;
-    case VG_KILL_REFUSED:
-        vg_buf_adds(b, "not signalled: ");
-        vg_render_clean_refusal(b, e, k->refusal, k);
-        break;
-    case VG_KILL_FAILED:
-        vg_buf_printf(b, "could not be stopped: %s", strerror(-k->error));
-        break;
-    default:
-        vg_buf_adds(b, "still waiting");
-        break;
+    const struct vg_top *t = ctx;
+    struct vg_snap_opts so = {
+        .nvml_path = t->g->nvml_path,
+        .nvml_timeout_ms = t->g->nvml_timeout_ms,
+        .proc_root = t->g->proc_root,
+        .dev_dir = t->g->dev_dir,
+        .scan = t->g->scan,
+    };
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_snap_build(&so, snap, &err);
+    vg_err_release(&err);
+    return rc ? 1 : 0;
+}
+
+/* The GPUs of the plan (by UUID, from the frame it was made on) as the first look has them. */
+static struct vg_settle_want *vg_top_wants(const struct vg_top_action *a,
+                                           const struct vg_snapshot *first, size_t *n)
+{
+    struct vg_settle_want *w = calloc(a->nuuids ? a->nuuids : 1, sizeof(*w));
+    *n = 0;
+    for (size_t i = 0; w && i < a->nuuids; i++) {
+        size_t gi;
+        if (a->uuids[i] && vg_gpu_list_by_uuid(&first->gpus, a->uuids[i], &gi))
+            w[(*n)++] = (struct vg_settle_want){.gpu = gi, .ref = i};
     }
+    return w;
+}
+
+/* The stop, through act/settle.h, and what it did as one line (render/settle.h's words). */
+static char *vg_top_settle(struct vg_top_action *a)
+{
+    struct vg_top *t = a->t;
+    struct vg_snapshot *first = NULL;
+    struct vg_settle_target *targets = NULL;
+    struct vg_settle_want *wants = NULL;
+    size_t ntargets = 0, nwants = 0;
+    struct vg_settle_result res;
+    vg_settle_result_init(&res);
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_err err = VG_ERR_INIT;
+    struct vg_kill_nvml nvml = {t->g->nvml_path, t->g->nvml_timeout_ms};
+    if (vg_top_look(t, &first) != 0) {
+        vg_buf_adds(&b, "cannot look at the host to stop anything");
+        goto out;
+    }
+    if (vg_settle_targets_from_plan(&a->plan, a->chosen, &targets, &ntargets) ||
+        !(wants = vg_top_wants(a, first, &nwants))) {
+        vg_buf_adds(&b, "out of memory while stopping");
+        goto out;
+    }
+    struct vg_settle_req req = {
+        .targets = targets,
+        .ntargets = ntargets,
+        .gpus = wants,
+        .ngpus = nwants,
+        .grace_ms = VG_TOP_GRACE_MS,
+        .kill_wait_ms = VG_TOP_KILL_WAIT_MS,
+        .timeout_ms = VG_TOP_SETTLE_MS,
+        .tolerance = VG_REASON_DIRTY_TOLERANCE,
+        .stop = true,
+        .look_after = true,
+        .proc_root_fd = t->who.root_fd,
+        .dev_dir = t->g->dev_dir,
+        .who = vg_cmd_who_ctx(&t->who),
+        .nvml = vg_kill_nvml_lists,
+        .nvml_arg = &nvml,
+    };
+    if (vg_settle_run(&req, first, vg_top_look, t, &res, &err) != 0) {
+        vg_buf_adds(&b, "out of memory while stopping");
+        goto out;
+    }
+    for (size_t i = 0; i < ntargets; i++) {
+        if (!targets[i].signal)
+            continue;
+        const struct vg_plan_entry *e = NULL;
+        for (size_t k = 0; k < a->plan.n && !e; k++)
+            e = &a->plan.v[k].id == targets[i].id ? &a->plan.v[k] : NULL;
+        vg_buf_printf(&b, "%sPID %d ", b.len ? "; " : "", (int)targets[i].id->pid);
+        vg_render_settle_outcome(&b, e, &res.kills[i], VG_TOP_GRACE_MS);
+    }
+    for (size_t i = 0; i < res.ngpus; i++) {
+        vg_buf_printf(&b, "; GPU %u", res.gpus[i].index);
+        vg_render_settle_gpu(&b, &res.gpus[i]);
+    }
+out:
+    vg_err_release(&err);
+    vg_settle_result_release(&res);
+    vg_snap_free(first);
+    free(targets);
+    free(wants);
+    char *msg = b.err ? strdup("out of memory while stopping") : vg_buf_steal(&b);
+    vg_buf_release(&b);
+    return msg;
+}
+
+static void vg_top_action_free(struct vg_top_action *a)
+{
+    for (size_t i = 0; i < a->nuuids; i++)
+        free(a->uuids[i]);
+    free(a->uuids);
+    vg_plan_release(&a->plan);
+    free(a->chosen);
+    free(a);
 }
 
 static void *vg_top_action_main(void *arg)
 {
     struct vg_top_action *a = arg;
     struct vg_top *t = a->t;
-    struct vg_kill *ks = calloc(a->plan.n ? a->plan.n : 1, sizeof(*ks));
-    struct vg_kill_ctx who = vg_cmd_who_ctx(&t->who);
-    struct vg_kill_nvml nvml = {t->g->nvml_path, t->g->nvml_timeout_ms};
-    struct vg_buf b;
-    vg_buf_init(&b, 0);
-    struct vg_err err = VG_ERR_INIT;
-    for (size_t i = 0; ks && i < a->plan.n; i++) {
-        vg_kill_init(&ks[i], &a->plan.v[i].id);
-        ks[i].outcome = VG_KILL_REFUSED;
-        if (a->chosen[i] && a->plan.v[i].signal &&
-            vg_kill_start(&ks[i], t->who.root_fd, t->g->dev_dir, &who, vg_kill_nvml_lists, &nvml,
-                          &err) != 0)
-            ks[i].outcome = VG_KILL_FAILED, ks[i].error = -ENOMEM;
-    }
-    if (ks)
-        vg_kill_finish(ks, a->plan.n, VG_TOP_GRACE_MS, VG_TOP_KILL_WAIT_MS);
-    for (size_t i = 0; ks && i < a->plan.n; i++)
-        if (a->chosen[i] && a->plan.v[i].signal)
-            vg_top_outcome(&b, &a->plan.v[i], &ks[i]);
-    for (size_t i = 0; ks && i < a->plan.n; i++)
-        vg_kill_release(&ks[i]);
-    free(ks);
-    vg_err_release(&err);
-    char *msg = b.err || !ks ? strdup("out of memory while stopping") : vg_buf_steal(&b);
-    vg_buf_release(&b);
-    vg_plan_release(&a->plan);
-    free(a->chosen);
-    free(a);
+    char *msg = vg_top_settle(a);
+    vg_top_action_free(a);
     pthread_mutex_lock(&t->sh.mu);
     free(t->sh.action_msg);
     t->sh.action_msg = msg;
@@ -487,6 +554,16 @@ static void vg_top_stop_key(struct vg_top *t, bool all)
     }
 }
 
+/* Wait for the last stop's thread, if one was started (it has ended unless a stop is under
+ * way: then this waits for its SIGKILL round and its last look, each bounded). */
+static void vg_top_join_action(struct vg_top *t)
+{
+    if (!t->sh.action_started)
+        return;
+    pthread_join(t->sh.action, NULL);
+    t->sh.action_started = false;
+}
+
 /* y on the plan: hand it to an action thread. */
 static void vg_top_confirm(struct vg_top *t)
 {
@@ -501,24 +578,30 @@ static void vg_top_confirm(struct vg_top *t)
         return;
     }
     a->t = t;
+    /* the plan's GPUs by UUID: the stop looks at the host afresh, where indices may differ */
+    const struct vg_snapshot *snap = t->frame->snap;
+    a->uuids = calloc(t->plan.nscope ? t->plan.nscope : 1, sizeof(*a->uuids));
+    for (size_t i = 0; a->uuids && i < t->plan.nscope; i++) {
+        const struct vg_gpu *d = &snap->gpus.gpus[t->plan.scope[i]];
+        a->uuids[a->nuuids++] = (d->known & VG_GPU_K_UUID) && d->uuid ? strdup(d->uuid) : NULL;
+    }
     a->plan = t->plan;
     a->chosen = t->chosen;
     vg_plan_init(&t->plan);
     t->chosen = NULL;
+    vg_top_join_action(t);
     pthread_mutex_lock(&t->sh.mu);
     t->sh.acting = true;
     pthread_mutex_unlock(&t->sh.mu);
-    pthread_t th;
-    if (vg_top_thread(&th, vg_top_action_main, a, true) != 0) {
+    if (vg_top_thread(&t->sh.action, vg_top_action_main, a, false) != 0) {
         pthread_mutex_lock(&t->sh.mu);
         t->sh.acting = false;
         pthread_mutex_unlock(&t->sh.mu);
-        vg_plan_release(&a->plan);
-        free(a->chosen);
-        free(a);
+        vg_top_action_free(a);
         vg_top_say(t, "cannot start the stop: %s", strerror(errno));
         return;
     }
+    t->sh.action_started = true;
     vg_top_say(t, "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
                n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
 }
@@ -1006,6 +1089,19 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     vg_top_curses_init(&t);
     vg_top_loop(&t);
     endwin();
+    /* A stop under way is finished, not abandoned: its SIGKILL round is sent and what it did is
+     * said here, since the screen is gone. */
+    pthread_mutex_lock(&t.sh.mu);
+    bool acting = t.sh.acting;
+    pthread_mutex_unlock(&t.sh.mu);
+    if (acting)
+        vg_cmd_error("top", "finishing the stop under way (SIGKILL after %us if still there)...",
+                     VG_TOP_GRACE_MS / 1000);
+    vg_top_join_action(&t);
+    if (t.sh.action_msg)
+        vg_cmd_error("top", "%s", t.sh.action_msg);
+    free(t.sh.action_msg);
+    t.sh.action_msg = NULL;
     bool joined = vg_top_stop_sampler(&t);
     vg_top_release(&t);
     (void)joined;

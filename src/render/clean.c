@@ -13,6 +13,7 @@
 
 #include "model/visible.h"
 #include "render/json.h"
+#include "render/settle.h"
 #include "render/text.h"
 #include "util/parse.h"
 #include "util/sat.h"
@@ -217,40 +218,6 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
     }
 }
 
-static void vg_outcome_text(struct vg_buf *o, const struct vg_clean_view *v,
-                            const struct vg_plan_entry *e, const struct vg_kill *k)
-{
-    switch (k->outcome) {
-    case VG_KILL_PENDING:
-        vg_buf_adds(o, "still waiting");
-        break;
-    case VG_KILL_TERMINATED:
-        vg_buf_printf(o, "exited after SIGTERM (%.1fs)", (double)k->stop.exit_ms / 1000.0);
-        break;
-    case VG_KILL_KILLED:
-        vg_buf_printf(o, "still running %.1fs after SIGTERM: killed with SIGKILL",
-                      (double)v->grace_ms / 1000.0);
-        break;
-    case VG_KILL_GONE:
-        vg_buf_adds(o, "had already exited: nothing sent");
-        break;
-    case VG_KILL_REFUSED:
-        vg_buf_adds(o, "not signalled: ");
-        vg_refusal_text(o, e, k->refusal, k);
-        break;
-    case VG_KILL_FAILED:
-        if (k->error == -ETIMEDOUT)
-            vg_buf_adds(o, "still there after SIGKILL: stuck in the kernel; only a GPU reset or "
-                           "a reboot frees its memory");
-        else
-            vg_buf_printf(o, "could not signal it: %s%s", strerror(-k->error),
-                          k->error == -ENOSYS ? " (signals go through a pidfd, which needs "
-                                                "Linux 5.3 or later)"
-                                              : "");
-        break;
-    }
-}
-
 /* ------------------------------------------------------------------------------------- text */
 
 static void vg_gpu_label(struct vg_buf *o, const struct vg_gpu *g, const struct vg_style *st)
@@ -332,7 +299,7 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     } else if (k) {
         bool bad = k->outcome == VG_KILL_FAILED || k->outcome == VG_KILL_REFUSED;
         vg_buf_printf(o, "    %sresult:%s ", bad ? st->red : st->green, st->reset);
-        vg_outcome_text(o, v, e, k);
+        vg_render_settle_outcome(o, e, k, v->grace_ms);
         vg_buf_addc(o, '\n');
         if (vg_was_signalled(v, i) && vg_still_listed(v, e->id.pid))
             vg_buf_adds(o, "    the driver still lists this PID: its memory should come back "
@@ -414,6 +381,12 @@ static void vg_text_gpu_after(struct vg_buf *o, const struct vg_clean_view *v, s
         vg_buf_printf(o, ", %s held by no listed process", un);
     }
     vg_buf_addc(o, '\n');
+    const struct vg_settle_gpu *sg = v->settle ? vg_settle_gpu_of(v->settle, gi) : NULL;
+    if (sg) {
+        vg_buf_adds(o, "    after the stop");
+        vg_render_settle_gpu(o, sg);
+        vg_buf_addc(o, '\n');
+    }
 }
 
 static void vg_text_findings_after(struct vg_buf *o, const struct vg_clean_view *v,

@@ -16,6 +16,7 @@
 #include "act/kill.h"
 #include "act/plan.h"
 #include "act/reset.h"
+#include "act/settle.h"
 #include "model/snapshot.h"
 #include "render/render.h"
 #include "rules/rules.h"
@@ -31,8 +32,10 @@ struct vg_clean_view {
                           * for display; "" when none */
     bool force, reset;
     unsigned grace_ms;
-    const struct vg_kill *kills;     /* plan->n entries, same order; NULL in a dry run */
-    const struct vg_snapshot *after; /* after --force; NULL in a dry run */
+    const struct vg_kill *kills;           /* plan->n entries, same order; NULL in a dry run */
+    const struct vg_settle_result *settle; /* the stop's verdict per GPU (ref: the before
+                                            * snapshot's index); NULL in a dry run */
+    const struct vg_snapshot *after;       /* after --force; NULL in a dry run */
     const struct vg_findings *after_findings;
     const struct vg_reset *resets;
     size_t nresets;

@@ -27,22 +27,24 @@ static void vg_handoff_size(struct vg_buf *out, uint64_t bytes)
 }
 
 /* "GPU 3" by NVML's index when the driver knows it, else as the scheduler named it. */
-static void vg_handoff_gpu_name(struct vg_buf *out, const struct vg_handoff_gpu *g)
+static void vg_handoff_gpu_name(struct vg_buf *out, const struct vg_handoff_result *r,
+                                const struct vg_settle_gpu *g)
 {
-    if (g->found)
+    const struct vg_handoff_sel *sel = vg_handoff_gpu_sel(r, g);
+    if (g->found || !sel)
         vg_buf_printf(out, "GPU %u", g->index);
-    else if (g->sel->kind == VG_HANDOFF_SEL_MINOR)
-        vg_buf_printf(out, "GPU /dev/nvidia%u", g->sel->number);
-    else if (g->sel->kind == VG_HANDOFF_SEL_INDEX)
-        vg_buf_printf(out, "GPU %u", g->sel->number);
+    else if (sel->kind == VG_HANDOFF_SEL_MINOR)
+        vg_buf_printf(out, "GPU /dev/nvidia%u", sel->number);
+    else if (sel->kind == VG_HANDOFF_SEL_INDEX)
+        vg_buf_printf(out, "GPU %u", sel->number);
     else {
         vg_buf_adds(out, "GPU ");
-        vg_text_escape_str(out, g->sel->text, 0);
+        vg_text_escape_str(out, sel->text, 0);
     }
 }
 
 /* "pid 4242 (alice, python)" */
-static void vg_handoff_who(struct vg_buf *out, const struct vg_handoff_holder *h)
+static void vg_handoff_who(struct vg_buf *out, const struct vg_settle_holder *h)
 {
     vg_buf_printf(out, "pid %d", (int)h->pid);
     if (!h->user && !h->comm)
@@ -58,17 +60,17 @@ static void vg_handoff_who(struct vg_buf *out, const struct vg_handoff_holder *h
 }
 
 /* The holder a GPU's state is about: the first present one of the owner that decides it. */
-static const struct vg_handoff_holder *vg_handoff_culprit(const struct vg_handoff_gpu *g)
+static const struct vg_settle_holder *vg_handoff_culprit(const struct vg_settle_gpu *g)
 {
-    const struct vg_handoff_holder *pick = NULL;
+    const struct vg_settle_holder *pick = NULL;
     for (size_t i = 0; i < g->nholders; i++) {
-        const struct vg_handoff_holder *h = &g->holders[i];
-        if (!h->present || h->owner == VG_HANDOFF_INFRA)
+        const struct vg_settle_holder *h = &g->holders[i];
+        if (!h->present || h->owner == VG_SETTLE_INFRA)
             continue;
         bool match = strcmp(g->why, "d-state") == 0    ? h->state == 'D'
-                     : strcmp(g->why, "survived") == 0 ? h->owner == VG_HANDOFF_JOB
-                     : strcmp(g->why, "leftover") == 0 ? h->owner == VG_HANDOFF_LEFTOVER
-                                                       : h->owner != VG_HANDOFF_JOB;
+                     : strcmp(g->why, "survived") == 0 ? h->owner == VG_SETTLE_TARGET
+                     : strcmp(g->why, "leftover") == 0 ? h->owner == VG_SETTLE_LEFTOVER
+                                                       : h->owner != VG_SETTLE_TARGET;
         if (match &&
             (!pick || (h->mem_known && (!pick->mem_known || h->mem_bytes > pick->mem_bytes))))
             pick = h;
@@ -77,7 +79,7 @@ static const struct vg_handoff_holder *vg_handoff_culprit(const struct vg_handof
 }
 
 /* "pid 4242 (alice, python)", then " and 2 other processes" when there are more. */
-static void vg_handoff_who_more(struct vg_buf *out, const struct vg_handoff_holder *h, size_t n)
+static void vg_handoff_who_more(struct vg_buf *out, const struct vg_settle_holder *h, size_t n)
 {
     vg_handoff_who(out, h);
     if (n > 1)
@@ -90,14 +92,14 @@ static void vg_handoff_who_more(struct vg_buf *out, const struct vg_handoff_hold
  * named, the others counted; "up to" when some holder's memory is unknown), and those that
  * hold only the device node, which the driver charges nothing: "; pid 4300 (bob, python)
  * holds only its device node". */
-static void vg_handoff_unexplained(struct vg_buf *out, const struct vg_handoff_gpu *g)
+static void vg_handoff_unexplained(struct vg_buf *out, const struct vg_settle_gpu *g)
 {
-    const struct vg_handoff_holder *big = NULL, *ctx = NULL, *node = NULL;
+    const struct vg_settle_holder *big = NULL, *ctx = NULL, *node = NULL;
     size_t nctx = 0, nnode = 0;
     uint64_t held = 0;
     bool unknown = false;
     for (size_t i = 0; i < g->nholders; i++) {
-        const struct vg_handoff_holder *h = &g->holders[i];
+        const struct vg_settle_holder *h = &g->holders[i];
         if (!h->present)
             continue;
         if (!(h->seen & VG_SEEN_NVML)) {
@@ -154,9 +156,9 @@ static void vg_handoff_job_words(struct vg_buf *out, const struct vg_handoff_vie
 
 /* Why one GPU is in its state, as words after "GPU N". */
 static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v,
-                             const struct vg_handoff_gpu *g)
+                             const struct vg_settle_gpu *g)
 {
-    const struct vg_handoff_holder *h = vg_handoff_culprit(g);
+    const struct vg_settle_holder *h = vg_handoff_culprit(g);
     const char *w = g->why;
     if (strcmp(w, "missing") == 0) {
         vg_buf_adds(out, " not found by the driver");
@@ -179,10 +181,10 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
     } else if (strcmp(w, "holder") == 0 && h) {
         vg_buf_adds(out, " held by ");
         vg_handoff_who(out, h);
-        if (h->owner == VG_HANDOFF_UNSEEN && v->res->hidepid)
+        if (h->owner == VG_SETTLE_UNSEEN && v->res->s.hidepid)
             vg_buf_adds(out, ", a PID this /proc (hidepid) does not show: most likely another "
                              "user's, hidden, not gone");
-        else if (h->owner == VG_HANDOFF_UNSEEN)
+        else if (h->owner == VG_SETTLE_UNSEEN)
             vg_buf_adds(out, ", a PID this /proc does not show");
         else if (v->mode == VG_HANDOFF_EPILOG) {
             vg_buf_adds(out, ", not ");
@@ -224,22 +226,22 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
 static size_t vg_handoff_count(const struct vg_handoff_result *r, enum vg_handoff_state s)
 {
     size_t n = 0;
-    for (size_t i = 0; i < r->ngpus; i++)
-        n += r->gpus[i].state == s;
+    for (size_t i = 0; i < r->s.ngpus; i++)
+        n += vg_handoff_gpu_state(&r->s.gpus[i]) == s;
     return n;
 }
 
 static void vg_handoff_gpu_list(struct vg_buf *out, const struct vg_handoff_result *r)
 {
-    vg_buf_adds(out, r->ngpus == 1 ? "GPU " : "GPUs ");
-    for (size_t i = 0; i < r->ngpus; i++) {
-        const struct vg_handoff_gpu *g = &r->gpus[i];
+    vg_buf_adds(out, r->s.ngpus == 1 ? "GPU " : "GPUs ");
+    for (size_t i = 0; i < r->s.ngpus; i++) {
+        const struct vg_settle_gpu *g = &r->s.gpus[i];
         if (i)
             vg_buf_addc(out, ',');
         if (g->found)
             vg_buf_printf(out, "%u", g->index);
         else
-            vg_text_escape_str(out, g->sel->text, 0);
+            vg_text_escape_str(out, vg_handoff_gpu_sel(r, g)->text, 0);
     }
 }
 
@@ -247,36 +249,36 @@ int vg_render_handoff_reason(const struct vg_handoff_view *v, struct vg_buf *out
 {
     const struct vg_handoff_result *r = v->res;
     vg_buf_printf(out, "vramguard: %s: ", vg_handoff_state_id(r->state));
-    if (!r->driver_ok) {
-        vg_buf_adds(out, r->driver_hung ? "the driver hung: " : "could not check: ");
-        vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
+    if (!r->s.driver_ok) {
+        vg_buf_adds(out, r->s.driver_hung ? "the driver hung: " : "could not check: ");
+        vg_text_escape_str(out, r->s.driver_error ? r->s.driver_error : "unknown reason", 0);
         return out->err;
     }
-    if (r->ngpus == 0 && v->mode != VG_HANDOFF_NODE) {
+    if (r->s.ngpus == 0 && v->mode != VG_HANDOFF_NODE) {
         vg_handoff_job_words(out, v);
         vg_buf_adds(out, " has no GPUs here: nothing to hand over");
         return out->err;
     }
     if (r->state == VG_HANDOFF_CLEAN || r->state == VG_HANDOFF_CLEANED) {
-        if (r->nsignalled) {
-            vg_buf_printf(out, "stopped %zu leftover process%s of ", r->nsignalled,
-                          r->nsignalled == 1 ? "" : "es");
+        if (r->s.nsignalled) {
+            vg_buf_printf(out, "stopped %zu leftover process%s of ", r->s.nsignalled,
+                          r->s.nsignalled == 1 ? "" : "es");
             vg_handoff_job_words(out, v);
             vg_buf_adds(out, "; ");
         }
         vg_handoff_gpu_list(out, r);
         vg_buf_adds(out, " free");
-        if (r->nsignalled)
-            vg_buf_printf(out, " after %.1fs", (double)r->elapsed_ms / 1000.0);
+        if (r->s.nsignalled)
+            vg_buf_printf(out, " after %.1fs", (double)r->s.elapsed_ms / 1000.0);
         return out->err;
     }
     /* The first GPU in the overall state speaks; the others are counted. */
     size_t same = vg_handoff_count(r, r->state);
-    for (size_t i = 0; i < r->ngpus; i++) {
-        const struct vg_handoff_gpu *g = &r->gpus[i];
-        if (g->state != r->state)
+    for (size_t i = 0; i < r->s.ngpus; i++) {
+        const struct vg_settle_gpu *g = &r->s.gpus[i];
+        if (vg_handoff_gpu_state(g) != r->state)
             continue;
-        vg_handoff_gpu_name(out, g);
+        vg_handoff_gpu_name(out, r, g);
         vg_handoff_cause(out, v, g);
         break;
     }
@@ -287,7 +289,7 @@ int vg_render_handoff_reason(const struct vg_handoff_view *v, struct vg_buf *out
 }
 
 static void vg_handoff_holder_text(struct vg_buf *out, const struct vg_handoff_view *v,
-                                   const struct vg_handoff_holder *h)
+                                   const struct vg_settle_holder *h)
 {
     vg_buf_adds(out, "  ");
     vg_handoff_who(out, h);
@@ -302,9 +304,9 @@ static void vg_handoff_holder_text(struct vg_buf *out, const struct vg_handoff_v
         vg_buf_adds(out, ", D state");
     if (h->signalled)
         vg_buf_printf(out, ": signalled, %s", vg_kill_outcome_id(h->outcome));
-    else if (h->owner == VG_HANDOFF_JOB && h->refusal != VG_KILL_ALLOWED)
+    else if (h->owner == VG_SETTLE_TARGET && h->refusal != VG_KILL_ALLOWED)
         vg_buf_printf(out, ": not signalled (%s)", vg_kill_refusal_id(h->refusal));
-    else if (v->mode == VG_HANDOFF_EPILOG && h->owner != VG_HANDOFF_JOB)
+    else if (v->mode == VG_HANDOFF_EPILOG && h->owner != VG_SETTLE_TARGET)
         vg_buf_adds(out, ": left alone");
     if (!h->present)
         vg_buf_adds(out, ", gone");
@@ -314,10 +316,10 @@ static void vg_handoff_holder_text(struct vg_buf *out, const struct vg_handoff_v
 int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
 {
     const struct vg_handoff_result *r = v->res;
-    for (size_t i = 0; i < r->ngpus; i++) {
-        const struct vg_handoff_gpu *g = &r->gpus[i];
-        vg_buf_printf(out, "%s: ", vg_handoff_state_id(g->state));
-        vg_handoff_gpu_name(out, g);
+    for (size_t i = 0; i < r->s.ngpus; i++) {
+        const struct vg_settle_gpu *g = &r->s.gpus[i];
+        vg_buf_printf(out, "%s: ", vg_handoff_state_id(vg_handoff_gpu_state(g)));
+        vg_handoff_gpu_name(out, r, g);
         if (g->found && g->uuid) {
             char u[16];
             vg_text_short_uuid(g->uuid, u, sizeof(u));
@@ -334,24 +336,24 @@ int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
         for (size_t k = 0; k < g->nholders; k++)
             vg_handoff_holder_text(out, v, &g->holders[k]);
     }
-    if (!r->driver_ok) {
-        vg_buf_adds(out, r->driver_hung ? "the driver hung: " : "could not check: ");
-        vg_text_escape_str(out, r->driver_error ? r->driver_error : "unknown reason", 0);
+    if (!r->s.driver_ok) {
+        vg_buf_adds(out, r->s.driver_hung ? "the driver hung: " : "could not check: ");
+        vg_text_escape_str(out, r->s.driver_error ? r->s.driver_error : "unknown reason", 0);
         vg_buf_addc(out, '\n');
     }
-    if (r->hidepid)
+    if (r->s.hidepid)
         vg_buf_adds(out, "note: /proc is mounted with hidepid: other users' processes are hidden, "
                          "and a holder among them is not seen above (run as root to see them)\n");
-    else if (r->may_hide)
+    else if (r->s.may_hide)
         vg_buf_adds(out, "note: some processes' descriptors could not be read (see 'vramguard "
                          "status'): a holder among them is not seen above\n");
     vg_buf_printf(out, "%s of %zu GPU%s in %.1fs (%u look%s)%s\n", vg_render_handoff_mode(v->mode),
-                  r->ngpus, r->ngpus == 1 ? "" : "s", (double)r->elapsed_ms / 1000.0, r->looks,
-                  r->looks == 1 ? "" : "s", r->timed_out ? ", timed out" : "");
+                  r->s.ngpus, r->s.ngpus == 1 ? "" : "s", (double)r->s.elapsed_ms / 1000.0,
+                  r->s.looks, r->s.looks == 1 ? "" : "s", r->s.timed_out ? ", timed out" : "");
     return out->err;
 }
 
-static void vg_handoff_holder_json(struct vg_json *j, const struct vg_handoff_holder *h)
+static void vg_handoff_holder_json(struct vg_json *j, const struct vg_settle_holder *h)
 {
     vg_json_obj_begin(j);
     vg_json_ki64(j, "pid", h->pid);
@@ -387,21 +389,22 @@ static const char *vg_handoff_sel_kind(enum vg_handoff_sel_kind k)
 }
 
 static void vg_handoff_gpu_json(struct vg_json *j, const struct vg_handoff_view *v,
-                                const struct vg_handoff_gpu *g)
+                                const struct vg_settle_gpu *g)
 {
     vg_json_obj_begin(j);
-    vg_json_kstr(j, "named", g->sel ? g->sel->text : NULL);
-    vg_json_kstr(j, "named_as", g->sel ? vg_handoff_sel_kind(g->sel->kind) : NULL);
+    const struct vg_handoff_sel *sel = vg_handoff_gpu_sel(v->res, g);
+    vg_json_kstr(j, "named", sel ? sel->text : NULL);
+    vg_json_kstr(j, "named_as", sel ? vg_handoff_sel_kind(sel->kind) : NULL);
     vg_json_kbool(j, "found", g->found);
     vg_json_ku64_opt(j, "index", g->found, g->index);
     vg_json_ku64_opt(j, "minor", g->found && g->minor_known, g->minor);
     vg_json_kstr(j, "uuid", g->uuid);
     vg_json_kstr(j, "name", g->name);
-    vg_json_kstr(j, "outcome", vg_handoff_state_id(g->state));
+    vg_json_kstr(j, "outcome", vg_handoff_state_id(vg_handoff_gpu_state(g)));
     vg_json_kstr(j, "cause", g->why);
     struct vg_buf why;
     vg_buf_init(&why, 0);
-    vg_handoff_gpu_name(&why, g);
+    vg_handoff_gpu_name(&why, v->res, g);
     vg_handoff_cause(&why, v, g);
     vg_json_kstr(j, "reason", why.err ? NULL : vg_buf_str(&why));
     vg_buf_release(&why);
@@ -462,22 +465,22 @@ int vg_render_handoff_json(const struct vg_handoff_view *v, struct vg_buf *out)
     vg_buf_release(&reason);
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);
-    vg_json_kbool(&j, "available", r->driver_ok);
-    vg_json_kbool(&j, "hung", r->driver_hung);
-    vg_json_kstr(&j, "error", r->driver_error);
+    vg_json_kbool(&j, "available", r->s.driver_ok);
+    vg_json_kbool(&j, "hung", r->s.driver_hung);
+    vg_json_kstr(&j, "error", r->s.driver_error);
     vg_json_obj_end(&j);
-    vg_json_ku64(&j, "elapsed_ms", r->elapsed_ms);
+    vg_json_ku64(&j, "elapsed_ms", r->s.elapsed_ms);
     vg_json_ku64(&j, "timeout_ms", v->timeout_ms);
     vg_json_ku64(&j, "grace_ms", v->grace_ms);
     vg_json_ku64(&j, "tolerance_bytes", v->tolerance);
-    vg_json_kbool(&j, "timed_out", r->timed_out);
-    vg_json_kbool(&j, "holders_may_hide", r->may_hide);
-    vg_json_ku64(&j, "looks", r->looks);
-    vg_json_ku64(&j, "signalled", r->nsignalled);
+    vg_json_kbool(&j, "timed_out", r->s.timed_out);
+    vg_json_kbool(&j, "holders_may_hide", r->s.may_hide);
+    vg_json_ku64(&j, "looks", r->s.looks);
+    vg_json_ku64(&j, "signalled", r->s.nsignalled);
     vg_json_key(&j, "gpus");
     vg_json_arr_begin(&j);
-    for (size_t i = 0; i < r->ngpus; i++)
-        vg_handoff_gpu_json(&j, v, &r->gpus[i]);
+    for (size_t i = 0; i < r->s.ngpus; i++)
+        vg_handoff_gpu_json(&j, v, &r->s.gpus[i]);
     vg_json_arr_end(&j);
     vg_handoff_drain_json(&j, v);
     vg_json_obj_end(&j);
