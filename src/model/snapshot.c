@@ -661,3 +661,10 @@ size_t vg_snap_unread_envs(const struct vg_snapshot *snap)
     free(seen);
     return n;
 }
+
+bool vg_snap_path_only(const struct vg_proc *p)
+{
+    return (p->known & VG_PROC_K_FDS) &&
+           (p->npath_minors > 0 ||
+            (p->dev_path_count > 0 && p->dev_fd_count == 0 && p->dev_map_count == 0));
+}

@@ -120,6 +120,11 @@ struct vg_snap_opts {
  * what /proc shows. */
 #define VG_SNAP_NVML_TIMEOUT_MS 10000u
 
+/* Whether p is reported apart as holding nodes through O_PATH descriptors only ("path only":
+ * paths, not open files; they hold no context and no memory, and any user may take one):
+ * GPU nodes held no other way, or nothing but such descriptors. Never a holder. */
+bool vg_snap_path_only(const struct vg_proc *p);
+
 /* Build a snapshot. Fails only when /proc cannot be read at all or memory runs out; a missing
  * or failing driver gives driver_ok == false with driver_error set. */
 int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, struct vg_err *err);

@@ -33,6 +33,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 /* Longest link target read for display; a longer one (none is, for a device) is left unknown. */
 #define VG_LINK_HEAP_MAX ((size_t)1 << 20)
 /* kcmp(2)'s "same descriptor table" comparison (<linux/kcmp.h>, not in every libc's headers). */
@@ -72,6 +74,7 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
 {
     memset(c->gpu_bits, 0, sizeof(c->gpu_bits));
     memset(c->map_bits, 0, sizeof(c->map_bits));
+    memset(c->path_bits, 0, sizeof(c->path_bits));
     for (size_t i = 0; i < c->npaths; i++)
         free(c->paths[i]);
     c->npaths = 0;
@@ -174,26 +177,77 @@ static unsigned vg_fd_number(const char *name)
 }
 
 struct vg_fd_counts {
-    unsigned total, ndev;
+    unsigned total, ndev, npath;
     bool ctl, uvm;
 };
 
-/* One descriptor that refers to an NVIDIA node: count it, and note the node when it is new. */
-static int vg_fd_held(struct vg_proc_ctx *c, int fdd, const char *name, const struct vg_dev_id *id,
-                      const struct vg_dev_match *m, struct vg_fd_counts *k)
+/* fdinfo's "flags:" value: blanks, then octal digits up to the end of the line. */
+static int vg_fd_flags_octal(const char *s, size_t n, uint64_t *out)
 {
-    k->ndev++;
+    size_t i = 0;
+    while (i < n && (s[i] == '\t' || s[i] == ' '))
+        i++;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; i < n && s[i] != '\n'; i++, digits++) {
+        if (s[i] < '0' || s[i] > '7' || v > (UINT64_MAX >> 3))
+            return -EINVAL;
+        v = v << 3 | (uint64_t)(s[i] - '0');
+    }
+    if (!digits)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/*
+ * Whether a descriptor that refers to a node is an O_PATH one. procfs gives a descriptor's link
+ * the access of its file (r for FMODE_READ, w for FMODE_WRITE), so a link with either is an
+ * open file, settled by the one fstatat; one with neither is O_PATH or an open for ioctl only
+ * (access mode 3, which does reach the driver), told apart by the flags fdinfo shows. Only under
+ * a real procfs; anything unreadable counts as an open file: a holder too many makes a GPU look
+ * held, never one too few a held GPU look free.
+ */
+static bool vg_fd_is_path(const struct vg_proc_ctx *c, int fdd, const char *name)
+{
+    struct stat st;
+    if (!c->procfs || fdd < 0 || fstatat(fdd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISLNK(st.st_mode) || (st.st_mode & (S_IRUSR | S_IWUSR)))
+        return false;
+    char path[48], buf[256];
+    snprintf(path, sizeof(path), "../fdinfo/%s", name);
+    size_t len;
+    if (vg_file_read_small(fdd, path, buf, sizeof(buf), &len) != 0)
+        return false;
+    const char *f = memmem(buf, len, "\nflags:", 7);
+    uint64_t flags;
+    return f && vg_fd_flags_octal(f + 7, (size_t)(buf + len - (f + 7)), &flags) == 0 &&
+           (flags & O_PATH);
+}
+
+/* One descriptor that refers to an NVIDIA node: count it (an O_PATH one apart), and note the
+ * node when it is new. */
+static int vg_fd_held(struct vg_proc_ctx *c, int fdd, const char *name, const struct vg_dev_id *id,
+                      const struct vg_dev_match *m, bool path, struct vg_fd_counts *k)
+{
     unsigned fd = vg_fd_number(name);
     if (fd == UINT_MAX || c->nheld_fds == VG_PROC_IX_FDS_MAX)
         c->held_over = true;
     else
         c->held_fds[c->nheld_fds++] = fd;
-    if (m->kind == VG_DEV_GPU)
-        c->gpu_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
-    else if (m->kind == VG_DEV_CTL)
-        k->ctl = true;
-    else if (m->kind == VG_DEV_UVM)
-        k->uvm = true;
+    if (path) {
+        k->npath++;
+        if (m->kind == VG_DEV_GPU)
+            c->path_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
+    } else {
+        k->ndev++;
+        if (m->kind == VG_DEV_GPU)
+            c->gpu_bits[m->minor / 64] |= (uint64_t)1 << (m->minor % 64);
+        else if (m->kind == VG_DEV_CTL)
+            k->ctl = true;
+        else if (m->kind == VG_DEV_UVM)
+            k->uvm = true;
+    }
     int rc = vg_fd_node_add(c, m->node);
     if (rc <= 0)
         return rc;
@@ -219,7 +273,7 @@ static int vg_fd_link(struct vg_proc_ctx *c, int fdd, const char *name, struct v
     struct vg_dev_match m;
     if (rc < 0 || !vg_proc_devset_match(c->devset, &id, &m))
         return 0;
-    return vg_fd_held(c, fdd, name, &id, &m, k);
+    return vg_fd_held(c, fdd, name, &id, &m, vg_fd_is_path(c, fdd, name), k);
 }
 
 /* Decimal text of a descriptor number (no allocation; out has room for any unsigned). */
@@ -346,7 +400,7 @@ static int vg_fd_numbered(struct vg_proc_ctx *c, int fdd, const struct stat *st,
         if (rc < 0 && rc != -ENOENT) /* ENOENT: closed since the kernel saw it */
             return rc;
     }
-    if (k->ndev == 0) {
+    if (k->ndev == 0 && k->npath == 0) {
         vg_proc_fds_reset(c);
         return 1;
     }
@@ -443,6 +497,7 @@ static void vg_fd_counts_set(struct vg_proc *p, const struct vg_fd_counts *k)
 {
     p->fd_total = k->total;
     p->dev_fd_count = k->ndev;
+    p->dev_path_count = k->npath;
     p->has_ctl = k->ctl;
     p->has_uvm = k->uvm;
     p->known |= VG_PROC_K_FDS;
@@ -488,17 +543,18 @@ static int vg_fd_from_kernel(struct vg_proc_ctx *c, struct vg_proc *p)
             continue;
         char name[16];
         /* no fd/ to read the link from (-1): vg_fd_held leaves the path NULL */
-        int rc = vg_fd_held(c, -1, vg_fd_name(c->kfds[i].fd, name), &c->kfds[i].id, &m, &k);
+        int rc = vg_fd_held(c, -1, vg_fd_name(c->kfds[i].fd, name), &c->kfds[i].id, &m,
+                            c->kfds[i].path, &k);
         if (rc < 0) {
             vg_proc_fds_reset(c);
             return rc;
         }
     }
-    if (k.ndev == 0) {
+    if (k.ndev == 0 && k.npath == 0) {
         vg_proc_fds_reset(c);
         return 1;
     }
-    k.total = k.ndev;
+    k.total = k.ndev + k.npath;
     c->held_over = true; /* read by /proc's numbers next time it would be refused again */
     vg_fd_counts_set(p, &k);
     p->fds_by_kernel = true;
@@ -600,9 +656,12 @@ int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
 {
     free(p->dev_minors);
     free(p->dev_minors_by);
+    free(p->path_minors);
     p->dev_minors = NULL;
     p->dev_minors_by = NULL;
+    p->path_minors = NULL;
     p->ndev_minors = 0;
+    p->npath_minors = 0;
     vg_fd_free_paths(p);
     p->dev_nodes_more = 0;
     if (!(p->known & VG_PROC_K_FDS))
@@ -623,6 +682,19 @@ int vg_proc_fds_commit(struct vg_proc_ctx *c, struct vg_proc *p)
                 continue;
             p->dev_minors_by[p->ndev_minors] = (unsigned char)by;
             p->dev_minors[p->ndev_minors++] = m;
+        }
+    }
+    size_t np = 0;
+    for (size_t w = 0; w < sizeof(c->path_bits) / sizeof(c->path_bits[0]); w++)
+        np += (size_t)__builtin_popcountll(c->path_bits[w] & ~(c->gpu_bits[w] | c->map_bits[w]));
+    if (np) {
+        if (!(p->path_minors = malloc(np * sizeof(*p->path_minors))))
+            return -ENOMEM;
+        for (unsigned m = 0; m <= VG_DEV_GPU_MINOR_MAX; m++) {
+            uint64_t bit = (uint64_t)1 << (m % 64);
+            if ((c->path_bits[m / 64] & bit) &&
+                !((c->gpu_bits[m / 64] | c->map_bits[m / 64]) & bit))
+                p->path_minors[p->npath_minors++] = m;
         }
     }
     if (c->npaths) {

@@ -43,6 +43,7 @@ struct vg_proc_kfd {
     pid_t pid;
     unsigned fd;
     bool other;          /* from a table that is not its thread group leader's */
+    bool path;           /* an O_PATH descriptor (the kernel scan's VG_KREC_PATH) */
     bool id_known;       /* id is the file the kernel saw (the kernel scan's; not the index's) */
     struct vg_dev_id id; /* with id_known: for when /proc refuses the descriptor */
 };
@@ -77,7 +78,8 @@ struct vg_proc_ctx {
      * them (owned until vg_proc_fds_commit hands them to the process) and how many more there
      * were. */
     uint64_t gpu_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64];
-    uint64_t map_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64]; /* the GPU minors held by mapping */
+    uint64_t map_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64];  /* the GPU minors held by mapping */
+    uint64_t path_bits[(VG_DEV_GPU_MINOR_MAX + 64) / 64]; /* by O_PATH descriptor */
     struct vg_proc_node_slot *slots;
     size_t slots_cap, slots_n;
     uint32_t slots_gen;

@@ -73,8 +73,8 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
     for (size_t i = 0; i < nrec; i++) {
         struct vg_krec r;
         memcpy(&r, buf + i * sizeof(r), sizeof(r)); /* the buffer need not be aligned */
-        if (r.magic != VG_KREC_MAGIC || (r.flags & ~(VG_KREC_SELF | VG_KREC_MAP)) || r.pid == 0 ||
-            r.pid > VG_PID_MAX || r.tid > VG_PID_MAX) {
+        if (r.magic != VG_KREC_MAGIC || (r.flags & ~(VG_KREC_SELF | VG_KREC_MAP | VG_KREC_PATH)) ||
+            r.pid == 0 || r.pid > VG_PID_MAX || r.tid > VG_PID_MAX) {
             free(out);
             return -EINVAL;
         }
@@ -617,8 +617,12 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
             v = nv;
             cap = ncap;
         }
-        v[n++] = (struct vg_proc_kfd){
-            .pid = (pid_t)r.pid, .fd = r.fd, .other = r.tid != r.pid, .id_known = true, .id = id};
+        v[n++] = (struct vg_proc_kfd){.pid = (pid_t)r.pid,
+                                      .fd = r.fd,
+                                      .other = r.tid != r.pid,
+                                      .path = (r.flags & VG_KREC_PATH) != 0,
+                                      .id_known = true,
+                                      .id = id};
     }
     if (n > 1)
         qsort(v, n, sizeof(*v), vg_kscan_cmp_kfd);

@@ -11,6 +11,10 @@
 #define VG_KREC_MAGIC 0x76676b72u /* "vgkr": a record that is not one is a parse error */
 #define VG_KREC_SELF 1u           /* a descriptor of the reading process itself */
 #define VG_KREC_MAP 2u            /* a memory mapping of the file, not a descriptor (fd unused) */
+#define VG_KREC_PATH 4u           /* an O_PATH descriptor: a path, no open of the device */
+#define VG_KREC_O_PATH                                                                             \
+    010000000u /* O_PATH in a file's f_flags (the uapi value, every arch                           \
+                * vramguard builds for) */
 /* Character-device majors the program matches (vg_dev_majors: nvidia, uvm, 4 others). */
 #define VG_KREC_MAJORS 6
 /* Filesystems of --dev DIR's inode-matched nodes the program lets through. */

@@ -148,10 +148,17 @@ struct vg_proc {
     unsigned dev_map_count;       /* memory mappings of any NVIDIA node (maps) */
     bool has_ctl;                 /* nvidiactl, by descriptor or mapping */
     bool has_uvm;                 /* nvidia-uvm or nvidia-uvm-tools, likewise */
-    unsigned fd_total;            /* descriptors seen in fd/ */
-    bool fds_by_kernel;           /* /proc refused fd/ and the kernel scan's records gave the
-                                   * NVIDIA descriptors instead: fd_total counts only those,
-                                   * paths are NULL */
+    /* O_PATH descriptors of NVIDIA nodes: a path, not an open file (no open reached the
+     * driver, so they hold no context and no memory, and any user may take one of a node it
+     * cannot open). Not in dev_minors, dev_fd_count or has_ctl/has_uvm: no holder by them,
+     * reported apart ("path only"). path_minors: GPU minors held only so, ascending. */
+    unsigned dev_path_count;
+    unsigned *path_minors;
+    size_t npath_minors;
+    unsigned fd_total;  /* descriptors seen in fd/ */
+    bool fds_by_kernel; /* /proc refused fd/ and the kernel scan's records gave the
+                         * NVIDIA descriptors instead: fd_total counts only those,
+                         * paths are NULL */
     /* Display only: the distinct NVIDIA nodes held, in the order first seen, each as the path
      * one of its descriptors names (readlink, as the process sees it: another mount namespace
      * shows its own path; NULL when the descriptor changed while being read). At most

@@ -174,7 +174,8 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
     }
     if (vg_proc_err_denied(rc))
         c->denied = true;
-    if (!wanted && !vg_proc_is_holder(p)) {
+    /* an O_PATH descriptor of a node holds nothing, but is kept to be reported apart */
+    if (!wanted && !vg_proc_is_holder(p) && p->dev_path_count == 0) {
         *denied = c->denied;
         return VG_ONE_SKIP;
     }

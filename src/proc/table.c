@@ -23,6 +23,7 @@ void vg_proc_release(struct vg_proc *p)
     free(p->pod_uid);
     free(p->dev_minors);
     free(p->dev_minors_by);
+    free(p->path_minors);
     for (size_t i = 0; i < p->ndev_paths; i++)
         free(p->dev_paths[i]);
     free(p->dev_paths);

@@ -262,6 +262,34 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
         vg_json_obj_end(&j);
     }
     vg_json_arr_end(&j);
+    /* Processes holding nodes through O_PATH descriptors only: no holders (issue 27). */
+    vg_json_key(&j, "path_only");
+    vg_json_arr_begin(&j);
+    for (size_t i = 0; i < snap->procs.n; i++) {
+        const struct vg_proc *p = &snap->procs.procs[i];
+        if (!vg_snap_path_only(p))
+            continue;
+        vg_json_obj_begin(&j);
+        vg_json_ku64(&j, "pid", (uint64_t)p->pid);
+        vg_json_key(&j, "minors");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < p->npath_minors; k++)
+            vg_json_u64(&j, p->path_minors[k]);
+        vg_json_arr_end(&j);
+        vg_json_key(&j, "gpus");
+        vg_json_arr_begin(&j);
+        for (size_t k = 0; k < p->npath_minors; k++)
+            for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
+                const struct vg_gpu *g = &snap->gpus.gpus[gi];
+                if ((g->known & VG_GPU_K_MINOR) && g->minor == p->path_minors[k])
+                    vg_json_u64(&j, g->index);
+            }
+        vg_json_arr_end(&j);
+        vg_json_ku64(&j, "descriptors", p->dev_path_count);
+        vg_json_proc_fields(&j, p);
+        vg_json_obj_end(&j);
+    }
+    vg_json_arr_end(&j);
     vg_json_key(&j, "scan");
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "processes", snap->procs.n_scanned);

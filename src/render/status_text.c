@@ -262,6 +262,54 @@ static void vg_text_unmatched(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, '\n');
 }
 
+/* The GPU index whose node has this minor, for a path-only line; -1 when none. */
+static long vg_text_gpu_of_minor(const struct vg_snapshot *snap, unsigned minor)
+{
+    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
+        const struct vg_gpu *g = &snap->gpus.gpus[gi];
+        if ((g->known & VG_GPU_K_MINOR) && g->minor == minor)
+            return (long)gi;
+    }
+    return -1;
+}
+
+/* Processes that hold nodes only through O_PATH descriptors: shown, since fuser and lsof list
+ * them, and said to hold nothing, since no open of the device took place (issue 27). */
+static void vg_text_path_only(struct vg_buf *o, const struct vg_snapshot *snap,
+                              const struct vg_style *st)
+{
+    bool header = false;
+    for (size_t i = 0; i < snap->procs.n; i++) {
+        const struct vg_proc *p = &snap->procs.procs[i];
+        if (!vg_snap_path_only(p))
+            continue;
+        if (!header) {
+            vg_buf_printf(o,
+                          "%sPath only%s %s(O_PATH descriptors of a node: no open of the device, "
+                          "no context, no memory)%s\n",
+                          st->bold, st->reset, st->dim, st->reset);
+            header = true;
+        }
+        vg_buf_printf(o, "  %7d ", (int)p->pid);
+        vg_text_escape_str(o, (p->known & VG_PROC_K_USER) ? p->user : "n/a", 10);
+        vg_buf_addc(o, ' ');
+        vg_text_escape_str(o, (p->known & VG_PROC_K_STAT) ? p->comm : "n/a", 16);
+        vg_buf_adds(o, ":");
+        for (size_t k = 0; k < p->npath_minors; k++) {
+            long gi = vg_text_gpu_of_minor(snap, p->path_minors[k]);
+            if (gi >= 0)
+                vg_buf_printf(o, "%s GPU %ld", k ? "," : "", gi);
+            else
+                vg_buf_printf(o, "%s %s/nvidia%u", k ? "," : "", snap->dev_dir, p->path_minors[k]);
+        }
+        if (!p->npath_minors)
+            vg_buf_adds(o, " NVIDIA nodes that are no GPU's");
+        vg_buf_addc(o, '\n');
+    }
+    if (header)
+        vg_buf_addc(o, '\n');
+}
+
 int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render_opts *ro,
                           struct vg_buf *out)
 {
@@ -287,6 +335,7 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
     for (size_t gi = 0; gi < l->ngpus; gi++)
         vg_text_gpu(out, snap, gi, ro, &st);
     vg_text_unmatched(out, snap, ro, &st);
+    vg_text_path_only(out, snap, &st);
     if (!snap->driver_ok && snap->nholdings == 0)
         vg_buf_adds(out, "no process holds an NVIDIA device node\n\n");
 

@@ -3,8 +3,9 @@
 # issue 16) finds exactly the holders the /proc scan finds, and --scan=auto reads /proc, and says
 # why under --verbose, on a host of fewer than 1,000 processes or where the program cannot load.
 #
-# The staged host: holders of real character devices (mknod, held through O_PATH: no driver
-# answers an open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node) and of plain stand-ins
+# The staged host: real character devices held through O_PATH (mknod; no driver answers an
+# open: a GPU, nvidiactl, nvidia-uvm, an nvidia-caps node), which both scans report as path
+# only, never as holders, and of plain stand-ins
 # (matched by inode), workers that inherit them, a thread-group leader that exited while a
 # thread holds the table (--zombie-leader), a thread with a descriptor table of its own
 # (--thread-open), holders in a PID namespace of their own, and churn
@@ -68,7 +69,8 @@ need_kernel_scan() {
 holders() {
     json '[(.gpus[] | .index as $g | .holders[] | select(.seen_by != "nvml")
               | "\(.pid) gpu\($g) \(.comm) \(.device_nodes | join(","))"),
-           (.unmatched_holders[] | "\(.holder.pid) unmatched\(.minor) \(.holder.comm) \(.holder.device_nodes | join(","))")]
+           (.unmatched_holders[] | "\(.holder.pid) unmatched\(.minor) \(.holder.comm) \(.holder.device_nodes | join(","))"),
+           (.path_only[] | . as $p | .gpus[] | "\($p.pid) path-gpu\(.) \($p.comm) \($p.device_nodes | join(","))")]
           | sort | .[]'
 }
 
@@ -135,9 +137,13 @@ stage_host() {
     [ "$(grep -c . <<<"$k")" -ge 14 ]
     [[ $k == *" gpu1 ks-tables $DEVDIR/nvidia3,$DEVDIR/nvidia1"* ]]
     [[ $k == *" gpu3 ks-tables $DEVDIR/nvidia3,$DEVDIR/nvidia1"* ]]
-    [[ $k == *" gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm,$REAL/nvidia-caps/nvidia-cap1"* ]]
-    [[ $k == *" gpu1 ks-mknod $TMP/mygpu"* ]]
-    [[ $k == *" gpu2 ks-zleader "* ]]
+    # the real nodes, taken by O_PATH (no driver answers an open here), are path only in both
+    # scans: the kernel's records carry the descriptor's O_PATH flag
+    [[ $k == *" path-gpu0 ks-real $REAL/nvidia0,$REAL/nvidiactl,$REAL/nvidia-uvm,$REAL/nvidia-caps/nvidia-cap1"* ]]
+    [[ $k == *" path-gpu1 ks-mknod $TMP/mygpu"* ]]
+    [[ $k == *" path-gpu2 ks-zleader "* ]]
+    [[ $k == *" path-gpu0 ks-inns "* ]]
+    [[ $k != *" gpu0 ks-real"* && $k != *" gpu1 ks-mknod"* ]]
     [[ $k == *" gpu3 ks-plain "* ]]
     [[ $k == *" gpu2 ks-inns "* ]]
     [ "$(grep -c " gpu3 ks-mapped $DEVDIR/nvidia" <<<"$k")" -eq 2 ]

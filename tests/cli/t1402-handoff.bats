@@ -18,6 +18,11 @@ setup() {
 }
 
 # start NAME ARGS...: vg-helper logging its signals; sets NAME=pid.
+teardown() {
+    vg_cleanup
+    if [[ -n ${PUB:-} && $PUB == /tmp/vg-opath.* ]]; then rm -rf -- "$PUB"; fi
+}
+
 start() {
     local name=$1
     shift
@@ -196,6 +201,41 @@ show() {
     [[ $output == "vramguard: dirty: GPU 2 held by pid $W ("*"), 4 GiB" ]]
     ! signalled "$W"
     ! vg_gone "$W"
+}
+
+@test "prolog: an O_PATH descriptor of a node another user took is path only: clean, and said apart by status (issue 27)" {
+    [[ $(id -u) -eq 0 ]] || skip "needs root to become nobody"
+    command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+    # a 0600 root-owned node nobody cannot open, only take by path (os.open(path, O_PATH)),
+    # in a directory nobody can reach (bats' own is 0700); removed in teardown
+    PUB=$(mktemp -d /tmp/vg-opath.XXXXXX)
+    chmod 755 "$PUB"
+    DEVDIR=$(vg_fake_dev "$PUB" 4)
+    chmod 0600 "$DEVDIR/nvidia1"
+    setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import os, sys, time
+os.open(sys.argv[1], os.O_PATH)
+try:
+    os.open(sys.argv[1], os.O_RDONLY)
+    sys.exit(3)
+except PermissionError:
+    pass
+print(os.getpid(), flush=True)
+time.sleep(60)' "$DEVDIR/nvidia1" >"$TMP/squat.pid" 2>"$TMP/squat.err" &
+    _vg_record squatter "$!"
+    wait_for "[[ -s $TMP/squat.pid ]] || ! kill -0 $! 2>/dev/null"
+    cat "$TMP/squat.err"
+    [[ -s $TMP/squat.pid ]]
+    S=$(cat "$TMP/squat.pid")
+    gpus
+    job 50 1
+    ho prolog
+    show
+    [ "$status" -eq 0 ]
+    [[ $output == "vramguard: clean"* ]]
+    run --separate-stderr "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json status
+    json_ok "[.gpus[1].holders[].pid] | index($S) == null"
+    json_ok ".path_only[] | select(.pid == $S) | .gpus == [1] and .user == \"nobody\""
 }
 
 @test "prolog: memory used with no holder is dirty; a GPU the driver does not list is wedged; no driver is 3" {

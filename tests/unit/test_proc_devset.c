@@ -6,7 +6,8 @@
  *    symlinks, files elsewhere that only carry a node's name);
  *  - a fake procfs tree whose fd links point at real character devices (mknod c 195 N, as
  *    root) inside and outside DIR: matched by number, whatever the path;
- *  - the real /proc: a child holding real nodes through O_PATH (no driver answers an open),
+ *  - the real /proc: a child holding real nodes through O_PATH (no driver answers an open; they
+ *    count apart, as path only, never as holders),
  *    under DIR and through another node of the same numbers, one deleted since, a stand-in, a
  *    stand-in deleted since, many descriptors of one node; and a child holding hundreds of
  *    distinct nodes: the paths listed stop at VG_PROC_NODES_MAX and the rest are counted.
@@ -491,12 +492,12 @@ static int private_check(const struct fx *f, pid_t pid)
     int rc = 0;
     if (!(p.known & VG_PROC_K_FDS))
         rc = 1;
-    else if (p.ndev_minors != 4 || p.dev_minors[0] != 0 || p.dev_minors[1] != 1 ||
-             p.dev_minors[2] != 2 || p.dev_minors[3] != 3)
-        rc = 2; /* nvidia0, the alias, the deleted node, the stand-in */
-    else if (!p.has_ctl || !p.has_uvm)
-        rc = 3;
-    else if (p.dev_fd_count != 7 + 50)
+    else if (p.ndev_minors != 1 || p.dev_minors[0] != 3 || p.npath_minors != 3 ||
+             p.path_minors[0] != 0 || p.path_minors[1] != 1 || p.path_minors[2] != 2)
+        rc = 2; /* the stand-in opened; nvidia0, the alias, the deleted node by O_PATH only */
+    else if (p.has_ctl || p.has_uvm)
+        rc = 3; /* an O_PATH descriptor of nvidiactl or nvidia-uvm opens nothing */
+    else if (p.dev_fd_count != 1 || p.dev_path_count != 5 + 1 + 50)
         rc = 4;
     else if (p.ndev_paths != 6 || p.dev_nodes_more != 0)
         rc = 5; /* six distinct nodes, however many descriptors */
@@ -546,12 +547,14 @@ static void test_real_nodes(void **state)
     struct vg_err err = VG_ERR_INIT;
     assert_int_equal(vg_proc_read(root, f->child, f->dev, &p, &err), 0);
     close(root);
-    assert_int_equal(p.ndev_minors, 2);
-    assert_int_equal(p.dev_minors[0], 0);
-    assert_int_equal(p.dev_minors[1], 3);
-    assert_int_equal(p.dev_fd_count, 1 + 52 + 1 + 1); /* nvidia0, nvidiactl, uvm, nvidia3 */
-    assert_true(p.has_ctl);
-    assert_true(p.has_uvm);
+    assert_int_equal(p.ndev_minors, 1);
+    assert_int_equal(p.dev_minors[0], 3);
+    assert_int_equal(p.npath_minors, 1);
+    assert_int_equal(p.path_minors[0], 0);
+    assert_int_equal(p.dev_fd_count, 1);            /* nvidia3 */
+    assert_int_equal(p.dev_path_count, 1 + 52 + 1); /* nvidia0, nvidiactl, uvm by O_PATH */
+    assert_false(p.has_ctl);
+    assert_false(p.has_uvm);
     assert_int_equal(p.ndev_paths, 4);
     vg_proc_release(&p);
     vg_err_release(&err);

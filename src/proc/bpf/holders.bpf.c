@@ -112,6 +112,8 @@ static void vg_record(struct seq_file *seq, struct file *file, __u32 fd, __u32 f
     __u64 ino = inode->i_ino;
     if (!self && !vg_interesting(mode, rdev, dev, ino))
         return;
+    if (!(flags & VG_KREC_MAP) && (file->f_flags & VG_KREC_O_PATH))
+        flags |= VG_KREC_PATH;
     struct vg_krec r = {
         .magic = VG_KREC_MAGIC,
         .flags = flags | (self ? VG_KREC_SELF : 0),

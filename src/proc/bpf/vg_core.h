@@ -64,6 +64,7 @@ struct path {
 
 struct file {
     struct path f_path;
+    unsigned int f_flags;
 };
 
 struct task_struct {
