@@ -18,6 +18,7 @@
 
 #include "act/note.h"
 #include "act/stop.h"
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/clock.h"
 
@@ -37,7 +38,7 @@ struct vg_exec {
     uint64_t timeout_ms;
     unsigned max_running;
     struct vg_exec_child *kids;
-    size_t nkids;
+    size_t nkids, kids_cap;
     struct vg_exec_stats stats;
     const char *what, *owner; /* for messages */
 };
@@ -55,7 +56,7 @@ int vg_exec_split(const char *cmd, char ***out, struct vg_err *err)
 {
     *out = NULL;
     char **argv = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     struct vg_buf w;
     vg_buf_init(&w, 0);
     const char *s = cmd;
@@ -98,12 +99,10 @@ int vg_exec_split(const char *cmd, char ***out, struct vg_err *err)
         }
         if (!any)
             continue;
-        char **na = realloc(argv, (n + 2) * sizeof(*na));
-        if (!na) {
+        if (VG_ARRAY_GROW(argv, cap, n + 2)) {
             rc = vg_err_set(err, -ENOMEM, "out of memory");
             goto out;
         }
-        argv = na;
         argv[n] = w.err ? NULL : strdup(vg_buf_str(&w));
         argv[n + 1] = NULL;
         if (!argv[n]) {
@@ -276,10 +275,8 @@ int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const ch
         x->stats.dropped++;
         return 1;
     }
-    struct vg_exec_child *kids = realloc(x->kids, (x->nkids + 1) * sizeof(*kids));
-    if (!kids)
+    if (VG_ARRAY_GROW(x->kids, x->kids_cap, x->nkids + 1))
         return vg_err_set(err, -ENOMEM, "out of memory");
-    x->kids = kids;
     char **envp = vg_exec_envp(env, nenv);
     if (!envp)
         return vg_err_set(err, -ENOMEM, "out of memory");

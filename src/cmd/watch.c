@@ -36,6 +36,7 @@
 #include "render/text.h"
 #include "rules/health.h"
 #include "rules/rules.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -178,7 +179,7 @@ static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t star
  * set (err): an alert command never runs with some of its variables silently missing. */
 struct vg_watch_env {
     char **v;
-    size_t n;
+    size_t n, cap;
     int err;
 };
 
@@ -195,14 +196,12 @@ static void vg_env_add(struct vg_watch_env *e, const char *name, const char *val
     vg_buf_release(&b);
     if (!s)
         return;
-    char **v = realloc(e->v, (e->n + 1) * sizeof(*v));
-    if (!v) {
+    if (VG_ARRAY_GROW(e->v, e->cap, e->n + 1)) {
         free(s);
         e->err = -ENOMEM;
         return;
     }
-    e->v = v;
-    v[e->n++] = s;
+    e->v[e->n++] = s;
 }
 
 static void vg_env_addu(struct vg_watch_env *e, const char *name, bool known, uint64_t value)

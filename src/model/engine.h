@@ -107,7 +107,7 @@ struct vg_event {
 
 struct vg_event_list {
     struct vg_event *v;
-    size_t n;
+    size_t n, cap;
 };
 
 void vg_event_list_init(struct vg_event_list *e);

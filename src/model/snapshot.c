@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gpu/collect.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/sat.h"
 
@@ -52,16 +53,9 @@ struct vg_hold_vec {
 
 static struct vg_holding *vg_hold_push(struct vg_hold_vec *hv)
 {
-    if (hv->n == hv->cap) {
-        size_t cap = hv->cap ? hv->cap * 2 : 16;
-        struct vg_holding *v = realloc(hv->v, cap * sizeof(*v));
-        if (!v)
-            return NULL;
-        hv->v = v;
-        hv->cap = cap;
-    }
-    struct vg_holding *h = &hv->v[hv->n++];
-    memset(h, 0, sizeof(*h));
+    struct vg_holding *h = VG_ARRAY_PUSH(hv->v, hv->n, hv->cap);
+    if (!h)
+        return NULL;
     h->mig = -1;
     return h;
 }
@@ -105,16 +99,8 @@ static int vg_snap_join_nvml(struct vg_hold_vec *hv, const struct vg_gpu_list *g
         for (size_t m = 0; m < g->nmig && !rc; m++) {
             const struct vg_gpu *mg = &g->mig[m];
             for (size_t k = 0; k < mg->nprocs && !rc; k++) {
-                if (nmig_pids == cap) {
-                    size_t ncap = cap ? cap * 2 : 64;
-                    pid_t *v = realloc(mig_pids, ncap * sizeof(*v));
-                    if (!v) {
-                        rc = -ENOMEM;
-                        break;
-                    }
-                    mig_pids = v;
-                    cap = ncap;
-                }
+                if ((rc = VG_ARRAY_GROW(mig_pids, cap, nmig_pids + 1)) != 0)
+                    break;
                 mig_pids[nmig_pids++] = (pid_t)mg->procs[k].pid;
                 rc = vg_hold_add_nvml(hv, gi, (int)m, g, &mg->procs[k]);
             }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/parse.h"
 
@@ -254,11 +255,10 @@ static enum vg_vis_problem vg_vis_classify(struct vg_visible *v, struct vg_vis_e
 
 static int vg_vis_add_device(struct vg_visible *v, size_t gpu, int mig)
 {
-    struct vg_vis_device *d = realloc(v->devices, (v->ndevices + 1) * sizeof(*d));
+    struct vg_vis_device *d = VG_ARRAY_PUSH(v->devices, v->ndevices, v->devices_cap);
     if (!d)
         return -ENOMEM;
-    v->devices = d;
-    d[v->ndevices++] = (struct vg_vis_device){gpu, mig};
+    *d = (struct vg_vis_device){gpu, mig};
     return 0;
 }
 

@@ -8,6 +8,7 @@
  * drops the others, so a process that exits (or stops holding a GPU) leaves no data behind.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -249,15 +250,9 @@ int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bo
         cache->v[i] = e;
         return 0;
     }
-    if (cache->n == cache->cap) {
-        size_t cap = cache->cap ? cache->cap * 2 : 32;
-        struct vg_proc_cache_entry **v = realloc(cache->v, cap * sizeof(*v));
-        if (!v) {
-            vg_cache_entry_free(e);
-            return -ENOMEM;
-        }
-        cache->v = v;
-        cache->cap = cap;
+    if (VG_ARRAY_GROW(cache->v, cache->cap, cache->n + 1)) {
+        vg_cache_entry_free(e);
+        return -ENOMEM;
     }
     memmove(&cache->v[i + 1], &cache->v[i], (cache->n - i) * sizeof(*cache->v));
     cache->v[i] = e;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -255,14 +256,8 @@ const char *vg_proc_devset_node(const struct vg_proc_devset *s, size_t i, struct
 static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum vg_dev_kind kind,
                          unsigned minor, const char *sub, const char *name)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct vg_devset_node *v = realloc(s->nodes, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        s->nodes = v;
-        s->cap = cap;
-    }
+    if (VG_ARRAY_GROW(s->nodes, s->cap, s->n + 1))
+        return -ENOMEM;
     size_t ls = sub ? strlen(sub) + 1 : 0, ln = strlen(name);
     char *path = malloc(ls + ln + 1);
     if (!path)
@@ -284,14 +279,8 @@ static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum 
 
 static int vg_devset_add_chr(struct vg_proc_devset *s, const struct statx *st)
 {
-    if (s->nchrs == s->chrs_cap) {
-        size_t cap = s->chrs_cap ? s->chrs_cap * 2 : 16;
-        struct vg_devset_chr *v = realloc(s->chrs, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        s->chrs = v;
-        s->chrs_cap = cap;
-    }
+    if (VG_ARRAY_GROW(s->chrs, s->chrs_cap, s->nchrs + 1))
+        return -ENOMEM;
     s->chrs[s->nchrs++] = (struct vg_devset_chr){
         .dev = vg_devset_fs(st->stx_dev_major, st->stx_dev_minor),
         .ino = st->stx_ino,

@@ -10,6 +10,7 @@
  * sessions.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -45,14 +46,8 @@ static int vg_kin_sessions(const struct vg_proc_table *t, pid_t **sids, size_t *
 
 static int vg_kin_add(struct vg_proc_table *t, size_t *cap, const struct vg_proc *q)
 {
-    if (t->nkin == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        struct vg_proc_kin *nk = realloc(t->kin, ncap * sizeof(*nk));
-        if (!nk)
-            return -ENOMEM;
-        t->kin = nk;
-        *cap = ncap;
-    }
+    if (VG_ARRAY_GROW(t->kin, *cap, t->nkin + 1))
+        return -ENOMEM;
     struct vg_proc_kin *k = &t->kin[t->nkin++];
     *k = (struct vg_proc_kin){.pid = q->pid,
                               .ppid = q->ppid,

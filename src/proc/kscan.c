@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "proc/kscan_rec.h"
+#include "util/array.h"
 #include "util/parse.h"
 
 /* DIR nodes matched by inode that the scan checks one by one; more: the /proc scan. */
@@ -101,15 +102,9 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
             continue;
         if (n && out[n - 1] == (pid_t)r.pid)
             continue; /* the usual case: a process's records come together */
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            pid_t *np = realloc(out, ncap * sizeof(*np));
-            if (!np) {
-                free(out);
-                return -ENOMEM;
-            }
-            out = np;
-            cap = ncap;
+        if (VG_ARRAY_GROW(out, cap, n + 1)) {
+            free(out);
+            return -ENOMEM;
         }
         out[n++] = (pid_t)r.pid;
     }
@@ -607,15 +602,9 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
         struct vg_dev_match m;
         if (check || !vg_proc_devset_match(ds, &id, &m))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct vg_proc_kfd *nv = realloc(v, ncap * sizeof(*nv));
-            if (!nv) {
-                free(v);
-                return -ENOMEM;
-            }
-            v = nv;
-            cap = ncap;
+        if (VG_ARRAY_GROW(v, cap, n + 1)) {
+            free(v);
+            return -ENOMEM;
         }
         v[n++] = (struct vg_proc_kfd){
             .pid = (pid_t)r.pid, .fd = r.fd, .other = r.tid != r.pid, .id_known = true, .id = id};

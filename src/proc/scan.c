@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/file.h"
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
@@ -71,15 +72,9 @@ static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
         pid_t pid;
         if (!vg_proc_name_pid(name, &pid))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 1024;
-            struct vg_scan_ent *ne = realloc(ents, ncap * sizeof(*ne));
-            if (!ne) {
-                rc = -ENOMEM;
-                break;
-            }
-            ents = ne;
-            cap = ncap;
+        if (VG_ARRAY_GROW(ents, cap, n + 1)) {
+            rc = -ENOMEM;
+            break;
         }
         ents[n++] = (struct vg_scan_ent){.pid = pid, .ino = it.ino};
     }
@@ -470,15 +465,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pid_fd < 0)
         return vg_scan_open_failed(c, t, idx, e, errno, wanted);
-    if (t->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 64;
-        struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
-        if (!np) {
-            close(pid_fd);
-            return -ENOMEM;
-        }
-        t->procs = np;
-        *cap = ncap;
+    if (VG_ARRAY_GROW(t->procs, *cap, t->n + 1)) {
+        close(pid_fd);
+        return -ENOMEM;
     }
     bool denied, fds_read, maps_read;
     struct vg_proc *p = &t->procs[t->n];

@@ -43,7 +43,7 @@ struct vg_top_hist_gpu {
 };
 struct vg_top_history {
     struct vg_top_hist_gpu *g;
-    size_t n;
+    size_t n, cap;
 };
 void vg_top_history_release(struct vg_top_history *h);
 
@@ -57,7 +57,7 @@ struct vg_top_gpu {
     unsigned char hist[VG_TOP_HIST]; /* percent used, oldest first (VG_TOP_HIST_UNKNOWN) */
     size_t nhist;
     size_t *findings; /* indices into fs.v, worst first */
-    size_t nfindings;
+    size_t nfindings, findings_cap;
 };
 
 struct vg_top_row {

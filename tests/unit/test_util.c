@@ -1,5 +1,6 @@
 /*
- * Unit tests for src/util: bounded buffers, error messages, strict parsing, whole-file reads.
+ * Unit tests for src/util: bounded buffers, error messages, strict parsing, whole-file reads,
+ * array growth.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -293,11 +295,67 @@ static void test_clock_iso8601(void **state)
     assert_string_equal(small, "?");
 }
 
+static void test_array_grow(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t n = 0, cap = 0;
+    assert_int_equal(VG_ARRAY_GROW(v, cap, 0), 0); /* nothing asked, nothing allocated */
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    for (int i = 0; i < 1000; i++) {
+        size_t before = cap;
+        assert_int_equal(VG_ARRAY_GROW(v, cap, n + 1), 0);
+        assert_true(cap >= n + 1);
+        assert_true(cap == before || cap >= 2 * before); /* doubling: few reallocs */
+        v[n++] = i;
+    }
+    assert_int_equal(cap, 1024);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(v[i], i);
+    /* a size in bytes that would not fit a size_t fails, leaving the array as it was */
+    int *old = v;
+    assert_int_equal(VG_ARRAY_GROW(v, cap, SIZE_MAX / sizeof(*v) + 1), -ENOMEM);
+    assert_int_equal(VG_ARRAY_GROW(v, cap, SIZE_MAX), -ENOMEM);
+    assert_ptr_equal(v, old);
+    assert_int_equal(cap, 1024);
+    assert_int_equal(v[999], 999);
+    free(v);
+}
+
+static void test_array_push(void **state)
+{
+    (void)state;
+    struct pt {
+        int x, y;
+    } *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < 20; i++) {
+        struct pt *p = VG_ARRAY_PUSH(v, n, cap);
+        assert_non_null(p);
+        assert_int_equal(p->x, 0); /* zeroed */
+        assert_int_equal(p->y, 0);
+        p->x = i;
+        p->y = -i;
+    }
+    assert_int_equal(n, 20);
+    assert_int_equal(cap, 32);
+    assert_int_equal(v[19].x, 19);
+    assert_int_equal(v[7].y, -7);
+    /* a full count cannot grow: NULL, nothing counted */
+    size_t full = SIZE_MAX;
+    assert_null(VG_ARRAY_PUSH(v, full, cap));
+    assert_int_equal(full, SIZE_MAX);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf_bounded),
         cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_push),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_parse_u64),

@@ -1,0 +1,44 @@
+/*
+ * Array growth (array.h): the one realloc loop, with its overflow checks, that modules use
+ * instead of writing their own.
+ */
+#include "util/array.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int vg_array_grow(void *arrp, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    if (!elem || need > SIZE_MAX / elem)
+        return -ENOMEM;
+    size_t ncap = *cap < VG_ARRAY_MIN ? VG_ARRAY_MIN : *cap;
+    while (ncap < need)
+        ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+    if (ncap > SIZE_MAX / elem)
+        ncap = need; /* doubling would overflow; what was asked for still fits */
+    /* arrp is the address of some T *: read and write it as bytes, not through a void ** */
+    void *old;
+    memcpy(&old, arrp, sizeof(old));
+    void *p = realloc(old, ncap * elem);
+    if (!p)
+        return -ENOMEM;
+    memcpy(arrp, &p, sizeof(p));
+    *cap = ncap;
+    return 0;
+}
+
+void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem)
+{
+    if (*n == SIZE_MAX || vg_array_grow(arrp, cap, *n + 1, elem))
+        return NULL;
+    char *base;
+    memcpy(&base, arrp, sizeof(base));
+    char *slot = base + *n * elem;
+    memset(slot, 0, elem);
+    (*n)++;
+    return slot;
+}

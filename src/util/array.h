@@ -1,0 +1,32 @@
+/*
+ * Arrays that grow, written once (after git's ALLOC_GROW): an array is a pointer, a count and a
+ * capacity that the caller keeps side by side, all three starting at zero. vg_array_grow()
+ * makes room for a number of elements, doubling the capacity so that n appends cost O(n)
+ * copies; it never aborts: when memory runs out, or the size in bytes would not fit a size_t,
+ * it returns -ENOMEM and leaves the pointer and the capacity as they were (the elements stay
+ * the caller's, still valid). The memory is the caller's to free().
+ *
+ * The macros take the array itself, so the element size comes from its type:
+ *     if (VG_ARRAY_GROW(t->v, t->cap, t->n + 1)) return -ENOMEM;
+ *     struct vg_x *x = VG_ARRAY_PUSH(t->v, t->n, t->cap);  (zeroed; NULL on -ENOMEM)
+ * The count and capacity must be size_t (the macros take their addresses).
+ */
+#ifndef VG_UTIL_ARRAY_H
+#define VG_UTIL_ARRAY_H
+
+#include <stddef.h>
+
+/* The capacity a first growth gives at the least. */
+#define VG_ARRAY_MIN 8
+
+/* Make *arrp (an array of elem-byte elements with capacity *cap) hold at least need elements;
+ * 0 or -ENOMEM. */
+int vg_array_grow(void *arrp, size_t *cap, size_t need, size_t elem);
+/* Append one zeroed element and count it in *n; the new element, or NULL (nothing changed) when
+ * memory runs out. */
+void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem);
+
+#define VG_ARRAY_GROW(arr, cap, need) vg_array_grow(&(arr), &(cap), (need), sizeof(*(arr)))
+#define VG_ARRAY_PUSH(arr, n, cap) vg_array_push(&(arr), &(n), &(cap), sizeof(*(arr)))
+
+#endif
