@@ -624,12 +624,6 @@ static void vg_step_gpu_key(struct vg_buf *key, const struct vg_step *s, size_t 
         vg_buf_printf(key, "index:%u", s->v->gpus[gi].index);
 }
 
-static int vg_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The identity of finding f (d->gpus filled): a diagnosis by rule, GPUs and PIDs (sorted), an
  * alert by rule, GPU, MIG device, PID and start time (a reused PID is another alert). */
 static void vg_finding_key(struct vg_step *s, struct vg_watch_finding *d,
@@ -654,7 +648,7 @@ static void vg_finding_key(struct vg_step *s, struct vg_watch_finding *d,
         s->err = -ENOMEM;
     if (sorted) {
         memcpy(sorted, f->pids, f->npids * sizeof(*sorted));
-        qsort(sorted, f->npids, sizeof(*sorted), vg_cmp_pid);
+        qsort(sorted, f->npids, sizeof(*sorted), vg_array_cmp_pid);
     }
     vg_buf_adds(&key, "|");
     for (size_t i = 0; sorted && i < f->npids; i++)

@@ -79,12 +79,6 @@ static int vg_hold_add_nvml(struct vg_hold_vec *hv, size_t gi, int mig, const st
     return 0;
 }
 
-static int vg_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* NVML's lists. On a MIG-enabled GPU the MIG devices' own lists are authoritative (they carry
  * per-instance memory); the parent's list only adds PIDs no MIG device reported (looked up in
  * the MIG devices' PIDs, sorted). */
@@ -106,11 +100,11 @@ static int vg_snap_join_nvml(struct vg_hold_vec *hv, const struct vg_gpu_list *g
             }
         }
         if (nmig_pids > 1)
-            qsort(mig_pids, nmig_pids, sizeof(*mig_pids), vg_cmp_pid);
+            qsort(mig_pids, nmig_pids, sizeof(*mig_pids), vg_array_cmp_pid);
         for (size_t k = 0; k < g->nprocs && !rc; k++) {
             const struct vg_gpu_proc *p = &g->procs[k];
             pid_t pid = (pid_t)p->pid;
-            if (nmig_pids && bsearch(&pid, mig_pids, nmig_pids, sizeof(pid), vg_cmp_pid))
+            if (nmig_pids && bsearch(&pid, mig_pids, nmig_pids, sizeof(pid), vg_array_cmp_pid))
                 continue;
             rc = vg_hold_add_nvml(hv, gi, -1, g, p);
         }

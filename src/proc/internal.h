@@ -131,9 +131,6 @@ bool vg_proc_name_pid(const char *name, pid_t *pid);
 /* Decimal text of a non-negative pid into out (at least 16 bytes). */
 void vg_proc_pid_str(pid_t pid, char out[16]);
 
-/* qsort/bsearch comparator of pid_t values. */
-int vg_proc_cmp_pid(const void *a, const void *b);
-
 /* After phase two: the census of session kin (proc.h, struct vg_proc_kin) over the listed
  * pids (ascending), into t->kin. 0 or -ENOMEM. */
 int vg_proc_read_kin(struct vg_proc_ctx *c, const pid_t *pids, size_t npids,

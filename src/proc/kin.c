@@ -40,7 +40,7 @@ static int vg_kin_sessions(const struct vg_proc_table *t, pid_t **sids, size_t *
         (*sids)[(*n)++] = t->procs[i].sid;
     }
     if (*n > 1)
-        qsort(*sids, *n, sizeof(**sids), vg_proc_cmp_pid);
+        qsort(*sids, *n, sizeof(**sids), vg_array_cmp_pid);
     return 0;
 }
 
@@ -77,7 +77,7 @@ static int vg_kin_one(struct vg_proc_ctx *c, struct vg_proc_table *t, const pid_
     if (rc == -ENOMEM)
         return rc;
     if (rc < 0 || vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &q) != 0 ||
-        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_proc_cmp_pid)) {
+        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_array_cmp_pid)) {
         vg_proc_release(&q);
         return 0;
     }

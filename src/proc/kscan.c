@@ -51,12 +51,6 @@
 /* What the iterator may return: 48 bytes a record, a record per NVIDIA descriptor. */
 #define VG_KSCAN_OUT_MAX ((size_t)256 << 20)
 
-static int vg_kscan_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static bool vg_kscan_same(const struct vg_krec *r, const struct vg_dev_id *id)
 {
     return r->dev_major == id->dev_major && r->dev_minor == id->dev_minor && r->ino == id->ino;
@@ -109,7 +103,7 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
         out[n++] = (pid_t)r.pid;
     }
     if (n > 1)
-        qsort(out, n, sizeof(*out), vg_kscan_cmp_pid);
+        qsort(out, n, sizeof(*out), vg_array_cmp_pid);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || out[k - 1] != out[i])

@@ -29,23 +29,12 @@
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
 
-int vg_proc_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* A listed pid directory and its inode number (see proc.h on incremental scans). */
+/* A listed pid directory and its inode number (see proc.h on incremental scans). The pid
+ * first: sorted with vg_array_cmp_pid. */
 struct vg_scan_ent {
     pid_t pid;
     uint64_t ino;
 };
-
-static int vg_cmp_ent(const void *a, const void *b)
-{
-    return vg_proc_cmp_pid(&((const struct vg_scan_ent *)a)->pid,
-                           &((const struct vg_scan_ent *)b)->pid);
-}
 
 /* Every pid directory under the root, sorted and distinct. */
 static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
@@ -85,7 +74,7 @@ static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
         return rc;
     }
     if (n > 1)
-        qsort(ents, n, sizeof(*ents), vg_cmp_ent);
+        qsort(ents, n, sizeof(*ents), vg_array_cmp_pid);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || ents[k - 1].pid != ents[i].pid)
@@ -189,7 +178,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
 
 static bool vg_scan_wanted(const pid_t *want, size_t nwant, pid_t pid)
 {
-    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_proc_cmp_pid) != NULL;
+    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_array_cmp_pid) != NULL;
 }
 
 /* Whether an incremental scan may carry this process over unread: it was listed last time
@@ -213,7 +202,7 @@ static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
     if (!*out)
         return -ENOMEM;
     memcpy(*out, pids, n * sizeof(**out));
-    qsort(*out, n, sizeof(**out), vg_proc_cmp_pid);
+    qsort(*out, n, sizeof(**out), vg_array_cmp_pid);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
- * Array growth (array.h): the one realloc loop, with its overflow checks, that modules use
- * instead of writing their own.
+ * Array growth and the PID comparator (array.h): the one realloc loop, with its overflow
+ * checks, that modules use instead of writing their own.
  */
 #include "util/array.h"
 
@@ -41,4 +41,10 @@ void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem)
     memset(slot, 0, elem);
     (*n)++;
     return slot;
+}
+
+int vg_array_cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return x < y ? -1 : x > y;
 }

@@ -10,11 +10,14 @@
  *     if (VG_ARRAY_GROW(t->v, t->cap, t->n + 1)) return -ENOMEM;
  *     struct vg_x *x = VG_ARRAY_PUSH(t->v, t->n, t->cap);  (zeroed; NULL on -ENOMEM)
  * The count and capacity must be size_t (the macros take their addresses).
+ *
+ * vg_array_cmp_pid() is the qsort/bsearch comparator of PIDs, written once.
  */
 #ifndef VG_UTIL_ARRAY_H
 #define VG_UTIL_ARRAY_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* The capacity a first growth gives at the least. */
 #define VG_ARRAY_MIN 8
@@ -25,6 +28,10 @@ int vg_array_grow(void *arrp, size_t *cap, size_t need, size_t elem);
 /* Append one zeroed element and count it in *n; the new element, or NULL (nothing changed) when
  * memory runs out. */
 void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem);
+
+/* Orders pid_t values, or structs whose first member is their pid_t (a pointer to a struct
+ * points to its first member), for qsort, bsearch and vg_array_lower_bound(). */
+int vg_array_cmp_pid(const void *a, const void *b);
 
 #define VG_ARRAY_GROW(arr, cap, need) vg_array_grow(&(arr), &(cap), (need), sizeof(*(arr)))
 #define VG_ARRAY_PUSH(arr, n, cap) vg_array_push(&(arr), &(n), &(cap), sizeof(*(arr)))

@@ -349,24 +349,42 @@ static void test_array_push(void **state)
     free(v);
 }
 
+static void test_array_cmp_pid(void **state)
+{
+    (void)state;
+    pid_t v[] = {42, 7, 0x7fffffff, 1, 7, -1};
+    qsort(v, sizeof(v) / sizeof(v[0]), sizeof(v[0]), vg_array_cmp_pid);
+    pid_t want[] = {-1, 1, 7, 7, 42, 0x7fffffff};
+    assert_memory_equal(v, want, sizeof(v));
+    pid_t a = 0x7fffffff, b = -0x7fffffff; /* no subtraction to overflow */
+    assert_true(vg_array_cmp_pid(&a, &b) > 0);
+    assert_true(vg_array_cmp_pid(&b, &a) < 0);
+    assert_int_equal(vg_array_cmp_pid(&a, &a), 0);
+    /* a struct that begins with its pid sorts by it */
+    struct rec {
+        pid_t pid;
+        int tag;
+    } r[] = {{9, 0}, {3, 1}, {5, 2}};
+    qsort(r, 3, sizeof(r[0]), vg_array_cmp_pid);
+    assert_int_equal(r[0].pid, 3);
+    assert_int_equal(r[2].tag, 0);
+    pid_t key = 5;
+    struct rec *hit = bsearch(&key, r, 3, sizeof(r[0]), vg_array_cmp_pid);
+    assert_non_null(hit);
+    assert_int_equal(hit->tag, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),
-        cmocka_unit_test(test_buf_grows),
-        cmocka_unit_test(test_array_grow),
-        cmocka_unit_test(test_array_push),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_err),
-        cmocka_unit_test(test_parse_u64),
-        cmocka_unit_test(test_parse_size),
-        cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_parse_text),
-        cmocka_unit_test(test_fmt_size),
-        cmocka_unit_test(test_file_read),
-        cmocka_unit_test(test_file_read_regular),
-        cmocka_unit_test(test_clock_iso8601),
-        cmocka_unit_test(test_clock_ts),
+        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_array_grow),    cmocka_unit_test(test_array_push),
+        cmocka_unit_test(test_array_cmp_pid), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_text),    cmocka_unit_test(test_fmt_size),
+        cmocka_unit_test(test_file_read),     cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_clock_iso8601), cmocka_unit_test(test_clock_ts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
