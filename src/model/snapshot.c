@@ -130,14 +130,8 @@ static int vg_cmp_minor_ix(const void *a, const void *b)
 
 static size_t vg_minor_ix_find(const struct vg_minor_ix *ix, size_t n, unsigned minor)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ix[mid].minor < minor)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const struct vg_minor_ix key = {.minor = minor, .gpu = 0}; /* the first of that minor */
+    size_t lo = vg_array_lower_bound(&key, ix, n, sizeof(*ix), vg_cmp_minor_ix);
     return lo < n && ix[lo].minor == minor ? ix[lo].gpu : VG_SNAP_NO_GPU;
 }
 
@@ -200,15 +194,8 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
             bool marked = false;
             if (gi != VG_SNAP_NO_GPU) {
                 /* the first index entry for (gi, pid), then every one after it */
-                size_t lo = 0, hi = nnvml;
                 struct vg_hold_ix key = {gi, p->pid, 0};
-                while (lo < hi) {
-                    size_t mid = lo + (hi - lo) / 2;
-                    if (vg_cmp_hold_ix(&hix[mid], &key) < 0)
-                        lo = mid + 1;
-                    else
-                        hi = mid;
-                }
+                size_t lo = vg_array_lower_bound(&key, hix, nnvml, sizeof(*hix), vg_cmp_hold_ix);
                 for (; lo < nnvml && hix[lo].gpu == gi && hix[lo].pid == p->pid; lo++) {
                     hv->v[hix[lo].pos].seen |= seen;
                     marked = true;
@@ -469,18 +456,17 @@ fail:
     return rc;
 }
 
+static int vg_snap_cmp_gpu(const void *key, const void *elem)
+{
+    size_t gpu = *(const size_t *)key, other = ((const struct vg_holding *)elem)->gpu;
+    return gpu < other ? -1 : gpu > other;
+}
+
 /* The first holding whose GPU is at least gpu (holdings are sorted by GPU). */
 static size_t vg_snap_lower(const struct vg_snapshot *snap, size_t gpu)
 {
-    size_t lo = 0, hi = snap->nholdings;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (snap->holdings[mid].gpu < gpu)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vg_array_lower_bound(&gpu, snap->holdings, snap->nholdings, sizeof(*snap->holdings),
+                                vg_snap_cmp_gpu);
 }
 
 void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first, size_t *count)

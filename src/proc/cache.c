@@ -18,7 +18,7 @@
 #define VG_PROC_CACHED_BITS (VG_PROC_K_CMDLINE | VG_PROC_K_ENV | VG_PROC_K_CGROUP | VG_PROC_K_MAPS)
 
 struct vg_proc_cache_entry {
-    pid_t pid;
+    pid_t pid; /* first: compared with vg_array_cmp_pid */
     uint64_t start_ticks;
     char *comm;
     uint64_t gen;   /* last scan that used it */
@@ -103,24 +103,18 @@ void vg_proc_cache_end(struct vg_proc_cache *cache)
     cache->n = k;
 }
 
+/* A pid against an entry of the cache's array (of pointers). */
+static int vg_cache_cmp(const void *key, const void *elem)
+{
+    return vg_array_cmp_pid(key, *(const struct vg_proc_cache_entry *const *)elem);
+}
+
 /* Index of pid's entry, or where it would go (*found false). */
 static size_t vg_cache_find(const struct vg_proc_cache *cache, pid_t pid, bool *found)
 {
-    size_t lo = 0, hi = cache->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        pid_t m = cache->v[mid]->pid;
-        if (m == pid) {
-            *found = true;
-            return mid;
-        }
-        if (m < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
+    size_t i = vg_array_lower_bound(&pid, cache->v, cache->n, sizeof(*cache->v), vg_cache_cmp);
+    *found = i < cache->n && cache->v[i]->pid == pid;
+    return i;
 }
 
 static bool vg_cache_keyable(const struct vg_proc *p)

@@ -40,7 +40,7 @@ struct vg_proc_node_slot {
 /* A descriptor known to hold an NVIDIA node: from the kernel scan (kscan.c), or from the index
  * of the last scan (a known holder, re-read by an incremental scan). */
 struct vg_proc_kfd {
-    pid_t pid;
+    pid_t pid; /* first: searched with vg_array_cmp_pid */
     unsigned fd;
     bool other;          /* from a table that is not its thread group leader's */
     bool id_known;       /* id is the file the kernel saw (the kernel scan's; not the index's) */

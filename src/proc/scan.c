@@ -378,14 +378,7 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     c->skip_maps = false;
     if (!kfds)
         return;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (kfds[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = vg_array_lower_bound(&pid, kfds, n, sizeof(*kfds), vg_array_cmp_pid);
     size_t end = lo;
     while (end < n && kfds[end].pid == pid)
         if (kfds[end++].other)

@@ -134,15 +134,7 @@ static int vg_top_build_gpus(struct vg_top_frame *f, const struct vg_top_build_o
 /* Where pid's row is or would go: rows are sorted by pid. */
 static size_t vg_top_row_lower(const struct vg_top_frame *f, pid_t pid)
 {
-    size_t lo = 0, hi = f->nrows;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->rows[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vg_array_lower_bound(&pid, f->rows, f->nrows, sizeof(*f->rows), vg_array_cmp_pid);
 }
 
 /* The row of pid, appended when new (rows stay sorted: holdings come by gpu, so insert). */

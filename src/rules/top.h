@@ -61,7 +61,7 @@ struct vg_top_gpu {
 };
 
 struct vg_top_row {
-    pid_t pid;
+    pid_t pid;                  /* first: searched with vg_array_cmp_pid */
     const struct vg_proc *proc; /* NULL: only the driver sees it */
     const char *user;           /* NULL when unknown */
     size_t gpus[8];             /* snapshot GPU indices it holds, ascending (first 8) */

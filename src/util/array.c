@@ -1,6 +1,7 @@
 /*
- * Array growth and the PID comparator (array.h): the one realloc loop, with its overflow
- * checks, that modules use instead of writing their own.
+ * Array growth, the search of sorted arrays and the PID comparator (array.h): the one realloc
+ * loop, with its overflow checks, and the one binary search, that modules use instead of
+ * writing their own.
  */
 #include "util/array.h"
 
@@ -41,6 +42,21 @@ void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem)
     memset(slot, 0, elem);
     (*n)++;
     return slot;
+}
+
+size_t vg_array_lower_bound(const void *key, const void *base, size_t n, size_t elem,
+                            int (*cmp)(const void *key, const void *element))
+{
+    const char *b = base;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2; /* never (lo + hi) / 2: that can overflow */
+        if (cmp(key, b + mid * elem) > 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 int vg_array_cmp_pid(const void *a, const void *b)

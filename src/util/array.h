@@ -11,6 +11,8 @@
  *     struct vg_x *x = VG_ARRAY_PUSH(t->v, t->n, t->cap);  (zeroed; NULL on -ENOMEM)
  * The count and capacity must be size_t (the macros take their addresses).
  *
+ * vg_array_lower_bound() is the binary search of a sorted array, written once: where a key is,
+ * or where it would go (C++'s std::lower_bound), with bsearch's comparator convention.
  * vg_array_cmp_pid() is the qsort/bsearch comparator of PIDs, written once.
  */
 #ifndef VG_UTIL_ARRAY_H
@@ -28,6 +30,12 @@ int vg_array_grow(void *arrp, size_t *cap, size_t need, size_t elem);
 /* Append one zeroed element and count it in *n; the new element, or NULL (nothing changed) when
  * memory runs out. */
 void *vg_array_push(void *arrp, size_t *n, size_t *cap, size_t elem);
+
+/* The first index of the n-element array base (sorted as cmp says) whose element is not before
+ * key: cmp(key, element) is negative, zero or positive as key comes before, with or after the
+ * element. n when every element is before key; with equal elements, the first of them. */
+size_t vg_array_lower_bound(const void *key, const void *base, size_t n, size_t elem,
+                            int (*cmp)(const void *key, const void *element));
 
 /* Orders pid_t values, or structs whose first member is their pid_t (a pointer to a struct
  * points to its first member), for qsort, bsearch and vg_array_lower_bound(). */

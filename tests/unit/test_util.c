@@ -349,6 +349,50 @@ static void test_array_push(void **state)
     free(v);
 }
 
+static int cmp_int(const void *key, const void *elem)
+{
+    int k = *(const int *)key, e = *(const int *)elem;
+    return k < e ? -1 : k > e;
+}
+
+static void test_array_lower_bound(void **state)
+{
+    (void)state;
+    const int v[] = {1, 3, 3, 3, 8, 13};
+    const size_t n = sizeof(v) / sizeof(v[0]);
+    int key = 3;
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int),
+                     1); /* first of equals */
+    key = 4;             /* not found: where it would go */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 4);
+    key = 0; /* before all */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 0);
+    key = 13; /* the last */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 5);
+    key = 99; /* after all: n */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), n);
+    /* empty and one-element arrays */
+    assert_int_equal(vg_array_lower_bound(&key, NULL, 0, sizeof(*v), cmp_int), 0);
+    key = 1;
+    assert_int_equal(vg_array_lower_bound(&key, v, 1, sizeof(*v), cmp_int), 0);
+    key = 2;
+    assert_int_equal(vg_array_lower_bound(&key, v, 1, sizeof(*v), cmp_int), 1);
+    /* every position of a longer array, against a linear search */
+    int big[257];
+    for (int i = 0; i < 257; i++)
+        big[i] = 2 * i;
+    for (int k = -1; k < 516; k++) {
+        size_t want = 0;
+        while (want < 257 && big[want] < k)
+            want++;
+        assert_int_equal(vg_array_lower_bound(&k, big, 257, sizeof(*big), cmp_int), want);
+    }
+    /* PIDs, with the one comparator */
+    const pid_t pids[] = {2, 40, 41, 900};
+    pid_t p = 41;
+    assert_int_equal(vg_array_lower_bound(&p, pids, 4, sizeof(*pids), vg_array_cmp_pid), 2);
+}
+
 static void test_array_cmp_pid(void **state)
 {
     (void)state;
@@ -377,14 +421,23 @@ static void test_array_cmp_pid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
-        cmocka_unit_test(test_array_grow),    cmocka_unit_test(test_array_push),
-        cmocka_unit_test(test_array_cmp_pid), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
-        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_parse_text),    cmocka_unit_test(test_fmt_size),
-        cmocka_unit_test(test_file_read),     cmocka_unit_test(test_file_read_regular),
-        cmocka_unit_test(test_clock_iso8601), cmocka_unit_test(test_clock_ts),
+        cmocka_unit_test(test_buf_bounded),
+        cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_push),
+        cmocka_unit_test(test_array_lower_bound),
+        cmocka_unit_test(test_array_cmp_pid),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_err),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_text),
+        cmocka_unit_test(test_fmt_size),
+        cmocka_unit_test(test_file_read),
+        cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_clock_iso8601),
+        cmocka_unit_test(test_clock_ts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
