@@ -126,18 +126,15 @@ int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *
         goto fail;
     bool none = false;
     size_t who_cap = 0;
-    for (const char *s = eq + 1;;) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+    const char *pos = eq + 1, *s;
+    size_t n;
+    while (vg_parse_list_next(&pos, NULL, &s, &n)) {
         if (VG_ARRAY_GROW(e.who, who_cap, e.nwho + 1))
             goto fail;
         if ((rc = vg_who_parse(s, n, &e.who[e.nwho], text, err)) != 0)
             goto out;
         none = none || e.who[e.nwho].kind == VG_WHO_NONE;
         e.nwho++;
-        if (!comma)
-            break;
-        s = comma + 1;
     }
     if (none && e.nwho > 1) {
         rc = vg_err_set(err, -EINVAL, "expect '%s': none cannot be combined with others", text);

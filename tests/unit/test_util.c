@@ -349,6 +349,46 @@ static void test_array_push(void **state)
     free(v);
 }
 
+/* The entries vg_parse_list_next gives for s, joined with '|' (each in brackets). */
+static void list_entries(const char *s, const char *trim, char *out, size_t n)
+{
+    const char *pos = s, *tok;
+    size_t len, k = 0, count = 0;
+    out[0] = '\0';
+    while (vg_parse_list_next(&pos, trim, &tok, &len)) {
+        int w = snprintf(out + k, n - k, "%s[%.*s]", count ? "|" : "", (int)len, tok);
+        assert_true(w > 0 && (size_t)w < n - k);
+        k += (size_t)w;
+        count++;
+    }
+    assert_int_equal(count, vg_parse_list_count(s));
+    assert_null(pos);
+    assert_false(vg_parse_list_next(&pos, trim, &tok, &len)); /* stays finished */
+}
+
+static void test_parse_list(void **state)
+{
+    (void)state;
+    char got[256];
+    list_entries("0,1,2", NULL, got, sizeof(got));
+    assert_string_equal(got, "[0]|[1]|[2]");
+    list_entries("", NULL, got, sizeof(got)); /* one empty entry, as CUDA reads it */
+    assert_string_equal(got, "[]");
+    list_entries(",", NULL, got, sizeof(got));
+    assert_string_equal(got, "[]|[]");
+    list_entries("a,,b,", NULL, got, sizeof(got));
+    assert_string_equal(got, "[a]|[]|[b]|[]");
+    list_entries(" GPU-1 ,\t2\n", " \t\n\r", got, sizeof(got));
+    assert_string_equal(got, "[GPU-1]|[2]");
+    list_entries(" GPU-1 ,\t2\n", " \t", got, sizeof(got)); /* only what trim names */
+    assert_string_equal(got, "[GPU-1]|[2\n]");
+    list_entries(" , ", " ", got, sizeof(got)); /* blanks only: empty entries */
+    assert_string_equal(got, "[]|[]");
+    list_entries(" x ", NULL, got, sizeof(got)); /* no trim: kept as written */
+    assert_string_equal(got, "[ x ]");
+    assert_int_equal(vg_parse_list_count("alice,bob,uid:7"), 3);
+}
+
 static int cmp_int(const void *key, const void *elem)
 {
     int k = *(const int *)key, e = *(const int *)elem;
@@ -421,23 +461,15 @@ static void test_array_cmp_pid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),
-        cmocka_unit_test(test_buf_grows),
-        cmocka_unit_test(test_array_grow),
-        cmocka_unit_test(test_array_push),
-        cmocka_unit_test(test_array_lower_bound),
-        cmocka_unit_test(test_array_cmp_pid),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_err),
-        cmocka_unit_test(test_parse_u64),
-        cmocka_unit_test(test_parse_size),
-        cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_parse_text),
-        cmocka_unit_test(test_fmt_size),
-        cmocka_unit_test(test_file_read),
-        cmocka_unit_test(test_file_read_regular),
-        cmocka_unit_test(test_clock_iso8601),
-        cmocka_unit_test(test_clock_ts),
+        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_parse_list),    cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_push),    cmocka_unit_test(test_array_lower_bound),
+        cmocka_unit_test(test_array_cmp_pid), cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_text),    cmocka_unit_test(test_fmt_size),
+        cmocka_unit_test(test_file_read),     cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_clock_iso8601), cmocka_unit_test(test_clock_ts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
