@@ -18,19 +18,11 @@ static const char *const vg_plan_reason_order[] = {
     "zombie-holder", "d-state-holder", "orphan-holder", "idle-holder", "foreign-pid",
 };
 
-static bool vg_finding_names(const struct vg_finding *f, pid_t pid)
-{
-    for (size_t i = 0; i < f->npids; i++)
-        if (f->pids[i] == pid)
-            return true;
-    return false;
-}
-
 static const struct vg_finding *vg_plan_finding(const struct vg_findings *fs, const char *rule,
                                                 pid_t pid)
 {
     for (size_t i = 0; i < fs->n; i++)
-        if ((!rule || strcmp(fs->v[i].rule, rule) == 0) && vg_finding_names(&fs->v[i], pid))
+        if ((!rule || strcmp(fs->v[i].rule, rule) == 0) && vg_finding_names_pid(&fs->v[i], pid))
             return &fs->v[i];
     return NULL;
 }

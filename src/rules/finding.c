@@ -102,14 +102,27 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     va_end(ap);
 }
 
+bool vg_finding_names_pid(const struct vg_finding *f, pid_t pid)
+{
+    for (size_t i = 0; i < f->npids; i++)
+        if (f->pids[i] == pid)
+            return true;
+    return false;
+}
+
+bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
+{
+    for (size_t i = 0; i < f->ngpus; i++)
+        if (f->gpus[i] == gpu)
+            return true;
+    return false;
+}
+
 /* A finding names each GPU and PID once. */
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
 {
-    if (!f)
+    if (!f || vg_finding_names_gpu(f, gpu))
         return;
-    for (size_t i = 0; i < f->ngpus; i++)
-        if (f->gpus[i] == gpu)
-            return;
     size_t *slot = VG_ARRAY_PUSH(f->gpus, f->ngpus, f->gpus_cap);
     if (slot)
         *slot = gpu;
@@ -119,11 +132,8 @@ void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
 
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid)
 {
-    if (!f)
+    if (!f || vg_finding_names_pid(f, pid))
         return;
-    for (size_t i = 0; i < f->npids; i++)
-        if (f->pids[i] == pid)
-            return;
     pid_t *slot = VG_ARRAY_PUSH(f->pids, f->npids, f->pids_cap);
     if (slot)
         *slot = pid;
@@ -202,14 +212,8 @@ bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pi
 {
     for (size_t i = 0; i < f->n; i++) {
         const struct vg_finding *x = &f->v[i];
-        if (strcmp(x->rule, rule) != 0)
-            continue;
-        bool has_pid = false, has_gpu = gpu == VG_SNAP_NO_GPU;
-        for (size_t k = 0; k < x->npids; k++)
-            has_pid |= x->pids[k] == pid;
-        for (size_t k = 0; k < x->ngpus; k++)
-            has_gpu |= x->gpus[k] == gpu;
-        if (has_pid && has_gpu)
+        if (strcmp(x->rule, rule) == 0 && vg_finding_names_pid(x, pid) &&
+            (gpu == VG_SNAP_NO_GPU || vg_finding_names_gpu(x, gpu)))
             return true;
     }
     return false;

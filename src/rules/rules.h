@@ -203,6 +203,9 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     __attribute__((format(printf, 3, 4)));
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu);
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid);
+/* Whether f names this PID, this GPU (a snapshot index). */
+bool vg_finding_names_pid(const struct vg_finding *f, pid_t pid);
+bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu);
 /* A weighed verdict on one process of f, and its facts (text is copied). NULL for a NULL f or
  * out of memory. */
 struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding *f, pid_t pid,
