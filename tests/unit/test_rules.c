@@ -610,8 +610,7 @@ static void test_left_zombie_leader(void **state)
     assert_int_equal(l->confidence, VG_CONF_HIGH);
     char text[160];
     vg_left_fact_text(h.snap, l, fact_of(&ls, 301, VG_LF_GROUP_GONE), text, sizeof(text));
-    assert_string_equal(text,
-                        "its process group leader (PID 300) is a zombie (exited, not reaped)");
+    assert_string_equal(text, "its process group leader (PID 300) is a zombie (exited, not reaped)");
     assert_null(fact_of(&ls, 311, VG_LF_GROUP_GONE));
     vg_leftovers_release(&ls);
     host_release(&h);
@@ -865,8 +864,7 @@ static void test_container_numbering_forms(void **state)
     const char *nvd[] = {"3,1", "1,3", "all", "MIG-bbbbbbbb-0000"};
     for (pid_t pid = 1401; pid <= 1404; pid++) {
         struct vg_proc *p = host_proc(&h, pid, "python", "python train.py");
-        p->container_id =
-            fx_strdup("abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd");
+        p->container_id = fx_strdup("abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd");
         env(p, VG_ENV_NVIDIA_VISIBLE_DEVICES, nvd[pid - 1401]);
         env(p, VG_ENV_CUDA_VISIBLE_DEVICES, "0");
         if (cdo[pid - 1401])

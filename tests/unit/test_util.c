@@ -461,15 +461,24 @@ static void test_array_cmp_pid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_buf_bounded),   cmocka_unit_test(test_buf_grows),
-        cmocka_unit_test(test_parse_list),    cmocka_unit_test(test_array_grow),
-        cmocka_unit_test(test_array_push),    cmocka_unit_test(test_array_lower_bound),
-        cmocka_unit_test(test_array_cmp_pid), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_err),           cmocka_unit_test(test_parse_u64),
-        cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_parse_text),    cmocka_unit_test(test_fmt_size),
-        cmocka_unit_test(test_file_read),     cmocka_unit_test(test_file_read_regular),
-        cmocka_unit_test(test_clock_iso8601), cmocka_unit_test(test_clock_ts),
+        cmocka_unit_test(test_buf_bounded),
+        cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_parse_list),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_push),
+        cmocka_unit_test(test_array_lower_bound),
+        cmocka_unit_test(test_array_cmp_pid),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_err),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_text),
+        cmocka_unit_test(test_fmt_size),
+        cmocka_unit_test(test_file_read),
+        cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_clock_iso8601),
+        cmocka_unit_test(test_clock_ts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
