@@ -1,7 +1,7 @@
 /*
  * `vramguard watch`: the long-running monitor. Samples every interval through the sampler
  * (NVML kept open on a worker with a deadline, stable process details cached), turns each
- * sample into events with the watch engine (src/model/engine.h), prints them as lines or JSON
+ * sample into events with the watch engine (src/model/watch.h), prints them as lines or JSON
  * objects, and runs the alert command for each alert without waiting for it.
  *
  * One thread does everything but the driver calls: signals (TERM, INT, HUP, CHLD) are blocked
@@ -28,7 +28,7 @@
 #include "act/alert.h"
 #include "cmd/cmd.h"
 #include "cmd/watch_config.h"
-#include "model/engine.h"
+#include "model/watch.h"
 #include "model/sampler.h"
 #include "proc/proc.h"
 #include "render/event.h"

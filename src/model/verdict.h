@@ -4,7 +4,7 @@
  * (rules/rules.h) or an alert: an expectation (`--expect`, rules/expect.h) the host breaks.
  * Both travel in one list; what tells them apart is the kind, which outputs use to list them
  * apart (check's "alerts" and "findings"). They live here, below rules/, because the watch
- * engine (model/engine.h) follows them from sample to sample without running or knowing any
+ * engine (model/watch.h) follows them from sample to sample without running or knowing any
  * rule; what fills them is rules/'s business.
  *
  * Ownership: struct vg_findings owns every finding, its strings and arrays, and the

@@ -1,5 +1,5 @@
 /*
- * Unit tests for the watch engine and its parts (src/model/engine.c, src/render/event.c,
+ * Unit tests for the watch engine and its parts (src/model/watch.c, src/render/event.c,
  * src/cmd/watch_config.c, src/rules/expect.c, src/act/alert.c): the config file parser
  * (strict, FILE:LINE errors, precedence),
  * expectations, the alert command's word splitting, and the
@@ -22,7 +22,7 @@
 #include "fixture.h"
 #include "act/alert.h"
 #include "cmd/watch_config.h"
-#include "model/engine.h"
+#include "model/watch.h"
 #include "render/event.h"
 #include "rules/expect.h"
 #include "rules/health.h"

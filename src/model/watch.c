@@ -1,5 +1,5 @@
 /*
- * The watch engine (see engine.h): sample -> view -> events (data only; render/event.c words
+ * The watch engine (see watch.h): sample -> view -> events (data only; render/event.c words
  * them).
  *
  * A view keeps its own copies of everything it reports (never pointers into a snapshot, which
@@ -8,7 +8,7 @@
  * device, PID. A holder's identity is its fields (vg_holder_cmp); a finding's is a text key,
  * whose order is the order its events have always come in.
  */
-#include "model/engine.h"
+#include "model/watch.h"
 
 #include <errno.h>
 #include <inttypes.h>
