@@ -76,8 +76,9 @@ const char *vg_confidence_str(enum vg_confidence c);
 bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pid, size_t gpu);
 
 /*
- * The leftover model (docs/diagnoses.md, "The leftover model"): whether a process that holds a
- * GPU is what is left of a job that ended, decided by weighing facts and given a confidence.
+ * The leftover model (leftover_model.c; docs/diagnoses.md, "The leftover model"): whether a
+ * process that holds a GPU is what is left of a job that ended, decided by weighing facts and
+ * given a confidence.
  * Each fact has a weight: positive says its job ended and it was part of it, negative that it
  * runs on purpose (a job, a daemon, a service of its own). The sum decides; no single fact is a
  * veto. What could not be read is a fact of weight 0 that keeps the verdict from being sure.
