@@ -18,31 +18,32 @@
 
 #include "act/note.h"
 #include "act/stop.h"
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/clock.h"
 
 extern char **environ;
 
-#define VG_EXEC_KILL_GRACE_MS 1000u
+#define VG_ALERT_KILL_GRACE_MS 1000u
 
-struct vg_exec_child {
+struct vg_alert_child {
     pid_t pid;
     uint64_t deadline; /* SIGTERM at this time */
     bool termed;       /* SIGTERM sent; SIGKILL at deadline + grace */
-    bool stopped;      /* by vg_exec_stop_all(), not by its own timeout */
+    bool stopped;      /* by vg_alert_stop_all(), not by its own timeout */
 };
 
-struct vg_exec {
+struct vg_alert {
     char **argv;
     uint64_t timeout_ms;
     unsigned max_running;
-    struct vg_exec_child *kids;
-    size_t nkids;
-    struct vg_exec_stats stats;
+    struct vg_alert_child *kids;
+    size_t nkids, kids_cap;
+    struct vg_alert_stats stats;
     const char *what, *owner; /* for messages */
 };
 
-void vg_exec_argv_free(char **argv)
+void vg_alert_argv_free(char **argv)
 {
     if (!argv)
         return;
@@ -51,11 +52,11 @@ void vg_exec_argv_free(char **argv)
     free(argv);
 }
 
-int vg_exec_split(const char *cmd, char ***out, struct vg_err *err)
+int vg_alert_split(const char *cmd, char ***out, struct vg_err *err)
 {
     *out = NULL;
     char **argv = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     struct vg_buf w;
     vg_buf_init(&w, 0);
     const char *s = cmd;
@@ -98,12 +99,10 @@ int vg_exec_split(const char *cmd, char ***out, struct vg_err *err)
         }
         if (!any)
             continue;
-        char **na = realloc(argv, (n + 2) * sizeof(*na));
-        if (!na) {
+        if (VG_ARRAY_GROW(argv, cap, n + 2)) {
             rc = vg_err_set(err, -ENOMEM, "out of memory");
             goto out;
         }
-        argv = na;
         argv[n] = w.err ? NULL : strdup(vg_buf_str(&w));
         argv[n + 1] = NULL;
         if (!argv[n]) {
@@ -117,78 +116,78 @@ int vg_exec_split(const char *cmd, char ***out, struct vg_err *err)
 out:
     vg_buf_release(&w);
     if (rc) {
-        vg_exec_argv_free(argv);
+        vg_alert_argv_free(argv);
         return rc;
     }
     *out = argv;
     return 0;
 }
 
-static int vg_exec_argv(const char *cmd, bool shell, char ***argv, struct vg_err *err)
+static int vg_alert_argv(const char *cmd, bool shell, char ***argv, struct vg_err *err)
 {
     if (!shell)
-        return vg_exec_split(cmd, argv, err);
+        return vg_alert_split(cmd, argv, err);
     if (!*cmd)
         return vg_err_set(err, -EINVAL, "exec: the command is empty");
     char **a = calloc(4, sizeof(*a));
     if (!a || !(a[0] = strdup("/bin/sh")) || !(a[1] = strdup("-c")) || !(a[2] = strdup(cmd))) {
-        vg_exec_argv_free(a);
+        vg_alert_argv_free(a);
         return vg_err_set(err, -ENOMEM, "out of memory");
     }
     *argv = a;
     return 0;
 }
 
-int vg_exec_new(const char *cmd, bool shell, uint64_t timeout_ms, unsigned max_running,
-                struct vg_exec **out, struct vg_err *err)
+int vg_alert_new(const char *cmd, bool shell, uint64_t timeout_ms, unsigned max_running,
+                 struct vg_alert **out, struct vg_err *err)
 {
     *out = NULL;
-    struct vg_exec *x = calloc(1, sizeof(*x));
+    struct vg_alert *x = calloc(1, sizeof(*x));
     if (!x)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    int rc = vg_exec_argv(cmd, shell, &x->argv, err);
+    int rc = vg_alert_argv(cmd, shell, &x->argv, err);
     if (rc) {
         free(x);
         return rc;
     }
     x->timeout_ms = timeout_ms;
-    x->max_running = max_running ? max_running : VG_EXEC_MAX_RUNNING;
+    x->max_running = max_running ? max_running : VG_ALERT_MAX_RUNNING;
     x->stats.last_exit = -1;
-    vg_exec_set_names(x, NULL, NULL);
+    vg_alert_set_names(x, NULL, NULL);
     *out = x;
     return 0;
 }
 
-void vg_exec_set_names(struct vg_exec *x, const char *what, const char *owner)
+void vg_alert_set_names(struct vg_alert *x, const char *what, const char *owner)
 {
     x->what = what ? what : "alert command";
     x->owner = owner ? owner : "watch";
 }
 
-void vg_exec_free(struct vg_exec *x)
+void vg_alert_free(struct vg_alert *x)
 {
     if (!x)
         return;
-    vg_exec_argv_free(x->argv);
+    vg_alert_argv_free(x->argv);
     free(x->kids);
     free(x);
 }
 
-int vg_exec_configure(struct vg_exec *x, const char *cmd, bool shell, uint64_t timeout_ms,
-                      struct vg_err *err)
+int vg_alert_configure(struct vg_alert *x, const char *cmd, bool shell, uint64_t timeout_ms,
+                       struct vg_err *err)
 {
     char **argv;
-    int rc = vg_exec_argv(cmd, shell, &argv, err);
+    int rc = vg_alert_argv(cmd, shell, &argv, err);
     if (rc)
         return rc;
-    vg_exec_argv_free(x->argv);
+    vg_alert_argv_free(x->argv);
     x->argv = argv;
     x->timeout_ms = timeout_ms;
     return 0;
 }
 
 /* vramguard's environment without VRAMGUARD_*, then env. NULL on out of memory. */
-static char **vg_exec_envp(const char *const *env, size_t nenv)
+static char **vg_alert_envp(const char *const *env, size_t nenv)
 {
     size_t n = 0;
     for (char **e = environ; e && *e; e++)
@@ -207,7 +206,7 @@ static char **vg_exec_envp(const char *const *env, size_t nenv)
 }
 
 /* The stdin of the child: an in-memory file holding in, positioned at its start. */
-static int vg_exec_stdin(const char *in, size_t inlen)
+static int vg_alert_stdin(const char *in, size_t inlen)
 {
     int fd = memfd_create("vramguard-event", MFD_CLOEXEC);
     if (fd < 0)
@@ -232,7 +231,7 @@ static int vg_exec_stdin(const char *in, size_t inlen)
     return fd;
 }
 
-static int vg_exec_spawn(struct vg_exec *x, char **envp, int in_fd, pid_t *pid)
+static int vg_alert_spawn(struct vg_alert *x, char **envp, int in_fd, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -269,21 +268,19 @@ static int vg_exec_spawn(struct vg_exec *x, char **envp, int in_fd, pid_t *pid)
     return rc;
 }
 
-int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const char *in,
-                size_t inlen, uint64_t now_ms, struct vg_err *err)
+int vg_alert_run(struct vg_alert *x, const char *const *env, size_t nenv, const char *in,
+                 size_t inlen, uint64_t now_ms, struct vg_err *err)
 {
     if (x->nkids >= x->max_running) {
         x->stats.dropped++;
         return 1;
     }
-    struct vg_exec_child *kids = realloc(x->kids, (x->nkids + 1) * sizeof(*kids));
-    if (!kids)
+    if (VG_ARRAY_GROW(x->kids, x->kids_cap, x->nkids + 1))
         return vg_err_set(err, -ENOMEM, "out of memory");
-    x->kids = kids;
-    char **envp = vg_exec_envp(env, nenv);
+    char **envp = vg_alert_envp(env, nenv);
     if (!envp)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    int in_fd = vg_exec_stdin(in, inlen);
+    int in_fd = vg_alert_stdin(in, inlen);
     if (in_fd < 0) {
         free(envp);
         x->stats.failed++;
@@ -291,14 +288,14 @@ int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const ch
                           strerror(-in_fd));
     }
     pid_t pid = -1;
-    int rc = vg_exec_spawn(x, envp, in_fd, &pid);
+    int rc = vg_alert_spawn(x, envp, in_fd, &pid);
     close(in_fd);
     free(envp);
     if (rc) {
         x->stats.failed++;
         return vg_err_set(err, -rc, "cannot run '%s': %s", x->argv[0], strerror(rc));
     }
-    x->kids[x->nkids++] = (struct vg_exec_child){
+    x->kids[x->nkids++] = (struct vg_alert_child){
         .pid = pid,
         .deadline = now_ms + x->timeout_ms,
     };
@@ -306,9 +303,9 @@ int vg_exec_run(struct vg_exec *x, const char *const *env, size_t nenv, const ch
     return 0;
 }
 
-static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const char *fmt, ...)
+static void vg_alert_say(void (*report)(void *, const char *), void *ctx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const char *fmt, ...)
+static void vg_alert_say(void (*report)(void *, const char *), void *ctx, const char *fmt, ...)
 {
     /* whole, however long the command it names (was cut at 255 bytes without a mark) */
     va_list ap;
@@ -318,12 +315,12 @@ static void vg_exec_say(void (*report)(void *, const char *), void *ctx, const c
     va_end(ap);
 }
 
-void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),
-                  void *ctx)
+void vg_alert_poll(struct vg_alert *x, uint64_t now_ms, void (*report)(void *ctx, const char *msg),
+                   void *ctx)
 {
     size_t k = 0;
     for (size_t i = 0; i < x->nkids; i++) {
-        struct vg_exec_child *c = &x->kids[i];
+        struct vg_alert_child *c = &x->kids[i];
         int st;
         pid_t r = waitpid(c->pid, &st, WNOHANG);
         if (r == c->pid || (r < 0 && errno == ECHILD)) {
@@ -331,40 +328,41 @@ void vg_exec_poll(struct vg_exec *x, uint64_t now_ms, void (*report)(void *ctx, 
                 continue;
             } else if (c->termed && c->stopped) {
                 x->stats.last_exit = -1;
-                vg_exec_say(report, ctx, "%s (PID %d) stopped: %s is exiting", x->what, (int)c->pid,
-                            x->owner);
+                vg_alert_say(report, ctx, "%s (PID %d) stopped: %s is exiting", x->what,
+                             (int)c->pid, x->owner);
             } else if (c->termed) {
                 x->stats.timed_out++;
                 x->stats.last_exit = -1;
-                vg_exec_say(report, ctx, "%s (PID %d) did not finish within %llu ms and was killed",
-                            x->what, (int)c->pid, (unsigned long long)x->timeout_ms);
+                vg_alert_say(report, ctx,
+                             "%s (PID %d) did not finish within %llu ms and was killed", x->what,
+                             (int)c->pid, (unsigned long long)x->timeout_ms);
             } else if (WIFEXITED(st)) {
                 x->stats.last_exit = WEXITSTATUS(st);
                 if (WEXITSTATUS(st) != 0) {
                     x->stats.failed++;
-                    vg_exec_say(report, ctx, "%s (PID %d) exited with status %d", x->what,
-                                (int)c->pid, WEXITSTATUS(st));
+                    vg_alert_say(report, ctx, "%s (PID %d) exited with status %d", x->what,
+                                 (int)c->pid, WEXITSTATUS(st));
                 }
             } else if (WIFSIGNALED(st)) {
                 x->stats.failed++;
                 x->stats.last_exit = 128 + WTERMSIG(st);
-                vg_exec_say(report, ctx, "%s (PID %d) was killed by signal %d", x->what,
-                            (int)c->pid, WTERMSIG(st));
+                vg_alert_say(report, ctx, "%s (PID %d) was killed by signal %d", x->what,
+                             (int)c->pid, WTERMSIG(st));
             }
             continue;
         }
-        vg_stop_group_step(c->pid, c->deadline, VG_EXEC_KILL_GRACE_MS, &c->termed, now_ms);
+        vg_stop_group_step(c->pid, c->deadline, VG_ALERT_KILL_GRACE_MS, &c->termed, now_ms);
         x->kids[k++] = *c;
     }
     x->nkids = k;
 }
 
-uint64_t vg_exec_next_ms(const struct vg_exec *x, uint64_t now_ms)
+uint64_t vg_alert_next_ms(const struct vg_alert *x, uint64_t now_ms)
 {
     uint64_t best = UINT64_MAX;
     for (size_t i = 0; x && i < x->nkids; i++) {
         uint64_t at =
-            vg_stop_group_due(x->kids[i].deadline, VG_EXEC_KILL_GRACE_MS, x->kids[i].termed);
+            vg_stop_group_due(x->kids[i].deadline, VG_ALERT_KILL_GRACE_MS, x->kids[i].termed);
         uint64_t in = at > now_ms ? at - now_ms : 0;
         if (in < best)
             best = in;
@@ -372,24 +370,24 @@ uint64_t vg_exec_next_ms(const struct vg_exec *x, uint64_t now_ms)
     return best;
 }
 
-size_t vg_exec_running(const struct vg_exec *x)
+size_t vg_alert_running(const struct vg_alert *x)
 {
     return x ? x->nkids : 0;
 }
 
-void vg_exec_stats(const struct vg_exec *x, struct vg_exec_stats *out)
+void vg_alert_stats(const struct vg_alert *x, struct vg_alert_stats *out)
 {
     *out = x->stats;
 }
 
-/* How long, after SIGKILL, vg_exec_stop_all() waits for the kernel to end them. */
-#define VG_EXEC_STOP_KILL_WAIT_MS 2000u
+/* How long, after SIGKILL, vg_alert_stop_all() waits for the kernel to end them. */
+#define VG_ALERT_STOP_KILL_WAIT_MS 2000u
 
-void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx)
+void vg_alert_wait(struct vg_alert *x, void (*report)(void *ctx, const char *msg), void *ctx)
 {
     /* Bounded: each child is killed at its deadline, SIGKILLed a second later. */
     while (x && x->nkids) {
-        vg_exec_poll(x, vg_clock_ms(), report, ctx);
+        vg_alert_poll(x, vg_clock_ms(), report, ctx);
         if (x->nkids) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
@@ -397,29 +395,29 @@ void vg_exec_wait(struct vg_exec *x, void (*report)(void *ctx, const char *msg),
     }
 }
 
-void vg_exec_stop_all(struct vg_exec *x, void (*report)(void *ctx, const char *msg), void *ctx)
+void vg_alert_stop_all(struct vg_alert *x, void (*report)(void *ctx, const char *msg), void *ctx)
 {
     if (!x || !x->nkids)
         return;
-    /* The same sequence as a timeout, due now: vg_exec_poll() sends SIGTERM to each process
+    /* The same sequence as a timeout, due now: vg_alert_poll() sends SIGTERM to each process
      * group, SIGKILL after the grace period, and reaps. */
     uint64_t now = vg_clock_ms();
     for (size_t i = 0; i < x->nkids; i++) {
-        struct vg_exec_child *c = &x->kids[i];
+        struct vg_alert_child *c = &x->kids[i];
         c->stopped = true;
         if (!c->termed || c->deadline > now)
             c->deadline = now;
     }
-    uint64_t give_up = now + VG_EXEC_KILL_GRACE_MS + VG_EXEC_STOP_KILL_WAIT_MS;
+    uint64_t give_up = now + VG_ALERT_KILL_GRACE_MS + VG_ALERT_STOP_KILL_WAIT_MS;
     for (;;) {
         now = vg_clock_ms();
-        vg_exec_poll(x, now, report, ctx);
+        vg_alert_poll(x, now, report, ctx);
         if (!x->nkids || now >= give_up)
             break;
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
     for (size_t i = 0; i < x->nkids; i++)
-        vg_exec_say(report, ctx, "%s (PID %d) outlived SIGKILL; left to init", x->what,
-                    (int)x->kids[i].pid);
+        vg_alert_say(report, ctx, "%s (PID %d) outlived SIGKILL; left to init", x->what,
+                     (int)x->kids[i].pid);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "act/job.h"
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -282,18 +283,12 @@ int vg_job_cgroup_pids(int fd, pid_t **pids, size_t *n)
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
         uint64_t v;
         if (len && vg_parse_u64n(line, len, &v) == 0 && v > 0 && v <= INT32_MAX) {
-            if (*n == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                pid_t *np = realloc(*pids, nc * sizeof(*np));
-                if (!np) {
-                    free(*pids);
-                    *pids = NULL;
-                    *n = 0;
-                    vg_buf_release(&b);
-                    return -ENOMEM;
-                }
-                *pids = np;
-                cap = nc;
+            if (VG_ARRAY_GROW(*pids, cap, *n + 1)) {
+                free(*pids);
+                *pids = NULL;
+                *n = 0;
+                vg_buf_release(&b);
+                return -ENOMEM;
             }
             (*pids)[(*n)++] = (pid_t)v;
         }

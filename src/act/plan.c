@@ -4,6 +4,7 @@
  */
 #include "act/plan.h"
 #include "rules/reason.h"
+#include "util/array.h"
 #include "util/sat.h"
 
 #include <errno.h>
@@ -17,19 +18,11 @@ static const char *const vg_plan_reason_order[] = {
     "zombie-holder", "d-state-holder", "orphan-holder", "idle-holder", "foreign-pid",
 };
 
-static bool vg_finding_names(const struct vg_finding *f, pid_t pid)
-{
-    for (size_t i = 0; i < f->npids; i++)
-        if (f->pids[i] == pid)
-            return true;
-    return false;
-}
-
 static const struct vg_finding *vg_plan_finding(const struct vg_findings *fs, const char *rule,
                                                 pid_t pid)
 {
     for (size_t i = 0; i < fs->n; i++)
-        if ((!rule || strcmp(fs->v[i].rule, rule) == 0) && vg_finding_names(&fs->v[i], pid))
+        if ((!rule || strcmp(fs->v[i].rule, rule) == 0) && vg_finding_names_pid(&fs->v[i], pid))
             return &fs->v[i];
     return NULL;
 }
@@ -115,17 +108,15 @@ static int vg_cmp_entry(const void *a, const void *b)
 }
 
 /* Append v to a sorted-unique array. */
-static int vg_add_unique(size_t **arr, size_t *n, size_t v)
+static int vg_add_unique(size_t **arr, size_t *n, size_t *cap, size_t v)
 {
     for (size_t i = 0; i < *n; i++)
         if ((*arr)[i] == v)
             return 0;
-    size_t *na = realloc(*arr, (*n + 1) * sizeof(**arr));
-    if (!na)
+    if (vg_array_grow(arr, cap, *n + 1, sizeof(**arr)))
         return -ENOMEM;
-    *arr = na;
-    na[(*n)++] = v;
-    qsort(na, *n, sizeof(*na), vg_cmp_size);
+    (*arr)[(*n)++] = v;
+    qsort(*arr, *n, sizeof(**arr), vg_cmp_size);
     return 0;
 }
 
@@ -199,7 +190,7 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
             e->mem_known = true;
             e->mem_bytes = vg_sat_add(e->mem_bytes, h->used_bytes);
         }
-        if (h->gpu != VG_SNAP_NO_GPU && vg_add_unique(&e->gpus, &e->ngpus, h->gpu))
+        if (h->gpu != VG_SNAP_NO_GPU && vg_add_unique(&e->gpus, &e->ngpus, &e->gpus_cap, h->gpu))
             return -ENOMEM;
     }
     if (p) {
@@ -281,15 +272,15 @@ static int vg_plan_scope(const struct vg_snapshot *snap, const struct vg_plan_op
 {
     int rc = 0;
     if (o->by_gpu) {
-        rc = vg_add_unique(&out->scope, &out->nscope, o->gpu);
+        rc = vg_add_unique(&out->scope, &out->nscope, &out->scope_cap, o->gpu);
     } else if (!o->by_pid && !o->by_user) {
         for (size_t g = 0; g < snap->gpus.ngpus && !rc; g++)
-            rc = vg_add_unique(&out->scope, &out->nscope, g);
+            rc = vg_add_unique(&out->scope, &out->nscope, &out->scope_cap, g);
     }
     for (size_t i = 0; i < out->n && !rc; i++)
         for (size_t k = 0; k < out->v[i].ngpus && !rc; k++)
             if (!o->by_gpu)
-                rc = vg_add_unique(&out->scope, &out->nscope, out->v[i].gpus[k]);
+                rc = vg_add_unique(&out->scope, &out->nscope, &out->scope_cap, out->v[i].gpus[k]);
     return rc;
 }
 
@@ -313,15 +304,9 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
             dup ? VG_SEL_NO : vg_plan_selected(snap, fs, &ls, o, h->pid, h->proc);
         if (sel == VG_SEL_NO)
             continue;
-        if (out->n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            struct vg_plan_entry *nv = realloc(out->v, ncap * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            out->v = nv;
-            cap = ncap;
+        if (VG_ARRAY_GROW(out->v, cap, out->n + 1)) {
+            rc = -ENOMEM;
+            goto fail;
         }
         rc = vg_plan_fill(snap, fs, &ls, o, h->pid, h->proc, sel, &out->v[out->n]);
         out->n++;
@@ -334,12 +319,10 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
     for (size_t i = 0; o->by_pid && i < snap->nholdings && !holds; i++)
         holds = snap->holdings[i].pid == o->pid;
     if (o->by_pid && out->n == 0 && !holds) {
-        struct vg_plan_entry *nv = realloc(out->v, (out->n + 1) * sizeof(*nv));
-        if (!nv) {
+        if (VG_ARRAY_GROW(out->v, cap, out->n + 1)) {
             rc = -ENOMEM;
             goto fail;
         }
-        out->v = nv;
         rc = vg_plan_fill(snap, fs, &ls, o, o->pid, vg_proc_table_find(&snap->procs, o->pid),
                           VG_SEL_TAKE, &out->v[out->n]);
         out->n++;

@@ -70,7 +70,7 @@ struct vg_plan_entry {
     char state;                  /* '?' when unknown */
     char *user, *comm, *cmdline; /* copies for output; NULL when unknown */
     size_t *gpus;                /* snapshot GPU indices it holds, ascending */
-    size_t ngpus;
+    size_t ngpus, gpus_cap;
     unsigned seen;      /* VG_SEEN_* over its holdings */
     bool mem_known;     /* the driver gave a figure for at least one holding */
     uint64_t mem_bytes; /* sum of the known figures */
@@ -83,7 +83,7 @@ struct vg_plan {
     size_t n;
     size_t nsignal, nrefused, nleft; /* nrefused excludes the nleft left alone */
     size_t *scope;                   /* GPUs the plan is about (snapshot indices, ascending) */
-    size_t nscope;
+    size_t nscope, scope_cap;
 };
 
 void vg_plan_init(struct vg_plan *p);

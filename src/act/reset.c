@@ -14,6 +14,7 @@
 
 #include "model/visible.h"
 #include "proc/signal.h"
+#include "util/array.h"
 
 extern char **environ;
 
@@ -25,6 +26,7 @@ int vg_reset_needed(const struct vg_plan *plan, const struct vg_snapshot *before
 {
     *out = NULL;
     *n = 0;
+    size_t cap = 0;
     for (size_t i = 0; i < plan->nscope; i++) {
         const struct vg_gpu *bg = &before->gpus.gpus[plan->scope[i]];
         if (!(bg->known & VG_GPU_K_UUID))
@@ -34,11 +36,9 @@ int vg_reset_needed(const struct vg_plan *plan, const struct vg_snapshot *before
             if (!(g->known & VG_GPU_K_UUID) || strcmp(g->uuid, bg->uuid) != 0 ||
                 !vg_plan_reset_needed(snap, k, min))
                 continue;
-            struct vg_reset *nv = realloc(*out, (*n + 1) * sizeof(*nv));
-            if (!nv)
+            if (VG_ARRAY_GROW(*out, cap, *n + 1))
                 return -ENOMEM;
-            *out = nv;
-            nv[*n] = (struct vg_reset){
+            (*out)[*n] = (struct vg_reset){
                 .uuid = bg->uuid, .index = g->index, .held = snap->per_gpu[k].unexplained_bytes};
             (*n)++;
         }

@@ -15,19 +15,14 @@
 
 #include "act/job.h"
 #include "proc/proc.h"
+#include "util/array.h"
 #include "util/file.h"
 #include "util/parse.h"
 
 int vg_job_procs_add(struct vg_job_procs *ps, const struct vg_job_proc *p)
 {
-    if (ps->n == ps->cap) {
-        size_t nc = ps->cap ? ps->cap * 2 : 16;
-        struct vg_job_proc *nv = realloc(ps->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        ps->v = nv;
-        ps->cap = nc;
-    }
+    if (VG_ARRAY_GROW(ps->v, ps->cap, ps->n + 1))
+        return -ENOMEM;
     ps->v[ps->n++] = *p;
     return 0;
 }
@@ -149,15 +144,9 @@ int vg_job_descendants(int proc_fd, pid_t root, struct vg_job_procs *out, struct
         struct vg_job_node nd = {0};
         if (vg_job_proc_read(proc_fd, (pid_t)pid, &nd.p, &nd.ppid) != 0)
             continue; /* gone meanwhile, or unreadable: not ours to judge */
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 256;
-            struct vg_job_node *nn = realloc(nodes, nc * sizeof(*nn));
-            if (!nn) {
-                rc = vg_err_set(err, -ENOMEM, "out of memory");
-                goto out;
-            }
-            nodes = nn;
-            cap = nc;
+        if (VG_ARRAY_GROW(nodes, cap, n + 1)) {
+            rc = vg_err_set(err, -ENOMEM, "out of memory");
+            goto out;
         }
         nodes[n++] = nd;
     }

@@ -52,6 +52,7 @@
 #include "act/stop.h"
 #include "cmd/cmd.h"
 #include "proc/signal.h"
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/file.h"
@@ -200,20 +201,14 @@ static int vg_demo_track(struct vg_demo *d, pid_t pid, bool child)
     int fd = -1;
     if (vg_proc_pidfd_open(pid, &fd) != 0)
         fd = -1; /* already gone (then there is nothing to stop; a child is still reaped) */
-    if (d->nprocs == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 16;
-        struct vg_demo_proc *p = realloc(d->procs, cap * sizeof(*p));
-        if (!p) {
-            if (fd >= 0) {
-                vg_proc_pidfd_signal(fd, SIGKILL);
-                close(fd);
-            }
-            if (child)
-                waitpid(pid, NULL, 0);
-            return -ENOMEM;
+    if (VG_ARRAY_GROW(d->procs, d->cap, d->nprocs + 1)) {
+        if (fd >= 0) {
+            vg_proc_pidfd_signal(fd, SIGKILL);
+            close(fd);
         }
-        d->procs = p;
-        d->cap = cap;
+        if (child)
+            waitpid(pid, NULL, 0);
+        return -ENOMEM;
     }
     struct vg_demo_proc *p = &d->procs[d->nprocs++];
     p->pid = pid;

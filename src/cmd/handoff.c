@@ -296,7 +296,7 @@ static int vg_handoff_status(const struct vg_handoff_result *r)
     return VG_EXIT_UNKNOWN;
 }
 
-/* 'word' quoted for vg_exec_split: single quotes, a quote inside as '\''. */
+/* 'word' quoted for vg_alert_split: single quotes, a quote inside as '\''. */
 static void vg_handoff_quote(struct vg_buf *b, const char *word)
 {
     vg_buf_addc(b, '\'');
@@ -343,24 +343,24 @@ static void vg_handoff_drain(const struct vg_handoff *h, const char *reason,
     vg_buf_printf(&word, "reason=%s", reason);
     vg_handoff_quote(&d->cmd, vg_buf_str(&word));
     vg_buf_release(&word);
-    struct vg_exec *x = NULL;
+    struct vg_alert *x = NULL;
     struct vg_err err = VG_ERR_INIT;
     d->status = -1;
     if (d->cmd.err ||
-        vg_exec_new(vg_buf_str(&d->cmd), false, VG_HANDOFF_DRAIN_TIMEOUT_MS, 1, &x, &err) != 0 ||
-        (vg_exec_set_names(x, "scontrol", "handoff"), 0) ||
-        vg_exec_run(x, NULL, 0, NULL, 0, vg_clock_ms(), &err) != 0) {
+        vg_alert_new(vg_buf_str(&d->cmd), false, VG_HANDOFF_DRAIN_TIMEOUT_MS, 1, &x, &err) != 0 ||
+        (vg_alert_set_names(x, "scontrol", "handoff"), 0) ||
+        vg_alert_run(x, NULL, 0, NULL, 0, vg_clock_ms(), &err) != 0) {
         d->error = strdup(d->cmd.err ? "out of memory" : vg_err_msg(&err));
         vg_err_release(&err);
-        vg_exec_free(x);
+        vg_alert_free(x);
         return;
     }
     d->ran = true;
-    vg_exec_wait(x, vg_handoff_drain_report, d);
-    struct vg_exec_stats st;
-    vg_exec_stats(x, &st);
+    vg_alert_wait(x, vg_handoff_drain_report, d);
+    struct vg_alert_stats st;
+    vg_alert_stats(x, &st);
     d->status = st.last_exit; /* -1 when it timed out: the report says so */
-    vg_exec_free(x);
+    vg_alert_free(x);
 }
 
 static int vg_handoff_emit(struct vg_handoff *h, const struct vg_handoff_result *res)

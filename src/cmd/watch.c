@@ -1,7 +1,7 @@
 /*
  * `vramguard watch`: the long-running monitor. Samples every interval through the sampler
  * (NVML kept open on a worker with a deadline, stable process details cached), turns each
- * sample into events with the watch engine (src/model/engine.h), prints them as lines or JSON
+ * sample into events with the watch engine (src/model/watch.h), prints them as lines or JSON
  * objects, and runs the alert command for each alert without waiting for it.
  *
  * One thread does everything but the driver calls: signals (TERM, INT, HUP, CHLD) are blocked
@@ -28,7 +28,7 @@
 #include "act/alert.h"
 #include "cmd/cmd.h"
 #include "cmd/watch_config.h"
-#include "model/engine.h"
+#include "model/watch.h"
 #include "model/sampler.h"
 #include "proc/proc.h"
 #include "render/event.h"
@@ -36,6 +36,7 @@
 #include "render/text.h"
 #include "rules/health.h"
 #include "rules/rules.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -68,7 +69,7 @@ struct vg_watch {
     bool color;
     struct vg_sampler *sampler;
     unsigned full_scan_ms; /* the full_scan the sampler was built with */
-    struct vg_exec *exec;  /* NULL until a command is configured */
+    struct vg_alert *exec; /* NULL until a command is configured */
     bool exec_on;          /* a reload may turn it off while children still run */
     struct vg_watch_view *view;
     char *problem_shown;
@@ -110,9 +111,9 @@ static int vg_watch_effective(const struct vg_watch *w, struct vg_watch_config *
         out->format = VG_WATCH_JSON;
     if (out->exec) {
         /* check the command splits, so a bad one is a usage error now, not at the first alert */
-        struct vg_exec *x = NULL;
-        rc = vg_exec_new(out->exec, out->shell, out->exec_timeout_ms, 0, &x, err);
-        vg_exec_free(x);
+        struct vg_alert *x = NULL;
+        rc = vg_alert_new(out->exec, out->shell, out->exec_timeout_ms, 0, &x, err);
+        vg_alert_free(x);
     }
     return rc;
 }
@@ -125,8 +126,8 @@ static int vg_watch_apply_exec(struct vg_watch *w, struct vg_err *err)
     if (!c->exec)
         return 0;
     if (w->exec)
-        return vg_exec_configure(w->exec, c->exec, c->shell, c->exec_timeout_ms, err);
-    return vg_exec_new(c->exec, c->shell, c->exec_timeout_ms, VG_EXEC_MAX_RUNNING, &w->exec, err);
+        return vg_alert_configure(w->exec, c->exec, c->shell, c->exec_timeout_ms, err);
+    return vg_alert_new(c->exec, c->shell, c->exec_timeout_ms, VG_ALERT_MAX_RUNNING, &w->exec, err);
 }
 
 static void vg_watch_reload(struct vg_watch *w)
@@ -178,7 +179,7 @@ static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t star
  * set (err): an alert command never runs with some of its variables silently missing. */
 struct vg_watch_env {
     char **v;
-    size_t n;
+    size_t n, cap;
     int err;
 };
 
@@ -195,14 +196,12 @@ static void vg_env_add(struct vg_watch_env *e, const char *name, const char *val
     vg_buf_release(&b);
     if (!s)
         return;
-    char **v = realloc(e->v, (e->n + 1) * sizeof(*v));
-    if (!v) {
+    if (VG_ARRAY_GROW(e->v, e->cap, e->n + 1)) {
         free(s);
         e->err = -ENOMEM;
         return;
     }
-    e->v = v;
-    v[e->n++] = s;
+    e->v[e->n++] = s;
 }
 
 static void vg_env_addu(struct vg_watch_env *e, const char *name, bool known, uint64_t value)
@@ -252,13 +251,13 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
         rc = vg_err_set(&err, env.err, "alert command not run: its VRAMGUARD_* variables: %s",
                         strerror(-env.err));
     else
-        rc = vg_exec_run(w->exec, (const char *const *)env.v, env.n, json, jlen, vg_clock_ms(),
-                         &err);
+        rc = vg_alert_run(w->exec, (const char *const *)env.v, env.n, json, jlen, vg_clock_ms(),
+                          &err);
     if (rc == 1) {
-        struct vg_exec_stats st;
-        vg_exec_stats(w->exec, &st);
+        struct vg_alert_stats st;
+        vg_alert_stats(w->exec, &st);
         vg_cmd_error("watch", "alert command not run: %zu already running (%llu dropped so far)",
-                     vg_exec_running(w->exec), (unsigned long long)st.dropped);
+                     vg_alert_running(w->exec), (unsigned long long)st.dropped);
     } else if (rc < 0) {
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
     }
@@ -442,7 +441,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
             now = after;
         }
         uint64_t wait = next - now;
-        uint64_t ex = w->exec ? vg_exec_next_ms(w->exec, now) : UINT64_MAX;
+        uint64_t ex = w->exec ? vg_alert_next_ms(w->exec, now) : UINT64_MAX;
         if (ex < wait)
             wait = ex;
         /* The watchdog is pinged here, between samples, and nowhere else: a loop stuck in a
@@ -471,7 +470,7 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
         if (pfd[1].revents & POLLNVAL)
             out_fd = -1; /* no stdout at all: nothing to watch there */
         if (w->exec)
-            vg_exec_poll(w->exec, vg_clock_ms(), vg_watch_report, NULL);
+            vg_alert_poll(w->exec, vg_clock_ms(), vg_watch_report, NULL);
     }
 }
 
@@ -479,12 +478,12 @@ static int vg_watch_loop(struct vg_watch *w, int sfd)
  * SIGTERM or SIGINT meanwhile cuts that short; the caller stops what is left. */
 static void vg_watch_drain(struct vg_watch *w, int sfd)
 {
-    while (vg_exec_running(w->exec)) {
+    while (vg_alert_running(w->exec)) {
         uint64_t now = vg_clock_ms();
-        vg_exec_poll(w->exec, now, vg_watch_report, NULL);
-        if (!vg_exec_running(w->exec))
+        vg_alert_poll(w->exec, now, vg_watch_report, NULL);
+        if (!vg_alert_running(w->exec))
             return;
-        uint64_t wait = vg_exec_next_ms(w->exec, now);
+        uint64_t wait = vg_alert_next_ms(w->exec, now);
         /* A short slice too: SIGCHLD may have been taken by an earlier read of the signalfd. */
         struct pollfd pfd = {.fd = sfd, .events = POLLIN};
         int pr = poll(&pfd, 1, wait > 100 ? 100 : (int)wait);
@@ -595,9 +594,9 @@ int vg_cmd_watch(struct vg_global *g, int argc, char **argv)
     if (w.once && w.exec)
         vg_watch_drain(&w, sfd);
     /* No alert command outlives the watch: what still runs is stopped (bounded). */
-    vg_exec_stop_all(w.exec, vg_watch_report, NULL);
+    vg_alert_stop_all(w.exec, vg_watch_report, NULL);
     vg_sampler_free(w.sampler);
-    vg_exec_free(w.exec);
+    vg_alert_free(w.exec);
     vg_watch_view_free(w.view);
     free(w.problem_shown);
     vg_watch_config_release(&w.flags);

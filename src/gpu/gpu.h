@@ -110,7 +110,7 @@ struct vg_gpu {
     size_t nmig;
 
     struct vg_gpu_error *errors;
-    size_t nerrors;
+    size_t nerrors, errors_cap;
 };
 
 struct vg_gpu_list {
@@ -127,7 +127,7 @@ struct vg_gpu_list {
     size_t ngpus;
 
     struct vg_gpu_error *errors; /* errors not tied to one GPU (init, count) */
-    size_t nerrors;
+    size_t nerrors, errors_cap;
 };
 
 void vg_gpu_list_init(struct vg_gpu_list *list);

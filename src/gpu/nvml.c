@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "gpu/nvml_abi.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/sat.h"
 
@@ -469,21 +470,16 @@ static int vg_nvml_quiet(nvmlReturn_t st, int optional)
     return optional && (st == NVML_ERROR_NOT_SUPPORTED || st == NVML_ERROR_FUNCTION_NOT_FOUND);
 }
 
-static int vg_nvml_add_error(struct vg_gpu_error **errs, size_t *nerrs, const char *func,
-                             int status, char *msg)
+static int vg_nvml_add_error(struct vg_gpu_error **errs, size_t *nerrs, size_t *cap,
+                             const char *func, int status, char *msg)
 {
-    struct vg_gpu_error *e = realloc(*errs, (*nerrs + 1) * sizeof **errs);
     char *f = strdup(func);
-    if (!e || !f || !msg) {
-        if (e)
-            *errs = e;
+    if (!f || !msg || vg_array_grow(errs, cap, *nerrs + 1, sizeof(**errs))) {
         free(f);
         free(msg);
         return -ENOMEM;
     }
-    *errs = e;
-    e[*nerrs] = (struct vg_gpu_error){.func = f, .status = status, .msg = msg};
-    (*nerrs)++;
+    (*errs)[(*nerrs)++] = (struct vg_gpu_error){.func = f, .status = status, .msg = msg};
     return 0;
 }
 
@@ -498,7 +494,7 @@ static int vg_nvml_list_fail(const struct vg_nvml *n, struct vg_gpu_list *list, 
     if (text && asprintf(&msg, "%s: %s", func, text) < 0)
         msg = NULL;
     free(text);
-    return vg_nvml_add_error(&list->errors, &list->nerrors, func, st, msg);
+    return vg_nvml_add_error(&list->errors, &list->nerrors, &list->errors_cap, func, st, msg);
 }
 
 /* What one device read needs: the client, the device and its label, where to note the API
@@ -542,7 +538,7 @@ static int vg_nvml_fail(struct vg_nvml_dev *d, const void *slot, nvmlReturn_t st
     if (r < 0)
         msg = NULL;
     free(text);
-    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, st, msg);
+    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, &d->g->errors_cap, func, st, msg);
 }
 
 /* "GPU 2" or "GPU 2/MIG 0", for messages. */
@@ -567,7 +563,8 @@ static int vg_nvml_implausible(struct vg_nvml_dev *d, const void *slot, const ch
                  "only the first %u are read",
                  label, func, got, what, max, max) < 0)
         msg = NULL;
-    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, func, NVML_SUCCESS, msg);
+    return vg_nvml_add_error(&d->g->errors, &d->g->nerrors, &d->g->errors_cap, func, NVML_SUCCESS,
+                             msg);
 }
 
 /*
@@ -1458,7 +1455,8 @@ static int vg_nvml_mark_hung(const struct vg_nvml_slot *s, struct vg_gpu *g,
                  "GPU's figures are unknown",
                  g->index, s->at, secs) < 0)
         msg = NULL;
-    return vg_nvml_add_error(&g->errors, &g->nerrors, s->at, NVML_ERROR_TIMEOUT, msg);
+    return vg_nvml_add_error(&g->errors, &g->nerrors, &g->errors_cap, s->at, NVML_ERROR_TIMEOUT,
+                             msg);
 }
 
 /* Merge one GPU's API notes into the list: the first GPU that answered decides. */
@@ -1672,7 +1670,8 @@ static int vg_nvml_count(struct vg_nvml *n, struct vg_gpu_list *list, unsigned *
                      func, *count, VG_NVML_MAX_GPUS, VG_NVML_MAX_GPUS) < 0)
             msg = NULL;
         *count = VG_NVML_MAX_GPUS;
-        if (vg_nvml_add_error(&list->errors, &list->nerrors, func, NVML_SUCCESS, msg) < 0)
+        if (vg_nvml_add_error(&list->errors, &list->nerrors, &list->errors_cap, func, NVML_SUCCESS,
+                              msg) < 0)
             return vg_err_set(err, -ENOMEM, "out of memory reading GPUs");
         return 0;
     }

@@ -229,35 +229,20 @@ int vg_pick_parse_spec(const char *s, struct vg_pick_spec *out, struct vg_err *e
     return 0;
 }
 
-static bool vg_pick_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 int vg_pick_resolve_list(const char *opt, const char *s, const struct vg_gpu_list *list,
                          struct vg_pick_sel **out, size_t *n, struct vg_err *err)
 {
-    size_t cap = 1;
-    for (const char *p = s; *p; p++)
-        cap += *p == ',';
-    struct vg_pick_sel *sel = calloc(cap, sizeof(*sel));
+    struct vg_pick_sel *sel = calloc(vg_parse_list_count(s), sizeof(*sel));
     char *entry = NULL;
     size_t k = 0;
     int rc = 0;
     if (!sel)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    const char *start = s;
-    for (;;) {
-        const char *end = strchr(start, ',');
-        if (!end)
-            end = start + strlen(start);
-        const char *a = start, *b = end;
-        while (a < b && vg_pick_blank(*a))
-            a++;
-        while (b > a && vg_pick_blank(b[-1]))
-            b--;
+    const char *pos = s, *a;
+    size_t len;
+    while (vg_parse_list_next(&pos, " \t", &a, &len)) {
         free(entry);
-        entry = strndup(a, (size_t)(b - a));
+        entry = strndup(a, len);
         if (!entry) {
             rc = vg_err_set(err, -ENOMEM, "out of memory");
             goto fail;
@@ -296,9 +281,6 @@ int vg_pick_resolve_list(const char *opt, const char *s, const struct vg_gpu_lis
             }
         }
         sel[k++] = (struct vg_pick_sel){.gpu = gpu, .mig = mig};
-        if (!*end)
-            break;
-        start = end + 1;
     }
     free(entry);
     *out = sel;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gpu/collect.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/sat.h"
 
@@ -52,16 +53,9 @@ struct vg_hold_vec {
 
 static struct vg_holding *vg_hold_push(struct vg_hold_vec *hv)
 {
-    if (hv->n == hv->cap) {
-        size_t cap = hv->cap ? hv->cap * 2 : 16;
-        struct vg_holding *v = realloc(hv->v, cap * sizeof(*v));
-        if (!v)
-            return NULL;
-        hv->v = v;
-        hv->cap = cap;
-    }
-    struct vg_holding *h = &hv->v[hv->n++];
-    memset(h, 0, sizeof(*h));
+    struct vg_holding *h = VG_ARRAY_PUSH(hv->v, hv->n, hv->cap);
+    if (!h)
+        return NULL;
     h->mig = -1;
     return h;
 }
@@ -85,12 +79,6 @@ static int vg_hold_add_nvml(struct vg_hold_vec *hv, size_t gi, int mig, const st
     return 0;
 }
 
-static int vg_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* NVML's lists. On a MIG-enabled GPU the MIG devices' own lists are authoritative (they carry
  * per-instance memory); the parent's list only adds PIDs no MIG device reported (looked up in
  * the MIG devices' PIDs, sorted). */
@@ -105,26 +93,18 @@ static int vg_snap_join_nvml(struct vg_hold_vec *hv, const struct vg_gpu_list *g
         for (size_t m = 0; m < g->nmig && !rc; m++) {
             const struct vg_gpu *mg = &g->mig[m];
             for (size_t k = 0; k < mg->nprocs && !rc; k++) {
-                if (nmig_pids == cap) {
-                    size_t ncap = cap ? cap * 2 : 64;
-                    pid_t *v = realloc(mig_pids, ncap * sizeof(*v));
-                    if (!v) {
-                        rc = -ENOMEM;
-                        break;
-                    }
-                    mig_pids = v;
-                    cap = ncap;
-                }
+                if ((rc = VG_ARRAY_GROW(mig_pids, cap, nmig_pids + 1)) != 0)
+                    break;
                 mig_pids[nmig_pids++] = (pid_t)mg->procs[k].pid;
                 rc = vg_hold_add_nvml(hv, gi, (int)m, g, &mg->procs[k]);
             }
         }
         if (nmig_pids > 1)
-            qsort(mig_pids, nmig_pids, sizeof(*mig_pids), vg_cmp_pid);
+            qsort(mig_pids, nmig_pids, sizeof(*mig_pids), vg_array_cmp_pid);
         for (size_t k = 0; k < g->nprocs && !rc; k++) {
             const struct vg_gpu_proc *p = &g->procs[k];
             pid_t pid = (pid_t)p->pid;
-            if (nmig_pids && bsearch(&pid, mig_pids, nmig_pids, sizeof(pid), vg_cmp_pid))
+            if (nmig_pids && bsearch(&pid, mig_pids, nmig_pids, sizeof(pid), vg_array_cmp_pid))
                 continue;
             rc = vg_hold_add_nvml(hv, gi, -1, g, p);
         }
@@ -150,14 +130,8 @@ static int vg_cmp_minor_ix(const void *a, const void *b)
 
 static size_t vg_minor_ix_find(const struct vg_minor_ix *ix, size_t n, unsigned minor)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ix[mid].minor < minor)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const struct vg_minor_ix key = {.minor = minor, .gpu = 0}; /* the first of that minor */
+    size_t lo = vg_array_lower_bound(&key, ix, n, sizeof(*ix), vg_cmp_minor_ix);
     return lo < n && ix[lo].minor == minor ? ix[lo].gpu : VG_SNAP_NO_GPU;
 }
 
@@ -220,15 +194,8 @@ static int vg_snap_join_fds(struct vg_hold_vec *hv, const struct vg_gpu_list *gp
             bool marked = false;
             if (gi != VG_SNAP_NO_GPU) {
                 /* the first index entry for (gi, pid), then every one after it */
-                size_t lo = 0, hi = nnvml;
                 struct vg_hold_ix key = {gi, p->pid, 0};
-                while (lo < hi) {
-                    size_t mid = lo + (hi - lo) / 2;
-                    if (vg_cmp_hold_ix(&hix[mid], &key) < 0)
-                        lo = mid + 1;
-                    else
-                        hi = mid;
-                }
+                size_t lo = vg_array_lower_bound(&key, hix, nnvml, sizeof(*hix), vg_cmp_hold_ix);
                 for (; lo < nnvml && hix[lo].gpu == gi && hix[lo].pid == p->pid; lo++) {
                     hv->v[hix[lo].pos].seen |= seen;
                     marked = true;
@@ -489,18 +456,17 @@ fail:
     return rc;
 }
 
+static int vg_snap_cmp_gpu(const void *key, const void *elem)
+{
+    size_t gpu = *(const size_t *)key, other = ((const struct vg_holding *)elem)->gpu;
+    return gpu < other ? -1 : gpu > other;
+}
+
 /* The first holding whose GPU is at least gpu (holdings are sorted by GPU). */
 static size_t vg_snap_lower(const struct vg_snapshot *snap, size_t gpu)
 {
-    size_t lo = 0, hi = snap->nholdings;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (snap->holdings[mid].gpu < gpu)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vg_array_lower_bound(&gpu, snap->holdings, snap->nholdings, sizeof(*snap->holdings),
+                                vg_snap_cmp_gpu);
 }
 
 void vg_snap_gpu_holdings(const struct vg_snapshot *snap, size_t gpu, size_t *first, size_t *count)

@@ -4,7 +4,7 @@
  * (rules/rules.h) or an alert: an expectation (`--expect`, rules/expect.h) the host breaks.
  * Both travel in one list; what tells them apart is the kind, which outputs use to list them
  * apart (check's "alerts" and "findings"). They live here, below rules/, because the watch
- * engine (model/engine.h) follows them from sample to sample without running or knowing any
+ * engine (model/watch.h) follows them from sample to sample without running or knowing any
  * rule; what fills them is rules/'s business.
  *
  * Ownership: struct vg_findings owns every finding, its strings and arrays, and the
@@ -39,7 +39,7 @@ struct vg_verdict {
     enum vg_confidence confidence;
     int score; /* the sum of the weights */
     struct vg_verdict_fact *facts;
-    size_t nfacts;
+    size_t nfacts, facts_cap;
 };
 
 /* A diagnosis of the rules, or an alert raised by an expectation. */
@@ -52,17 +52,17 @@ struct vg_finding {
     enum vg_confidence confidence; /* VG_CONF_HIGH unless the rule says otherwise */
     char *title;                   /* one line: what is wrong, with numbers */
     size_t *gpus;                  /* indices into snap->gpus.gpus */
-    size_t ngpus;
+    size_t ngpus, gpus_cap;
     pid_t *pids;
-    size_t npids;
+    size_t npids, pids_cap;
     char **evidence; /* the facts it saw */
-    size_t nevidence;
+    size_t nevidence, evidence_cap;
     char **fix; /* what to do: commands, variables, lines of code */
-    size_t nfix;
+    size_t nfix, fix_cap;
     bool bytes_known; /* the memory the finding concerns */
     uint64_t bytes;
     struct vg_verdict *verdicts; /* per process, for rules that weigh facts; else none */
-    size_t nverdicts;
+    size_t nverdicts, verdicts_cap;
     /* Alerts only (diagnoses leave them -1, false and NULL): the one holding an alert is
      * about, when it is about one, and the expectation it breaks. */
     int mig; /* MIG device of the holding, or -1 */
@@ -75,7 +75,7 @@ struct vg_finding {
 
 struct vg_findings {
     struct vg_finding *v;
-    size_t n;
+    size_t n, cap;
     int err;         /* first failure while building (sticky): out of memory */
     char *unchecked; /* why some expectation could not be checked (no such GPU, no driver
                       * view); NULL when all could */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/parse.h"
 
@@ -143,38 +144,20 @@ static int vg_vis_enum(struct vg_visible *v, const struct vg_gpu_list *gpus)
     return 0;
 }
 
-static bool vg_vis_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 /* Split value on commas into trimmed entries. */
 static int vg_vis_split(struct vg_visible *v, const char *value)
 {
-    size_t n = 1;
-    for (const char *p = value; *p; p++)
-        n += *p == ',';
-    v->entries = calloc(n, sizeof(*v->entries));
+    v->entries = calloc(vg_parse_list_count(value), sizeof(*v->entries));
     if (!v->entries)
         return -ENOMEM;
-    const char *start = value;
-    for (;;) {
-        const char *end = strchr(start, ',');
-        if (!end)
-            end = start + strlen(start);
-        const char *a = start, *b = end;
-        while (a < b && vg_vis_blank(*a))
-            a++;
-        while (b > a && vg_vis_blank(b[-1]))
-            b--;
+    const char *pos = value, *a;
+    size_t len;
+    while (vg_parse_list_next(&pos, " \t\n\r", &a, &len)) {
         struct vg_vis_entry *e = &v->entries[v->nentries++];
-        e->text = strndup(a, (size_t)(b - a));
+        e->text = strndup(a, len);
         e->mig = -1;
         if (!e->text)
             return -ENOMEM;
-        if (!*end)
-            break;
-        start = end + 1;
     }
     return 0;
 }
@@ -254,11 +237,10 @@ static enum vg_vis_problem vg_vis_classify(struct vg_visible *v, struct vg_vis_e
 
 static int vg_vis_add_device(struct vg_visible *v, size_t gpu, int mig)
 {
-    struct vg_vis_device *d = realloc(v->devices, (v->ndevices + 1) * sizeof(*d));
+    struct vg_vis_device *d = VG_ARRAY_PUSH(v->devices, v->ndevices, v->devices_cap);
     if (!d)
         return -ENOMEM;
-    v->devices = d;
-    d[v->ndevices++] = (struct vg_vis_device){gpu, mig};
+    *d = (struct vg_vis_device){gpu, mig};
     return 0;
 }
 

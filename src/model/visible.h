@@ -64,7 +64,7 @@ struct vg_visible {
     size_t nentries;
     size_t cut;                    /* index of the entry CUDA stopped at; nentries when none */
     struct vg_vis_device *devices; /* cuda:0, cuda:1, ... */
-    size_t ndevices;
+    size_t ndevices, devices_cap;
     size_t *enum_order; /* CUDA's enumeration of the whole host: enum_order[i] is the GPU
                          * list index of CUDA ordinal i when the variable is unset */
     size_t nenum;

@@ -8,6 +8,7 @@
  * drops the others, so a process that exits (or stops holding a GPU) leaves no data behind.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #define VG_PROC_CACHED_BITS (VG_PROC_K_CMDLINE | VG_PROC_K_ENV | VG_PROC_K_CGROUP | VG_PROC_K_MAPS)
 
 struct vg_proc_cache_entry {
-    pid_t pid;
+    pid_t pid; /* first: compared with vg_array_cmp_pid */
     uint64_t start_ticks;
     char *comm;
     uint64_t gen;   /* last scan that used it */
@@ -102,24 +103,18 @@ void vg_proc_cache_end(struct vg_proc_cache *cache)
     cache->n = k;
 }
 
+/* A pid against an entry of the cache's array (of pointers). */
+static int vg_cache_cmp(const void *key, const void *elem)
+{
+    return vg_array_cmp_pid(key, *(const struct vg_proc_cache_entry *const *)elem);
+}
+
 /* Index of pid's entry, or where it would go (*found false). */
 static size_t vg_cache_find(const struct vg_proc_cache *cache, pid_t pid, bool *found)
 {
-    size_t lo = 0, hi = cache->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        pid_t m = cache->v[mid]->pid;
-        if (m == pid) {
-            *found = true;
-            return mid;
-        }
-        if (m < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
+    size_t i = vg_array_lower_bound(&pid, cache->v, cache->n, sizeof(*cache->v), vg_cache_cmp);
+    *found = i < cache->n && cache->v[i]->pid == pid;
+    return i;
 }
 
 static bool vg_cache_keyable(const struct vg_proc *p)
@@ -249,15 +244,9 @@ int vg_proc_cache_store(struct vg_proc_cache *cache, const struct vg_proc *p, bo
         cache->v[i] = e;
         return 0;
     }
-    if (cache->n == cache->cap) {
-        size_t cap = cache->cap ? cache->cap * 2 : 32;
-        struct vg_proc_cache_entry **v = realloc(cache->v, cap * sizeof(*v));
-        if (!v) {
-            vg_cache_entry_free(e);
-            return -ENOMEM;
-        }
-        cache->v = v;
-        cache->cap = cap;
+    if (VG_ARRAY_GROW(cache->v, cache->cap, cache->n + 1)) {
+        vg_cache_entry_free(e);
+        return -ENOMEM;
     }
     memmove(&cache->v[i + 1], &cache->v[i], (cache->n - i) * sizeof(*cache->v));
     cache->v[i] = e;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -178,6 +179,25 @@ static bool vg_devset_is_driver_major(const struct vg_dev_majors *mj, uint32_t m
     return vg_devset_number(mj, major, 0, &m);
 }
 
+/* Order by (filesystem, inode): the driver's nodes, sorted and searched. */
+static int vg_devset_chr_cmp(const void *a, const void *b)
+{
+    const struct vg_devset_chr *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* A (filesystem, inode) key, as a struct vg_devset_chr, against a node of the set. */
+static int vg_devset_node_find_cmp(const void *key, const void *elem)
+{
+    const struct vg_devset_chr *k = key;
+    const struct vg_devset_node *e = elem;
+    if (k->dev != e->dev)
+        return k->dev < e->dev ? -1 : 1;
+    return k->ino < e->ino ? -1 : k->ino > e->ino;
+}
+
 bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id *id,
                           struct vg_dev_match *m)
 {
@@ -193,39 +213,25 @@ bool vg_proc_devset_match(const struct vg_proc_devset *s, const struct vg_dev_id
         if (k == s->nfs)
             return false;
     }
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct vg_devset_node *e = &s->nodes[mid];
-        if (e->dev == dev && e->ino == id->ino) {
-            m->kind = e->kind;
-            m->minor = e->minor;
-            m->node = mid;
-            return true;
-        }
-        if (e->dev < dev || (e->dev == dev && e->ino < id->ino))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return false;
+    const struct vg_devset_chr key = {.dev = dev, .ino = id->ino};
+    size_t i =
+        vg_array_lower_bound(&key, s->nodes, s->n, sizeof(*s->nodes), vg_devset_node_find_cmp);
+    if (i == s->n || s->nodes[i].dev != dev || s->nodes[i].ino != id->ino)
+        return false;
+    m->kind = s->nodes[i].kind;
+    m->minor = s->nodes[i].minor;
+    m->node = i;
+    return true;
 }
 
 bool vg_proc_devset_match_file(const struct vg_proc_devset *s, uint32_t dev_major,
                                uint32_t dev_minor, uint64_t ino, struct vg_dev_match *m)
 {
     uint64_t dev = vg_devset_fs(dev_major, dev_minor);
-    size_t lo = 0, hi = s->nchrs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct vg_devset_chr *e = &s->chrs[mid];
-        if (e->dev == dev && e->ino == ino)
-            return vg_devset_number(&s->majors, e->rdev_major, e->rdev_minor, m);
-        if (e->dev < dev || (e->dev == dev && e->ino < ino))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const struct vg_devset_chr key = {.dev = dev, .ino = ino};
+    size_t i = vg_array_lower_bound(&key, s->chrs, s->nchrs, sizeof(*s->chrs), vg_devset_chr_cmp);
+    if (i < s->nchrs && s->chrs[i].dev == dev && s->chrs[i].ino == ino)
+        return vg_devset_number(&s->majors, s->chrs[i].rdev_major, s->chrs[i].rdev_minor, m);
     /* not a character device: the inode set alone decides */
     struct vg_dev_id id = {.dev_major = dev_major, .dev_minor = dev_minor, .ino = ino};
     return vg_proc_devset_match(s, &id, m);
@@ -255,14 +261,8 @@ const char *vg_proc_devset_node(const struct vg_proc_devset *s, size_t i, struct
 static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum vg_dev_kind kind,
                          unsigned minor, const char *sub, const char *name)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct vg_devset_node *v = realloc(s->nodes, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        s->nodes = v;
-        s->cap = cap;
-    }
+    if (VG_ARRAY_GROW(s->nodes, s->cap, s->n + 1))
+        return -ENOMEM;
     size_t ls = sub ? strlen(sub) + 1 : 0, ln = strlen(name);
     char *path = malloc(ls + ln + 1);
     if (!path)
@@ -284,14 +284,8 @@ static int vg_devset_add(struct vg_proc_devset *s, const struct statx *st, enum 
 
 static int vg_devset_add_chr(struct vg_proc_devset *s, const struct statx *st)
 {
-    if (s->nchrs == s->chrs_cap) {
-        size_t cap = s->chrs_cap ? s->chrs_cap * 2 : 16;
-        struct vg_devset_chr *v = realloc(s->chrs, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        s->chrs = v;
-        s->chrs_cap = cap;
-    }
+    if (VG_ARRAY_GROW(s->chrs, s->chrs_cap, s->nchrs + 1))
+        return -ENOMEM;
     s->chrs[s->nchrs++] = (struct vg_devset_chr){
         .dev = vg_devset_fs(st->stx_dev_major, st->stx_dev_minor),
         .ino = st->stx_ino,
@@ -362,14 +356,6 @@ static int vg_devset_cmp(const void *a, const void *b)
     if (x->kind != y->kind)
         return x->kind < y->kind ? -1 : 1;
     return x->minor < y->minor ? -1 : x->minor > y->minor;
-}
-
-static int vg_devset_chr_cmp(const void *a, const void *b)
-{
-    const struct vg_devset_chr *x = a, *y = b;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
 static void vg_devset_finish(struct vg_proc_devset *s)

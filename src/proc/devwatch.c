@@ -26,6 +26,7 @@
  * unnamed, as an inotify one.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -330,12 +331,6 @@ static int vg_devwatch_fan_read(struct vg_proc_devwatch *w, struct vg_err *err)
     return n < 0 ? (int)n : seen;
 }
 
-static int vg_devwatch_pid_cmp(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return (x > y) - (x < y);
-}
-
 int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err)
 {
     int seen = 0;
@@ -357,7 +352,7 @@ int vg_proc_devwatch_poll(struct vg_proc_devwatch *w, struct vg_err *err)
         return fan;
     seen |= fan;
     if (w->nopeners) {
-        qsort(w->openers, w->nopeners, sizeof(*w->openers), vg_devwatch_pid_cmp);
+        qsort(w->openers, w->nopeners, sizeof(*w->openers), vg_array_cmp_pid);
         size_t k = 1;
         for (size_t i = 1; i < w->nopeners; i++)
             if (w->openers[i] != w->openers[k - 1])

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/parse.h"
 
 /* One scan's records: the entries, sorted by pid, and their descriptor numbers (fds_off, nfds). */
@@ -94,14 +95,8 @@ bool vg_proc_index_new_pid(const struct vg_proc_index *idx, bool have_last, pid_
 int vg_proc_index_add(struct vg_proc_index *idx, pid_t pid, uint64_t ino, unsigned flags)
 {
     struct vg_ix_scan *x = &idx->next;
-    if (x->n == x->cap) {
-        size_t ncap = x->cap ? x->cap * 2 : 1024;
-        struct vg_proc_index_entry *n = realloc(x->v, ncap * sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        x->v = n;
-        x->cap = ncap;
-    }
+    if (VG_ARRAY_GROW(x->v, x->cap, x->n + 1))
+        return -ENOMEM;
     x->v[x->n++] = (struct vg_proc_index_entry){.pid = pid, .ino = ino, .flags = flags};
     return 0;
 }
@@ -111,18 +106,10 @@ int vg_proc_index_add_fds(struct vg_proc_index *idx, const unsigned *fds, size_t
     struct vg_ix_scan *x = &idx->next;
     if (!x->n || !n || n > VG_PROC_IX_FDS_MAX)
         return 0;
-    if (x->capfds - x->nfds < n) {
-        size_t ncap = x->capfds ? x->capfds * 2 : 256;
-        while (ncap - x->nfds < n)
-            ncap *= 2;
-        if (ncap > UINT32_MAX)
-            return 0; /* no room to say where: the holder is walked in full next time */
-        unsigned *nf = realloc(x->fds, ncap * sizeof(*nf));
-        if (!nf)
-            return -ENOMEM;
-        x->fds = nf;
-        x->capfds = ncap;
-    }
+    if (n > UINT32_MAX - x->nfds)
+        return 0; /* no room to say where: the holder is walked in full next time */
+    if (VG_ARRAY_GROW(x->fds, x->capfds, x->nfds + n))
+        return -ENOMEM;
     struct vg_proc_index_entry *e = &x->v[x->n - 1];
     e->fds_off = (uint32_t)x->nfds;
     e->nfds = (uint32_t)n;

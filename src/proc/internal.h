@@ -40,7 +40,7 @@ struct vg_proc_node_slot {
 /* A descriptor known to hold an NVIDIA node: from the kernel scan (kscan.c), or from the index
  * of the last scan (a known holder, re-read by an incremental scan). */
 struct vg_proc_kfd {
-    pid_t pid;
+    pid_t pid; /* first: searched with vg_array_cmp_pid */
     unsigned fd;
     bool other;          /* from a table that is not its thread group leader's */
     bool path;           /* an O_PATH descriptor (the kernel scan's VG_KREC_PATH) */
@@ -138,9 +138,6 @@ int vg_proc_dirit_next(struct vg_proc_dirit *it, const char **name);
 bool vg_proc_name_pid(const char *name, pid_t *pid);
 /* Decimal text of a non-negative pid into out (at least 16 bytes). */
 void vg_proc_pid_str(pid_t pid, char out[16]);
-
-/* qsort/bsearch comparator of pid_t values. */
-int vg_proc_cmp_pid(const void *a, const void *b);
 
 /* After phase two: the census of session kin (proc.h, struct vg_proc_kin) over the listed
  * pids (ascending), into t->kin. 0 or -ENOMEM. */

@@ -10,6 +10,7 @@
  * sessions.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -39,20 +40,14 @@ static int vg_kin_sessions(const struct vg_proc_table *t, pid_t **sids, size_t *
         (*sids)[(*n)++] = t->procs[i].sid;
     }
     if (*n > 1)
-        qsort(*sids, *n, sizeof(**sids), vg_proc_cmp_pid);
+        qsort(*sids, *n, sizeof(**sids), vg_array_cmp_pid);
     return 0;
 }
 
 static int vg_kin_add(struct vg_proc_table *t, size_t *cap, const struct vg_proc *q)
 {
-    if (t->nkin == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        struct vg_proc_kin *nk = realloc(t->kin, ncap * sizeof(*nk));
-        if (!nk)
-            return -ENOMEM;
-        t->kin = nk;
-        *cap = ncap;
-    }
+    if (VG_ARRAY_GROW(t->kin, *cap, t->nkin + 1))
+        return -ENOMEM;
     struct vg_proc_kin *k = &t->kin[t->nkin++];
     *k = (struct vg_proc_kin){.pid = q->pid,
                               .ppid = q->ppid,
@@ -82,7 +77,7 @@ static int vg_kin_one(struct vg_proc_ctx *c, struct vg_proc_table *t, const pid_
     if (rc == -ENOMEM)
         return rc;
     if (rc < 0 || vg_proc_parse_stat(vg_buf_str(&c->file), c->file.len, &q) != 0 ||
-        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_proc_cmp_pid)) {
+        !bsearch(&q.sid, sids, nsids, sizeof(*sids), vg_array_cmp_pid)) {
         vg_proc_release(&q);
         return 0;
     }

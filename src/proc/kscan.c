@@ -43,18 +43,13 @@
 #include <unistd.h>
 
 #include "proc/kscan_rec.h"
+#include "util/array.h"
 #include "util/parse.h"
 
 /* DIR nodes matched by inode that the scan checks one by one; more: the /proc scan. */
 #define VG_KSCAN_CAL_MAX 256
 /* What the iterator may return: 48 bytes a record, a record per NVIDIA descriptor. */
 #define VG_KSCAN_OUT_MAX ((size_t)256 << 20)
-
-static int vg_kscan_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static bool vg_kscan_same(const struct vg_krec *r, const struct vg_dev_id *id)
 {
@@ -101,20 +96,14 @@ int vg_proc_parse_krecs(const char *buf, size_t len, const struct vg_proc_devset
             continue;
         if (n && out[n - 1] == (pid_t)r.pid)
             continue; /* the usual case: a process's records come together */
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            pid_t *np = realloc(out, ncap * sizeof(*np));
-            if (!np) {
-                free(out);
-                return -ENOMEM;
-            }
-            out = np;
-            cap = ncap;
+        if (VG_ARRAY_GROW(out, cap, n + 1)) {
+            free(out);
+            return -ENOMEM;
         }
         out[n++] = (pid_t)r.pid;
     }
     if (n > 1)
-        qsort(out, n, sizeof(*out), vg_kscan_cmp_pid);
+        qsort(out, n, sizeof(*out), vg_array_cmp_pid);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || out[k - 1] != out[i])
@@ -607,15 +596,9 @@ static int vg_kscan_fds(const char *buf, size_t len, const struct vg_proc_devset
         struct vg_dev_match m;
         if (check || !vg_proc_devset_match(ds, &id, &m))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct vg_proc_kfd *nv = realloc(v, ncap * sizeof(*nv));
-            if (!nv) {
-                free(v);
-                return -ENOMEM;
-            }
-            v = nv;
-            cap = ncap;
+        if (VG_ARRAY_GROW(v, cap, n + 1)) {
+            free(v);
+            return -ENOMEM;
         }
         v[n++] = (struct vg_proc_kfd){.pid = (pid_t)r.pid,
                                       .fd = r.fd,

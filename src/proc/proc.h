@@ -98,7 +98,7 @@ enum {
 #define VG_PROC_PF_KTHREAD 0x00200000u
 
 struct vg_proc {
-    pid_t pid;
+    pid_t pid;      /* first: searched with vg_array_cmp_pid */
     unsigned known; /* VG_PROC_K_* */
 
     /* stat */

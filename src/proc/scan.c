@@ -24,27 +24,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/file.h"
 
 #define VG_PROC_ROOT_DENTS ((size_t)32 << 10)
 
-int vg_proc_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* A listed pid directory and its inode number (see proc.h on incremental scans). */
+/* A listed pid directory and its inode number (see proc.h on incremental scans). The pid
+ * first: sorted with vg_array_cmp_pid. */
 struct vg_scan_ent {
     pid_t pid;
     uint64_t ino;
 };
-
-static int vg_cmp_ent(const void *a, const void *b)
-{
-    return vg_proc_cmp_pid(&((const struct vg_scan_ent *)a)->pid,
-                           &((const struct vg_scan_ent *)b)->pid);
-}
 
 /* Every pid directory under the root, sorted and distinct. */
 static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
@@ -71,15 +61,9 @@ static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
         pid_t pid;
         if (!vg_proc_name_pid(name, &pid))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 1024;
-            struct vg_scan_ent *ne = realloc(ents, ncap * sizeof(*ne));
-            if (!ne) {
-                rc = -ENOMEM;
-                break;
-            }
-            ents = ne;
-            cap = ncap;
+        if (VG_ARRAY_GROW(ents, cap, n + 1)) {
+            rc = -ENOMEM;
+            break;
         }
         ents[n++] = (struct vg_scan_ent){.pid = pid, .ino = it.ino};
     }
@@ -90,7 +74,7 @@ static int vg_scan_list(int root_fd, struct vg_scan_ent **out, size_t *nout)
         return rc;
     }
     if (n > 1)
-        qsort(ents, n, sizeof(*ents), vg_cmp_ent);
+        qsort(ents, n, sizeof(*ents), vg_array_cmp_pid);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (k == 0 || ents[k - 1].pid != ents[i].pid)
@@ -196,7 +180,7 @@ static int vg_scan_one(struct vg_proc_ctx *c, int pid_fd, pid_t pid, bool wanted
 
 static bool vg_scan_wanted(const pid_t *want, size_t nwant, pid_t pid)
 {
-    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_proc_cmp_pid) != NULL;
+    return nwant && bsearch(&pid, want, nwant, sizeof(*want), vg_array_cmp_pid) != NULL;
 }
 
 /* Whether an incremental scan may carry this process over unread: it was listed last time
@@ -220,7 +204,7 @@ static int vg_scan_sorted(const pid_t *pids, size_t n, pid_t **out)
     if (!*out)
         return -ENOMEM;
     memcpy(*out, pids, n * sizeof(**out));
-    qsort(*out, n, sizeof(**out), vg_proc_cmp_pid);
+    qsort(*out, n, sizeof(**out), vg_array_cmp_pid);
     return 0;
 }
 
@@ -396,14 +380,7 @@ static void vg_scan_kfds(struct vg_proc_ctx *c, const struct vg_proc_kfd *kfds, 
     c->skip_maps = false;
     if (!kfds)
         return;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (kfds[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = vg_array_lower_bound(&pid, kfds, n, sizeof(*kfds), vg_array_cmp_pid);
     size_t end = lo;
     while (end < n && kfds[end].pid == pid)
         if (kfds[end++].other)
@@ -472,15 +449,9 @@ static int vg_scan_read_ent(struct vg_proc_ctx *c, int root_fd, const struct vg_
     int pid_fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pid_fd < 0)
         return vg_scan_open_failed(c, t, idx, e, errno, wanted);
-    if (t->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 64;
-        struct vg_proc *np = realloc(t->procs, ncap * sizeof(*np));
-        if (!np) {
-            close(pid_fd);
-            return -ENOMEM;
-        }
-        t->procs = np;
-        *cap = ncap;
+    if (VG_ARRAY_GROW(t->procs, *cap, t->n + 1)) {
+        close(pid_fd);
+        return -ENOMEM;
     }
     bool denied, fds_read, maps_read;
     struct vg_proc *p = &t->procs[t->n];

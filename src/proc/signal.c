@@ -17,6 +17,7 @@
 
 #include "proc/internal.h"
 #include "proc/proc.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
@@ -111,15 +112,9 @@ int vg_proc_ancestors(int proc_root_fd, pid_t pid, pid_t **out, size_t *n, struc
         pid_t ppid;
         if (vg_stat_ppid(proc_root_fd, cur, &ppid) != 0 || ppid <= 0)
             break;
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            pid_t *nv = realloc(v, ncap * sizeof(*v));
-            if (!nv) {
-                free(v);
-                return vg_err_set(err, -ENOMEM, "out of memory listing our ancestors");
-            }
-            v = nv;
-            cap = ncap;
+        if (VG_ARRAY_GROW(v, cap, len + 1)) {
+            free(v);
+            return vg_err_set(err, -ENOMEM, "out of memory listing our ancestors");
         }
         v[len++] = ppid;
         cur = ppid;

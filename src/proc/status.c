@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/parse.h"
 
 static bool vg_status_key(const char *line, size_t n, const char *key, const char **val)
@@ -113,14 +114,9 @@ int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p)
                 free(chain);
                 return -EINVAL;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 4;
-                pid_t *c = realloc(chain, cap * sizeof(*c));
-                if (!c) {
-                    free(chain);
-                    return -ENOMEM;
-                }
-                chain = c;
+            if (VG_ARRAY_GROW(chain, cap, n + 1)) {
+                free(chain);
+                return -ENOMEM;
             }
             chain[n++] = (pid_t)v;
         }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
+
 void vg_proc_release(struct vg_proc *p)
 {
     if (!p)
@@ -56,16 +58,8 @@ void vg_proc_table_release(struct vg_proc_table *t)
 
 const struct vg_proc *vg_proc_table_find(const struct vg_proc_table *t, pid_t pid)
 {
-    size_t lo = 0, hi = t ? t->n : 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        pid_t m = t->procs[mid].pid;
-        if (m == pid)
-            return &t->procs[mid];
-        if (m < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    if (!t)
+        return NULL;
+    size_t i = vg_array_lower_bound(&pid, t->procs, t->n, sizeof(*t->procs), vg_array_cmp_pid);
+    return i < t->n && t->procs[i].pid == pid ? &t->procs[i] : NULL;
 }

@@ -5,6 +5,7 @@
  * with no passwd entry (common for container uids seen from the host) is shown as its number.
  */
 #include "proc/internal.h"
+#include "util/array.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -73,15 +74,9 @@ int vg_proc_user_name(struct vg_proc_ctx *c, uid_t uid, char **out)
         return rc;
     if (!name && !(name = vg_uid_text(uid)))
         return -ENOMEM;
-    if (c->nunames == c->unames_cap) {
-        size_t cap = c->unames_cap ? c->unames_cap * 2 : 8;
-        struct vg_proc_uname *u = realloc(c->unames, cap * sizeof(*u));
-        if (!u) {
-            free(name);
-            return -ENOMEM;
-        }
-        c->unames = u;
-        c->unames_cap = cap;
+    if (VG_ARRAY_GROW(c->unames, c->unames_cap, c->nunames + 1)) {
+        free(name);
+        return -ENOMEM;
     }
     c->unames[c->nunames].uid = uid;
     c->unames[c->nunames].name = name;

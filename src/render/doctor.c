@@ -11,18 +11,15 @@
 #include "render/json.h"
 #include "render/render.h"
 #include "render/text.h"
+#include "rules/rules.h"
 #include "util/parse.h"
 
 bool vg_render_finding_selected(const struct vg_finding *f, const struct vg_finding_filter *flt)
 {
     if (!flt)
         return true;
-    bool gpu_hit = !flt->by_gpu, pid_hit = !flt->by_pid;
-    for (size_t i = 0; i < f->ngpus; i++)
-        gpu_hit |= f->gpus[i] == flt->gpu;
-    for (size_t i = 0; i < f->npids; i++)
-        pid_hit |= f->pids[i] == flt->pid;
-    return gpu_hit && pid_hit;
+    return (!flt->by_gpu || vg_finding_names_gpu(f, flt->gpu)) &&
+           (!flt->by_pid || vg_finding_names_pid(f, flt->pid));
 }
 
 void vg_render_finding_json(struct vg_json *j, const struct vg_snapshot *snap,

@@ -1,5 +1,5 @@
 /*
- * The words of watch events (model/engine.h): a text line for people and logs, one
+ * The words of watch events (model/watch.h): a text line for people and logs, one
  * vramguard.event/1 JSON object per line for scripts (docs/json.md), and the message both
  * carry, written here from the event's data so the engine stays free of English.
  */
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "model/engine.h"
+#include "model/watch.h"
 #include "util/buf.h"
 #include "util/sdnotify.h"
 

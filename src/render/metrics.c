@@ -15,6 +15,7 @@
 
 #include "render/render.h"
 #include "rules/reason.h"
+#include "util/array.h"
 #include "util/parse.h"
 #include "util/sat.h"
 #include "util/utf8.h"
@@ -555,14 +556,8 @@ static int vg_fcount_add(struct vg_fcount **v, size_t *n, size_t *cap, const cha
             return 0;
         }
     }
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        struct vg_fcount *nv = realloc(*v, ncap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        *v = nv;
-        *cap = ncap;
-    }
+    if (VG_ARRAY_GROW(*v, *cap, *n + 1))
+        return -ENOMEM;
     (*v)[(*n)++] = (struct vg_fcount){rule, sev, gpu, 1};
     return 0;
 }

@@ -125,10 +125,7 @@ static bool vg_rule_container_subset(const struct vg_snapshot *snap, const char 
     if (!nvd || strcmp(nvd, "all") == 0 || nvd[0] == '\0')
         return false;
     const struct vg_gpu_list *l = &snap->gpus;
-    size_t cap = 1;
-    for (const char *q = nvd; *q; q++)
-        cap += *q == ',';
-    struct vg_given *v = calloc(cap, sizeof(*v));
+    struct vg_given *v = calloc(vg_parse_list_count(nvd), sizeof(*v));
     char *copy = strdup(nvd);
     if (!v || !copy) {
         free(v);
@@ -136,8 +133,13 @@ static bool vg_rule_container_subset(const struct vg_snapshot *snap, const char 
         return false;
     }
     if (strcmp(nvd, "none") != 0 && strcmp(nvd, "void") != 0) {
-        char *save = NULL;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const char *pos = copy, *at;
+        size_t len;
+        while (vg_parse_list_next(&pos, NULL, &at, &len)) {
+            if (!len)
+                continue; /* "0,,1" names two devices */
+            char *tok = copy + (at - copy);
+            tok[len] = '\0'; /* its comma: pos is past it already */
             struct vg_given gv;
             if (!vg_given_parse(l, tok, &gv)) {
                 (*unknown)++;

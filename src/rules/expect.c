@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
@@ -124,29 +125,23 @@ int vg_expect_parse(struct vg_expect_set *set, const char *text, struct vg_err *
     if (!(e.gpu = strndup(text, glen)) || !(e.text = strdup(text)))
         goto fail;
     bool none = false;
-    for (const char *s = eq + 1;;) {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        struct vg_who *w = realloc(e.who, (e.nwho + 1) * sizeof(*w));
-        if (!w)
+    size_t who_cap = 0;
+    const char *pos = eq + 1, *s;
+    size_t n;
+    while (vg_parse_list_next(&pos, NULL, &s, &n)) {
+        if (VG_ARRAY_GROW(e.who, who_cap, e.nwho + 1))
             goto fail;
-        e.who = w;
         if ((rc = vg_who_parse(s, n, &e.who[e.nwho], text, err)) != 0)
             goto out;
         none = none || e.who[e.nwho].kind == VG_WHO_NONE;
         e.nwho++;
-        if (!comma)
-            break;
-        s = comma + 1;
     }
     if (none && e.nwho > 1) {
         rc = vg_err_set(err, -EINVAL, "expect '%s': none cannot be combined with others", text);
         goto out;
     }
-    struct vg_expect *v = realloc(set->v, (set->n + 1) * sizeof(*v));
-    if (!v)
+    if (VG_ARRAY_GROW(set->v, set->cap, set->n + 1))
         goto fail;
-    set->v = v;
     set->v[set->n++] = e;
     return 0;
 fail:

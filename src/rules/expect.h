@@ -52,7 +52,7 @@ struct vg_expect {
 
 struct vg_expect_set {
     struct vg_expect *v;
-    size_t n;
+    size_t n, cap;
 };
 
 void vg_expect_set_init(struct vg_expect_set *set);

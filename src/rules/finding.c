@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rules/rules.h"
+#include "util/array.h"
 
 static void vg_findings_oom(struct vg_findings *out)
 {
@@ -19,14 +20,11 @@ static void vg_findings_oom(struct vg_findings *out)
 
 struct vg_finding *vg_finding_add(struct vg_findings *out, const char *rule, enum vg_severity sev)
 {
-    struct vg_finding *v = realloc(out->v, (out->n + 1) * sizeof(*v));
-    if (!v) {
+    struct vg_finding *f = VG_ARRAY_PUSH(out->v, out->n, out->cap);
+    if (!f) {
         vg_findings_oom(out);
         return NULL;
     }
-    out->v = v;
-    struct vg_finding *f = &v[out->n++];
-    memset(f, 0, sizeof(*f));
     f->rule = rule;
     f->severity = sev;
     f->confidence = VG_CONF_HIGH;
@@ -40,20 +38,14 @@ static char *vg_vfmt(const char *fmt, va_list ap)
     return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
 }
 
-static void vg_push_str(struct vg_findings *out, char ***arr, size_t *n, char *s)
+static void vg_push_str(struct vg_findings *out, char ***arr, size_t *n, size_t *cap, char *s)
 {
-    if (!s) {
-        vg_findings_oom(out);
-        return;
-    }
-    char **v = realloc(*arr, (*n + 1) * sizeof(*v));
-    if (!v) {
+    if (!s || vg_array_grow(arr, cap, *n + 1, sizeof(**arr))) {
         free(s);
         vg_findings_oom(out);
         return;
     }
-    *arr = v;
-    v[(*n)++] = s;
+    (*arr)[(*n)++] = s;
 }
 
 /* Which text of a finding a formatted line goes to. */
@@ -77,10 +69,10 @@ static void vg_finding_vtext(struct vg_findings *out, struct vg_finding *f,
         f->title = s;
         return;
     case VG_TEXT_EVIDENCE:
-        vg_push_str(out, &f->evidence, &f->nevidence, s);
+        vg_push_str(out, &f->evidence, &f->nevidence, &f->evidence_cap, s);
         return;
     case VG_TEXT_FIX:
-        vg_push_str(out, &f->fix, &f->nfix, s);
+        vg_push_str(out, &f->fix, &f->nfix, &f->fix_cap, s);
         return;
     }
     free(s);
@@ -110,34 +102,43 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     va_end(ap);
 }
 
-/* Append the elem-sized value at x to the array *arrp of *n, unless it is there already: a
- * finding names each GPU and PID once. */
-static void vg_push_unique(struct vg_findings *out, void *arrp, size_t *n, const void *x,
-                           size_t elem)
+bool vg_finding_names_pid(const struct vg_finding *f, pid_t pid)
 {
-    char **arr = arrp;
-    for (size_t i = 0; i < *n; i++)
-        if (memcmp(*arr + i * elem, x, elem) == 0)
-            return;
-    char *v = realloc(*arr, (*n + 1) * elem);
-    if (!v) {
-        vg_findings_oom(out);
-        return;
-    }
-    *arr = v;
-    memcpy(v + (*n)++ * elem, x, elem);
+    for (size_t i = 0; i < f->npids; i++)
+        if (f->pids[i] == pid)
+            return true;
+    return false;
 }
 
+bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
+{
+    for (size_t i = 0; i < f->ngpus; i++)
+        if (f->gpus[i] == gpu)
+            return true;
+    return false;
+}
+
+/* A finding names each GPU and PID once. */
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu)
 {
-    if (f)
-        vg_push_unique(out, &f->gpus, &f->ngpus, &gpu, sizeof(gpu));
+    if (!f || vg_finding_names_gpu(f, gpu))
+        return;
+    size_t *slot = VG_ARRAY_PUSH(f->gpus, f->ngpus, f->gpus_cap);
+    if (slot)
+        *slot = gpu;
+    else
+        vg_findings_oom(out);
 }
 
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid)
 {
-    if (f)
-        vg_push_unique(out, &f->pids, &f->npids, &pid, sizeof(pid));
+    if (!f || vg_finding_names_pid(f, pid))
+        return;
+    pid_t *slot = VG_ARRAY_PUSH(f->pids, f->npids, f->pids_cap);
+    if (slot)
+        *slot = pid;
+    else
+        vg_findings_oom(out);
 }
 
 struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding *f, pid_t pid,
@@ -145,14 +146,11 @@ struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding
 {
     if (!f)
         return NULL;
-    struct vg_verdict *v = realloc(f->verdicts, (f->nverdicts + 1) * sizeof(*v));
+    struct vg_verdict *v = VG_ARRAY_PUSH(f->verdicts, f->nverdicts, f->verdicts_cap);
     if (!v) {
         vg_findings_oom(out);
         return NULL;
     }
-    f->verdicts = v;
-    v = &v[f->nverdicts++];
-    memset(v, 0, sizeof(*v));
     v->pid = pid;
     v->verdict = verdict;
     v->confidence = conf;
@@ -166,14 +164,13 @@ void vg_finding_verdict_fact(struct vg_findings *out, struct vg_verdict *v, cons
     if (!v)
         return;
     char *t = strdup(text);
-    struct vg_verdict_fact *nf = t ? realloc(v->facts, (v->nfacts + 1) * sizeof(*nf)) : NULL;
+    struct vg_verdict_fact *nf = t ? VG_ARRAY_PUSH(v->facts, v->nfacts, v->facts_cap) : NULL;
     if (!nf) {
         free(t);
         vg_findings_oom(out);
         return;
     }
-    v->facts = nf;
-    nf[v->nfacts++] = (struct vg_verdict_fact){.fact = fact, .weight = weight, .text = t};
+    *nf = (struct vg_verdict_fact){.fact = fact, .weight = weight, .text = t};
 }
 
 int vg_findings_max_severity(const struct vg_findings *f)
@@ -215,14 +212,8 @@ bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pi
 {
     for (size_t i = 0; i < f->n; i++) {
         const struct vg_finding *x = &f->v[i];
-        if (strcmp(x->rule, rule) != 0)
-            continue;
-        bool has_pid = false, has_gpu = gpu == VG_SNAP_NO_GPU;
-        for (size_t k = 0; k < x->npids; k++)
-            has_pid |= x->pids[k] == pid;
-        for (size_t k = 0; k < x->ngpus; k++)
-            has_gpu |= x->gpus[k] == gpu;
-        if (has_pid && has_gpu)
+        if (strcmp(x->rule, rule) == 0 && vg_finding_names_pid(x, pid) &&
+            (gpu == VG_SNAP_NO_GPU || vg_finding_names_gpu(x, gpu)))
             return true;
     }
     return false;

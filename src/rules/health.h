@@ -41,7 +41,7 @@ struct vg_health_watch {
     uint64_t idle_after_ms;             /* idle-holder after this long (0: the rules' default) */
 };
 
-/* The watch engine's judge (model/engine.h's vg_watch_judge_fn; ctx: a struct
+/* The watch engine's judge (model/watch.h's vg_watch_judge_fn; ctx: a struct
  * vg_health_watch): vg_health_judge with the rules' defaults, the given idle history, and
  * without the shell's environment, which says nothing about a monitored host. */
 int vg_health_watch_judge(void *ctx, const struct vg_snapshot *snap,

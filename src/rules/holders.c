@@ -75,10 +75,7 @@ void vg_rule_unmatched_node(const struct vg_rule_ctx *ctx, struct vg_findings *o
         vg_rule_proc_label(h->pid, h->proc, label, sizeof(label));
         vg_finding_evidence(out, f, "%s holds %s/nvidia%u, the node of minor %u", label,
                             snap->dev_dir, h->minor, h->minor);
-        bool seen = false;
-        for (size_t k = 0; k < f->npids && !seen; k++)
-            seen = f->pids[k] == h->pid;
-        if (!seen) {
+        if (!vg_finding_names_pid(f, h->pid)) {
             vg_finding_pid(out, f, h->pid);
             nproc++;
         }

@@ -25,22 +25,6 @@ bool vg_reason_holder_known(const struct vg_reason_holder *h)
     return h->nvml && !h->nvml_unknown;
 }
 
-static bool vg_finding_names_pid(const struct vg_finding *f, uint32_t pid)
-{
-    for (size_t i = 0; i < f->npids; i++)
-        if ((uint32_t)f->pids[i] == pid)
-            return true;
-    return false;
-}
-
-static bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu)
-{
-    for (size_t i = 0; i < f->ngpus; i++)
-        if (f->gpus[i] == gpu)
-            return true;
-    return false;
-}
-
 /* Is pid (on gpu, unless gpu is VG_SNAP_NO_GPU) named by a finding of one of the rules, at
  * least as sure as conf? */
 static bool vg_named_conf(const struct vg_findings *fs, const char *const *rules, uint32_t pid,
@@ -55,7 +39,8 @@ static bool vg_named_conf(const struct vg_findings *fs, const char *const *rules
         bool rule = false;
         for (size_t r = 0; rules[r] && !rule; r++)
             rule = strcmp(f->rule, rules[r]) == 0;
-        if (rule && vg_finding_names_pid(f, pid) &&
+        /* the holder's uint32_t PID and the finding's pid_t agree bit for bit */
+        if (rule && vg_finding_names_pid(f, (pid_t)pid) &&
             (gpu == VG_SNAP_NO_GPU || vg_finding_names_gpu(f, gpu)))
             return true;
     }

@@ -76,8 +76,9 @@ const char *vg_confidence_str(enum vg_confidence c);
 bool vg_findings_has_pid(const struct vg_findings *f, const char *rule, pid_t pid, size_t gpu);
 
 /*
- * The leftover model (docs/diagnoses.md, "The leftover model"): whether a process that holds a
- * GPU is what is left of a job that ended, decided by weighing facts and given a confidence.
+ * The leftover model (leftover_model.c; docs/diagnoses.md, "The leftover model"): whether a
+ * process that holds a GPU is what is left of a job that ended, decided by weighing facts and
+ * given a confidence.
  * Each fact has a weight: positive says its job ended and it was part of it, negative that it
  * runs on purpose (a job, a daemon, a service of its own). The sum decides; no single fact is a
  * veto. What could not be read is a fact of weight 0 that keeps the verdict from being sure.
@@ -203,6 +204,9 @@ void vg_finding_fix(struct vg_findings *out, struct vg_finding *f, const char *f
     __attribute__((format(printf, 3, 4)));
 void vg_finding_gpu(struct vg_findings *out, struct vg_finding *f, size_t gpu);
 void vg_finding_pid(struct vg_findings *out, struct vg_finding *f, pid_t pid);
+/* Whether f names this PID, this GPU (a snapshot index). */
+bool vg_finding_names_pid(const struct vg_finding *f, pid_t pid);
+bool vg_finding_names_gpu(const struct vg_finding *f, size_t gpu);
 /* A weighed verdict on one process of f, and its facts (text is copied). NULL for a NULL f or
  * out of memory. */
 struct vg_verdict *vg_finding_verdict(struct vg_findings *out, struct vg_finding *f, pid_t pid,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rules/top.h"
+#include "util/array.h"
 
 void vg_top_history_release(struct vg_top_history *h)
 {
@@ -16,8 +17,7 @@ void vg_top_history_release(struct vg_top_history *h)
         free(h->g[i].uuid);
     if (h) {
         free(h->g);
-        h->g = NULL;
-        h->n = 0;
+        memset(h, 0, sizeof(*h));
     }
 }
 
@@ -27,11 +27,9 @@ static struct vg_top_hist_gpu *vg_top_hist_find(struct vg_top_history *h, const 
     for (size_t i = 0; i < h->n; i++)
         if (strcmp(h->g[i].uuid, uuid) == 0)
             return &h->g[i];
-    struct vg_top_hist_gpu *g = realloc(h->g, (h->n + 1) * sizeof(*g));
-    if (!g)
+    if (VG_ARRAY_GROW(h->g, h->cap, h->n + 1))
         return NULL;
-    h->g = g;
-    g = &h->g[h->n];
+    struct vg_top_hist_gpu *g = &h->g[h->n];
     memset(g, 0, sizeof(*g));
     if (!(g->uuid = strdup(uuid)))
         return NULL;
@@ -81,11 +79,9 @@ static int vg_top_gpu_findings(const struct vg_findings *fs, struct vg_top_gpu *
     for (size_t i = 0; i < fs->n; i++)
         for (size_t k = 0; k < fs->v[i].ngpus; k++)
             if (fs->v[i].gpus[k] == tg->gi) {
-                size_t *v = realloc(tg->findings, (tg->nfindings + 1) * sizeof(*v));
-                if (!v)
+                if (VG_ARRAY_GROW(tg->findings, tg->findings_cap, tg->nfindings + 1))
                     return -ENOMEM;
-                tg->findings = v;
-                v[tg->nfindings++] = i;
+                tg->findings[tg->nfindings++] = i;
                 break;
             }
     if (tg->nfindings > 1)
@@ -138,15 +134,7 @@ static int vg_top_build_gpus(struct vg_top_frame *f, const struct vg_top_build_o
 /* Where pid's row is or would go: rows are sorted by pid. */
 static size_t vg_top_row_lower(const struct vg_top_frame *f, pid_t pid)
 {
-    size_t lo = 0, hi = f->nrows;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->rows[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vg_array_lower_bound(&pid, f->rows, f->nrows, sizeof(*f->rows), vg_array_cmp_pid);
 }
 
 /* The row of pid, appended when new (rows stay sorted: holdings come by gpu, so insert). */
@@ -155,14 +143,8 @@ static struct vg_top_row *vg_top_row_get(struct vg_top_frame *f, pid_t pid, size
     size_t lo = vg_top_row_lower(f, pid);
     if (lo < f->nrows && f->rows[lo].pid == pid)
         return &f->rows[lo];
-    if (f->nrows == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        struct vg_top_row *v = realloc(f->rows, nc * sizeof(*v));
-        if (!v)
-            return NULL;
-        f->rows = v;
-        *cap = nc;
-    }
+    if (VG_ARRAY_GROW(f->rows, *cap, f->nrows + 1))
+        return NULL;
     memmove(&f->rows[lo + 1], &f->rows[lo], (f->nrows - lo) * sizeof(*f->rows));
     f->nrows++;
     struct vg_top_row *r = &f->rows[lo];

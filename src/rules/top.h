@@ -43,7 +43,7 @@ struct vg_top_hist_gpu {
 };
 struct vg_top_history {
     struct vg_top_hist_gpu *g;
-    size_t n;
+    size_t n, cap;
 };
 void vg_top_history_release(struct vg_top_history *h);
 
@@ -57,11 +57,11 @@ struct vg_top_gpu {
     unsigned char hist[VG_TOP_HIST]; /* percent used, oldest first (VG_TOP_HIST_UNKNOWN) */
     size_t nhist;
     size_t *findings; /* indices into fs.v, worst first */
-    size_t nfindings;
+    size_t nfindings, findings_cap;
 };
 
 struct vg_top_row {
-    pid_t pid;
+    pid_t pid;                  /* first: searched with vg_array_cmp_pid */
     const struct vg_proc *proc; /* NULL: only the driver sees it */
     const char *user;           /* NULL when unknown */
     size_t gpus[8];             /* snapshot GPU indices it holds, ascending (first 8) */

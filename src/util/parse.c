@@ -191,6 +191,32 @@ bool vg_parse_line(const char **s, const char *end, const char **line, size_t *n
     return true;
 }
 
+bool vg_parse_list_next(const char **pos, const char *trim, const char **tok, size_t *len)
+{
+    if (!*pos)
+        return false;
+    const char *a = *pos, *comma = strchr(a, ',');
+    const char *b = comma ? comma : a + strlen(a);
+    *pos = comma ? comma + 1 : NULL;
+    if (trim) {
+        while (a < b && strchr(trim, *a))
+            a++;
+        while (b > a && strchr(trim, b[-1]))
+            b--;
+    }
+    *tok = a;
+    *len = (size_t)(b - a);
+    return true;
+}
+
+size_t vg_parse_list_count(const char *s)
+{
+    size_t n = 1;
+    for (; *s; s++)
+        n += *s == ',';
+    return n;
+}
+
 bool vg_parse_is(const char *s, size_t n, const char *lit)
 {
     return strlen(lit) == n && memcmp(s, lit, n) == 0;

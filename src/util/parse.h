@@ -44,6 +44,15 @@ int vg_parse_duration_ms(const char *s, uint64_t *ms);
  * '\n' (the last line may lack one), *s moved past it; false once *s reaches end. */
 bool vg_parse_line(const char **s, const char *end, const char **line, size_t *n);
 
+/* A comma-separated list (CUDA_VISIBLE_DEVICES, --gpus, --expect's WHO, ...), entry by entry:
+ * the entry at *pos as [*tok, *tok + *len), with the characters of trim (NULL: none) cut from
+ * both ends, and *pos moved past its comma (NULL after the last entry); false once *pos is
+ * NULL. Every comma separates, so "a,,b" has an empty entry in the middle, "a," one at the end
+ * and "" is one empty entry: a parser that skips empty entries checks *len. */
+bool vg_parse_list_next(const char **pos, const char *trim, const char **tok, size_t *len);
+/* How many entries vg_parse_list_next() gives for s: one more than its commas. */
+size_t vg_parse_list_count(const char *s);
+
 /* Whether the n bytes at s (not NUL-terminated) are lit, begin with lit, end with lit. */
 bool vg_parse_is(const char *s, size_t n, const char *lit);
 bool vg_parse_starts(const char *s, size_t n, const char *lit);

@@ -867,7 +867,7 @@ static void test_fuzz_simulation(void **state)
 
 /*
  * Trees that failed once, shrunk, kept so that they always run; and a few that must keep
- * holding. `known` marks the ones the shape-veto model of leftover.c (before the weighted
+ * holding. `known` marks the ones the shape-veto model of leftover_model.c (before the weighted
  * evidence model) gets wrong, with what it said: the test fails on them unless
  * VG_FUZZ_REPORT_ONLY=1.
  */

@@ -164,7 +164,6 @@ static const struct vg_left_fact *fact_of(const struct vg_leftovers *ls, pid_t p
     return vg_leftover_fact(vg_leftovers_find(ls, pid), id);
 }
 
-
 /* A DataLoader worker holding only the inherited node, its main process gone, idle: high. */
 static void test_left_dataloader_init(void **state)
 {
@@ -1275,9 +1274,42 @@ static void test_idle_holder(void **state)
     host_release(&h);
 }
 
+/* Which PIDs and GPUs a finding names: each once, whatever order they were added in. */
+static void test_finding_names(void **state)
+{
+    (void)state;
+    struct vg_findings out;
+    vg_findings_init(&out);
+    struct vg_finding *f = vg_finding_add(&out, "orphan-holder", VG_SEV_WARNING);
+    assert_non_null(f);
+    assert_false(vg_finding_names_pid(f, 1)); /* none yet */
+    assert_false(vg_finding_names_gpu(f, 0));
+    for (pid_t p = 100; p < 140; p++) /* past the first growths */
+        vg_finding_pid(&out, f, p);
+    vg_finding_pid(&out, f, 120); /* again: still once */
+    vg_finding_pid(&out, f, -1);  /* a PID past INT_MAX as a uint32_t reads */
+    vg_finding_gpu(&out, f, 3);
+    vg_finding_gpu(&out, f, 3);
+    assert_int_equal(out.err, 0);
+    assert_int_equal(f->npids, 41);
+    assert_int_equal(f->ngpus, 1);
+    assert_true(vg_finding_names_pid(f, 100));
+    assert_true(vg_finding_names_pid(f, 139));
+    assert_true(vg_finding_names_pid(f, -1));
+    assert_false(vg_finding_names_pid(f, 140));
+    assert_true(vg_finding_names_gpu(f, 3));
+    assert_false(vg_finding_names_gpu(f, 0));
+    assert_true(vg_findings_has_pid(&out, "orphan-holder", 120, 3));
+    assert_true(vg_findings_has_pid(&out, "orphan-holder", 120, VG_SNAP_NO_GPU));
+    assert_false(vg_findings_has_pid(&out, "orphan-holder", 120, 0));
+    assert_false(vg_findings_has_pid(&out, "zombie-holder", 120, 3));
+    vg_findings_release(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_finding_names),
         cmocka_unit_test(test_left_dataloader_init),
         cmocka_unit_test(test_left_kill_line_every_pid),
         cmocka_unit_test(test_left_working_or_unmeasured),

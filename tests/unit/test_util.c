@@ -1,5 +1,6 @@
 /*
- * Unit tests for src/util: bounded buffers, error messages, strict parsing, whole-file reads.
+ * Unit tests for src/util: bounded buffers, error messages, strict parsing, whole-file reads,
+ * array growth.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -293,11 +295,179 @@ static void test_clock_iso8601(void **state)
     assert_string_equal(small, "?");
 }
 
+static void test_array_grow(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t n = 0, cap = 0;
+    assert_int_equal(VG_ARRAY_GROW(v, cap, 0), 0); /* nothing asked, nothing allocated */
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    for (int i = 0; i < 1000; i++) {
+        size_t before = cap;
+        assert_int_equal(VG_ARRAY_GROW(v, cap, n + 1), 0);
+        assert_true(cap >= n + 1);
+        assert_true(cap == before || cap >= 2 * before); /* doubling: few reallocs */
+        v[n++] = i;
+    }
+    assert_int_equal(cap, 1024);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(v[i], i);
+    /* a size in bytes that would not fit a size_t fails, leaving the array as it was */
+    int *old = v;
+    assert_int_equal(VG_ARRAY_GROW(v, cap, SIZE_MAX / sizeof(*v) + 1), -ENOMEM);
+    assert_int_equal(VG_ARRAY_GROW(v, cap, SIZE_MAX), -ENOMEM);
+    assert_ptr_equal(v, old);
+    assert_int_equal(cap, 1024);
+    assert_int_equal(v[999], 999);
+    free(v);
+}
+
+static void test_array_push(void **state)
+{
+    (void)state;
+    struct pt {
+        int x, y;
+    } *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < 20; i++) {
+        struct pt *p = VG_ARRAY_PUSH(v, n, cap);
+        assert_non_null(p);
+        assert_int_equal(p->x, 0); /* zeroed */
+        assert_int_equal(p->y, 0);
+        p->x = i;
+        p->y = -i;
+    }
+    assert_int_equal(n, 20);
+    assert_int_equal(cap, 32);
+    assert_int_equal(v[19].x, 19);
+    assert_int_equal(v[7].y, -7);
+    /* a full count cannot grow: NULL, nothing counted */
+    size_t full = SIZE_MAX;
+    assert_null(VG_ARRAY_PUSH(v, full, cap));
+    assert_int_equal(full, SIZE_MAX);
+    free(v);
+}
+
+/* The entries vg_parse_list_next gives for s, joined with '|' (each in brackets). */
+static void list_entries(const char *s, const char *trim, char *out, size_t n)
+{
+    const char *pos = s, *tok;
+    size_t len, k = 0, count = 0;
+    out[0] = '\0';
+    while (vg_parse_list_next(&pos, trim, &tok, &len)) {
+        int w = snprintf(out + k, n - k, "%s[%.*s]", count ? "|" : "", (int)len, tok);
+        assert_true(w > 0 && (size_t)w < n - k);
+        k += (size_t)w;
+        count++;
+    }
+    assert_int_equal(count, vg_parse_list_count(s));
+    assert_null(pos);
+    assert_false(vg_parse_list_next(&pos, trim, &tok, &len)); /* stays finished */
+}
+
+static void test_parse_list(void **state)
+{
+    (void)state;
+    char got[256];
+    list_entries("0,1,2", NULL, got, sizeof(got));
+    assert_string_equal(got, "[0]|[1]|[2]");
+    list_entries("", NULL, got, sizeof(got)); /* one empty entry, as CUDA reads it */
+    assert_string_equal(got, "[]");
+    list_entries(",", NULL, got, sizeof(got));
+    assert_string_equal(got, "[]|[]");
+    list_entries("a,,b,", NULL, got, sizeof(got));
+    assert_string_equal(got, "[a]|[]|[b]|[]");
+    list_entries(" GPU-1 ,\t2\n", " \t\n\r", got, sizeof(got));
+    assert_string_equal(got, "[GPU-1]|[2]");
+    list_entries(" GPU-1 ,\t2\n", " \t", got, sizeof(got)); /* only what trim names */
+    assert_string_equal(got, "[GPU-1]|[2\n]");
+    list_entries(" , ", " ", got, sizeof(got)); /* blanks only: empty entries */
+    assert_string_equal(got, "[]|[]");
+    list_entries(" x ", NULL, got, sizeof(got)); /* no trim: kept as written */
+    assert_string_equal(got, "[ x ]");
+    assert_int_equal(vg_parse_list_count("alice,bob,uid:7"), 3);
+}
+
+static int cmp_int(const void *key, const void *elem)
+{
+    int k = *(const int *)key, e = *(const int *)elem;
+    return k < e ? -1 : k > e;
+}
+
+static void test_array_lower_bound(void **state)
+{
+    (void)state;
+    const int v[] = {1, 3, 3, 3, 8, 13};
+    const size_t n = sizeof(v) / sizeof(v[0]);
+    int key = 3;
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int),
+                     1); /* first of equals */
+    key = 4;             /* not found: where it would go */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 4);
+    key = 0; /* before all */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 0);
+    key = 13; /* the last */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), 5);
+    key = 99; /* after all: n */
+    assert_int_equal(vg_array_lower_bound(&key, v, n, sizeof(*v), cmp_int), n);
+    /* empty and one-element arrays */
+    assert_int_equal(vg_array_lower_bound(&key, NULL, 0, sizeof(*v), cmp_int), 0);
+    key = 1;
+    assert_int_equal(vg_array_lower_bound(&key, v, 1, sizeof(*v), cmp_int), 0);
+    key = 2;
+    assert_int_equal(vg_array_lower_bound(&key, v, 1, sizeof(*v), cmp_int), 1);
+    /* every position of a longer array, against a linear search */
+    int big[257];
+    for (int i = 0; i < 257; i++)
+        big[i] = 2 * i;
+    for (int k = -1; k < 516; k++) {
+        size_t want = 0;
+        while (want < 257 && big[want] < k)
+            want++;
+        assert_int_equal(vg_array_lower_bound(&k, big, 257, sizeof(*big), cmp_int), want);
+    }
+    /* PIDs, with the one comparator */
+    const pid_t pids[] = {2, 40, 41, 900};
+    pid_t p = 41;
+    assert_int_equal(vg_array_lower_bound(&p, pids, 4, sizeof(*pids), vg_array_cmp_pid), 2);
+}
+
+static void test_array_cmp_pid(void **state)
+{
+    (void)state;
+    pid_t v[] = {42, 7, 0x7fffffff, 1, 7, -1};
+    qsort(v, sizeof(v) / sizeof(v[0]), sizeof(v[0]), vg_array_cmp_pid);
+    pid_t want[] = {-1, 1, 7, 7, 42, 0x7fffffff};
+    assert_memory_equal(v, want, sizeof(v));
+    pid_t a = 0x7fffffff, b = -0x7fffffff; /* no subtraction to overflow */
+    assert_true(vg_array_cmp_pid(&a, &b) > 0);
+    assert_true(vg_array_cmp_pid(&b, &a) < 0);
+    assert_int_equal(vg_array_cmp_pid(&a, &a), 0);
+    /* a struct that begins with its pid sorts by it */
+    struct rec {
+        pid_t pid;
+        int tag;
+    } r[] = {{9, 0}, {3, 1}, {5, 2}};
+    qsort(r, 3, sizeof(r[0]), vg_array_cmp_pid);
+    assert_int_equal(r[0].pid, 3);
+    assert_int_equal(r[2].tag, 0);
+    pid_t key = 5;
+    struct rec *hit = bsearch(&key, r, 3, sizeof(r[0]), vg_array_cmp_pid);
+    assert_non_null(hit);
+    assert_int_equal(hit->tag, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf_bounded),
         cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_parse_list),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_push),
+        cmocka_unit_test(test_array_lower_bound),
+        cmocka_unit_test(test_array_cmp_pid),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_err),
         cmocka_unit_test(test_parse_u64),

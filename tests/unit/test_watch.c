@@ -1,5 +1,5 @@
 /*
- * Unit tests for the watch engine and its parts (src/model/engine.c, src/render/event.c,
+ * Unit tests for the watch engine and its parts (src/model/watch.c, src/render/event.c,
  * src/cmd/watch_config.c, src/rules/expect.c, src/act/alert.c): the config file parser
  * (strict, FILE:LINE errors, precedence),
  * expectations, the alert command's word splitting, and the
@@ -22,7 +22,7 @@
 #include "fixture.h"
 #include "act/alert.h"
 #include "cmd/watch_config.h"
-#include "model/engine.h"
+#include "model/watch.h"
 #include "render/event.h"
 #include "rules/expect.h"
 #include "rules/health.h"
@@ -273,7 +273,7 @@ static void test_exec_split(void **state)
     (void)state;
     char **argv = NULL;
     struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_exec_split("  /bin/echo  'a b' \"c \\\"d\\\" \\\\\" e\\ f $HOME;|* ''",
+    assert_int_equal(vg_alert_split("  /bin/echo  'a b' \"c \\\"d\\\" \\\\\" e\\ f $HOME;|* ''",
                                    &argv, &err),
                      0);
     const char *want[] = {"/bin/echo", "a b", "c \"d\" \\", "e f", "$HOME;|*", ""};
@@ -283,10 +283,10 @@ static void test_exec_split(void **state)
         assert_string_equal(argv[n], want[n]);
     }
     assert_int_equal(n, 6);
-    vg_exec_argv_free(argv);
-    assert_int_equal(vg_exec_split("echo 'open", &argv, &err), -EINVAL);
-    assert_int_equal(vg_exec_split("echo \"open", &argv, &err), -EINVAL);
-    assert_int_equal(vg_exec_split("   ", &argv, &err), -EINVAL);
+    vg_alert_argv_free(argv);
+    assert_int_equal(vg_alert_split("echo 'open", &argv, &err), -EINVAL);
+    assert_int_equal(vg_alert_split("echo \"open", &argv, &err), -EINVAL);
+    assert_int_equal(vg_alert_split("   ", &argv, &err), -EINVAL);
     assert_string_equal(vg_err_msg(&err), "exec: the command is empty");
     vg_err_release(&err);
 }

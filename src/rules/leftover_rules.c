@@ -2,7 +2,8 @@
  * Rules about memory nobody is using any more: orphan-holder (workers that outlived their
  * job), zombie-holder and d-state-holder (processes that cannot let go), foreign-pid (PIDs this
  * /proc does not show), unattributed (memory no holder explains) and idle-holder (memory held
- * for hours with no work, which needs watch's history).
+ * for hours with no work, which needs watch's history). The verdict on whether a process is a
+ * leftover is the model's (leftover_model.c); these rules turn its verdicts into findings.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -33,8 +33,8 @@
  * Ownership: views are created by vg_watch_step() and freed with vg_watch_view_free(); they do
  * not point into the snapshot. struct vg_event_list owns its events (vg_event_list_release).
  */
-#ifndef VG_MODEL_ENGINE_H
-#define VG_MODEL_ENGINE_H
+#ifndef VG_MODEL_WATCH_H
+#define VG_MODEL_WATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -107,7 +107,7 @@ struct vg_event {
 
 struct vg_event_list {
     struct vg_event *v;
-    size_t n;
+    size_t n, cap;
 };
 
 void vg_event_list_init(struct vg_event_list *e);

@@ -1,5 +1,5 @@
 /*
- * The watch engine (see engine.h): sample -> view -> events (data only; render/event.c words
+ * The watch engine (see watch.h): sample -> view -> events (data only; render/event.c words
  * them).
  *
  * A view keeps its own copies of everything it reports (never pointers into a snapshot, which
@@ -8,7 +8,7 @@
  * device, PID. A holder's identity is its fields (vg_holder_cmp); a finding's is a text key,
  * whose order is the order its events have always come in.
  */
-#include "model/engine.h"
+#include "model/watch.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/buf.h"
 
 /* A GPU is the same GPU from view to view by its UUID, or by its index when the driver gave
@@ -83,11 +84,11 @@ struct vg_watch_view {
     bool driver_ok, hung, ever_ok, frozen;
     char *driver_error;
     struct vg_watch_gpu *gpus;
-    size_t ngpus;
+    size_t ngpus, gpus_cap;
     struct vg_watch_holder *holders;
-    size_t nholders;
+    size_t nholders, holders_cap;
     struct vg_watch_finding *findings; /* diagnoses and alerts */
-    size_t nfindings;
+    size_t nfindings, findings_cap;
     char *problem; /* why some expectation could not be checked */
 };
 
@@ -169,14 +170,11 @@ static char *vg_sdup(struct vg_step *s, const char *str)
 
 static struct vg_event *vg_ev_new(struct vg_step *s, enum vg_event_type t, enum vg_severity sev)
 {
-    struct vg_event *v = realloc(s->events->v, (s->events->n + 1) * sizeof(*v));
-    if (!v) {
+    struct vg_event *ev = VG_ARRAY_PUSH(s->events->v, s->events->n, s->events->cap);
+    if (!ev) {
         s->err = -ENOMEM;
         return NULL;
     }
-    s->events->v = v;
-    struct vg_event *ev = &v[s->events->n++];
-    memset(ev, 0, sizeof(*ev));
     ev->type = t;
     ev->severity = sev;
     ev->mig = -1;
@@ -267,17 +265,12 @@ bool vg_watch_view_frozen(const struct vg_watch_view *v)
 }
 
 /* Grow an array of elem-sized entries by one, zeroed; NULL (and s->err) on failure. */
-static void *vg_push(struct vg_step *s, void *arrp, size_t *n, size_t elem)
+static void *vg_push(struct vg_step *s, void *arrp, size_t *n, size_t *cap, size_t elem)
 {
-    void **arr = arrp;
-    char *p = realloc(*arr, (*n + 1) * elem);
-    if (!p) {
+    void *p = vg_array_push(arrp, n, cap, elem);
+    if (!p)
         s->err = -ENOMEM;
-        return NULL;
-    }
-    *arr = p;
-    memset(p + *n * elem, 0, elem);
-    return p + (*n)++ * elem;
+    return p;
 }
 
 static int vg_cmp_finding(const void *a, const void *b)
@@ -398,7 +391,7 @@ static void vg_build_gpus(struct vg_step *s)
     const struct vg_watch_view *prev = s->prev;
     if (v->frozen) {
         for (size_t i = 0; i < prev->ngpus && !s->err; i++) {
-            struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+            struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, &v->gpus_cap, sizeof(*d));
             if (d)
                 vg_copy_gpu(s, d, &prev->gpus[i]);
         }
@@ -406,7 +399,7 @@ static void vg_build_gpus(struct vg_step *s)
     }
     for (size_t i = 0; i < s->snap->gpus.ngpus && !s->err; i++) {
         const struct vg_gpu *g = &s->snap->gpus.gpus[i];
-        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, &v->gpus_cap, sizeof(*d));
         if (!d)
             break;
         d->index = g->index;
@@ -431,7 +424,7 @@ static void vg_build_gpus(struct vg_step *s)
             here = vg_gpu_same(&v->gpus[k], &prev->gpus[i]);
         if (here)
             continue;
-        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, sizeof(*d));
+        struct vg_watch_gpu *d = vg_push(s, &v->gpus, &v->ngpus, &v->gpus_cap, sizeof(*d));
         if (d) {
             vg_copy_gpu(s, d, &prev->gpus[i]);
             d->listed = false;
@@ -559,7 +552,8 @@ static void vg_build_holders(struct vg_step *s)
         const struct vg_holding *h = &s->snap->holdings[i];
         if (h->bogus_pid)
             continue;
-        struct vg_watch_holder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
+        struct vg_watch_holder *d =
+            vg_push(s, &v->holders, &v->nholders, &v->holders_cap, sizeof(*d));
         if (!d)
             break;
         vg_holder_from(s, d, h);
@@ -610,7 +604,8 @@ static void vg_build_holders(struct vg_step *s)
         if (p->in_proc && s->o->alive &&
             !s->o->alive(s->o->alive_ctx, p->pid, p->start_known, p->start))
             continue;
-        struct vg_watch_holder *d = vg_push(s, &v->holders, &v->nholders, sizeof(*d));
+        struct vg_watch_holder *d =
+            vg_push(s, &v->holders, &v->nholders, &v->holders_cap, sizeof(*d));
         if (d)
             vg_copy_holder(s, d, p);
     }
@@ -627,12 +622,6 @@ static void vg_step_gpu_key(struct vg_buf *key, const struct vg_step *s, size_t 
         vg_buf_adds(key, s->v->gpus[gi].uuid);
     else
         vg_buf_printf(key, "index:%u", s->v->gpus[gi].index);
-}
-
-static int vg_cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* The identity of finding f (d->gpus filled): a diagnosis by rule, GPUs and PIDs (sorted), an
@@ -659,7 +648,7 @@ static void vg_finding_key(struct vg_step *s, struct vg_watch_finding *d,
         s->err = -ENOMEM;
     if (sorted) {
         memcpy(sorted, f->pids, f->npids * sizeof(*sorted));
-        qsort(sorted, f->npids, sizeof(*sorted), vg_cmp_pid);
+        qsort(sorted, f->npids, sizeof(*sorted), vg_array_cmp_pid);
     }
     vg_buf_adds(&key, "|");
     for (size_t i = 0; sorted && i < f->npids; i++)
@@ -676,7 +665,8 @@ done:
 static void vg_add_finding(struct vg_step *s, const struct vg_finding *f)
 {
     struct vg_watch_view *v = s->v;
-    struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
+    struct vg_watch_finding *d =
+        vg_push(s, &v->findings, &v->nfindings, &v->findings_cap, sizeof(*d));
     if (!d)
         return;
     d->kind = f->kind;
@@ -771,7 +761,8 @@ static void vg_carry_verdicts(struct vg_step *s, bool hung_only)
         const struct vg_watch_finding *f = &prev->findings[i];
         if (hung_only && (vg_find_finding(v->findings, nf, f) || !vg_watch_finding_on_hung(v, f)))
             continue;
-        struct vg_watch_finding *d = vg_push(s, &v->findings, &v->nfindings, sizeof(*d));
+        struct vg_watch_finding *d =
+            vg_push(s, &v->findings, &v->nfindings, &v->findings_cap, sizeof(*d));
         if (!d)
             break;
         *d = *f;
