@@ -113,8 +113,8 @@ static bool load_table(void)
         g->rows = realloc(g->rows, (g->nrows + 1) * sizeof(*g->rows));
         if (!g->rows)
             abort();
-        g->rows[g->nrows++] = (struct row){dupn(f[2], len[2]), dupn(f[4], len[4]),
-                                           dupn(f[5], len[5])};
+        g->rows[g->nrows++] =
+            (struct row){dupn(f[2], len[2]), dupn(f[4], len[4]), dupn(f[5], len[5])};
     }
     vg_buf_release(&b);
     return ngroups > 0;
@@ -234,9 +234,8 @@ int main(void)
     if (!tests)
         return 1;
     for (size_t i = 0; i < ngroups; i++)
-        tests[i] = (struct CMUnitTest){.name = groups[i].name,
-                                       .test_func = test_lab_case,
-                                       .initial_state = &groups[i]};
+        tests[i] = (struct CMUnitTest){
+            .name = groups[i].name, .test_func = test_lab_case, .initial_state = &groups[i]};
     /* the table's order: cmocka names each test, so a failure names its case and state */
     return _cmocka_run_group_tests("lab replay", tests, ngroups, NULL, NULL);
 }

@@ -251,8 +251,7 @@ static void test_malformed(void **state)
         struct vg_err err = VG_ERR_INIT;
         int rc = vg_snap_record_parse(bad[i].text, strlen(bad[i].text), "t.vgsnap", &s, &err);
         if (rc != -EINVAL || !strstr(vg_err_msg(&err), bad[i].msg))
-            print_error("case %zu: rc %d, '%s' (want '%s')\n", i, rc, vg_err_msg(&err),
-                        bad[i].msg);
+            print_error("case %zu: rc %d, '%s' (want '%s')\n", i, rc, vg_err_msg(&err), bad[i].msg);
         assert_int_equal(rc, -EINVAL);
         assert_null(s);
         assert_non_null(strstr(vg_err_msg(&err), bad[i].msg));
