@@ -15,7 +15,6 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1103,6 +1102,23 @@ static int vg_rec_line(struct vg_rec_reader *r, const char *s, size_t n)
     return vg_rec_store(r, &t[i], r->cur, v, vn);
 }
 
+/* The first line: "vramguard-snapshot VERSION", of the version this reader knows. */
+static int vg_rec_header(struct vg_rec_reader *r, const char *s, size_t n)
+{
+    const size_t mn = sizeof(VG_REC_MAGIC " ") - 1;
+    uint64_t v;
+    if (!vg_parse_starts(s, n, VG_REC_MAGIC " ") || vg_parse_u64n(s + mn, n - mn, &v))
+        return vg_rec_fail(r, -EINVAL,
+                           "not a vramguard snapshot record (no '" VG_REC_MAGIC " %d' header)",
+                           VG_SNAP_RECORD_VERSION);
+    if (v != VG_SNAP_RECORD_VERSION)
+        return vg_rec_fail(r, -EINVAL,
+                           "a record of another version (%" PRIu64 "; this vramguard reads "
+                           "version %d)",
+                           v, VG_SNAP_RECORD_VERSION);
+    return 0;
+}
+
 int vg_snap_record_parse(const char *text, size_t len, const char *name, struct vg_snapshot **out,
                          struct vg_err *err)
 {
@@ -1134,18 +1150,7 @@ int vg_snap_record_parse(const char *text, size_t len, const char *name, struct 
             break;
         }
         if (!header) {
-            char want[32];
-            snprintf(want, sizeof(want), "%s %d", VG_REC_MAGIC, VG_SNAP_RECORD_VERSION);
-            if (!vg_parse_is(line, n, want))
-                rc = vg_parse_starts(line, n, VG_REC_MAGIC " ")
-                         ? vg_rec_fail(&r, -EINVAL,
-                                       "a record of another version (this vramguard reads "
-                                       "version %d)",
-                                       VG_SNAP_RECORD_VERSION)
-                         : vg_rec_fail(&r, -EINVAL,
-                                       "not a vramguard snapshot record (no '%s' "
-                                       "header)",
-                                       want);
+            rc = vg_rec_header(&r, line, n);
             header = true;
             continue;
         }
