@@ -62,8 +62,8 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
     struct vg_watch_config flags;
     vg_watch_config_init(&flags);
     const char *config = NULL;
-    struct vg_cmd_parse p = {VG_CMD_PARSE(check), .g = g, .argc = argc, .argv = argv,
-                             .dst = {&config}};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(check), .g = g,           .argc = argc,
+                             .argv = argv,        .dst = {&config}, .replay_ok = true};
     int status = 0, c;
     while (status == 0 && (c = vg_cmd_next_opt(&p)) >= 0)
         if (vg_check_flag(&flags, p.row->config_key, optarg))
@@ -102,7 +102,7 @@ int vg_cmd_check(struct vg_global *g, int argc, char **argv)
         gg.nvml_timeout_ms = cfg.nvml_timeout_ms;
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(&gg, "check", VG_CMD_SNAP_JUDGE, &snap)) {
+    if (vg_cmd_snapshot(&gg, "check", VG_CMD_SNAP_JUDGE | VG_CMD_SNAP_DIAGNOSED, &snap)) {
         printf("VRAMGUARD UNKNOWN - cannot read processes\n");
         vg_watch_config_release(&cfg);
         return VG_EXIT_UNKNOWN;

@@ -124,8 +124,8 @@ const struct vg_opt vg_clean_opts[] = {
 
 static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
 {
-    struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = c->g, .argc = argc, .argv = argv,
-                             .dst = {c}};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(clean), .g = c->g,  .argc = argc,
+                             .argv = argv,        .dst = {c}, .replay_ok = true};
     int ch;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
         if (ch == VG_CLEAN_USER) {
@@ -143,17 +143,32 @@ static int vg_clean_parse(struct vg_clean *c, int argc, char **argv)
         vg_cmd_error("clean", "cannot keep the filters given: %s", strerror(-c->filters.err));
         return VG_EXIT_SOFTWARE;
     }
+    /* A record is what a host was: its plan can be shown, not carried out, and the ages of
+     * its processes are not known without the clock of the host that recorded it. */
+    if (c->g->replay && (c->force || c->reset || c->po.by_age)) {
+        vg_cmd_error("clean", "--%s cannot work on a replay ('%s' is a record, not this host)",
+                     c->force   ? "force"
+                     : c->reset ? "reset"
+                                : "older-than",
+                     c->g->replay);
+        return VG_EXIT_USAGE;
+    }
     return -1;
 }
 
 /* Who is asking, and the clock the plan ages processes by. */
 static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
 {
+    c->po.pidns_trusted =
+        snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
+    if (c->g->replay) {
+        /* the record's processes are not ours nor our ancestors; no age is known */
+        c->po.who = (struct vg_kill_ctx){.self = 0, .ruid = getuid()};
+        return 0;
+    }
     if (vg_cmd_who_open(c->g, "clean", &c->who) != 0)
         return -1;
     c->po.who = vg_cmd_who_ctx(&c->who);
-    c->po.pidns_trusted =
-        snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
     if (tck > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
@@ -164,9 +179,10 @@ static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
     return 0;
 }
 
-static int vg_clean_sample(struct vg_clean *c, struct vg_snapshot **snap, struct vg_findings *fs)
+static int vg_clean_sample(struct vg_clean *c, struct vg_snapshot **snap, struct vg_findings *fs,
+                           unsigned flags)
 {
-    if (vg_cmd_snapshot(c->g, "clean", VG_CMD_SNAP_JUDGE, snap))
+    if (vg_cmd_snapshot(c->g, "clean", VG_CMD_SNAP_JUDGE | flags, snap))
         return VG_EXIT_UNKNOWN;
     vg_findings_init(fs);
     struct vg_err err = VG_ERR_INIT;
@@ -189,7 +205,7 @@ static int vg_clean_look(void *ctx, struct vg_snapshot **snap)
 static int vg_clean_prepare(struct vg_clean *c)
 {
     int status;
-    if ((status = vg_clean_sample(c, &c->before, &c->fs_before)) != 0)
+    if ((status = vg_clean_sample(c, &c->before, &c->fs_before, VG_CMD_SNAP_DIAGNOSED)) != 0)
         return status;
     if (c->gpu_arg) {
         if (!c->before->driver_ok) {
@@ -267,7 +283,7 @@ static int vg_clean_act(struct vg_clean *c)
     c->kills = c->settle.kills;
 
     int status;
-    if ((status = vg_clean_sample(c, &c->after, &c->fs_after)) != 0)
+    if ((status = vg_clean_sample(c, &c->after, &c->fs_after, 0)) != 0)
         return status;
     if (vg_reset_needed(plan, c->before, c->after, c->ropts.unattributed_min, &c->resets,
                         &c->nresets)) {
@@ -285,7 +301,7 @@ static int vg_clean_act(struct vg_clean *c)
         vg_findings_release(&c->fs_after);
         vg_snap_free(c->after);
         c->after = NULL;
-        if ((status = vg_clean_sample(c, &c->after, &c->fs_after)) != 0)
+        if ((status = vg_clean_sample(c, &c->after, &c->fs_after, 0)) != 0)
             return status;
     }
     return -1;

@@ -43,6 +43,8 @@ struct vg_global {
     bool verbose;             /* --verbose */
     int scan;                 /* --scan: enum vg_proc_scan_mode (auto, kernel, proc) */
     enum vg_color color;      /* --color */
+    const char *record;       /* --record FILE: write the snapshot diagnosed (model/record.h) */
+    const char *replay;       /* --replay FILE: diagnose that record instead of this host */
 };
 
 /* Option codes of the global options inside getopt_long tables. */
@@ -55,6 +57,8 @@ enum {
     VG_OPT_NVML_TIMEOUT,
     VG_OPT_VERBOSE,
     VG_OPT_SCAN,
+    VG_OPT_RECORD,
+    VG_OPT_REPLAY,
     VG_OPT_HELP,
     VG_OPT_VERSION,
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
@@ -117,6 +121,9 @@ struct vg_cmd_parse {
     int argc;                  /* argv[0] is the command's name */
     char **argv;
     bool operands;            /* false: a word after the options is a usage error */
+    bool replay_ok;           /* the command diagnoses one snapshot (vg_cmd_snapshot's
+                               * VG_CMD_SNAP_DIAGNOSED): --record and --replay apply; any other
+                               * refuses them once its options are parsed */
     void *dst[VG_CMD_NDST];   /* where typed rows store their values (struct vg_opt_val.dst) */
     const struct vg_opt *row; /* the row of the option just returned */
     bool started;
@@ -155,13 +162,18 @@ unsigned vg_cmd_term_width(void);
 int vg_cmd_write_out(const struct vg_buf *b);
 
 /* Build a snapshot from the global options; prints the error itself ("vramguard: CMD: ...")
- * and returns non-zero when even /proc could not be read. flags: VG_CMD_SNAP_*. */
+ * and returns non-zero when even /proc could not be read. flags: VG_CMD_SNAP_*. With --replay
+ * the snapshot is the record's (model/record.h) whatever the flags: nothing of this host is
+ * read and nothing is measured (the record carries what was). With --record the snapshot a
+ * call flagged VG_CMD_SNAP_DIAGNOSED returns is written to the file, measured first. */
 enum {
     VG_CMD_SNAP_NO_NVML = 1u << 0,   /* /proc alone (--no-nvml) */
     VG_CMD_SNAP_JUDGE = 1u << 1,     /* the command judges leftovers: measure whether the
                                       * suspects work (VG_SNAP_ACTIVITY_MS more, only when there
                                       * is one) */
     VG_CMD_SNAP_GPUS_ONLY = 1u << 2, /* the driver's GPUs alone, no /proc read (visible) */
+    VG_CMD_SNAP_DIAGNOSED = 1u << 3, /* the one look the command's output is about: the one
+                                      * --record writes */
 };
 struct vg_snapshot;
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,

@@ -15,6 +15,7 @@
 #include "cmd/cmd.h"
 #include "rules/health.h"
 #include "rules/rules.h"
+#include "model/record.h"
 #include "model/snapshot.h"
 #include "proc/signal.h"
 #include "render/text.h"
@@ -56,6 +57,14 @@ const struct vg_opt vg_global_opts[] = {
      VG_OPT_SCAN, NULL,
      VG_OPT_VAL(VG_GLOBAL_AT(scan), .kind = VG_OPT_K_WORD, .words = "auto|kernel|proc",
                 .takes = "auto, kernel or proc")},
+    {"record", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "write the snapshot that status, doctor, check, visible or\n"
+     "clean diagnosed to FILE (docs/recording.md)",
+     VG_OPT_RECORD, NULL, VG_OPT_VAL(VG_GLOBAL_AT(record), .kind = VG_OPT_K_STR)},
+    {"replay", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "diagnose the snapshot recorded in FILE instead of this host\n"
+     "(status, doctor, check, visible, clean's plan)",
+     VG_OPT_REPLAY, NULL, VG_OPT_VAL(VG_GLOBAL_AT(replay), .kind = VG_OPT_K_STR)},
     {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL, VG_OPT_CODE},
     {"version", 0, VG_OPT_ARG_NONE, NULL, "print the version and exit", VG_OPT_VERSION, NULL,
      VG_OPT_CODE},
@@ -301,6 +310,14 @@ int vg_cmd_next_opt(struct vg_cmd_parse *p)
                      p->argv[optind], p->cmd);
         return VG_CMD_OPT_USAGE;
     }
+    if (!p->replay_ok && (p->g->replay || p->g->record)) {
+        vg_cmd_error(p->cmd,
+                     "--%s is for the commands that diagnose one look at a host (status, "
+                     "doctor, check, visible, clean's plan); %s %s",
+                     p->g->replay ? "replay" : "record", p->cmd,
+                     p->g->replay ? "needs the live host" : "takes no single snapshot");
+        return VG_CMD_OPT_USAGE;
+    }
     return VG_CMD_OPT_END;
 }
 
@@ -379,31 +396,57 @@ int vg_cmd_write_out(const struct vg_buf *b)
     return 0;
 }
 
+/* --replay: the record's snapshot, told apart from a look at this host with --verbose. */
+static int vg_cmd_replay(const struct vg_global *g, const char *cmd, struct vg_snapshot **out)
+{
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_snap_record_read(g->replay, out, &err);
+    if (rc)
+        vg_cmd_error(cmd, "--replay: %s", vg_err_msg(&err));
+    else if (g->verbose)
+        vg_cmd_error(cmd, "replay of '%s': nothing of this host was read", g->replay);
+    vg_err_release(&err);
+    return rc;
+}
+
 int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
                     struct vg_snapshot **out)
 {
-    struct vg_snap_opts so = {
-        .parts = (flags & VG_CMD_SNAP_GPUS_ONLY) ? VG_SNAP_PART_GPUS : VG_SNAP_PART_ALL,
-        .nvml_path = g->nvml_path,
-        .nvml_timeout_ms = g->nvml_timeout_ms,
-        .proc_root = g->proc_root,
-        .dev_dir = g->dev_dir,
-        .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
-        .scan = g->scan,
-    };
-    struct vg_err err = VG_ERR_INIT;
-    int rc = vg_snap_build(&so, out, &err);
-    if (rc)
-        vg_cmd_error(cmd, "%s", vg_err_msg(&err));
-    else if (!(flags & VG_CMD_SNAP_GPUS_ONLY))
-        vg_cmd_say_scan(g, cmd, *out);
-    vg_err_release(&err);
-    if (rc || !(flags & VG_CMD_SNAP_JUDGE))
+    int rc;
+    if (g->replay) {
+        rc = vg_cmd_replay(g, cmd, out);
+    } else {
+        struct vg_snap_opts so = {
+            .parts = (flags & VG_CMD_SNAP_GPUS_ONLY) ? VG_SNAP_PART_GPUS : VG_SNAP_PART_ALL,
+            .nvml_path = g->nvml_path,
+            .nvml_timeout_ms = g->nvml_timeout_ms,
+            .proc_root = g->proc_root,
+            .dev_dir = g->dev_dir,
+            .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
+            .scan = g->scan,
+        };
+        struct vg_err err = VG_ERR_INIT;
+        rc = vg_snap_build(&so, out, &err);
+        if (rc)
+            vg_cmd_error(cmd, "%s", vg_err_msg(&err));
+        else if (!(flags & VG_CMD_SNAP_GPUS_ONLY))
+            vg_cmd_say_scan(g, cmd, *out);
+        vg_err_release(&err);
+        /* Whether the possible leftovers work decides how sure the verdict is: measure them,
+         * and only them, over a short window (no wait at all on a host without any). */
+        if (!rc && (flags & VG_CMD_SNAP_JUDGE))
+            vg_leftovers_measure(*out, VG_SNAP_ACTIVITY_MS);
+    }
+    if (rc || !g->record || !(flags & VG_CMD_SNAP_DIAGNOSED))
         return rc;
-    /* Whether the possible leftovers work decides how sure the verdict is: measure them, and
-     * only them, over a short window (no wait at all on a host without any). */
-    vg_leftovers_measure(*out, VG_SNAP_ACTIVITY_MS);
-    return 0;
+    struct vg_err err = VG_ERR_INIT;
+    if ((rc = vg_snap_record_save(*out, g->record, &err)) != 0) {
+        vg_cmd_error(cmd, "--record: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        vg_snap_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg_snapshot *snap)

@@ -475,8 +475,8 @@ int vg_cmd_completion_script(FILE *f, const char *shell, const struct vg_cmd_def
 int vg_cmd_completion(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
                       size_t n)
 {
-    struct vg_cmd_parse p = {VG_CMD_PARSE(completion), .g = g, .argc = argc, .argv = argv,
-                             .operands = true};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(completion), .g = g,           .argc = argc, .argv = argv,
+                             .operands = true,         .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;

@@ -81,8 +81,9 @@ const struct vg_opt vg_doctor_opts[] = {
 static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg_rule_opts *ropts,
                            const char **gpu_arg, struct vg_finding_filter *flt)
 {
-    struct vg_cmd_parse p = {VG_CMD_PARSE(doctor), .g = g, .argc = argc, .argv = argv,
-                             .dst = {ropts, flt, gpu_arg}};
+    struct vg_cmd_parse p = {
+        VG_CMD_PARSE(doctor),         .g = g,           .argc = argc, .argv = argv,
+        .dst = {ropts, flt, gpu_arg}, .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     /* the rest of the line first: a --json after --list counts too */
     if (c == VG_DOCTOR_LIST) {
@@ -130,7 +131,7 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     }
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "doctor", VG_CMD_SNAP_JUDGE, &snap))
+    if (vg_cmd_snapshot(g, "doctor", VG_CMD_SNAP_JUDGE | VG_CMD_SNAP_DIAGNOSED, &snap))
         return VG_EXIT_UNKNOWN;
     if (gpu_arg) {
         if (!snap->driver_ok) {

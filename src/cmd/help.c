@@ -45,8 +45,8 @@ void vg_cmd_main_help(FILE *f, const struct vg_cmd_def *cmds, size_t n)
 int vg_cmd_help_command(struct vg_global *g, int argc, char **argv, const struct vg_cmd_def *cmds,
                         size_t n)
 {
-    struct vg_cmd_parse p = {VG_CMD_PARSE(help), .g = g, .argc = argc, .argv = argv,
-                             .operands = true};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(help), .g = g,           .argc = argc,
+                             .argv = argv,       .operands = true, .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;

@@ -103,7 +103,8 @@ static int vg_visible_parse(struct vg_global *g, int argc, char **argv, const ch
     }
     /* .operands: the values were set apart above; what is left over gets visible's own message. */
     struct vg_cmd_parse p = {VG_CMD_PARSE(visible), .g = g,           .argc = nopts,
-                             .argv = opts,          .operands = true, .dst = {order, &unset}};
+                             .argv = opts,          .operands = true, .dst = {order, &unset},
+                             .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     status = c == VG_CMD_OPT_HELP ? VG_EXIT_OK : c == VG_CMD_OPT_USAGE ? VG_EXIT_USAGE : -1;
     if (status < 0 && optind < nopts) {
@@ -149,7 +150,7 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
         return status;
 
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "visible", VG_CMD_SNAP_GPUS_ONLY, &snap))
+    if (vg_cmd_snapshot(g, "visible", VG_CMD_SNAP_GPUS_ONLY | VG_CMD_SNAP_DIAGNOSED, &snap))
         return VG_EXIT_UNKNOWN;
     if (!snap->driver_ok) {
         vg_cmd_error("visible", "cannot resolve without the driver's list of GPUs: %s",

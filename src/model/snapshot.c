@@ -37,6 +37,7 @@ void vg_snap_free(struct vg_snapshot *snap)
         return;
     free(snap->proc_root);
     free(snap->dev_dir);
+    free(snap->replay);
     free(snap->driver_error);
     vg_gpu_list_release(&snap->gpus);
     free(snap->per_gpu);

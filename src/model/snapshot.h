@@ -80,6 +80,8 @@ struct vg_snapshot {
                                * window starts */
     char *proc_root;
     char *dev_dir;
+    char *replay; /* the record file this snapshot was read from (model/record.h), NULL when
+                   * it was read from this host: what every output labels as a replay */
 
     bool driver_ok;     /* NVML answered: gpus is meaningful */
     char *driver_error; /* why not, one line; NULL when driver_ok */

@@ -201,7 +201,9 @@ int vg_render_check_text(const struct vg_snapshot *snap, const struct vg_finding
 {
     struct vg_style st;
     vg_style_init(&st, color);
+    /* the summary stays the first line: monitoring plugins read only that one */
     vg_summary(out, snap, fs, state);
+    vg_render_replay_text(out, snap, &st);
     for (size_t t = 0; t < VG_NTROUBLES; t++) {
         const struct vg_gpu_trouble *tr = &vg_gpu_troubles[t];
         for (size_t i = 0; i < snap->gpus.ngpus && snap->driver_ok; i++) {
@@ -269,6 +271,7 @@ int vg_render_check_json(const struct vg_snapshot *snap, const struct vg_finding
     struct vg_json j;
     vg_json_init(&j, out, true);
     vg_json_envelope(&j, VG_JSON_SCHEMA_CHECK, &snap->taken_at);
+    vg_render_replay_json(&j, snap);
     char lower[16];
     const char *name = vg_render_check_state_name(state);
     size_t i = 0;

@@ -467,6 +467,7 @@ int vg_render_clean_text(const struct vg_clean_view *v, const struct vg_render_o
     vg_style_init(&st, ro->color);
     const struct vg_plan *p = v->plan;
     const struct vg_snapshot *s = v->before;
+    vg_render_replay_text(out, s, &st);
     if (!s->driver_ok) {
         vg_buf_printf(out, "%sno NVIDIA driver view:%s ", st.yellow, st.reset);
         vg_text_escape_str(out, s->driver_error ? s->driver_error : "unknown reason", 0);
@@ -776,6 +777,7 @@ int vg_render_clean_json(const struct vg_clean_view *v, struct vg_buf *out)
     struct vg_json j;
     vg_json_init(&j, out, true);
     vg_json_envelope(&j, VG_JSON_SCHEMA_CLEAN, &s->taken_at);
+    vg_render_replay_json(&j, s);
     vg_json_kstr(&j, "mode", v->force ? "force" : "plan");
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);

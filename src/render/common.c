@@ -4,6 +4,7 @@
 #include "render/render.h"
 #include "render/json.h"
 #include "render/text.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -107,6 +108,30 @@ const char *vg_render_unchecked_text(unsigned bit)
                "figures and holders are unknown";
     }
     return "?";
+}
+
+void vg_render_replay_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                           const struct vg_style *st)
+{
+    if (!snap->replay)
+        return;
+    char ts[VG_CLOCK_ISO_SIZE];
+    vg_clock_iso8601(snap->taken_at.tv_sec, ts, sizeof(ts));
+    vg_buf_printf(out, "%sReplay%s of ", st->bold, st->reset);
+    vg_text_escape_str(out, snap->replay, 0);
+    vg_buf_printf(out, ", recorded %s: what vramguard saw then, not this host now.\n\n", ts);
+}
+
+void vg_render_replay_json(struct vg_json *j, const struct vg_snapshot *snap)
+{
+    vg_json_key(j, "replay");
+    if (!snap->replay) {
+        vg_json_null(j);
+        return;
+    }
+    vg_json_obj_begin(j);
+    vg_json_kstr(j, "file", snap->replay);
+    vg_json_obj_end(j);
 }
 
 /* What could not be read at all, with its cause: every verdict above stands only for what was

@@ -272,6 +272,7 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
 {
     struct vg_style st;
     vg_style_init(&st, ro->color);
+    vg_render_replay_text(out, snap, &st);
     if (!snap->driver_ok) {
         vg_buf_printf(out, "%sno NVIDIA driver view:%s ", st.yellow, st.reset);
         vg_text_escape_str(out, snap->driver_error ? snap->driver_error : "unknown reason", 0);
@@ -386,6 +387,7 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
     struct vg_json j;
     vg_json_init(&j, out, true);
     vg_json_envelope(&j, VG_JSON_SCHEMA_DOCTOR, &snap->taken_at);
+    vg_render_replay_json(&j, snap);
     vg_json_key(&j, "driver");
     vg_json_obj_begin(&j);
     vg_json_kbool(&j, "available", snap->driver_ok);

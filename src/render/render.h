@@ -50,6 +50,13 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap);
  * as far as the scan could, with "and N more" past the scan's bound; nothing when none. */
 void vg_render_unread_names(struct vg_buf *out, const struct vg_snapshot *snap,
                             const struct vg_style *st);
+/* A snapshot read from a record (--replay, model/record.h) says so before anything else: a line
+ * naming the file and when it was recorded, that what follows is not this host now (nothing
+ * for a live snapshot); and in JSON the "replay" member every document about a snapshot has,
+ * {"file": FILE} or null. */
+void vg_render_replay_text(struct vg_buf *out, const struct vg_snapshot *snap,
+                           const struct vg_style *st);
+void vg_render_replay_json(struct vg_json *j, const struct vg_snapshot *snap);
 /* The VG_PROC_ACC_* causes as stable ids ("not-root", "no-ptrace", "no-dac-read", "hidepid",
  * "user-namespace", "unknown"), for JSON; bit is one of them. */
 const char *vg_render_access_id(unsigned bit);

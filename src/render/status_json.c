@@ -236,6 +236,7 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
     struct vg_json j;
     vg_json_init(&j, out, true);
     vg_json_envelope(&j, VG_JSON_SCHEMA_STATUS, &snap->taken_at);
+    vg_render_replay_json(&j, snap);
     vg_json_key(&j, "host");
     vg_json_obj_begin(&j);
     vg_json_kstr(&j, "proc_root", snap->proc_root);

@@ -316,6 +316,7 @@ int vg_render_status_text(const struct vg_snapshot *snap, const struct vg_render
     struct vg_style st;
     vg_style_init(&st, ro->color);
     const struct vg_gpu_list *l = &snap->gpus;
+    vg_render_replay_text(out, snap, &st);
     if (snap->driver_ok) {
         /* The driver's strings reach the terminal escaped, like every other outside string. */
         const char *dv = l->driver_version ? l->driver_version : "n/a";

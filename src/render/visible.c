@@ -173,6 +173,7 @@ int vg_render_visible_text(const struct vg_snapshot *snap, const struct vg_visib
 {
     struct vg_style st;
     vg_style_init(&st, ro->color);
+    vg_render_replay_text(out, snap, &st);
     vg_vis_env_text(out, v, value, order, &st);
     if (v->ndevices == 0) {
         vg_buf_printf(out, "%sA CUDA program here sees no GPU.%s\n", st.bold, st.reset);
@@ -266,6 +267,7 @@ int vg_render_visible_json(const struct vg_snapshot *snap, const struct vg_visib
         vg_json_null(&j);
     /* "" would hide every GPU if pasted: no suggestion is null. */
     vg_json_kstr(&j, "suggested", v->corrected && v->corrected[0] ? v->corrected : NULL);
+    vg_render_replay_json(&j, snap);
     vg_json_obj_end(&j);
     return vg_json_finish(&j);
 }

@@ -30,7 +30,7 @@ GIB=1073741824
 MIB=1048576
 
 # The documented keys, sorted as jq's `keys` sorts them.
-TOP_KEYS='["driver","gpus","host","path_only","scan","schema","time","unmatched_holders","vramguard_version"]'
+TOP_KEYS='["driver","gpus","host","path_only","replay","scan","schema","time","unmatched_holders","vramguard_version"]'
 HOST_KEYS='["dev_dir","pid_namespace","pid_namespace_depth","proc_root"]'
 DRIVER_KEYS='["available","cuda_version","driver_version","error","errors","library","memory_api","nvml_version","process_api","process_stride_535"]'
 GPU_KEYS='["compute_capability","compute_mode","errors","holder_count","holders","hung","index","lost","memory","mig_devices","mig_mode","minor","name","pci_bus_id","persistence_mode","processes_known","utilization","uuid"]'

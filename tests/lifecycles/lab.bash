@@ -312,6 +312,29 @@ lab_words() {
     printf '%s%s\n' "$c" "${d:+; doctor: $d}"
 }
 
+# lab_record FILE: the snapshot doctor just diagnosed ($TMP/lab.vgsnap), kept as FILE for the
+# unit tests' replay of the lab (tests/unit/test_lab_replay.c), with a comment line per process
+# of the case naming its role. The paths of this run (the test's directory, the stand-in nodes,
+# the build, the checkout) become fixed ones, so a record replays the same anywhere and does
+# not change when recorded again; they are replaced everywhere alike, so command lines that
+# were equal stay equal.
+lab_record() {
+    local out=$1 text pid
+    text=$(<"$TMP/lab.vgsnap") || return 1
+    text=${text//"$DEVDIR"/\/lab\/dev}
+    text=${text//"$LIBDIR"/\/lab\/lib}
+    text=${text//"$TMP"/\/lab\/tmp}
+    text=${text//"$VG_BUILD"/\/lab\/build}
+    text=${text//"$ROOT"/\/lab\/src}
+    {
+        printf '# the lifecycle lab: %s %s (tests/lifecycles/README.md)\n' "$CASE" "$STATE"
+        for pid in $(printf '%s\n' "${!rolemap[@]}" | sort -n); do
+            printf '# lab role %s %s\n' "${rolemap[$pid]}" "$pid"
+        done
+        printf '%s\n' "$text"
+    } >"$out"
+}
+
 # lab_t WHAT: with LAB_DEBUG set, a timestamp on stderr (where the time goes).
 lab_t() {
     if [[ -n ${LAB_DEBUG:-} ]]; then echo "lab: $EPOCHREALTIME $*" >>"$LAB_DEBUG"; fi
@@ -356,8 +379,11 @@ lab() {
     done
     lab_t scenario
     lab_scenario
-    vgc --json doctor
+    local rec=()
+    if [[ -n ${VG_LAB_RECORD:-} ]]; then rec=(--record "$TMP/lab.vgsnap"); fi
+    vgc --json "${rec[@]}" doctor
     DOC=$output
+    if [[ -n ${VG_LAB_RECORD:-} ]]; then lab_record "$VG_LAB_RECORD/$CASE.$STATE.vgsnap"; fi
     printf 'doctor --json:\n%s\n' "$DOC" >"$TMP/doctor.json"
     vgc clean --json
     PLAN=$output
