@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/array.h"
 #include "util/file.h"
 #include "util/parse.h"
 
@@ -226,6 +227,7 @@ static const struct vg_rec_field vg_rec_table_fields[] = {
     VG_REC_F(VG_T, "self_nspid_depth", self_nspid_depth, VG_REC_SIG),
     VG_REC_F(VG_T, "n_unread_kthreads", n_unread_kthreads, VG_REC_UNS),
     VG_REC_F(VG_T, "n_fd_by_kernel", n_fd_by_kernel, VG_REC_UNS),
+    VG_REC_F(VG_T, "n_tables_unchecked", n_tables_unchecked, VG_REC_UNS),
     VG_REC_B(VG_T, "access", access, vg_rec_access),
     VG_REC_F(VG_T, "kernel_scan", kernel_scan, VG_REC_BOOL),
     VG_REC_F(VG_T, "kernel_scan_maps", kernel_scan_maps, VG_REC_BOOL),
@@ -284,6 +286,7 @@ static const struct vg_rec_field vg_rec_proc_fields[] = {
     VG_REC_B(VG_R, "libs", libs, vg_rec_libs),
     VG_REC_F(VG_R, "dev_fd_count", dev_fd_count, VG_REC_UNS),
     VG_REC_F(VG_R, "dev_map_count", dev_map_count, VG_REC_UNS),
+    VG_REC_F(VG_R, "dev_path_count", dev_path_count, VG_REC_UNS),
     VG_REC_F(VG_R, "has_ctl", has_ctl, VG_REC_BOOL),
     VG_REC_F(VG_R, "has_uvm", has_uvm, VG_REC_BOOL),
     VG_REC_F(VG_R, "fd_total", fd_total, VG_REC_UNS),
@@ -460,6 +463,8 @@ static void vg_rec_put_proc(struct vg_buf *out, const struct vg_proc *p)
         vg_rec_put_bits(out, by, vg_rec_by);
         vg_buf_addc(out, '\n');
     }
+    for (size_t k = 0; k < p->npath_minors; k++)
+        vg_buf_printf(out, "path_minor %u\n", p->path_minors[k]);
     for (size_t k = 0; k < p->ndev_paths; k++) {
         vg_buf_adds(out, "dev_path ");
         if (p->dev_paths[k])
@@ -790,14 +795,12 @@ static int vg_rec_find(const struct vg_rec_field *t, const char *key, size_t n)
 }
 
 /* Grow *v (of *n elements of size bytes) by one zeroed element; NULL when out of memory. */
+/* Append a zeroed element to an array the snapshot's structs keep without a capacity: the
+ * count stands for it (the growth itself is util/array's). */
 static void *vg_rec_push(void **v, size_t *n, size_t size)
 {
-    char *nv = realloc(*v, (*n + 1) * size);
-    if (!nv)
-        return NULL;
-    memset(nv + *n * size, 0, size);
-    *v = nv;
-    return nv + (*n)++ * size;
+    size_t cap = *n;
+    return vg_array_push(v, n, &cap, size);
 }
 
 static const char *vg_rec_obj_name(enum vg_rec_obj o)
@@ -990,6 +993,19 @@ static int vg_rec_proc_list(struct vg_rec_reader *r, const char *k, size_t kn, c
         *m = (unsigned)minor;
         *b = (unsigned char)by;
         p->ndev_minors = n;
+        return 1;
+    }
+    if (vg_parse_is(k, kn, "path_minor")) {
+        uint64_t minor;
+        if (vg_parse_u64n(v, vn, &minor) || minor > VG_DEV_GPU_MINOR_MAX)
+            return vg_rec_fail(r, -EINVAL, "path_minor takes a GPU minor (0-%u)",
+                               VG_DEV_GPU_MINOR_MAX);
+        if (p->npath_minors && p->path_minors[p->npath_minors - 1] >= minor)
+            return vg_rec_fail(r, -EINVAL, "path_minor minors must be in ascending order");
+        unsigned *m = vg_rec_push((void **)&p->path_minors, &p->npath_minors, sizeof(unsigned));
+        if (!m)
+            return vg_rec_fail(r, -ENOMEM, "out of memory");
+        *m = (unsigned)minor;
         return 1;
     }
     if (vg_parse_is(k, kn, "dev_path")) {

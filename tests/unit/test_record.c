@@ -73,6 +73,11 @@ static struct vg_snapshot *full_snapshot(void)
     p->dev_paths[1] = NULL;
     p->ndev_paths = 2;
     p->sig_ignored = UINT64_MAX;
+    p->dev_path_count = 3; /* O_PATH descriptors: GPU 5's node held only so */
+    p->path_minors = fx_grow(NULL, 1, sizeof(unsigned));
+    p->path_minors[0] = 5;
+    p->npath_minors = 1;
+    t.n_tables_unchecked = 2;
     p->tty_nr = -5;
     fx_activity(p, 500, 3);
     p = fx_proc(&t, 300, "\x7f\x01", "", 'Z');
@@ -153,6 +158,10 @@ static void test_round_trip_by_hand(void **state)
     assert_null(p->dev_paths[1]);
     assert_int_equal(p->dev_minors_by[1], VG_PROC_BY_MAP);
     assert_int_equal(p->nspid[1], 7);
+    assert_int_equal(p->dev_path_count, 3);
+    assert_int_equal(p->npath_minors, 1);
+    assert_int_equal(p->path_minors[0], 5);
+    assert_int_equal(r->procs.n_tables_unchecked, 2);
     assert_int_equal(p->sig_ignored, UINT64_MAX);
     assert_int_equal(p->tty_nr, -5);
     assert_true(p->activity_known);
