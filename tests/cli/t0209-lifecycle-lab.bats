@@ -67,6 +67,10 @@ teardown() {
     lab nohup zombie
 }
 
+@test "lab: nohup launcher-killed" {
+    lab nohup launcher-killed
+}
+
 @test "lab: nohup session-ended" {
     lab nohup session-ended
 }
@@ -87,12 +91,24 @@ teardown() {
     lab setsid launcher-killed
 }
 
+@test "lab: setsid session-ended" {
+    lab setsid session-ended
+}
+
 @test "lab: setsid-f running" {
     lab setsid-f running
 }
 
 @test "lab: setsid-f crash" {
     lab setsid-f crash
+}
+
+@test "lab: setsid-f launcher-killed" {
+    lab setsid-f launcher-killed
+}
+
+@test "lab: setsid-f session-ended" {
+    lab setsid-f session-ended
 }
 
 @test "lab: daemon3 running" {
@@ -103,6 +119,14 @@ teardown() {
     lab daemon3 crash
 }
 
+@test "lab: daemon3 launcher-killed" {
+    lab daemon3 launcher-killed
+}
+
+@test "lab: daemon3 session-ended" {
+    lab daemon3 session-ended
+}
+
 @test "lab: double-fork running" {
     lab double-fork running
 }
@@ -111,10 +135,26 @@ teardown() {
     lab double-fork crash
 }
 
+@test "lab: double-fork launcher-killed" {
+    lab double-fork launcher-killed
+}
+
+@test "lab: double-fork session-ended" {
+    lab double-fork session-ended
+}
+
 @test "lab: ssd running" {
     lab ssd running
 }
 
 @test "lab: ssd crash" {
     lab ssd crash
+}
+
+@test "lab: ssd launcher-killed" {
+    lab ssd launcher-killed
+}
+
+@test "lab: ssd session-ended" {
+    lab ssd session-ended
 }

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # the variables set here are for the test files
 # tests/lifecycles/lab.bash: the lifecycle lab's runner (tests/lifecycles/README.md), loaded by
-# the t0209-t0211 bats files after tests/cli/lib.bash and clean.bash.
+# the t0209-t0212 bats files after tests/cli/lib.bash and clean.bash.
 #
 # lab CASE STATE: starts CASE with the real tool that makes it in the field (start_CASE below),
 # brings it to STATE (running, crash, zombie, launcher-killed, session-ended), writes the fake
@@ -8,6 +8,7 @@
 # `clean --json` and `clean --force --json`, and compares what each process of the job (main,
 # worker, launcher) is, is called and gets with the rows of tests/lifecycles/cases.tsv for
 # CASE and STATE. Every mismatch is printed; the test fails at the end when there was one.
+# With LAB_JSON=DIR, doctor's and clean's JSON are kept as DIR/CASE.STATE.{doctor,plan}.json.
 # With LAB_RESULTS set, one line per process is appended to that file:
 #   CASE STATE ROLE PID expected(alive verdict clean) got(alive verdict clean) | vramguard's words
 # lab_teardown: kills everything the case started (tmux and screen servers, Jupyter kernels,
@@ -32,7 +33,7 @@ lab_setup() {
     LIBDIR=$(vg_fake_lib libcuda.so.1)
     JOB=("$LAB_PY" "$LAB_DIR/job.py" --dev "$DEVDIR" --pidfile "$TMP/job.pids" --signal-log "$SIGLOG"
         --map "$LIBDIR/libcuda.so.1")
-    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0
+    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0 LAB_SID=''
     export VG_HELPER_TAG=$_VG_TAG LAB_KEEP=$TMP/keep.fifo
     mkfifo "$LAB_KEEP"
 }
@@ -119,19 +120,25 @@ start_setsid() { # setsid from a script (not a group leader: setsid execs, no fo
     lab_bg shell setsid bash -c 'setsid "$@" & '"$KEEP" bash "${JOB[@]}"
     LAUNCHER=$LAB_BG
 }
+# The daemons are typed in a login shell (a stand-in: its own session, kept alive by KEEP), the
+# launcher here: the tool itself exits once the daemon runs, the shell's session can end.
 start_setsid_f() { # setsid -f: forks, the parent exits; init adopts the job at once
-    lab_bg setsid setsid -f "${JOB[@]}" -n 1
+    lab_bg shell setsid bash -c 'setsid -f "$@"; '"$KEEP" bash "${JOB[@]}" -n 1
+    LAUNCHER=$LAB_BG
 }
 start_daemon3() {
-    lab_bg daemon "${JOB[@]}" --daemonize daemon3
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash "${JOB[@]}" --daemonize daemon3
+    LAUNCHER=$LAB_BG
 }
 start_double_fork() {
-    lab_bg daemon "${JOB[@]}" --daemonize double -n 1
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash "${JOB[@]}" --daemonize double -n 1
+    LAUNCHER=$LAB_BG
 }
 start_ssd() {
     command -v start-stop-daemon >/dev/null || skip "start-stop-daemon (dpkg) is not installed"
-    lab_bg ssd start-stop-daemon --start --background --make-pidfile --pidfile "$TMP/ssd.pid" \
-        --startas "$LAB_PY" -- "${JOB[@]:1}" -n 1
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash start-stop-daemon --start --background \
+        --make-pidfile --pidfile "$TMP/ssd.pid" --startas "$LAB_PY" -- "${JOB[@]:1}" -n 1
+    LAUNCHER=$LAB_BG
 }
 start_tmux() {
     command -v tmux >/dev/null || skip "tmux is not installed"
@@ -177,7 +184,7 @@ start_jupyter() {
     "$LAB_PY" -c 'import jupyter_client, ipykernel' 2>/dev/null ||
         skip "python3-jupyter-client and python3-ipykernel are not installed (scripts/install-deps --test)"
     mkdir -p "$TMP/jupyter"
-    lab_bg kclient env PATH="/usr/bin:/bin:$PATH" JUPYTER_RUNTIME_DIR="$TMP/jupyter" \
+    lab_bg kclient setsid env PATH="/usr/bin:/bin:$PATH" JUPYTER_RUNTIME_DIR="$TMP/jupyter" \
         JUPYTER_DATA_DIR="$TMP/jupyter" IPYTHONDIR="$TMP/jupyter" \
         "$LAB_PY" "$LAB_DIR/kernel-client.py" "$TMP/kernel.ready" "${JOB[@]:1}"
     KCLIENT=$LAB_BG
@@ -206,7 +213,9 @@ start_srun() {
     vg_slurm_require
     LAB_SLURM=1
     # the real srun, not lib.bash's bounded wrapper: it stays for the job's life
-    lab_bg srun /usr/bin/srun -N1 --input=none "${JOB[@]}" -n 1
+    # (in a session of its own, a login's stand-in: LAB_SID, for session-ended)
+    lab_bg srun setsid /usr/bin/srun -N1 --input=none "${JOB[@]}" -n 1
+    LAB_SID=$LAB_BG
 }
 
 # The Slurm cases' launcher is the step's slurmstepd: the job's main's nearest such ancestor.
@@ -260,7 +269,7 @@ state_session_ended() {
     case $CASE in
     tmux) tmux -L "$TMUX_SOCK" send-keys "exit" Enter ;;
     screen) screen -S "$SCREEN_NAME" -p 0 -X stuff "exit"$'\n' ;;
-    *) lab_hangup "$(vg_stat "$LAUNCHER" session)" ;;
+    *) lab_hangup "${LAB_SID:-$(vg_stat "$LAUNCHER" session)}" ;;
     esac
 }
 
@@ -362,6 +371,10 @@ lab() {
     vgc clean --json
     PLAN=$output
     printf '%s\n' "$PLAN" >"$TMP/plan.json"
+    if [[ -n ${LAB_JSON:-} ]]; then # kept for a report: DIR/CASE.STATE.{doctor,plan}.json
+        mkdir -p "$LAB_JSON" && printf '%s\n' "$DOC" >"$LAB_JSON/$CASE.$STATE.doctor.json" &&
+            printf '%s\n' "$PLAN" >"$LAB_JSON/$CASE.$STATE.plan.json"
+    fi
     for pid in "${!rolemap[@]}"; do start[$pid]=$(vg_stat "$pid" starttime 2>/dev/null || echo -); done
     local before
     before=$(wc -l <"$SIGLOG")
