@@ -149,18 +149,66 @@ start_tmux() {
     _vg_record tmux "$LAUNCHER"
     tmux -L "$TMUX_SOCK" send-keys "${JOB[*]} &" Enter
 }
-start_screen() {
-    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
-    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
-    PS1='$ ' screen -dmS "$SCREEN_NAME" -c /dev/null bash --norc --noprofile -i </dev/null 3>&-
-    wait_for "screen -ls $SCREEN_NAME | grep -q '[0-9]\.$SCREEN_NAME'" "$LAB_WAIT"
+# tmux-attach: a client on a real terminal (pty-client.py) makes the session and stays attached
+# while the job is typed; then `tmux detach-client` detaches it, as a user does before logging
+# out, and the client exits.
+start_tmux_attach() {
+    command -v tmux >/dev/null || skip "tmux is not installed"
+    TMUX_SOCK=vg-lab-$$-$BATS_TEST_NUMBER
+    lab_bg client "$LAB_PY" "$LAB_DIR/pty-client.py" tmux -L "$TMUX_SOCK" -f /dev/null \
+        new-session -s lab "env VG_HELPER_TAG=$_VG_TAG PS1='$ ' bash --norc --noprofile -i"
+    local client=$LAB_BG
+    wait_for "[[ -n \$(tmux -L $TMUX_SOCK list-clients -F '#{client_pid}' 2>/dev/null) ]]" \
+        "$LAB_WAIT" || { cat "$TMP/client.log"; echo "the tmux client never attached"; return 1; }
+    LAUNCHER=$(tmux -L "$TMUX_SOCK" display-message -p -t lab '#{pid}')
+    _vg_record tmux "$LAUNCHER"
+    tmux -L "$TMUX_SOCK" send-keys -t lab "${JOB[*]} &" Enter
+    lab_detach "$client" "tmux -L $TMUX_SOCK detach-client -s lab" \
+        "[[ -z \$(tmux -L $TMUX_SOCK list-clients 2>/dev/null) ]]"
+}
+# lab_detach CLIENT DETACH GONE: once the job runs, runs DETACH, waits until the client CLIENT
+# (a pty-client.py of this shell) has exited with status 0 and GONE holds.
+lab_detach() {
+    local rc=0
+    wait_for "[[ -s $TMP/job.pids ]]" "$LAB_WAIT" || { echo "the job never wrote its pids"; return 1; }
+    eval "$2" || { echo "could not detach: $2"; return 1; }
+    wait_for "[ \"\$(lab_alive $1)\" != yes ]" "$LAB_WAIT" || { echo "the client stayed"; return 1; }
+    wait "$1" || rc=$?
+    ((rc == 0)) || { cat "$TMP/client.log"; echo "the client exited with $rc"; return 1; }
+    wait_for "$3" "$LAB_WAIT" || { echo "still attached after the detach"; return 1; }
+}
+# lab_screen_ready: the SCREEN process of session SCREEN_NAME (LAUNCHER), once its window's shell
+# reads its terminal.
+lab_screen_ready() {
+    wait_for "screen -ls $SCREEN_NAME | grep -q '[0-9]\.$SCREEN_NAME'" "$LAB_WAIT" || return 1
     LAUNCHER=$(screen -ls "$SCREEN_NAME" | grep -o "[0-9]*\.$SCREEN_NAME" | head -1)
     LAUNCHER=${LAUNCHER%%.*}
     _vg_record screen "$LAUNCHER"
     # the window's shell must be reading its terminal before it is typed to
     wait_for "pgrep -P $LAUNCHER bash >/dev/null" "$LAB_WAIT"
     sleep 0.5
+}
+start_screen() {
+    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
+    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    PS1='$ ' screen -dmS "$SCREEN_NAME" -c /dev/null bash --norc --noprofile -i </dev/null 3>&-
+    lab_screen_ready
     screen -S "$SCREEN_NAME" -p 0 -X stuff "${JOB[*]} &"$'\n'
+}
+# screen-attach: the same with a client on a real terminal that made the session, detached by
+# `screen -d` once the job runs.
+start_screen_attach() {
+    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
+    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    lab_bg client env PS1='$ ' "$LAB_PY" "$LAB_DIR/pty-client.py" screen -S "$SCREEN_NAME" \
+        -c /dev/null bash --norc --noprofile -i
+    local client=$LAB_BG
+    wait_for "screen -ls $SCREEN_NAME | grep -q 'Attached'" "$LAB_WAIT" ||
+        { cat "$TMP/client.log"; echo "the screen client never attached"; return 1; }
+    lab_screen_ready
+    screen -S "$SCREEN_NAME" -p 0 -X stuff "${JOB[*]} &"$'\n'
+    lab_detach "$client" "screen -d $SCREEN_NAME >/dev/null" \
+        "screen -ls $SCREEN_NAME | grep -q 'Detached'"
 }
 start_mp_fork() {
     lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-fork
@@ -267,8 +315,8 @@ state_launcher_killed() {
 }
 state_session_ended() {
     case $CASE in
-    tmux) tmux -L "$TMUX_SOCK" send-keys "exit" Enter ;;
-    screen) screen -S "$SCREEN_NAME" -p 0 -X stuff "exit"$'\n' ;;
+    tmux | tmux-attach) tmux -L "$TMUX_SOCK" send-keys "exit" Enter ;;
+    screen | screen-attach) screen -S "$SCREEN_NAME" -p 0 -X stuff "exit"$'\n' ;;
     *) lab_hangup "${LAB_SID:-$(vg_stat "$LAUNCHER" session)}" ;;
     esac
 }
