@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # t0210-lifecycle-lab-python: the lifecycle lab's Python and container cases
 # (tests/lifecycles/README.md): multiprocessing pools with fork, spawn and forkserver,
-# concurrent.futures, a real Jupyter kernel started by jupyter_client, and an unshare PID
-# namespace.
+# concurrent.futures, a real Jupyter kernel started by jupyter_client, an unshare PID namespace
+# and a real rootful podman container.
 # Each test compares one case in one state with tests/lifecycles/cases.tsv (see t0209).
 
 load lib
@@ -135,4 +135,20 @@ teardown() {
 
 @test "lab: unshare session-ended" {
     lab unshare session-ended
+}
+
+@test "lab: podman running" {
+    lab podman running
+}
+
+@test "lab: podman crash" {
+    lab podman crash
+}
+
+@test "lab: podman zombie" {
+    lab podman zombie
+}
+
+@test "lab: podman launcher-killed" {
+    lab podman launcher-killed
 }

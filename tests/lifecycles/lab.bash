@@ -43,6 +43,9 @@ lab_teardown() {
     if [[ -n ${SCREEN_NAME:-} ]]; then screen -S "$SCREEN_NAME" -X quit >/dev/null 2>&1 || true; fi
     if [[ -n ${LAB_SLURM_JOB:-} ]]; then scancel "$LAB_SLURM_JOB" 2>/dev/null || true; fi
     if [[ -n ${KCLIENT:-} ]]; then kill -KILL "$KCLIENT" 2>/dev/null || true; fi
+    if [[ -n ${PODMAN_NAME:-} ]]; then
+        timeout 60 podman rm -f -t 0 "$PODMAN_NAME" >/dev/null 2>&1 || true
+    fi
     clean_teardown
     if [[ -n ${LAB_SLURM:-} ]]; then vg_slurm_cancel_all 20 >/dev/null 2>&1 || true; fi
 }
@@ -250,6 +253,38 @@ start_unshare() {
     INNS=1
     lab_bg unshare setsid unshare --pid --fork --mount-proc bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1
     LAUNCHER=$LAB_BG
+}
+# podman: a real rootful container (`podman run -d`, the OCI runtime runc: crun 1.8 refuses this
+# host's hybrid cgroup layout) from an image imported from a local rootfs (no registry, no
+# network), with the host's /usr read-only; bash is its init and reaps. The launcher is conmon.
+# The hard limits are lowered: a runtime may not raise them without CAP_SYS_RESOURCE.
+LAB_IMAGE=localhost/vg-lab-scratch:1
+lab_podman_image() {
+    local r=$TMP/rootfs d
+    podman image exists "$LAB_IMAGE" 2>/dev/null && return 0
+    mkdir -p "$r" && for d in usr tmp proc dev sys etc run root; do mkdir -p "$r/$d"; done
+    for d in bin lib lib64 sbin; do ln -s "usr/$d" "$r/$d"; done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+    tar -C "$r" -cf "$TMP/rootfs.tar" . && timeout 60 podman import "$TMP/rootfs.tar" "$LAB_IMAGE" >/dev/null
+}
+start_podman() {
+    if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+        skip "podman and runc are not installed (scripts/install-deps --test)"
+    fi
+    lab_podman_image || { echo "podman import failed"; return 1; }
+    INNS=1
+    PODMAN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    local out
+    out=$(timeout 60 podman --runtime runc run -d --name "$PODMAN_NAME" --network none \
+        --ulimit nofile=1024:4096 --ulimit nproc=4096:4096 \
+        -e VG_HELPER_TAG="$_VG_TAG" -e LAB_KEEP="$LAB_KEEP" -v /usr:/usr:ro \
+        -v "$LAB_DIR:$LAB_DIR:ro" -v "$LIBDIR:$LIBDIR:ro" -v "$DEVDIR:$DEVDIR" -v "$TMP:$TMP" \
+        "$LAB_IMAGE" bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1 </dev/null 2>&1 3>&-) ||
+        { echo "podman run: $out"; return 1; }
+    LAUNCHER=$(podman inspect --format '{{.State.ConmonPid}}' "$PODMAN_NAME" 2>&1) || LAUNCHER=
+    [[ $LAUNCHER =~ ^[1-9][0-9]*$ ]] || { echo "no conmon for $PODMAN_NAME: $LAUNCHER"; return 1; }
+    _vg_record conmon "$LAUNCHER"
 }
 start_sbatch() {
     vg_slurm_require
