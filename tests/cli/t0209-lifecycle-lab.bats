@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # t0209-lifecycle-lab: the lifecycle lab (tests/lifecycles/README.md), the cases started by
-# shell tools: bash job control, nohup, setsid, setsid -f, daemon(3), a double fork and
-# start-stop-daemon. Each test starts one case with the real tool, brings it to one state and
-# compares what doctor, clean and clean --force say and do with the rows of
-# tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
+# shell tools: bash job control (also on a GPU that cannot list its processes), nohup, setsid,
+# setsid -f, daemon(3), a double fork and start-stop-daemon. Each test starts one case with the
+# real tool, brings it to one state and compares what doctor, clean and clean --force say and do
+# with the rows of tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
 # screen t0212's. The table is the truth a user expects, written before the model was: a row
 # that fails is the model's mistake, not the table's.
 
@@ -53,6 +53,14 @@ teardown() {
 
 @test "lab: jobctl-busy crash" {
     lab jobctl-busy crash
+}
+
+@test "lab: jobctl-nolist running" {
+    lab jobctl-nolist running
+}
+
+@test "lab: jobctl-nolist crash" {
+    lab jobctl-nolist crash
 }
 
 @test "lab: nohup running" {

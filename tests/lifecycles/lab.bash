@@ -33,7 +33,7 @@ lab_setup() {
     LIBDIR=$(vg_fake_lib libcuda.so.1)
     JOB=("$LAB_PY" "$LAB_DIR/job.py" --dev "$DEVDIR" --pidfile "$TMP/job.pids" --signal-log "$SIGLOG"
         --map "$LIBDIR/libcuda.so.1")
-    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0 LAB_SID=''
+    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0 LAB_SID='' LAB_NOLIST=0
     export VG_HELPER_TAG=$_VG_TAG LAB_KEEP=$TMP/keep.fifo
     mkfifo "$LAB_KEEP"
 }
@@ -110,6 +110,10 @@ KEEP='exec 9<>"$LAB_KEEP"; while :; do read -r -u 9 _; done'
 start_jobctl() { # bash job control (set -m): the job leads its own group in the shell's session
     lab_bg shell setsid bash -c 'set -m; "$@" & '"$KEEP" bash "${JOB[@]}" "${JOB_ARGS[@]}"
     LAUNCHER=$LAB_BG
+}
+start_jobctl_nolist() { # the driver cannot list GPU 0's processes (lab_scenario)
+    LAB_NOLIST=1
+    start_jobctl
 }
 start_jobctl_busy() {
     JOB_ARGS=(-n 1 --busy)
@@ -361,15 +365,26 @@ state_session_ended() {
 # lab_scenario: the driver's view now. The main's context (4 GiB on GPU 0) is listed while the
 # main lives, and after it died while anything still holds its nodes (a worker that inherited
 # them): the real driver frees a context only when the last file or mapping referring to it is
-# gone. The listing keeps the dead main's PID, as the real driver does.
+# gone. The listing keeps the dead main's PID, as the real driver does. With LAB_NOLIST, GPU 0
+# holds that memory but answers Not Supported for its process lists and per-process samples, as
+# GPUs without per-process accounting do: the driver says nobody's name.
 lab_scenario() {
     local held=0 w
     if [[ $(lab_alive "$MAIN") == yes ]]; then held=1; fi
     for w in "${WORKERS[@]}"; do
         if [[ $(lab_alive "$w") == yes ]] && vg_holds "$w" "$DEVDIR/nvidia0"; then held=1; fi
     done
+    local nolist=()
+    if ((LAB_NOLIST)); then # a GPU that cannot list its processes (Not Supported, as some do)
+        for w in Compute Graphics MPSCompute; do
+            nolist+=("error func=nvmlDeviceGet${w}RunningProcesses_v3 gpu=0 code=3"
+                "error func=nvmlDeviceGet${w}RunningProcesses_v2 gpu=0 code=3"
+                "error func=nvmlDeviceGet${w}RunningProcesses gpu=0 code=3")
+        done
+        nolist+=("error func=nvmlDeviceGetProcessUtilization gpu=0 code=3")
+    fi
     if ((held)); then
-        two_gpus "proc gpu=0 pid=$MAIN type=compute mem=4GiB sm=0"
+        two_gpus "proc gpu=0 pid=$MAIN type=compute mem=4GiB sm=0" "${nolist[@]}"
     else
         two_gpus
     fi
