@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # t0209-lifecycle-lab: the lifecycle lab (tests/lifecycles/README.md), the cases started by
-# shell tools: bash job control, nohup, setsid, setsid -f, daemon(3), a double fork and
-# start-stop-daemon. Each test starts one case with the real tool, brings it to one state and
-# compares what doctor, clean and clean --force say and do with the rows of
-# tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
+# shell tools: bash job control (also on a GPU that cannot list its processes), nohup, setsid,
+# setsid -f, daemon(3), a double fork and start-stop-daemon. Each test starts one case with the
+# real tool, brings it to one state and compares what doctor, clean and clean --force say and do
+# with the rows of tests/lifecycles/cases.tsv. The Python cases are t0210's, the Slurm ones t0211's, tmux and
 # screen t0212's. The table is the truth a user expects, written before the model was: a row
 # that fails is the model's mistake, not the table's.
 
@@ -55,6 +55,14 @@ teardown() {
     lab jobctl-busy crash
 }
 
+@test "lab: jobctl-nolist running" {
+    lab jobctl-nolist running
+}
+
+@test "lab: jobctl-nolist crash" {
+    lab jobctl-nolist crash
+}
+
 @test "lab: nohup running" {
     lab nohup running
 }
@@ -65,6 +73,10 @@ teardown() {
 
 @test "lab: nohup zombie" {
     lab nohup zombie
+}
+
+@test "lab: nohup launcher-killed" {
+    lab nohup launcher-killed
 }
 
 @test "lab: nohup session-ended" {
@@ -87,12 +99,24 @@ teardown() {
     lab setsid launcher-killed
 }
 
+@test "lab: setsid session-ended" {
+    lab setsid session-ended
+}
+
 @test "lab: setsid-f running" {
     lab setsid-f running
 }
 
 @test "lab: setsid-f crash" {
     lab setsid-f crash
+}
+
+@test "lab: setsid-f launcher-killed" {
+    lab setsid-f launcher-killed
+}
+
+@test "lab: setsid-f session-ended" {
+    lab setsid-f session-ended
 }
 
 @test "lab: daemon3 running" {
@@ -103,6 +127,14 @@ teardown() {
     lab daemon3 crash
 }
 
+@test "lab: daemon3 launcher-killed" {
+    lab daemon3 launcher-killed
+}
+
+@test "lab: daemon3 session-ended" {
+    lab daemon3 session-ended
+}
+
 @test "lab: double-fork running" {
     lab double-fork running
 }
@@ -111,10 +143,26 @@ teardown() {
     lab double-fork crash
 }
 
+@test "lab: double-fork launcher-killed" {
+    lab double-fork launcher-killed
+}
+
+@test "lab: double-fork session-ended" {
+    lab double-fork session-ended
+}
+
 @test "lab: ssd running" {
     lab ssd running
 }
 
 @test "lab: ssd crash" {
     lab ssd crash
+}
+
+@test "lab: ssd launcher-killed" {
+    lab ssd launcher-killed
+}
+
+@test "lab: ssd session-ended" {
+    lab ssd session-ended
 }

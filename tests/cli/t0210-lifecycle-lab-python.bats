@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # t0210-lifecycle-lab-python: the lifecycle lab's Python and container cases
 # (tests/lifecycles/README.md): multiprocessing pools with fork, spawn and forkserver,
-# concurrent.futures, a real Jupyter kernel started by jupyter_client, and an unshare container.
+# concurrent.futures, a real Jupyter kernel started by jupyter_client, an unshare PID namespace
+# and a real rootful podman container.
 # Each test compares one case in one state with tests/lifecycles/cases.tsv (see t0209).
 
 load lib
@@ -32,6 +33,10 @@ teardown() {
     lab mp-fork launcher-killed
 }
 
+@test "lab: mp-fork session-ended" {
+    lab mp-fork session-ended
+}
+
 @test "lab: futures running" {
     lab futures running
 }
@@ -44,6 +49,14 @@ teardown() {
     lab futures zombie
 }
 
+@test "lab: futures launcher-killed" {
+    lab futures launcher-killed
+}
+
+@test "lab: futures session-ended" {
+    lab futures session-ended
+}
+
 @test "lab: mp-spawn running" {
     lab mp-spawn running
 }
@@ -52,12 +65,36 @@ teardown() {
     lab mp-spawn crash
 }
 
+@test "lab: mp-spawn zombie" {
+    lab mp-spawn zombie
+}
+
+@test "lab: mp-spawn launcher-killed" {
+    lab mp-spawn launcher-killed
+}
+
+@test "lab: mp-spawn session-ended" {
+    lab mp-spawn session-ended
+}
+
 @test "lab: mp-forkserver running" {
     lab mp-forkserver running
 }
 
 @test "lab: mp-forkserver crash" {
     lab mp-forkserver crash
+}
+
+@test "lab: mp-forkserver zombie" {
+    lab mp-forkserver zombie
+}
+
+@test "lab: mp-forkserver launcher-killed" {
+    lab mp-forkserver launcher-killed
+}
+
+@test "lab: mp-forkserver session-ended" {
+    lab mp-forkserver session-ended
 }
 
 @test "lab: jupyter running" {
@@ -76,6 +113,10 @@ teardown() {
     lab jupyter launcher-killed
 }
 
+@test "lab: jupyter session-ended" {
+    lab jupyter session-ended
+}
+
 @test "lab: unshare running" {
     lab unshare running
 }
@@ -90,4 +131,24 @@ teardown() {
 
 @test "lab: unshare launcher-killed" {
     lab unshare launcher-killed
+}
+
+@test "lab: unshare session-ended" {
+    lab unshare session-ended
+}
+
+@test "lab: podman running" {
+    lab podman running
+}
+
+@test "lab: podman crash" {
+    lab podman crash
+}
+
+@test "lab: podman zombie" {
+    lab podman zombie
+}
+
+@test "lab: podman launcher-killed" {
+    lab podman launcher-killed
 }

@@ -2,8 +2,9 @@
 # t0212-lifecycle-lab-terminals: the lifecycle lab's terminal multiplexer cases
 # (tests/lifecycles/README.md): a job started with `&` in the interactive shell of a detached tmux
 # session and of a detached GNU screen session, running, crashed, with the server
-# killed and with the shell exited. Each test compares one case in one state with
-# tests/lifecycles/cases.tsv (see t0209).
+# killed and with the shell exited; the -attach cases the same with a client on a real terminal
+# (pty-client.py) that made the session and was detached (tmux detach-client, screen -d).
+# Each test compares one case in one state with tests/lifecycles/cases.tsv (see t0209).
 
 load lib
 load clean
@@ -33,6 +34,22 @@ teardown() {
     lab tmux session-ended
 }
 
+@test "lab: tmux-attach running" {
+    lab tmux-attach running
+}
+
+@test "lab: tmux-attach crash" {
+    lab tmux-attach crash
+}
+
+@test "lab: tmux-attach launcher-killed" {
+    lab tmux-attach launcher-killed
+}
+
+@test "lab: tmux-attach session-ended" {
+    lab tmux-attach session-ended
+}
+
 @test "lab: screen running" {
     lab screen running
 }
@@ -47,4 +64,20 @@ teardown() {
 
 @test "lab: screen session-ended" {
     lab screen session-ended
+}
+
+@test "lab: screen-attach running" {
+    lab screen-attach running
+}
+
+@test "lab: screen-attach crash" {
+    lab screen-attach crash
+}
+
+@test "lab: screen-attach launcher-killed" {
+    lab screen-attach launcher-killed
+}
+
+@test "lab: screen-attach session-ended" {
+    lab screen-attach session-ended
 }

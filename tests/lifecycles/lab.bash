@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # the variables set here are for the test files
 # tests/lifecycles/lab.bash: the lifecycle lab's runner (tests/lifecycles/README.md), loaded by
-# the t0209-t0211 bats files after tests/cli/lib.bash and clean.bash.
+# the t0209-t0212 bats files after tests/cli/lib.bash and clean.bash.
 #
 # lab CASE STATE: starts CASE with the real tool that makes it in the field (start_CASE below),
 # brings it to STATE (running, crash, zombie, launcher-killed, session-ended), writes the fake
@@ -8,6 +8,7 @@
 # `clean --json` and `clean --force --json`, and compares what each process of the job (main,
 # worker, launcher) is, is called and gets with the rows of tests/lifecycles/cases.tsv for
 # CASE and STATE. Every mismatch is printed; the test fails at the end when there was one.
+# With LAB_JSON=DIR, doctor's and clean's JSON are kept as DIR/CASE.STATE.{doctor,plan}.json.
 # With LAB_RESULTS set, one line per process is appended to that file:
 #   CASE STATE ROLE PID expected(alive verdict clean) got(alive verdict clean) | vramguard's words
 # lab_teardown: kills everything the case started (tmux and screen servers, Jupyter kernels,
@@ -32,7 +33,7 @@ lab_setup() {
     LIBDIR=$(vg_fake_lib libcuda.so.1)
     JOB=("$LAB_PY" "$LAB_DIR/job.py" --dev "$DEVDIR" --pidfile "$TMP/job.pids" --signal-log "$SIGLOG"
         --map "$LIBDIR/libcuda.so.1")
-    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0
+    MAIN='' WORKERS=() LAUNCHER='' NOINHERIT=0 INNS=0 LAB_SID='' LAB_NOLIST=0
     export VG_HELPER_TAG=$_VG_TAG LAB_KEEP=$TMP/keep.fifo
     mkfifo "$LAB_KEEP"
 }
@@ -42,6 +43,9 @@ lab_teardown() {
     if [[ -n ${SCREEN_NAME:-} ]]; then screen -S "$SCREEN_NAME" -X quit >/dev/null 2>&1 || true; fi
     if [[ -n ${LAB_SLURM_JOB:-} ]]; then scancel "$LAB_SLURM_JOB" 2>/dev/null || true; fi
     if [[ -n ${KCLIENT:-} ]]; then kill -KILL "$KCLIENT" 2>/dev/null || true; fi
+    if [[ -n ${PODMAN_NAME:-} ]]; then
+        timeout 60 podman rm -f -t 0 "$PODMAN_NAME" >/dev/null 2>&1 || true
+    fi
     clean_teardown
     if [[ -n ${LAB_SLURM:-} ]]; then vg_slurm_cancel_all 20 >/dev/null 2>&1 || true; fi
 }
@@ -107,6 +111,10 @@ start_jobctl() { # bash job control (set -m): the job leads its own group in the
     lab_bg shell setsid bash -c 'set -m; "$@" & '"$KEEP" bash "${JOB[@]}" "${JOB_ARGS[@]}"
     LAUNCHER=$LAB_BG
 }
+start_jobctl_nolist() { # the driver cannot list GPU 0's processes (lab_scenario)
+    LAB_NOLIST=1
+    start_jobctl
+}
 start_jobctl_busy() {
     JOB_ARGS=(-n 1 --busy)
     start_jobctl
@@ -119,19 +127,25 @@ start_setsid() { # setsid from a script (not a group leader: setsid execs, no fo
     lab_bg shell setsid bash -c 'setsid "$@" & '"$KEEP" bash "${JOB[@]}"
     LAUNCHER=$LAB_BG
 }
+# The daemons are typed in a login shell (a stand-in: its own session, kept alive by KEEP), the
+# launcher here: the tool itself exits once the daemon runs, the shell's session can end.
 start_setsid_f() { # setsid -f: forks, the parent exits; init adopts the job at once
-    lab_bg setsid setsid -f "${JOB[@]}" -n 1
+    lab_bg shell setsid bash -c 'setsid -f "$@"; '"$KEEP" bash "${JOB[@]}" -n 1
+    LAUNCHER=$LAB_BG
 }
 start_daemon3() {
-    lab_bg daemon "${JOB[@]}" --daemonize daemon3
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash "${JOB[@]}" --daemonize daemon3
+    LAUNCHER=$LAB_BG
 }
 start_double_fork() {
-    lab_bg daemon "${JOB[@]}" --daemonize double -n 1
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash "${JOB[@]}" --daemonize double -n 1
+    LAUNCHER=$LAB_BG
 }
 start_ssd() {
     command -v start-stop-daemon >/dev/null || skip "start-stop-daemon (dpkg) is not installed"
-    lab_bg ssd start-stop-daemon --start --background --make-pidfile --pidfile "$TMP/ssd.pid" \
-        --startas "$LAB_PY" -- "${JOB[@]:1}" -n 1
+    lab_bg shell setsid bash -c '"$@"; '"$KEEP" bash start-stop-daemon --start --background \
+        --make-pidfile --pidfile "$TMP/ssd.pid" --startas "$LAB_PY" -- "${JOB[@]:1}" -n 1
+    LAUNCHER=$LAB_BG
 }
 start_tmux() {
     command -v tmux >/dev/null || skip "tmux is not installed"
@@ -142,18 +156,66 @@ start_tmux() {
     _vg_record tmux "$LAUNCHER"
     tmux -L "$TMUX_SOCK" send-keys "${JOB[*]} &" Enter
 }
-start_screen() {
-    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
-    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
-    PS1='$ ' screen -dmS "$SCREEN_NAME" -c /dev/null bash --norc --noprofile -i </dev/null 3>&-
-    wait_for "screen -ls $SCREEN_NAME | grep -q '[0-9]\.$SCREEN_NAME'" "$LAB_WAIT"
+# tmux-attach: a client on a real terminal (pty-client.py) makes the session and stays attached
+# while the job is typed; then `tmux detach-client` detaches it, as a user does before logging
+# out, and the client exits.
+start_tmux_attach() {
+    command -v tmux >/dev/null || skip "tmux is not installed"
+    TMUX_SOCK=vg-lab-$$-$BATS_TEST_NUMBER
+    lab_bg client "$LAB_PY" "$LAB_DIR/pty-client.py" tmux -L "$TMUX_SOCK" -f /dev/null \
+        new-session -s lab "env VG_HELPER_TAG=$_VG_TAG PS1='$ ' bash --norc --noprofile -i"
+    local client=$LAB_BG
+    wait_for "[[ -n \$(tmux -L $TMUX_SOCK list-clients -F '#{client_pid}' 2>/dev/null) ]]" \
+        "$LAB_WAIT" || { cat "$TMP/client.log"; echo "the tmux client never attached"; return 1; }
+    LAUNCHER=$(tmux -L "$TMUX_SOCK" display-message -p -t lab '#{pid}')
+    _vg_record tmux "$LAUNCHER"
+    tmux -L "$TMUX_SOCK" send-keys -t lab "${JOB[*]} &" Enter
+    lab_detach "$client" "tmux -L $TMUX_SOCK detach-client -s lab" \
+        "[[ -z \$(tmux -L $TMUX_SOCK list-clients 2>/dev/null) ]]"
+}
+# lab_detach CLIENT DETACH GONE: once the job runs, runs DETACH, waits until the client CLIENT
+# (a pty-client.py of this shell) has exited with status 0 and GONE holds.
+lab_detach() {
+    local rc=0
+    wait_for "[[ -s $TMP/job.pids ]]" "$LAB_WAIT" || { echo "the job never wrote its pids"; return 1; }
+    eval "$2" || { echo "could not detach: $2"; return 1; }
+    wait_for "[ \"\$(lab_alive $1)\" != yes ]" "$LAB_WAIT" || { echo "the client stayed"; return 1; }
+    wait "$1" || rc=$?
+    ((rc == 0)) || { cat "$TMP/client.log"; echo "the client exited with $rc"; return 1; }
+    wait_for "$3" "$LAB_WAIT" || { echo "still attached after the detach"; return 1; }
+}
+# lab_screen_ready: the SCREEN process of session SCREEN_NAME (LAUNCHER), once its window's shell
+# reads its terminal.
+lab_screen_ready() {
+    wait_for "screen -ls $SCREEN_NAME | grep -q '[0-9]\.$SCREEN_NAME'" "$LAB_WAIT" || return 1
     LAUNCHER=$(screen -ls "$SCREEN_NAME" | grep -o "[0-9]*\.$SCREEN_NAME" | head -1)
     LAUNCHER=${LAUNCHER%%.*}
     _vg_record screen "$LAUNCHER"
     # the window's shell must be reading its terminal before it is typed to
     wait_for "pgrep -P $LAUNCHER bash >/dev/null" "$LAB_WAIT"
     sleep 0.5
+}
+start_screen() {
+    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
+    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    PS1='$ ' screen -dmS "$SCREEN_NAME" -c /dev/null bash --norc --noprofile -i </dev/null 3>&-
+    lab_screen_ready
     screen -S "$SCREEN_NAME" -p 0 -X stuff "${JOB[*]} &"$'\n'
+}
+# screen-attach: the same with a client on a real terminal that made the session, detached by
+# `screen -d` once the job runs.
+start_screen_attach() {
+    command -v screen >/dev/null || skip "screen is not installed (scripts/install-deps --test)"
+    SCREEN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    lab_bg client env PS1='$ ' "$LAB_PY" "$LAB_DIR/pty-client.py" screen -S "$SCREEN_NAME" \
+        -c /dev/null bash --norc --noprofile -i
+    local client=$LAB_BG
+    wait_for "screen -ls $SCREEN_NAME | grep -q 'Attached'" "$LAB_WAIT" ||
+        { cat "$TMP/client.log"; echo "the screen client never attached"; return 1; }
+    lab_screen_ready
+    screen -S "$SCREEN_NAME" -p 0 -X stuff "${JOB[*]} &"$'\n'
+    lab_detach "$client" "screen -d $SCREEN_NAME >/dev/null" \
+        "screen -ls $SCREEN_NAME | grep -q 'Detached'"
 }
 start_mp_fork() {
     lab_bg shell setsid bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" --workers mp-fork
@@ -177,7 +239,7 @@ start_jupyter() {
     "$LAB_PY" -c 'import jupyter_client, ipykernel' 2>/dev/null ||
         skip "python3-jupyter-client and python3-ipykernel are not installed (scripts/install-deps --test)"
     mkdir -p "$TMP/jupyter"
-    lab_bg kclient env PATH="/usr/bin:/bin:$PATH" JUPYTER_RUNTIME_DIR="$TMP/jupyter" \
+    lab_bg kclient setsid env PATH="/usr/bin:/bin:$PATH" JUPYTER_RUNTIME_DIR="$TMP/jupyter" \
         JUPYTER_DATA_DIR="$TMP/jupyter" IPYTHONDIR="$TMP/jupyter" \
         "$LAB_PY" "$LAB_DIR/kernel-client.py" "$TMP/kernel.ready" "${JOB[@]:1}"
     KCLIENT=$LAB_BG
@@ -196,6 +258,38 @@ start_unshare() {
     lab_bg unshare setsid unshare --pid --fork --mount-proc bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1
     LAUNCHER=$LAB_BG
 }
+# podman: a real rootful container (`podman run -d`, the OCI runtime runc: crun 1.8 refuses this
+# host's hybrid cgroup layout) from an image imported from a local rootfs (no registry, no
+# network), with the host's /usr read-only; bash is its init and reaps. The launcher is conmon.
+# The hard limits are lowered: a runtime may not raise them without CAP_SYS_RESOURCE.
+LAB_IMAGE=localhost/vg-lab-scratch:1
+lab_podman_image() {
+    local r=$TMP/rootfs d
+    podman image exists "$LAB_IMAGE" 2>/dev/null && return 0
+    mkdir -p "$r" && for d in usr tmp proc dev sys etc run root; do mkdir -p "$r/$d"; done
+    for d in bin lib lib64 sbin; do ln -s "usr/$d" "$r/$d"; done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+    echo 'root:x:0:' >"$r/etc/group"
+    tar -C "$r" -cf "$TMP/rootfs.tar" . && timeout 60 podman import "$TMP/rootfs.tar" "$LAB_IMAGE" >/dev/null
+}
+start_podman() {
+    if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+        skip "podman and runc are not installed (scripts/install-deps --test)"
+    fi
+    lab_podman_image || { echo "podman import failed"; return 1; }
+    INNS=1
+    PODMAN_NAME=vg-lab-$$-$BATS_TEST_NUMBER
+    local out
+    out=$(timeout 60 podman --runtime runc run -d --name "$PODMAN_NAME" --network none \
+        --ulimit nofile=1024:4096 --ulimit nproc=4096:4096 \
+        -e VG_HELPER_TAG="$_VG_TAG" -e LAB_KEEP="$LAB_KEEP" -v /usr:/usr:ro \
+        -v "$LAB_DIR:$LAB_DIR:ro" -v "$LIBDIR:$LIBDIR:ro" -v "$DEVDIR:$DEVDIR" -v "$TMP:$TMP" \
+        "$LAB_IMAGE" bash -c '"$@" & '"$KEEP" bash "${JOB[@]}" -n 1 </dev/null 2>&1 3>&-) ||
+        { echo "podman run: $out"; return 1; }
+    LAUNCHER=$(podman inspect --format '{{.State.ConmonPid}}' "$PODMAN_NAME" 2>&1) || LAUNCHER=
+    [[ $LAUNCHER =~ ^[1-9][0-9]*$ ]] || { echo "no conmon for $PODMAN_NAME: $LAUNCHER"; return 1; }
+    _vg_record conmon "$LAUNCHER"
+}
 start_sbatch() {
     vg_slurm_require
     LAB_SLURM=1
@@ -206,7 +300,9 @@ start_srun() {
     vg_slurm_require
     LAB_SLURM=1
     # the real srun, not lib.bash's bounded wrapper: it stays for the job's life
-    lab_bg srun /usr/bin/srun -N1 --input=none "${JOB[@]}" -n 1
+    # (in a session of its own, a login's stand-in: LAB_SID, for session-ended)
+    lab_bg srun setsid /usr/bin/srun -N1 --input=none "${JOB[@]}" -n 1
+    LAB_SID=$LAB_BG
 }
 
 # The Slurm cases' launcher is the step's slurmstepd: the job's main's nearest such ancestor.
@@ -258,9 +354,9 @@ state_launcher_killed() {
 }
 state_session_ended() {
     case $CASE in
-    tmux) tmux -L "$TMUX_SOCK" send-keys "exit" Enter ;;
-    screen) screen -S "$SCREEN_NAME" -p 0 -X stuff "exit"$'\n' ;;
-    *) lab_hangup "$(vg_stat "$LAUNCHER" session)" ;;
+    tmux | tmux-attach) tmux -L "$TMUX_SOCK" send-keys "exit" Enter ;;
+    screen | screen-attach) screen -S "$SCREEN_NAME" -p 0 -X stuff "exit"$'\n' ;;
+    *) lab_hangup "${LAB_SID:-$(vg_stat "$LAUNCHER" session)}" ;;
     esac
 }
 
@@ -269,15 +365,26 @@ state_session_ended() {
 # lab_scenario: the driver's view now. The main's context (4 GiB on GPU 0) is listed while the
 # main lives, and after it died while anything still holds its nodes (a worker that inherited
 # them): the real driver frees a context only when the last file or mapping referring to it is
-# gone. The listing keeps the dead main's PID, as the real driver does.
+# gone. The listing keeps the dead main's PID, as the real driver does. With LAB_NOLIST, GPU 0
+# holds that memory but answers Not Supported for its process lists and per-process samples, as
+# GPUs without per-process accounting do: the driver says nobody's name.
 lab_scenario() {
     local held=0 w
     if [[ $(lab_alive "$MAIN") == yes ]]; then held=1; fi
     for w in "${WORKERS[@]}"; do
         if [[ $(lab_alive "$w") == yes ]] && vg_holds "$w" "$DEVDIR/nvidia0"; then held=1; fi
     done
+    local nolist=()
+    if ((LAB_NOLIST)); then # a GPU that cannot list its processes (Not Supported, as some do)
+        for w in Compute Graphics MPSCompute; do
+            nolist+=("error func=nvmlDeviceGet${w}RunningProcesses_v3 gpu=0 code=3"
+                "error func=nvmlDeviceGet${w}RunningProcesses_v2 gpu=0 code=3"
+                "error func=nvmlDeviceGet${w}RunningProcesses gpu=0 code=3")
+        done
+        nolist+=("error func=nvmlDeviceGetProcessUtilization gpu=0 code=3")
+    fi
     if ((held)); then
-        two_gpus "proc gpu=0 pid=$MAIN type=compute mem=4GiB sm=0"
+        two_gpus "proc gpu=0 pid=$MAIN type=compute mem=4GiB sm=0" "${nolist[@]}"
     else
         two_gpus
     fi
@@ -388,6 +495,10 @@ lab() {
     vgc clean --json
     PLAN=$output
     printf '%s\n' "$PLAN" >"$TMP/plan.json"
+    if [[ -n ${LAB_JSON:-} ]]; then # kept for a report: DIR/CASE.STATE.{doctor,plan}.json
+        mkdir -p "$LAB_JSON" && printf '%s\n' "$DOC" >"$LAB_JSON/$CASE.$STATE.doctor.json" &&
+            printf '%s\n' "$PLAN" >"$LAB_JSON/$CASE.$STATE.plan.json"
+    fi
     for pid in "${!rolemap[@]}"; do start[$pid]=$(vg_stat "$pid" starttime 2>/dev/null || echo -); done
     local before
     before=$(wc -l <"$SIGLOG")
