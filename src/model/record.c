@@ -932,7 +932,9 @@ static int vg_rec_open(struct vg_rec_reader *r, const char *w, size_t n)
     return 1;
 }
 
-/* The list fields of a process: nspid, env, dev, dev_path. 1 when key was one. */
+/* The list fields of a process: nspid, env, dev, path_minor, dev_path. 1 when key was one.
+ * long: one branch per list key, each its own strict parse; split, they would only pass r, p and
+ * the line around. */
 static int vg_rec_proc_list(struct vg_rec_reader *r, const char *k, size_t kn, const char *v,
                             size_t vn)
 {
