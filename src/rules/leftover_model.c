@@ -90,6 +90,10 @@ static const struct vg_left_fact_def {
     [VG_LF_GPU_UNKNOWN] = {"gpu-utilisation-unknown", 0,
                            "the driver gives no per-process utilisation, so GPU work cannot be "
                            "ruled out"},
+    [VG_LF_LISTS_UNKNOWN] = {"driver-lists-unknown", 0,
+                             "a process list of the driver could not be read: whether the "
+                             "driver charges its memory to this process or to a dead one, and "
+                             "whether it works on the GPU, are unknown"},
     [VG_LF_PIDS_FOREIGN] = {"driver-pids-unverified", 0,
                             "the driver's PIDs may be another PID namespace's, so what it "
                             "charges to dead PIDs could not be weighed"},
@@ -630,6 +634,10 @@ static void vg_left_facts(const struct vg_snapshot *snap, bool lists_complete,
         vg_left_add(l, VG_LF_INHERITED);
         if ((p->known & VG_PROC_K_MAPS) && !cuda)
             vg_left_add(l, VG_LF_NO_CUDA);
+    } else if (nodes && !l->nvml) {
+        /* in no list that was read: the driver side (a context of its own or none, what it
+         * charges to a dead PID, GPU work) is unread, not absent (lab: jobctl-nolist) */
+        vg_left_add(l, VG_LF_LISTS_UNKNOWN);
     }
     bool mp = (p->known & VG_PROC_K_CMDLINE) && vg_left_mp_cmdline(p->cmdline);
     bool named = p->comm && strncmp(p->comm, "pt_data_worker", 14) == 0;

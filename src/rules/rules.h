@@ -126,6 +126,7 @@ enum vg_left_fact_id {
     /* weight 0: what was not known, which keeps the verdict from high */
     VG_LF_UNMEASURED,    /* whether it works could not be measured */
     VG_LF_GPU_UNKNOWN,   /* it has a context and the driver gives no utilisation for it */
+    VG_LF_LISTS_UNKNOWN, /* it is in no driver list read, and some list could not be read */
     VG_LF_PIDS_FOREIGN,  /* the driver's PIDs may be another PID namespace's: not compared */
     VG_LF_PARENT_UNSURE, /* it hangs from a leftover that is itself not sure */
     VG_LF_COUNT
