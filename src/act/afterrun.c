@@ -1,5 +1,6 @@
 /*
- * The last look on a run's GPUs (see afterrun.h).
+ * The last look on a run's GPUs (see afterrun.h): the job's processes as settle's targets,
+ * stopped already; then what only run says, the other holders and the growth.
  */
 #include "act/afterrun.h"
 
@@ -7,71 +8,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/buf.h"
 #include "util/sat.h"
 
-/* The time between two looks while the view settles. */
-#define VG_AFTERRUN_STEP_MS 250u
-
-/* Memory in use on after that was not before, while nothing holds it (count holders). */
-static bool vg_afterrun_grew(const struct vg_gpu *before, const struct vg_gpu *after, size_t count)
+/* What the cleanup did to member p, as a kill record's outcome. */
+static void vg_afterrun_outcome(const struct vg_job_cleanup_report *rep,
+                                const struct vg_job_proc *p, struct vg_settle_target *t)
 {
-    return count == 0 && (before->known & after->known & VG_GPU_K_MEM) &&
-           after->mem_used > vg_sat_add(before->mem_used, VG_AFTERRUN_GROWTH_BYTES);
+    t->stopped = true;
+    t->outcome = VG_KILL_GONE; /* exited before the cleanup: nothing was sent */
+    if (!rep)
+        return;
+    if (vg_job_procs_has(&rep->survivors, p->pid, p->start)) {
+        t->outcome = VG_KILL_FAILED;
+        t->error = -ETIMEDOUT;
+    } else if (vg_job_procs_has(&rep->killed, p->pid, p->start)) {
+        t->outcome = VG_KILL_KILLED;
+    } else if (vg_job_procs_has(&rep->termed, p->pid, p->start)) {
+        t->outcome = VG_KILL_TERMINATED;
+    }
 }
 
-/* What a walk over the job's GPUs is told of each that the snapshot shows: i (in gpus), what the
- * GPU looks like now, and its holdings (count of them from hs on). Nonzero stops the walk. */
-typedef int (*vg_afterrun_visit)(void *ctx, size_t i, const struct vg_gpu *after,
-                                 const struct vg_holding *hs, size_t count);
-
-/* The one walk over the job's GPUs as snap shows them (found by UUID); a GPU it does not show
- * is passed over. The first nonzero visit's value, or 0. */
-static int vg_afterrun_walk(const struct vg_snapshot *snap, const struct vg_afterrun_gpu *gpus,
-                            size_t n, vg_afterrun_visit visit, void *ctx)
+/* The job's processes as settle's fixed targets; their identities into a->ids. */
+static int vg_afterrun_targets(const struct vg_afterrun_req *req, struct vg_afterrun *a,
+                               struct vg_settle_target **out)
 {
+    size_t n = req->members ? req->members->n : 0;
+    a->ids = calloc(n ? n : 1, sizeof(*a->ids));
+    *out = calloc(n ? n : 1, sizeof(**out));
+    if (!a->ids || !*out)
+        return -ENOMEM;
+    a->nids = n;
     for (size_t i = 0; i < n; i++) {
-        const char *uuid = gpus[i].before->uuid;
-        for (size_t gi = 0; uuid && gi < snap->gpus.ngpus; gi++) {
-            if (!snap->gpus.gpus[gi].uuid || strcmp(snap->gpus.gpus[gi].uuid, uuid) != 0)
-                continue;
-            size_t first, count;
-            vg_snap_gpu_holdings(snap, gi, &first, &count);
-            int rc =
-                visit(ctx, i, &snap->gpus.gpus[gi], count ? &snap->holdings[first] : NULL, count);
-            if (rc)
-                return rc;
-            break;
-        }
+        const struct vg_job_proc *p = &req->members->v[i];
+        a->ids[i] = (struct vg_kill_identity){.pid = p->pid, .start_ticks = p->start};
+        (*out)[i].id = &a->ids[i];
+        vg_afterrun_outcome(req->rep, p, &(*out)[i]);
     }
     return 0;
 }
 
-struct vg_afterrun_ctx {
-    const struct vg_afterrun_gpu *gpus;
-    const struct vg_job *job;
-    struct vg_afterrun *a; /* classify only */
-};
-
-/* 1 when this GPU may still be the driver catching up: a process of the job that is gone but
- * still listed, or memory in use and no holder at all. */
-static int vg_afterrun_unsettled_gpu(void *ctx, size_t i, const struct vg_gpu *after,
-                                     const struct vg_holding *hs, size_t count)
+/* Where each of the job's GPUs is in the first look (by UUID). */
+static int vg_afterrun_wants(const struct vg_afterrun_req *req, const struct vg_snapshot *first,
+                             struct vg_settle_want **out)
 {
-    const struct vg_afterrun_ctx *c = ctx;
-    for (size_t k = 0; k < count; k++)
-        if (!hs[k].proc && vg_job_was_member(c->job, hs[k].pid))
-            return 1;
-    return vg_afterrun_grew(c->gpus[i].before, after, count);
-}
-
-/* Whether what the snapshot shows on the job's GPUs may still be the driver catching up. */
-static bool vg_afterrun_unsettled(const struct vg_snapshot *snap,
-                                  const struct vg_afterrun_gpu *gpus, size_t n,
-                                  const struct vg_job *job)
-{
-    struct vg_afterrun_ctx c = {.gpus = gpus, .job = job};
-    return vg_afterrun_walk(snap, gpus, n, vg_afterrun_unsettled_gpu, &c) != 0;
+    *out = calloc(req->n ? req->n : 1, sizeof(**out));
+    if (!*out)
+        return -ENOMEM;
+    for (size_t i = 0; i < req->n; i++) {
+        const char *uuid = req->gpus[i].before->uuid;
+        size_t gi;
+        if (!uuid || !vg_gpu_list_by_uuid(&first->gpus, uuid, &gi))
+            gi = VG_SETTLE_NO_GPU;
+        (*out)[i] = (struct vg_settle_want){.gpu = gi, .ref = i};
+    }
+    return 0;
 }
 
 /* Whether the driver listed pid on this GPU (or its MIG devices) before the job started. */
@@ -86,101 +76,112 @@ static bool vg_afterrun_held_before(const struct vg_gpu *before, pid_t pid)
     return false;
 }
 
-/* Classify the holders of one of the job's GPUs (those of its MIG device, when it is one) into
- * c->a, and what memory grew there; -ENOMEM stops the walk. */
-static int vg_afterrun_classify_gpu(void *ctx, size_t i, const struct vg_gpu *after,
-                                    const struct vg_holding *hs, size_t count)
+/* Whether pid holds GPU uuid in snap where a job given MIG instance mig would see it: on that
+ * instance, on the whole GPU, or anywhere when the job had the whole GPU. */
+static bool vg_afterrun_on_ours(const struct vg_snapshot *snap, const char *uuid, int mig,
+                                pid_t pid)
 {
-    const struct vg_afterrun_ctx *c = ctx;
-    struct vg_afterrun *a = c->a;
-    const struct vg_gpu *before = c->gpus[i].before;
-    int mig = c->gpus[i].mig;
-    for (size_t k = 0; k < count; k++) {
-        const struct vg_holding *h = &hs[k];
-        if (h->mig >= 0 && mig >= 0 && h->mig != mig)
-            continue;
-        bool ours = vg_job_was_member(c->job, h->pid);
-        enum vg_afterrun_what what = ours && h->proc ? VG_AFTERRUN_STUCK
-                                     : ours          ? VG_AFTERRUN_UNRELEASED
-                                     : vg_afterrun_held_before(before, h->pid)
-                                         ? VG_AFTERRUN_HELD_BEFORE
-                                         : VG_AFTERRUN_OTHER;
-        struct vg_afterrun_holder *nv = realloc(a->v, (a->n + 1) * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        a->v = nv;
-        nv[a->n++] = (struct vg_afterrun_holder){.gpu = i, .h = h, .what = what};
+    size_t gi, first, count;
+    if (!uuid || !vg_gpu_list_by_uuid(&snap->gpus, uuid, &gi))
+        return true;
+    vg_snap_gpu_holdings(snap, gi, &first, &count);
+    for (size_t k = first; k < first + count; k++) {
+        const struct vg_holding *hd = &snap->holdings[k];
+        if (hd->pid == pid && (hd->mig < 0 || mig < 0 || hd->mig == mig))
+            return true;
     }
-    if (vg_afterrun_grew(before, after, count))
-        a->grew[i] = after->mem_used - before->mem_used;
+    return false;
+}
+
+/* The other holders of each GPU, and what memory grew there with no holder at all. */
+static int vg_afterrun_notes(const struct vg_afterrun_req *req, struct vg_afterrun *a)
+{
+    const struct vg_snapshot *last = vg_afterrun_last(a);
+    size_t cap = 0;
+    for (size_t i = 0; i < a->s.ngpus; i++)
+        cap += a->s.gpus[i].nholders;
+    a->v = calloc(cap ? cap : 1, sizeof(*a->v));
+    a->grew = calloc(req->n ? req->n : 1, sizeof(*a->grew));
+    if (!a->v || !a->grew)
+        return -ENOMEM;
+    for (size_t i = 0; i < a->s.ngpus; i++) {
+        const struct vg_settle_gpu *g = &a->s.gpus[i];
+        const struct vg_afterrun_gpu *jg = &req->gpus[g->ref];
+        size_t present = 0;
+        for (size_t k = 0; k < g->nholders; k++) {
+            const struct vg_settle_holder *h = &g->holders[k];
+            present += h->present;
+            if (!h->present || h->owner == VG_SETTLE_TARGET ||
+                (req->members && vg_job_procs_has(req->members, h->pid, 0)) ||
+                !vg_afterrun_on_ours(last, g->uuid, jg->mig, h->pid))
+                continue;
+            a->v[a->n++] = (struct vg_afterrun_note){
+                .gpu = g->ref,
+                .h = h,
+                .proc =
+                    h->owner == VG_SETTLE_UNSEEN ? NULL : vg_proc_table_find(&last->procs, h->pid),
+                .before = vg_afterrun_held_before(jg->before, h->pid),
+            };
+        }
+        if (!present && g->mem_known && (jg->before->known & VG_GPU_K_MEM) &&
+            g->used > vg_sat_add(jg->before->mem_used, VG_AFTERRUN_GROWTH_BYTES))
+            a->grew[g->ref] = g->used - jg->before->mem_used;
+    }
     return 0;
 }
 
-/* Classify what a->snap shows on the job's GPUs. */
-static int vg_afterrun_classify(struct vg_afterrun *a, const struct vg_afterrun_gpu *gpus, size_t n,
-                                const struct vg_job *job)
-{
-    a->grew = calloc(n ? n : 1, sizeof(*a->grew));
-    if (!a->grew)
-        return -ENOMEM;
-    struct vg_afterrun_ctx c = {.gpus = gpus, .job = job, .a = a};
-    return vg_afterrun_walk(a->snap, gpus, n, vg_afterrun_classify_gpu, &c);
-}
-
-/* Tell the job's log that this look has no driver view. */
-static void vg_afterrun_note(const struct vg_job *job, const struct vg_snapshot *snap)
-{
-    if (snap->driver_ok || !job->log)
-        return;
-    struct vg_buf b;
-    vg_buf_init(&b, 0);
-    vg_buf_printf(&b, "checking device nodes only: %s",
-                  snap->driver_error ? snap->driver_error : "no driver");
-    if (!b.err)
-        job->log(job->log_ctx, vg_buf_str(&b));
-    vg_buf_release(&b);
-}
-
-int vg_afterrun_look(const struct vg_snap_opts *so, const struct vg_afterrun_gpu *gpus, size_t n,
-                     struct vg_job *job, struct vg_afterrun *out, struct vg_err *err)
+int vg_afterrun_check(const struct vg_afterrun_req *req, vg_settle_look_fn look, void *ctx,
+                      struct vg_afterrun *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
-    struct vg_snapshot *snap = NULL;
-    unsigned waited = 0;
-    for (;;) {
-        int rc = vg_snap_build(so, &snap, err);
-        if (rc)
-            return rc;
-        vg_afterrun_note(job, snap);
-        if (waited >= VG_AFTERRUN_SETTLE_MS || !vg_afterrun_unsettled(snap, gpus, n, job))
-            break;
-        vg_snap_free(snap);
-        snap = NULL;
-        if (vg_job_sleep(job, VG_AFTERRUN_STEP_MS))
-            break; /* asked to stop: report what there is, quickly */
-        waited += VG_AFTERRUN_STEP_MS;
+    vg_settle_result_init(&out->s);
+    if (look(ctx, &out->first) != 0) {
+        out->first = NULL;
+        return vg_err_set(err, -EIO, "could not look at the GPUs");
     }
-    if (!snap) {
-        /* interrupted between two looks: one more, without waiting */
-        struct vg_err lerr = VG_ERR_INIT;
-        int rc = vg_snap_build(so, &snap, &lerr);
-        vg_err_release(&lerr);
-        if (rc)
-            return 0;
+    struct vg_settle_target *targets = NULL;
+    struct vg_settle_want *wants = NULL;
+    int rc = 0;
+    if (vg_afterrun_targets(req, out, &targets) || vg_afterrun_wants(req, out->first, &wants)) {
+        rc = vg_err_set(err, -ENOMEM, "out of memory");
+        goto out;
     }
-    out->snap = snap;
-    int rc = vg_afterrun_classify(out, gpus, n, job);
-    if (rc) {
+    struct vg_settle_req sr = {
+        .targets = targets,
+        .ntargets = out->nids,
+        .gpus = wants,
+        .ngpus = req->n,
+        .timeout_ms = req->timeout_ms ? req->timeout_ms : VG_AFTERRUN_SETTLE_MS,
+        .poll_ms = req->poll_ms,
+        .tolerance = VG_AFTERRUN_GROWTH_BYTES,
+        .stop = true, /* nothing to send: every target is stopped; it makes settle look again */
+        .proc_root_fd = -1,
+        .who = req->who,
+        .sleep = req->sleep,
+        .sleep_ctx = req->sleep_ctx,
+    };
+    rc = vg_settle_run(&sr, out->first, look, ctx, &out->s, err);
+    if (!rc && vg_afterrun_notes(req, out))
+        rc = vg_err_set(err, -ENOMEM, "out of memory");
+out:
+    free(targets);
+    free(wants);
+    if (rc)
         vg_afterrun_release(out);
-        return vg_err_set(err, rc, "out of memory");
-    }
-    return 0;
+    return rc;
+}
+
+const struct vg_snapshot *vg_afterrun_last(const struct vg_afterrun *a)
+{
+    return a->s.last ? a->s.last : a->first;
 }
 
 void vg_afterrun_release(struct vg_afterrun *a)
 {
-    vg_snap_free(a->snap);
+    vg_settle_result_release(&a->s);
+    vg_snap_free(a->first);
     free(a->v);
     free(a->grew);
+    free(a->ids);
     memset(a, 0, sizeof(*a));
 }

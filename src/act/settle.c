@@ -78,7 +78,8 @@ int vg_settle_targets_from_plan(const struct vg_plan *plan, const bool *chosen,
         if (chosen && !chosen[i])
             continue;
         const struct vg_plan_entry *e = &plan->v[i];
-        (*out)[(*n)++] = (struct vg_settle_target){&e->id, e->signal, e->refusal};
+        (*out)[(*n)++] =
+            (struct vg_settle_target){.id = &e->id, .signal = e->signal, .refusal = e->refusal};
     }
     return 0;
 }
@@ -154,7 +155,7 @@ static enum vg_settle_owner vg_settle_fixed_whose(const struct vg_settle_req *re
         const struct vg_settle_target *t = &req->targets[i];
         if (t->id->pid != p->pid || t->id->start_ticks != p->start_ticks)
             continue;
-        if (t->signal || t->refusal == VG_KILL_ZOMBIE || t->refusal == VG_KILL_DSTATE)
+        if (t->signal || t->stopped || t->refusal == VG_KILL_ZOMBIE || t->refusal == VG_KILL_DSTATE)
             return VG_SETTLE_TARGET;
         return VG_SETTLE_OTHER;
     }
@@ -196,8 +197,9 @@ static void vg_settle_holder_sync(const struct vg_settle_req *req,
         const struct vg_kill *kl = &res->kills[k];
         if (h->pid != kl->id->pid || h->start_ticks != kl->id->start_ticks)
             continue;
-        bool planned_refusal = !req->whose && !req->targets[k].signal;
-        h->signalled = !planned_refusal;
+        const struct vg_settle_target *t = req->whose ? NULL : &req->targets[k];
+        /* A target the caller stopped was signalled when its record says a signal reached it. */
+        h->signalled = !t || t->signal || (t->stopped && vg_settle_sent(kl));
         h->outcome = kl->outcome;
         h->refusal = kl->refusal;
         h->error = kl->error;
@@ -381,8 +383,17 @@ static int vg_settle_pick_fixed(struct vg_settle_result *res, const struct vg_se
     if (!res->kills)
         return -ENOMEM;
     for (size_t i = 0; i < req->ntargets; i++) {
-        vg_kill_init(&res->kills[i], req->targets[i].id);
-        res->kills[i].refusal = req->targets[i].signal ? VG_KILL_ALLOWED : req->targets[i].refusal;
+        const struct vg_settle_target *t = &req->targets[i];
+        struct vg_kill *k = &res->kills[i];
+        vg_kill_init(k, t->id);
+        k->refusal = t->signal || t->stopped ? VG_KILL_ALLOWED : t->refusal;
+        if (t->stopped) {
+            /* The caller's record of what it did, as vg_kill_finish() would have left it. */
+            k->outcome = t->outcome;
+            k->error = t->error;
+            k->stop.sent_term = t->outcome != VG_KILL_GONE;
+            k->stop.sent_kill = t->outcome == VG_KILL_KILLED || t->outcome == VG_KILL_FAILED;
+        }
     }
     res->nkills = req->ntargets;
     return 0;
@@ -607,14 +618,18 @@ static int vg_settle_driver_gone(struct vg_settle_result *res, const struct vg_s
     return 0;
 }
 
-/* Sleep up to ms, in slices, ending early when the caller cancels. */
-static void vg_settle_sleep(const struct vg_settle_req *req, uint64_t ms)
+/* Sleep up to ms, in slices, ending early when the caller cancels; true when it did. */
+static bool vg_settle_sleep(const struct vg_settle_req *req, uint64_t ms)
 {
+    if (req->sleep)
+        return req->sleep(req->sleep_ctx, (unsigned)ms) != 0;
     uint64_t until = vg_clock_ms() + ms;
     for (;;) {
         uint64_t now = vg_clock_ms();
-        if (now >= until || (req->cancel && *req->cancel))
-            return;
+        if (req->cancel && *req->cancel)
+            return true;
+        if (now >= until)
+            return false;
         uint64_t step = until - now < 50 ? until - now : 50;
         vg_clock_sleep_until(now + step);
     }
@@ -651,7 +666,7 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
         rc = vg_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    bool final = false;
+    bool final = false, cut = false; /* cut: a sleep callback was cut short */
     for (;;) {
         bool all;
         uint64_t elapsed = vg_clock_ms() - start;
@@ -673,7 +688,7 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
             break;
         /* Past the timeout: one more look only to see what a last round of signals did. */
         elapsed = vg_clock_ms() - start;
-        bool cancelled = req->cancel && *req->cancel;
+        bool cancelled = cut || (req->cancel && *req->cancel);
         if (elapsed >= req->timeout_ms || cancelled) {
             if (rc == 0 && !(req->look_after && res->looks == 1)) {
                 res->timed_out = !all;
@@ -682,7 +697,7 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
             final = true;
         } else if (rc == 0 && !(req->look_after && res->looks == 1)) {
             uint64_t rest = req->timeout_ms - elapsed;
-            vg_settle_sleep(req, rest < poll ? rest : poll);
+            cut |= vg_settle_sleep(req, rest < poll ? rest : poll);
         }
         vg_snap_free(res->last);
         res->last = NULL;

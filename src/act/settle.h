@@ -5,9 +5,11 @@
  * per GPU whether the memory came back, and per process what became of it.
  *
  * Who is stopped, two ways (one per call):
- * - fixed targets (`clean`, `top`): req->targets, identities planned beforehand (act/plan.h);
- *   those with signal set are signalled once, in the first round; the others are listed (a
- *   zombie, a process in D state: no signal frees their memory) and judged, never signalled;
+ * - fixed targets (`clean`, `top`, `run`): req->targets, identities planned beforehand
+ *   (act/plan.h); those with signal set are signalled once, in the first round; the others are
+ *   listed (a zombie, a process in D state: no signal frees their memory) and judged, never
+ *   signalled; those the caller stopped itself (stopped: `run`'s job, which act/job.h stopped
+ *   and reaped) are judged as stopped targets, with the outcome the caller gives;
  * - by owner (`handoff`): req->whose classifies every holder a look shows; a holder it calls
  *   VG_SETTLE_TARGET is signalled in the next round, so a process that appears between looks
  *   is stopped too.
@@ -90,6 +92,12 @@ struct vg_settle_target {
     const struct vg_kill_identity *id; /* borrowed */
     bool signal;                       /* false: judged, never signalled (refusal says why) */
     enum vg_kill_refusal refusal;
+    /* Stopped by the caller before (signal false): what became of it, as its kill record says
+     * (VG_KILL_TERMINATED, VG_KILL_KILLED, VG_KILL_GONE: it exited unsignalled, VG_KILL_FAILED
+     * with error -ETIMEDOUT: it outlived SIGKILL). */
+    bool stopped;
+    enum vg_kill_outcome outcome;
+    int error;
 };
 
 /* A GPU to judge, as the first look shows it: its index there, or VG_SETTLE_NO_GPU for one
@@ -120,6 +128,10 @@ struct vg_settle_req {
     vg_kill_nvml_fn nvml; /* the driver asked afresh before a signal; NULL: fds only */
     void *nvml_arg;
     volatile const int *cancel; /* optional: non-zero ends the wait between looks early */
+    /* optional: the wait between looks (instead of the clock's), e.g. one that a signal ends
+     * (act/job.h's); non-zero: it was cut short, and that ends the wait as cancel does */
+    int (*sleep)(void *ctx, unsigned ms);
+    void *sleep_ctx;
 };
 
 #define VG_SETTLE_POLL_MS 250u

@@ -21,6 +21,7 @@
 #include "cmd/gpusel.h"
 #include "model/snapshot.h"
 #include "model/visible.h"
+#include "render/run.h"
 #include "util/parse.h"
 
 extern char **environ;
@@ -226,93 +227,112 @@ static void vg_run_report_survivors(const struct vg_job_cleanup_report *rep)
     }
 }
 
-/* Word what the last look found on the job's GPUs (act/afterrun.h). */
-static void vg_run_report_holders(const struct vg_run *r, const struct vg_afterrun *a,
-                                  const struct vg_gpusel *s)
+struct vg_run_look {
+    const struct vg_run *r;
+    struct vg_job *job;
+};
+
+/* A look for the after-run check (act/settle.h's look): the snapshot, and a --verbose note
+ * when it has no driver view. */
+static int vg_run_look(void *ctx, struct vg_snapshot **snap)
 {
-    struct vg_buf name, what;
-    vg_buf_init(&name, 4096);
-    vg_buf_init(&what, 1 << 16);
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        vg_buf_reset(&name);
-        vg_gpusel_name(s, i, &name);
-        for (; k < a->n && a->v[k].gpu == i; k++) {
-            const struct vg_holding *h = a->v[k].h;
-            if (a->v[k].what == VG_AFTERRUN_HELD_BEFORE) {
-                if (r->g->verbose)
-                    vg_cmd_error("run", "%s: PID %ld held it before the job too", vg_buf_str(&name),
-                                 (long)h->pid);
-                continue;
-            }
-            vg_buf_reset(&what);
-            char mem[32];
-            if (h->used_known && vg_fmt_size(h->used_bytes, mem, sizeof(mem)) == 0)
-                vg_buf_printf(&what, "%s held", mem);
-            else
-                vg_buf_adds(&what, h->seen & VG_SEEN_FD    ? "device node held open"
-                                   : h->seen & VG_SEEN_MAP ? "device node mapped"
-                                                           : "memory held (amount unknown)");
-            vg_buf_printf(&what, " by PID %ld", (long)h->pid);
-            if (h->proc && h->proc->cmdline && h->proc->cmdline[0])
-                vg_buf_printf(&what, " (%s)", h->proc->cmdline);
-            else if (h->proc && h->proc->comm)
-                vg_buf_printf(&what, " (%s)", h->proc->comm);
-            if (a->v[k].what == VG_AFTERRUN_STUCK)
-                vg_cmd_error("run",
-                             "warning: %s still has %s, a process of this job that "
-                             "could not be stopped",
-                             vg_buf_str(&name), vg_buf_str(&what));
-            else if (a->v[k].what == VG_AFTERRUN_UNRELEASED)
-                vg_cmd_error("run",
-                             "warning: %s still has %s, a process of this job that "
-                             "has exited: the driver has not released it (see 'vramguard "
-                             "doctor')",
-                             vg_buf_str(&name), vg_buf_str(&what));
-            else if (!r->quiet)
-                vg_cmd_error("run", "note: %s also has %s%s, not started by this job",
-                             vg_buf_str(&name), vg_buf_str(&what),
-                             h->proc ? "" : " (not visible in this /proc)");
-        }
-        char grew[32];
-        if (a->grew[i] && vg_fmt_size(a->grew[i], grew, sizeof(grew)) == 0)
-            vg_cmd_error("run",
-                         "warning: %s has %s more memory in use than before the job, "
-                         "and no process holds it",
-                         vg_buf_str(&name), grew);
+    const struct vg_run_look *l = ctx;
+    const struct vg_global *g = l->r->g;
+    struct vg_snap_opts so = {
+        .nvml_path = g->nvml_path,
+        .nvml_timeout_ms = g->nvml_timeout_ms,
+        .proc_root = g->proc_root,
+        .dev_dir = g->dev_dir,
+        .scan = g->scan,
+    };
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_snap_build(&so, snap, &err)) {
+        vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return -1;
     }
-    vg_buf_release(&name);
-    vg_buf_release(&what);
+    if (!(*snap)->driver_ok && g->verbose)
+        vg_cmd_error("run", "checking device nodes only: %s",
+                     (*snap)->driver_error ? (*snap)->driver_error : "no driver");
+    return 0;
 }
 
-/* The last look: does anything still hold the job's GPUs? */
-static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job)
+/* Between the after-run looks: a terminating signal cuts the wait short. */
+static int vg_run_sleep(void *ctx, unsigned ms)
+{
+    const struct vg_run_look *l = ctx;
+    return vg_job_sleep(l->job, ms);
+}
+
+/* Say what the check found (render/run.h), a line at a time. */
+static void vg_run_say_after(const struct vg_run *r, const struct vg_afterrun *a,
+                             const struct vg_gpusel *s)
+{
+    struct vg_buf names, out;
+    vg_buf_init(&names, 1 << 16);
+    vg_buf_init(&out, 1 << 20);
+    const char **v = calloc(s->n, sizeof(*v));
+    size_t *at = calloc(s->n, sizeof(*at));
+    for (size_t i = 0; v && at && i < s->n; i++) {
+        at[i] = names.len;
+        vg_gpusel_name(s, i, &names);
+        vg_buf_addc(&names, '\0');
+    }
+    if (!v || !at || names.err) {
+        vg_cmd_error("run", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = names.data + at[i];
+    vg_render_run_after(&out, a, v, r->g->verbose, r->quiet);
+    if (out.err) {
+        vg_cmd_error("run", "out of memory");
+        goto out;
+    }
+    for (char *line = out.data, *nl; line && (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        vg_cmd_error("run", "%s", line);
+    }
+out:
+    free(v);
+    free(at);
+    vg_buf_release(&names);
+    vg_buf_release(&out);
+}
+
+/* The last look: does anything still hold the job's GPUs? rep: what the cleanup did. */
+static void vg_run_check(const struct vg_run *r, const struct vg_gpusel *s, struct vg_job *job,
+                         const struct vg_job_cleanup_report *rep)
 {
     if (s->n == 0)
         return;
-    struct vg_snap_opts so = {
-        .nvml_path = r->g->nvml_path,
-        .nvml_timeout_ms = r->g->nvml_timeout_ms,
-        .proc_root = r->g->proc_root,
-        .dev_dir = r->g->dev_dir,
-        .scan = r->g->scan,
-    };
     struct vg_afterrun_gpu *gpus = calloc(s->n, sizeof(*gpus));
-    struct vg_afterrun a;
-    struct vg_err err = VG_ERR_INIT;
-    int rc = gpus ? 0 : vg_err_set(&err, -ENOMEM, "out of memory");
-    for (size_t i = 0; gpus && i < s->n; i++)
-        gpus[i] = (struct vg_afterrun_gpu){&s->gpus.gpus[s->v[i].gpu], s->v[i].mig};
-    if (!rc)
-        rc = vg_afterrun_look(&so, gpus, s->n, job, &a, &err);
-    free(gpus);
-    if (rc) {
-        vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
-        vg_err_release(&err);
+    if (!gpus) {
+        vg_cmd_error("run", "cannot check the GPUs after the job: out of memory");
         return;
     }
-    if (a.snap)
-        vg_run_report_holders(r, &a, s);
+    for (size_t i = 0; i < s->n; i++)
+        gpus[i] = (struct vg_afterrun_gpu){&s->gpus.gpus[s->v[i].gpu], s->v[i].mig};
+    struct vg_run_look l = {r, job};
+    struct vg_afterrun_req req = {
+        .gpus = gpus,
+        .n = s->n,
+        .members = &job->seen,
+        .rep = rep,
+        .who = {.self = getpid(), .ruid = getuid()},
+        .sleep = vg_run_sleep,
+        .sleep_ctx = &l,
+    };
+    struct vg_afterrun a;
+    struct vg_err err = VG_ERR_INIT;
+    int rc = vg_afterrun_check(&req, vg_run_look, &l, &a, &err);
+    free(gpus);
+    if (rc == -ENOMEM)
+        vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
+    vg_err_release(&err);
+    if (rc)
+        return; /* a failed look has said why */
+    vg_run_say_after(r, &a, s);
     vg_afterrun_release(&a);
     if (r->g->verbose)
         vg_cmd_error("run", "checked the job's GPUs after it ended");
@@ -446,8 +466,8 @@ static int vg_run_job(struct vg_run *r, const struct vg_gpusel *s, struct vg_job
         vg_err_release(&err);
     }
     vg_run_report_survivors(&rep);
+    vg_run_check(r, s, job, &rep);
     vg_job_cleanup_report_release(&rep);
-    vg_run_check(r, s, job);
     return status;
 }
 

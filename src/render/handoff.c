@@ -4,6 +4,7 @@
 #include "render/handoff.h"
 #include "render/json.h"
 #include "render/render.h"
+#include "render/settle.h"
 #include "util/parse.h"
 #include "util/sat.h"
 #include "util/text.h"
@@ -325,7 +326,13 @@ int vg_render_handoff_text(const struct vg_handoff_view *v, struct vg_buf *out)
             vg_text_short_uuid(g->uuid, u, sizeof(u));
             vg_buf_printf(out, " (%s)", u);
         }
-        vg_handoff_cause(out, v, g);
+        /* The verdicts settle made (prolog, epilog) in its words, as clean, run and top say
+         * them (the holders are listed below); node mode's come from the leftover model and
+         * keep the hand-off's. The reason line and JSON keep the stable form. */
+        if (v->mode == VG_HANDOFF_NODE)
+            vg_handoff_cause(out, v, g);
+        else
+            vg_render_settle_gpu(out, g);
         if (g->mem_known) {
             vg_buf_adds(out, "; used ");
             vg_handoff_size(out, g->used);

@@ -1,8 +1,10 @@
 /*
  * `handoff` output: the one-line reason (what a site passes to `scontrol update ...
  * state=drain reason=...`), the per-GPU details for people, and the versioned JSON document
- * "vramguard.handoff/1" (docs/json.md). Nothing here reads the system: everything comes from
- * the view, which borrows all it points to.
+ * "vramguard.handoff/1" (docs/json.md). The reason line and the JSON's reasons keep their
+ * stable form ("GPU 2 held by pid 9223 (root, python), not job 42, 3 GiB"); the details say a
+ * prolog's or epilog's GPU in render/settle.h's sentences, as clean, run and top do. Nothing
+ * here reads the system: everything comes from the view, which borrows all it points to.
  */
 #ifndef VG_RENDER_HANDOFF_H
 #define VG_RENDER_HANDOFF_H

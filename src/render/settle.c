@@ -63,6 +63,19 @@ static const struct vg_settle_holder *vg_settle_who(const struct vg_settle_gpu *
     return NULL;
 }
 
+/* The PID only the driver still lists: a target that has exited (the largest, when several). */
+static const struct vg_settle_holder *vg_settle_unreleased(const struct vg_settle_gpu *g)
+{
+    const struct vg_settle_holder *pick = NULL;
+    for (size_t i = 0; i < g->nholders; i++) {
+        const struct vg_settle_holder *h = &g->holders[i];
+        if (h->present && h->owner == VG_SETTLE_UNSEEN &&
+            (!pick || (h->mem_known && (!pick->mem_known || h->mem_bytes > pick->mem_bytes))))
+            pick = h;
+    }
+    return pick;
+}
+
 static void vg_settle_pid(struct vg_buf *o, const struct vg_settle_holder *h)
 {
     vg_buf_printf(o, "PID %d", (int)h->pid);
@@ -118,9 +131,14 @@ void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g)
     }
     case VG_SETTLE_NOT_RELEASED:
         vg_settle_size(o, g->used);
-        vg_buf_adds(o, " still used: a stopped process has exited, but the driver still lists it "
-                       "and has not released its memory yet (look again with 'vramguard "
-                       "doctor')");
+        vg_buf_adds(o, " still used: ");
+        h = vg_settle_unreleased(g);
+        if (h)
+            vg_buf_printf(o, "PID %d, which held it, has exited", (int)h->pid);
+        else
+            vg_buf_adds(o, "a process that held it has exited");
+        vg_buf_adds(o, ", but the driver still lists it and has not released its memory yet "
+                       "(look again with 'vramguard doctor')");
         break;
     case VG_SETTLE_STUCK:
         vg_settle_size(o, g->used);

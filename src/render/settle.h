@@ -2,8 +2,9 @@
  * The words of a stop (act/settle.h), once, for every command that stops processes: what
  * became of one process (its kill outcome, or why it was not signalled) and what one GPU ended
  * as (free, freed, held by another, not released, stuck, unexplained, wedged, and whether only
- * a reset frees it). `clean` and `top` say these sentences; the hand-off's reason line keeps
- * its own stable form (render/handoff.h). Nothing here reads the system; nothing is owned.
+ * a reset frees it). `clean`, `top`, `run` and the hand-off's details say these sentences; the
+ * hand-off's reason line keeps its own stable form (render/handoff.h). Nothing here reads the
+ * system; nothing is owned.
  */
 #ifndef VG_RENDER_SETTLE_H
 #define VG_RENDER_SETTLE_H

@@ -143,7 +143,7 @@ EOF
     chmod +x "$TMP/job"
     vgr run --gpus 0 -- "$TMP/job"
     [ "$status" -eq 5 ]
-    [[ $stderr == *"vramguard: run: warning: GPU 0 (A, $U0) still has 1 GiB held by PID $(cat "$TMP/jobpid"), a process of this job that has exited: the driver has not released it (see 'vramguard doctor')"* ]]
+    [[ $stderr == *"vramguard: run: warning: GPU 0 (A, $U0): 1 GiB still used: PID $(cat "$TMP/jobpid"), which held it, has exited, but the driver still lists it and has not released its memory yet (look again with 'vramguard doctor')"* ]]
 }
 
 @test "after the job: another process holding its GPU is named, apart from the job" {

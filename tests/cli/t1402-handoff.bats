@@ -68,7 +68,7 @@ show() {
     show
     [ "$status" -eq 0 ]
     [ "$output" = "vramguard: clean: GPUs 0,1 free" ]
-    [[ $stderr == *"clean: GPU 0 (GPU-00000000) free"* ]]
+    [[ $stderr == *"clean: GPU 0 (GPU-00000000): free, nothing to stop"* ]]
 }
 
 @test "epilog: an orphaned worker of the job is stopped, the memory comes back: cleaned" {

@@ -235,3 +235,28 @@ host() {
     wait_screen "PID $J  user $VG_USER"
     screen | grep -qF "GPU 1: 20.0G (SM n/a)"
 }
+
+@test "q while a stop is under way: top waits for its SIGKILL round and says on stderr what it did" {
+    # A sure leftover that ignores SIGTERM: only the SIGKILL round, after the grace period,
+    # stops it. Before the fix, q left with the stop thread abandoned: no SIGKILL, no word.
+    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --ignore-term --comm pt_data_worker \
+        -- python train.py >/dev/null
+    O=$VG_PID
+    vg_spawn --open "$DEVDIR/nvidia1" --busy 50 --env CUDA_VISIBLE_DEVICES=1 -- python serve.py >/dev/null
+    J=$VG_PID
+    two_gpus "proc gpu=0 pid=$O type=compute mem=5GiB sm=0 exits=1" \
+        "proc gpu=1 pid=$J type=compute mem=20GiB sm=60 exits=1"
+    top_start 200 40 -- --sort pid
+    wait_screen "!! orphan-holder"
+    keys Home k
+    wait_screen "Stop PID $O?"
+    keys y
+    wait_screen "SIGKILL after 10s if still there"
+    keys q
+    wait_screen "vramguard: top: finishing the stop under way"
+    # the grace period (10s) and the SIGKILL round, then the last look: bounded
+    wait_for "screen -J | grep -qF TOP-EXIT=0" 40
+    vg_gone "$O"
+    screen -J | grep -qF "vramguard: top: PID $O still running 10.0s after SIGTERM: killed with SIGKILL"
+    alive_as_before "$J" "$(vg_stat "$J" starttime)"
+}

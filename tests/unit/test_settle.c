@@ -169,7 +169,7 @@ static void run_init(struct run *r, pid_t pid, uint64_t start, bool signal,
     memset(r, 0, sizeof(*r));
     r->id =
         (struct vg_kill_identity){.pid = pid, .start_ticks = start, .uid = getuid(), .nvml = true};
-    r->target = (struct vg_settle_target){&r->id, signal, refusal};
+    r->target = (struct vg_settle_target){.id = &r->id, .signal = signal, .refusal = refusal};
     r->want = (struct vg_settle_want){.gpu = 0, .ref = 7};
     r->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(r->proc_fd >= 0);
