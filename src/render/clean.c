@@ -261,7 +261,7 @@ static void vg_text_entry(struct vg_buf *o, const struct vg_clean_view *v, size_
     vg_entry_gpus(o, v->before, e);
     vg_buf_printf(o, "  %s", mem);
     if (e->state == 'Z' || e->state == 'D')
-        vg_buf_printf(o, "  %sstate %c%s", st->red, e->state, st->reset);
+        vg_buf_printf(o, "  %sstate %c%s", st->red, vg_text_state(e->state), st->reset);
     vg_buf_adds(o, "\n    ");
     size_t width = ro->width > 8 ? ro->width - 4 : 0;
     if (e->cmdline && e->cmdline[0]) {

@@ -70,7 +70,7 @@ static void vg_text_holder(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, ' ');
     vg_text_pad(o, vg_render_types_short(h->types), 5, false);
     vg_buf_addc(o, ' ');
-    char state[2] = {p && (p->known & VG_PROC_K_STAT) ? p->state : '?', '\0'};
+    char state[2] = {p && (p->known & VG_PROC_K_STAT) ? vg_text_state(p->state) : '?', '\0'};
     bool bad_state = state[0] == 'Z' || state[0] == 'D';
     /* One letter in the two-column ST field, then the separator. */
     vg_buf_printf(o, "%s%s%s  ", bad_state ? st->red : "", state, bad_state ? st->reset : "");

@@ -597,7 +597,7 @@ static void vg_cell_text(const struct vg_top_frame *f, const struct vg_top_row *
             vg_top_size(r->rss, t, n);
         break;
     case VG_COL_STATE:
-        snprintf(t, n, "%c", r->state);
+        snprintf(t, n, "%c", vg_text_state(r->state));
         break;
     case VG_COL_SEEN:
         snprintf(t, n, "%s", vg_render_seen(r->seen));
@@ -776,7 +776,7 @@ static void vg_detail_ids(struct vg_buf *b, struct vg_buf *gb, const struct vg_t
         vg_top_age(r->age_ms, age, sizeof(age));
     vg_buf_printf(b, "PID %d  user ", (int)r->pid);
     vg_text_escape_str(b, r->user ? r->user : "?", 32);
-    vg_buf_printf(b, "  state %c  running %s", r->state, age);
+    vg_buf_printf(b, "  state %c  running %s", vg_text_state(r->state), age);
     if (r->rss_known) {
         char rss[16];
         vg_top_size(r->rss, rss, sizeof(rss));

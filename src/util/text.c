@@ -10,6 +10,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Code points that print nothing yet change how the text around them reads: the Arabic letter
+ * mark, zero-width space/joiners, LRM/RLM, line and paragraph separators, the bidi embeddings
+ * and overrides (U+202A-U+202E), word joiner and invisible operators, the bidi isolates
+ * (U+2066-U+2069), the byte order mark / zero-width no-break space. */
+static bool vg_text_invisible(unsigned cp)
+{
+    return cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) ||
+           (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF;
+}
+
 /* The escaped form of the code point or byte at p into tmp; returns its length, *used the input
  * bytes consumed. */
 static size_t vg_text_one(const unsigned char *p, size_t n, char tmp[8], size_t *used)
@@ -33,9 +43,27 @@ static size_t vg_text_one(const unsigned char *p, size_t n, char tmp[8], size_t 
         *used = 1;
         return 4;
     }
+    unsigned cp = len == 2   ? (unsigned)(c & 0x1F) << 6 | (p[1] & 0x3Fu)
+                  : len == 3 ? (unsigned)(c & 0x0F) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu)
+                             : 0;
+    if (vg_text_invisible(cp)) {
+        tmp[0] = '\\';
+        tmp[1] = 'u';
+        tmp[2] = hex[cp >> 12 & 15];
+        tmp[3] = hex[cp >> 8 & 15];
+        tmp[4] = hex[cp >> 4 & 15];
+        tmp[5] = hex[cp & 15];
+        *used = len;
+        return 6;
+    }
     memcpy(tmp, p, len);
     *used = len;
     return len;
+}
+
+char vg_text_state(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ? c : '?';
 }
 
 int vg_text_escape(struct vg_buf *out, const char *s, size_t n, size_t max_cols, size_t *cols)

@@ -11,14 +11,21 @@
 
 #include "util/buf.h"
 
-/* Append s (n bytes) with control characters and invalid UTF-8 escaped as \n, \t, \xNN, so
- * nothing a process chose can move the cursor or change colours. When max_cols is non-zero and
+/* Append s (n bytes) with control characters and invalid UTF-8 escaped as \n, \t, \xNN, and
+ * the invisible code points that reorder or hide text (bidi embeddings, overrides and isolates,
+ * marks, zero-width characters, line and paragraph separators: a name with U+202E reads
+ * backwards) as \uNNNN, so nothing a process chose can move the cursor, change colours or
+ * disguise what is shown. When max_cols is non-zero and
  * the escaped text is wider, it is cut to max_cols-1 columns followed by "…". Returns the
  * number of columns written through *cols (may be NULL). */
 int vg_text_escape(struct vg_buf *out, const char *s, size_t n, size_t max_cols, size_t *cols);
 
 /* vg_text_escape() of the string s (NULL appends nothing), without the column count. */
 void vg_text_escape_str(struct vg_buf *out, const char *s, size_t max_cols);
+
+/* A process state letter as shown: the kernel's letter (A-Z, a-z), or '?' for any other byte
+ * (a copied or test procfs, a recorded snapshot can hold anything), so one column always. */
+char vg_text_state(char c);
 
 /* Display columns of valid UTF-8 text (one per code point). */
 size_t vg_text_cols(const char *s);

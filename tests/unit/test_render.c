@@ -29,7 +29,7 @@ static void test_json_escape(void **state)
     /* quote, backslash, newline, control, invalid byte -> U+FFFD, valid é kept, surrogate
      * encoding (invalid in UTF-8) -> three U+FFFD. */
     assert_string_equal(vg_buf_str(&b), "a\\\"b\\\\c\\n\\u0001\xEF\xBF\xBD\xc3\xa9"
-                                         "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz");
+                                        "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDz");
     vg_buf_release(&b);
 }
 
@@ -79,7 +79,24 @@ static void test_text_escape(void **state)
     vg_buf_reset(&b);
     assert_int_equal(vg_text_escape(&b, "abcde", 5, 5, &cols), 0);
     assert_string_equal(vg_buf_str(&b), "abcde");
+    /* invisible code points that reorder or hide text (issue 27): a name with U+202E would
+     * read "gpj.exe" backwards; isolates, marks, zero-width ones, separators, the BOM */
+    vg_buf_reset(&b);
+    const char bidi[] = "x\xE2\x80\xAE"
+                        "exe.jpg\xE2\x81\xA6\xE2\x80\x8F\xE2\x80\x8B\xE2\x80\xA8"
+                        "\xEF\xBB\xBF\xD8\x9C|\xC3\xA9\xE2\x80\xA6\xE2\x82\xAC";
+    assert_int_equal(vg_text_escape(&b, bidi, sizeof(bidi) - 1, 0, &cols), 0);
+    assert_string_equal(vg_buf_str(&b), "x\\u202e"
+                                        "exe.jpg\\u2066\\u200f\\u200b\\u2028\\ufeff\\u061c|"
+                                        "\xC3\xA9\xE2\x80\xA6\xE2\x82\xAC");
+    assert_int_equal(cols, 1 + 6 + 7 + 6 * 6 + 1 + 3); /* é, the ellipsis and € stay as they are */
     vg_buf_release(&b);
+    /* a state byte is one letter or '?' */
+    assert_int_equal(vg_text_state('R'), 'R');
+    assert_int_equal(vg_text_state('t'), 't');
+    assert_int_equal(vg_text_state('\x1b'), '?');
+    assert_int_equal(vg_text_state(' '), '?');
+    assert_int_equal(vg_text_state('\xff'), '?');
 }
 
 /* The short UUID is the driver's text: escaped, and cut with a visible ellipsis to fit. */
@@ -106,8 +123,8 @@ static struct vg_snapshot *sample(void)
     vg_gpu_list_init(&l);
     struct vg_proc_table t;
     vg_proc_table_init(&t);
-    struct vg_gpu *g = fx_gpu(&l, "GPU-8a1b2c3d-1111-2222", "NVIDIA H100", 2, 80 * GiB, 3 * GiB,
-                              GiB / 2);
+    struct vg_gpu *g =
+        fx_gpu(&l, "GPU-8a1b2c3d-1111-2222", "NVIDIA H100", 2, 80 * GiB, 3 * GiB, GiB / 2);
     fx_gproc(g, 100, 1 * GiB, VG_PTYPE_COMPUTE);
     fx_gproc(g, 200, UINT64_MAX, VG_PTYPE_COMPUTE);
     struct vg_proc *p = fx_proc(&t, 100, "py)\n(thon", "python \"train\".py\x1b[31m", 'S');
@@ -127,8 +144,7 @@ static void test_seen(void **state)
     assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_FD), "both");
     assert_string_equal(vg_render_seen(VG_SEEN_NVML | VG_SEEN_MAP), "both");
     assert_string_equal(vg_render_seen_words(VG_SEEN_MAP), "device node only (mapped)");
-    assert_string_equal(vg_render_seen_words(VG_SEEN_NVML | VG_SEEN_MAP),
-                        "driver and device node");
+    assert_string_equal(vg_render_seen_words(VG_SEEN_NVML | VG_SEEN_MAP), "driver and device node");
     assert_true(VG_SEEN_NODE_ONLY(VG_SEEN_MAP) && VG_SEEN_NODE_ONLY(VG_SEEN_FD | VG_SEEN_MAP));
     assert_false(VG_SEEN_NODE_ONLY(VG_SEEN_NVML | VG_SEEN_MAP) || VG_SEEN_NODE_ONLY(VG_SEEN_NVML));
 }
@@ -167,7 +183,8 @@ static void test_status_text(void **state)
     assert_int_equal(vg_render_status_text(s, &ro, &b), 0);
     const char *o = vg_buf_str(&b);
     assert_non_null(strstr(o, "GPU 0  NVIDIA H100  GPU-8a1b2c3d  minor 2"));
-    assert_non_null(strstr(o, "memory 3 GiB of 80 GiB used, 76.5 GiB free, 512 MiB reserved, util 10%"));
+    assert_non_null(
+        strstr(o, "memory 3 GiB of 80 GiB used, 76.5 GiB free, 512 MiB reserved, util 10%"));
     assert_non_null(strstr(o, "up to 2 GiB held by no listed process"));
     assert_non_null(strstr(o, "n/a")); /* pid 200's memory */
     assert_null(strstr(o, "\x1b"));    /* no colour, and the command's escape is escaped */
