@@ -237,24 +237,34 @@ enum vg_kill_refusal vg_kill_verify(const struct vg_kill_identity *id, const str
 /* Asked only for a target whose device fds show nothing. */
 int vg_kill_nvml_lists(void *arg, pid_t pid)
 {
-    const struct vg_kill_nvml *n = arg;
+    struct vg_kill_nvml *n = arg;
+    if (n->hung)
+        return -1;
     struct vg_gpu_list l;
     vg_gpu_list_init(&l);
     struct vg_err err = VG_ERR_INIT;
     int rc =
         vg_gpu_collect(n->path, n->timeout_ms ? n->timeout_ms : VG_SNAP_NVML_TIMEOUT_MS, &l, &err);
     vg_err_release(&err);
+    if (rc == -ETIMEDOUT)
+        n->hung = true;
     int found = rc ? -1 : 0;
-    for (size_t i = 0; !rc && i < l.ngpus && !found; i++) {
+    bool complete = rc == 0;
+    for (size_t i = 0; !rc && i < l.ngpus && found != 1; i++) {
         const struct vg_gpu *d = &l.gpus[i];
-        for (size_t k = 0; k < d->nprocs && !found; k++)
+        if (d->hung)
+            n->hung = true;
+        if (d->hung || !(d->known & VG_GPU_K_PROCS))
+            complete = false;
+        for (size_t k = 0; k < d->nprocs && found != 1; k++)
             found = d->procs[k].pid == (uint32_t)pid;
-        for (size_t m = 0; m < d->nmig && !found; m++)
-            for (size_t k = 0; k < d->mig[m].nprocs && !found; k++)
+        for (size_t m = 0; m < d->nmig && found != 1; m++)
+            for (size_t k = 0; k < d->mig[m].nprocs && found != 1; k++)
                 found = d->mig[m].procs[k].pid == (uint32_t)pid;
     }
     vg_gpu_list_release(&l);
-    return found;
+    /* "not listed" only when every list was read: a hung or refused one may list it */
+    return found == 1 ? 1 : complete ? 0 : -1;
 }
 
 void vg_kill_init(struct vg_kill *k, const struct vg_kill_identity *id)

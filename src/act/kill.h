@@ -95,13 +95,19 @@ void vg_kill_identity_release(struct vg_kill_identity *id);
  * cannot tell. */
 typedef int (*vg_kill_nvml_fn)(void *arg, pid_t pid);
 
-/* The driver asked through gpu/collect.h: the arg of vg_kill_nvml_lists(). */
+/* The driver asked through gpu/collect.h: the arg of vg_kill_nvml_lists(), one per stop (the
+ * plan's targets share it). hung: set once the driver did not answer within timeout_ms; every
+ * later ask then answers "cannot tell" at once, so a driver that hangs costs a stop one
+ * timeout, not one per target (issue 27: 16 targets were 16 timeouts). */
 struct vg_kill_nvml {
     const char *path;    /* NULL: $VRAMGUARD_NVML or libnvidia-ml.so.1 */
     unsigned timeout_ms; /* 0: VG_SNAP_NVML_TIMEOUT_MS */
+    bool hung;
 };
 
-/* A vg_kill_nvml_fn: a fresh process list from the driver (arg: struct vg_kill_nvml). */
+/* A vg_kill_nvml_fn: a fresh process list from the driver (arg: struct vg_kill_nvml). Lists
+ * pid: 1; lists every GPU's processes and not pid: 0; a GPU's list unknown (hung, refused) and
+ * pid in no list read, or no answer: -1. */
 int vg_kill_nvml_lists(void *arg, pid_t pid);
 
 /* The re-check, pure: is `now` (just read) still the planned process, allowed by the policy,

@@ -253,7 +253,7 @@ static int vg_clean_act(struct vg_clean *c)
     }
     for (size_t i = 0; i < plan->nscope; i++)
         wants[i] = (struct vg_settle_want){.gpu = plan->scope[i], .ref = plan->scope[i]};
-    struct vg_kill_nvml nvml = {c->g->nvml_path, c->g->nvml_timeout_ms};
+    struct vg_kill_nvml nvml = {.path = c->g->nvml_path, .timeout_ms = c->g->nvml_timeout_ms};
     struct vg_settle_req req = {
         .targets = targets,
         .ntargets = ntargets,

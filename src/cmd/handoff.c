@@ -447,7 +447,7 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     if (status < 0)
         status = vg_handoff_prepare(&h, &nogpu, &blind);
     if (status < 0) {
-        struct vg_kill_nvml nvml = {g->nvml_path, g->nvml_timeout_ms};
+        struct vg_kill_nvml nvml = {.path = g->nvml_path, .timeout_ms = g->nvml_timeout_ms};
         h.req.sel = h.sels.v;
         h.req.nsel = h.sels.n;
         h.req.nvml = vg_kill_nvml_lists;

@@ -407,7 +407,7 @@ static char *vg_top_settle(struct vg_top_action *a)
     struct vg_buf b;
     vg_buf_init(&b, 0);
     struct vg_err err = VG_ERR_INIT;
-    struct vg_kill_nvml nvml = {t->g->nvml_path, t->g->nvml_timeout_ms};
+    struct vg_kill_nvml nvml = {.path = t->g->nvml_path, .timeout_ms = t->g->nvml_timeout_ms};
     if (vg_top_look(t, &first) != 0) {
         vg_buf_adds(&b, "cannot look at the host to stop anything");
         goto out;
