@@ -17,6 +17,10 @@
 #define VG_HANDOFF_POLL_DEFAULT_MS 250u
 /* After SIGKILL a process normally goes at once; one stuck in the kernel never does. */
 #define VG_HANDOFF_KILL_WAIT_MS 5000u
+/* After the leftovers are stopped and the GPU looks free, one more look this much later before
+ * "cleaned": a leftover that re-opens the GPU a second after SIGTERM (a handler, a parent that
+ * starts another) would otherwise hand the next job a held GPU (issue 27). */
+#define VG_HANDOFF_QUIET_MS 1500u
 
 const char *vg_handoff_state_id(enum vg_handoff_state s)
 {
@@ -295,6 +299,7 @@ static struct vg_settle_req vg_handoff_settle_req(const struct vg_handoff_req *r
         .ngpus = n,
         .grace_ms = req->grace_ms,
         .kill_wait_ms = VG_HANDOFF_KILL_WAIT_MS,
+        .quiet_ms = VG_HANDOFF_QUIET_MS,
         .timeout_ms = req->timeout_ms,
         .poll_ms = req->poll_ms ? req->poll_ms : VG_HANDOFF_POLL_DEFAULT_MS,
         .tolerance = req->tolerance,

@@ -667,6 +667,7 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
         goto out;
     }
     bool final = false, cut = false; /* cut: a sleep callback was cut short */
+    bool quiet = false;              /* this look is the quiet period's, after a settle */
     for (;;) {
         bool all;
         uint64_t elapsed = vg_clock_ms() - start;
@@ -684,8 +685,13 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
         rc = vg_settle_stop(req, res, &cap, snap, req->grace_ms < left ? req->grace_ms : left, err);
         if (rc < 0)
             goto out;
-        if (rc == 0 && all && !(req->look_after && res->looks == 1))
-            break;
+        bool again = false; /* settled after signals: look once more after the quiet period */
+        if (rc == 0 && all && !(req->look_after && res->looks == 1)) {
+            if (!req->quiet_ms || res->nsignalled == 0 || quiet)
+                break;
+            again = true;
+        }
+        quiet = again;
         /* Past the timeout: one more look only to see what a last round of signals did. */
         elapsed = vg_clock_ms() - start;
         bool cancelled = cut || (req->cancel && *req->cancel);
@@ -695,6 +701,9 @@ int vg_settle_run(const struct vg_settle_req *req, const struct vg_snapshot *fir
                 break;
             }
             final = true;
+        } else if (again) {
+            uint64_t rest = req->timeout_ms - elapsed;
+            cut |= vg_settle_sleep(req, rest < req->quiet_ms ? (unsigned)rest : req->quiet_ms);
         } else if (rc == 0 && !(req->look_after && res->looks == 1)) {
             uint64_t rest = req->timeout_ms - elapsed;
             cut |= vg_settle_sleep(req, rest < poll ? rest : poll);

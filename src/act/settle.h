@@ -122,8 +122,12 @@ struct vg_settle_req {
     uint64_t tolerance;    /* bytes above the baseline that still count as free */
     bool stop;             /* false: only look (a prolog): nothing is signalled, one look */
     bool look_after;       /* look at least once after the stop, even when nothing was sent */
-    int proc_root_fd;      /* the procfs, numbering PIDs as this process does */
-    const char *dev_dir;   /* NULL: the snapshot's */
+    /* Settled right after signals were sent: wait this long and look once more before saying
+     * so (within timeout_ms), since a leftover that re-opens the GPU a moment after SIGTERM, or
+     * a parent that starts a new one, holds it again; 0: no such look. */
+    unsigned quiet_ms;
+    int proc_root_fd;    /* the procfs, numbering PIDs as this process does */
+    const char *dev_dir; /* NULL: the snapshot's */
     struct vg_kill_ctx who;
     vg_kill_nvml_fn nvml; /* the driver asked afresh before a signal; NULL: fds only */
     void *nvml_arg;

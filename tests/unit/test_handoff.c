@@ -270,7 +270,7 @@ static void test_epilog_cleaned(void **state)
     assert_true(g->holders[0].signalled);
     assert_int_equal(g->holders[0].outcome, VG_KILL_TERMINATED);
     assert_true(g->settled_ms > 0);
-    assert_int_equal(r.res.s.looks, 2);
+    assert_int_equal(r.res.s.looks, 3); /* the quiet period's look confirms it */
     run_release(&r);
     kid_teardown(NULL);
 
@@ -290,6 +290,35 @@ static void test_epilog_cleaned(void **state)
     assert_int_equal(r.res.state, VG_HANDOFF_DIRTY);
     assert_int_equal(r.res.s.nsignalled, 1);
     run_release(&r);
+}
+
+/* Epilog: the GPU looks free right after the stop, but a process of the job opens it again a
+ * moment later (a handler that re-opens, a parent that starts another): the quiet period's look
+ * sees it, stops it too, and only then says cleaned (issue 27: it said cleaned at once). */
+static void test_epilog_reopened(void **state)
+{
+    (void)state;
+    pid_t first = child();
+    uint64_t st1 = start_of(first);
+    pid_t second = child();
+    uint64_t st2 = start_of(second);
+    struct run r;
+    run_init(&r, VG_HANDOFF_EPILOG, "3");
+    r.req.timeout_ms = 8000;
+    const struct step steps[] = {
+        {.used = 4 * GiB, .job = first, .start = st1, .state = 'S', .job_in_proc = true},
+        {.used = 0},
+        {.used = 4 * GiB, .job = second, .start = st2, .state = 'S', .job_in_proc = true},
+        {.used = 0},
+    };
+    assert_int_equal(run_go(&r, steps, 4), 0);
+    assert_int_equal(r.res.state, VG_HANDOFF_CLEANED);
+    assert_int_equal(r.res.s.nsignalled, 2);
+    assert_true(r.res.s.looks >= 5);
+    run_release(&r);
+    kill(first, SIGKILL);
+    waitpid(first, NULL, 0);
+    kid_teardown(NULL);
 }
 
 /* Epilog: the job's holder is stuck in the driver: wedged within the timeout, not signalled. */
@@ -380,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_sels),
         cmocka_unit_test(test_prolog),
         cmocka_unit_test_teardown(test_epilog_cleaned, kid_teardown),
+        cmocka_unit_test(test_epilog_reopened),
         cmocka_unit_test(test_epilog_dstate),
         cmocka_unit_test_teardown(test_epilog_stuck_and_look_failed, kid_teardown),
         cmocka_unit_test(test_no_driver),
