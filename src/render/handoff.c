@@ -176,9 +176,7 @@ static void vg_handoff_cause(struct vg_buf *out, const struct vg_handoff_view *v
         vg_handoff_who(out, h);
         vg_buf_adds(out, " of ");
         vg_handoff_job_words(out, v);
-        vg_buf_adds(out, h->signalled      ? ", which outlived SIGKILL"
-                         : h->state == 'Z' ? ", a zombie"
-                                           : ", which cannot be signalled");
+        vg_render_settle_survivor(out, h);
     } else if (strcmp(w, "holder") == 0 && h) {
         vg_buf_adds(out, " held by ");
         vg_handoff_who(out, h);

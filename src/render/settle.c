@@ -157,9 +157,7 @@ void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g)
         else if (h) {
             vg_buf_adds(o, "still held by ");
             vg_settle_pid(o, h);
-            vg_buf_adds(o, h->signalled      ? ", which outlived SIGKILL"
-                           : h->state == 'Z' ? ", a zombie (its parent must reap it)"
-                                             : ", which cannot be signalled");
+            vg_render_settle_survivor(o, h);
         } else {
             vg_buf_adds(o, "wedged");
         }
@@ -167,4 +165,23 @@ void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g)
     }
     if (g->reset_needed)
         vg_buf_adds(o, "; only a GPU reset (or a reboot) frees it");
+}
+
+void vg_render_settle_survivor(struct vg_buf *o, const struct vg_settle_holder *h)
+{
+    if (h->signalled && h->outcome == VG_KILL_FAILED && h->error != -ETIMEDOUT)
+        vg_buf_adds(o, ", which could not be signalled");
+    else if (h->signalled)
+        vg_buf_adds(o, ", which outlived SIGKILL");
+    else if (h->state == 'Z' || h->refusal == VG_KILL_ZOMBIE)
+        vg_buf_adds(o, ", a zombie (its parent must reap it)");
+    else if (h->refusal == VG_KILL_CHANGED)
+        vg_buf_adds(o, ", which was not signalled: its PID now names another process (the "
+                       "start time or owner changed)");
+    else if (h->refusal == VG_KILL_UNREADABLE)
+        vg_buf_adds(o, ", which was not signalled: who it is could not be read again");
+    else if (h->refusal == VG_KILL_DSTATE)
+        vg_buf_adds(o, ", which was not signalled: stuck in the driver (D state)");
+    else
+        vg_buf_adds(o, ", which cannot be signalled");
 }

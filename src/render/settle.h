@@ -22,4 +22,9 @@ void vg_render_settle_outcome(struct vg_buf *o, const struct vg_plan_entry *e,
 /* What GPU g ended as, one sentence after "GPU N": ": freed 4 GiB, the memory came back". */
 void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g);
 
+/* Why a holder the stop meant to end still holds the GPU, as a clause after its PID (", which
+ * outlived SIGKILL", ", which was not signalled: its PID now names another process"): what
+ * happened to it, never a signal it did not get. */
+void vg_render_settle_survivor(struct vg_buf *o, const struct vg_settle_holder *h);
+
 #endif

@@ -15,6 +15,7 @@
 #include "fixture.h"
 #include "render/json.h"
 #include "render/render.h"
+#include "render/settle.h"
 #include "render/text.h"
 
 #define GiB (1ull << 30)
@@ -97,6 +98,30 @@ static void test_text_escape(void **state)
     assert_int_equal(vg_text_state('\x1b'), '?');
     assert_int_equal(vg_text_state(' '), '?');
     assert_int_equal(vg_text_state('\xff'), '?');
+}
+
+/* What became of a holder the stop meant to end, never a signal it did not get (issue 27: a
+ * target refused because its PID was reused read "outlived SIGKILL"). */
+static void test_settle_survivor(void **state)
+{
+    (void)state;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    struct vg_settle_holder h = {
+        .state = 'S', .signalled = true, .outcome = VG_KILL_FAILED, .error = -ETIMEDOUT};
+    vg_render_settle_survivor(&b, &h);
+    assert_string_equal(vg_buf_str(&b), ", which outlived SIGKILL");
+    vg_buf_reset(&b);
+    h = (struct vg_settle_holder){.state = 'S', .refusal = VG_KILL_CHANGED};
+    vg_render_settle_survivor(&b, &h);
+    assert_string_equal(vg_buf_str(&b), ", which was not signalled: its PID now names another "
+                                        "process (the start time or owner changed)");
+    vg_buf_reset(&b);
+    h = (struct vg_settle_holder){
+        .state = 'S', .signalled = true, .outcome = VG_KILL_FAILED, .error = -EPERM};
+    vg_render_settle_survivor(&b, &h);
+    assert_string_equal(vg_buf_str(&b), ", which could not be signalled");
+    vg_buf_release(&b);
 }
 
 /* The short UUID is the driver's text: escaped, and cut with a visible ellipsis to fit. */
@@ -205,9 +230,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_escape), cmocka_unit_test(test_json_writer),
-        cmocka_unit_test(test_text_escape), cmocka_unit_test(test_status_json),
-        cmocka_unit_test(test_status_text), cmocka_unit_test(test_short_uuid),
-        cmocka_unit_test(test_seen),
+        cmocka_unit_test(test_text_escape), cmocka_unit_test(test_settle_survivor),
+        cmocka_unit_test(test_status_json), cmocka_unit_test(test_status_text),
+        cmocka_unit_test(test_short_uuid),  cmocka_unit_test(test_seen),
     };
     return cmocka_run_group_tests_name("render", tests, NULL, NULL);
 }
