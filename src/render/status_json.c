@@ -296,6 +296,13 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
     vg_json_ku64(&j, "processes", snap->procs.n_scanned);
     vg_json_ku64(&j, "vanished", snap->procs.n_vanished);
     vg_json_ku64(&j, "denied", snap->procs.n_denied);
+    /* which scan found the holders, and why that one: the kernel's (its mappings walked in the
+     * kernel too, or read from /proc), or /proc's with the reason the kernel's did not run
+     * (null: it was not asked for, --scan=proc) */
+    const struct vg_proc_table *t = &snap->procs;
+    vg_json_kstr(&j, "method", t->kernel_scan ? "kernel" : "proc");
+    vg_json_kstr(&j, "maps", t->kernel_scan && t->kernel_scan_maps ? "kernel" : "proc");
+    vg_json_kstr(&j, "reason", t->kernel_scan ? NULL : t->scan_note);
     vg_json_obj_end(&j);
     vg_json_obj_end(&j);
     return vg_json_finish(&j);

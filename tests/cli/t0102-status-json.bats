@@ -39,7 +39,7 @@ MIG_KEYS='["compute_instance","errors","gpu_instance","holders","index","memory"
 MIG_MEM_KEYS='["free","reserved","total","used"]'
 HOLDER_KEYS='["bogus_pid","comm","command","container","device_nodes","device_nodes_more","in_proc","memory","mig_device","nspid","pid","pod_uid","ppid","seen_by","stale","start_ticks","state","types","uid","user"]'
 ERROR_KEYS='["code","function","message"]'
-SCAN_KEYS='["denied","processes","vanished"]'
+SCAN_KEYS='["denied","maps","method","processes","reason","vanished"]'
 
 @test "every documented field is present, in every object, whatever is known" {
     vg_spawn --open "$DEVDIR/nvidia2" --open "$DEVDIR/nvidia5"

@@ -157,6 +157,14 @@ stage_host() {
     [[ $stderr == *"scan: /proc (the kernel scan did not run: "*" processes: below 1000 the /proc scan costs less than loading the kernel's)"* ]]
     [ "$(staged)" = "$k" ]
 
+    # JSON says which scan ran and why
+    vgp --json --scan=kernel status
+    json_ok '.scan.method == "kernel" and .scan.reason == null'
+    vgp --json --scan=proc status
+    json_ok '.scan.method == "proc" and .scan.maps == "proc" and .scan.reason == null'
+    vgp --json status
+    json_ok '.scan.method == "proc" and (.scan.reason | test("below 1000"))'
+
     # every command that scans goes through the same scan: doctor and clean --json too
     vgp --json --verbose --scan=kernel doctor
     [[ $stderr == *"doctor: scan: kernel"* ]]
