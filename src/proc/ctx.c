@@ -25,6 +25,7 @@ int vg_proc_ctx_init(struct vg_proc_ctx *c, int root_fd, const char *dev_dir)
 {
     memset(c, 0, sizeof(*c));
     c->root_fd = root_fd;
+    c->dev_dir = dev_dir && *dev_dir ? dev_dir : "/dev";
     /* Only a real procfs gives fd/ a size that is a count; a test tree or a copy does not. */
     struct statfs sfs;
     c->procfs = root_fd >= 0 && fstatfs(root_fd, &sfs) == 0 && sfs.f_type == VG_PROC_SUPER_MAGIC;

@@ -42,6 +42,8 @@
 /* Distinct descriptor tables of one thread group walked besides the leader's; a process with
  * more (none is known) is counted as not fully checked. */
 #define VG_FD_TABLES_MAX 16
+/* An io_uring's fdinfo read at most: a line per registered file (a ring may register many). */
+#define VG_FD_FDINFO_MAX ((size_t)4 << 20)
 
 static void vg_fd_id(const struct statx *st, struct vg_dev_id *id)
 {
@@ -83,6 +85,8 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c)
     c->held_over = false;
     c->map_extra = 0;
     c->tables_unchecked = false;
+    c->nanon = 0;
+    c->anon_over = false;
     c->slots_n = 0;
     if (++c->slots_gen == 0) {
         /* after 2^32 processes: stale slots could look current, so clear them for real */
@@ -181,25 +185,6 @@ struct vg_fd_counts {
     bool ctl, uvm;
 };
 
-/* fdinfo's "flags:" value: blanks, then octal digits up to the end of the line. */
-static int vg_fd_flags_octal(const char *s, size_t n, uint64_t *out)
-{
-    size_t i = 0;
-    while (i < n && (s[i] == '\t' || s[i] == ' '))
-        i++;
-    uint64_t v = 0;
-    size_t digits = 0;
-    for (; i < n && s[i] != '\n'; i++, digits++) {
-        if (s[i] < '0' || s[i] > '7' || v > (UINT64_MAX >> 3))
-            return -EINVAL;
-        v = v << 3 | (uint64_t)(s[i] - '0');
-    }
-    if (!digits)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
 /*
  * Whether a descriptor that refers to a node is an O_PATH one. procfs gives a descriptor's link
  * the access of its file (r for FMODE_READ, w for FMODE_WRITE), so a link with either is an
@@ -219,10 +204,8 @@ static bool vg_fd_is_path(const struct vg_proc_ctx *c, int fdd, const char *name
     size_t len;
     if (vg_file_read_small(fdd, path, buf, sizeof(buf), &len) != 0)
         return false;
-    const char *f = memmem(buf, len, "\nflags:", 7);
     uint64_t flags;
-    return f && vg_fd_flags_octal(f + 7, (size_t)(buf + len - (f + 7)), &flags) == 0 &&
-           (flags & O_PATH);
+    return vg_proc_parse_fdinfo_flags(buf, len, &flags) == 0 && (flags & O_PATH);
 }
 
 /* One descriptor that refers to an NVIDIA node: count it (an O_PATH one apart), and note the
@@ -271,6 +254,15 @@ static int vg_fd_link(struct vg_proc_ctx *c, int fdd, const char *name, struct v
     if (rc == -ENOENT || rc == -EACCES || rc == -EPERM || rc == -ESRCH || rc == -ENOMEM)
         return rc;
     struct vg_dev_match m;
+    if (rc == 0 && (id.mode & S_IFMT) == 0) {
+        /* an anonymous inode: maybe an io_uring, whose registered files vg_fd_rings reads */
+        unsigned fd = vg_fd_number(name);
+        if (fd != UINT_MAX && c->nanon < VG_PROC_ANON_MAX)
+            c->anon_fds[c->nanon++] = fd;
+        else
+            c->anon_over = true;
+        return 0;
+    }
     if (rc < 0 || !vg_proc_devset_match(c->devset, &id, &m))
         return 0;
     return vg_fd_held(c, fdd, name, &id, &m, vg_fd_is_path(c, fdd, name), k);
@@ -493,6 +485,71 @@ static int vg_fd_thread_tables(struct vg_proc_ctx *c, int pid_fd, pid_t pid, str
     return rc == -ENOMEM ? rc : 0;
 }
 
+struct vg_fd_ring {
+    struct vg_proc_ctx *c;
+    struct vg_fd_counts *k;
+    const char *fdname; /* the ring's descriptor number, for the index's numbers */
+};
+
+/* One file an io_uring holds registered: a node of the scan's set, found by the path the
+ * kernel names it by (an older kernel gives the last name only: taken under --dev DIR). Any
+ * path at all can name a node, so it is stat'ed and matched by what it is, as a descriptor
+ * is; only the path is the kernel's word, and a file renamed or unmounted since is missed. */
+static int vg_fd_ring_file(void *arg, const char *path, size_t len)
+{
+    struct vg_fd_ring *r = arg;
+    char buf[PATH_MAX];
+    const char *dir = r->c->dev_dir;
+    int n = len && path[0] == '/' ? snprintf(buf, sizeof(buf), "%.*s", (int)len, path)
+                                  : snprintf(buf, sizeof(buf), "%s/%.*s", dir, (int)len, path);
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        return 0;
+    struct vg_dev_id id;
+    struct vg_dev_match m;
+    if (vg_fd_stat(AT_FDCWD, buf, &id) != 0 || !vg_proc_devset_match(r->c->devset, &id, &m))
+        return 0;
+    r->c->held_over = true; /* not a descriptor number: walk it again next time */
+    return vg_fd_held(r->c, -1, r->fdname, &id, &m, false, r->k);
+}
+
+/*
+ * io_uring's registered files (IORING_REGISTER_FILES): the ring holds each file open, so a
+ * node registered and then closed is held with no descriptor of it in fd/ (issue 27). The
+ * anonymous-inode descriptors the walk noted are looked at, for the processes that can hold
+ * memory so (as vg_fd_thread_tables says), by their link ("anon_inode:[io_uring]") and the
+ * ring's fdinfo. A ring's own descriptor counts as the node's descriptor.
+ */
+static int vg_fd_rings(struct vg_proc_ctx *c, int pid_fd, struct vg_fd_counts *k)
+{
+    if (!c->procfs || !(c->wanted || k->ndev > 0) || (!c->nanon && !c->anon_over))
+        return 0;
+    if (c->anon_over)
+        c->tables_unchecked = true; /* more than noted: said, not read */
+    for (size_t i = 0; i < c->nanon; i++) {
+        char num[16], path[48], link[64];
+        const char *name = vg_fd_name(c->anon_fds[i], num);
+        snprintf(path, sizeof(path), "fd/%s", name);
+        ssize_t n = readlinkat(pid_fd, path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        if (strcmp(link, "anon_inode:[io_uring]") != 0)
+            continue;
+        snprintf(path, sizeof(path), "fdinfo/%s", name);
+        int rc = vg_proc_ctx_read(c, pid_fd, path, VG_FD_FDINFO_MAX);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc)
+            continue;
+        struct vg_fd_ring r = {c, k, name};
+        rc = vg_proc_parse_uring_files(vg_buf_str(&c->file), c->file.len, vg_fd_ring_file, &r);
+        c->file.len = 0;
+        if (rc == -ENOMEM)
+            return rc;
+    }
+    return 0;
+}
+
 static void vg_fd_counts_set(struct vg_proc *p, const struct vg_fd_counts *k)
 {
     p->fd_total = k->total;
@@ -606,6 +663,8 @@ static int vg_fd_read_proc(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
     } else if (rc >= 0) {
         rc = vg_fd_thread_tables(c, pid_fd, p->pid, &k);
     }
+    if (rc >= 0)
+        rc = vg_fd_rings(c, pid_fd, &k);
     if (rc < 0) {
         vg_proc_fds_reset(c);
         return rc;

@@ -52,8 +52,12 @@ struct vg_proc_kfd {
  * number; a holder with more is walked in full every time. */
 #define VG_PROC_IX_FDS_MAX 16
 
+/* Anonymous-inode descriptors of one process noted for the io_uring check. */
+#define VG_PROC_ANON_MAX 64
+
 struct vg_proc_ctx {
     int root_fd;                   /* borrowed */
+    const char *dev_dir;           /* borrowed: the nodes' directory ("/dev") */
     struct vg_proc_devset *devset; /* owned: the NVIDIA nodes of this scan */
     /* The root is a real procfs (not a test tree or a copy), whose directory sizes and link
      * counts mean something: fd/'s size is its descriptor count (since Linux 6.2), task/'s
@@ -67,6 +71,12 @@ struct vg_proc_ctx {
     bool kcmp_ok;
     bool tables_unchecked;
     bool wanted; /* the driver lists the process being read (vg_proc_opts.want) */
+    /* Descriptors of the process being read that are anonymous inodes (no file type: epoll,
+     * eventfd, io_uring...), the first VG_PROC_ANON_MAX of them by number (anon_over: more),
+     * for the io_uring check (fds.c). */
+    unsigned anon_fds[VG_PROC_ANON_MAX];
+    size_t nanon;
+    bool anon_over;
 
     char *dents; /* getdents64 buffer for fd/ and task/ */
     size_t dents_cap;

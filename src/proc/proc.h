@@ -477,6 +477,17 @@ int vg_proc_alive(const char *proc_root, pid_t pid, bool start_known, uint64_t s
  * vg_proc_parse_cmdline returns -E2BIG past VG_PROC_CMDLINE_MAX; vg_proc_parse_maps counts
  * a mapping whose path ends in " (deleted)" (the library is still loaded). */
 int vg_proc_parse_stat(const char *buf, size_t len, struct vg_proc *p);
+
+/* The open flags of a descriptor from its /proc/PID/fdinfo/N text ("flags:\t02100000", octal):
+ * 0, or -EINVAL when there is no such line or it is malformed. */
+int vg_proc_parse_fdinfo_flags(const char *buf, size_t len, uint64_t *flags);
+
+/* An io_uring's registered files from its fdinfo text ("UserFiles:\t2" then one "%5u: PATH"
+ * line each; empty slots "<none>" skipped): fn(arg, path, len) for each, in slot order, path
+ * not NUL-terminated; a non-zero return from fn stops and is returned. 0 when the text lists
+ * none (no ring), -EINVAL when malformed. */
+typedef int (*vg_proc_uring_file_fn)(void *arg, const char *path, size_t len);
+int vg_proc_parse_uring_files(const char *buf, size_t len, vg_proc_uring_file_fn fn, void *arg);
 int vg_proc_parse_status(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_cmdline(const char *buf, size_t len, struct vg_proc *p);
 int vg_proc_parse_environ(const char *buf, size_t len, struct vg_proc *p);

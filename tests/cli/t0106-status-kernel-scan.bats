@@ -172,6 +172,28 @@ stage_host() {
     [[ $stderr == *"clean: scan: kernel"* ]]
 }
 
+@test "a node held only by an io_uring's registered files: a holder in both scans when the driver lists it (issue 27)" {
+    # the ring holds the file open; fd/ shows only anon_inode:[io_uring]; the ring's fdinfo
+    # names the file. Rings are read for the driver's processes and for holders only.
+    vg_spawn --uring "$DEVDIR/nvidia1" --comm ring-held >/dev/null
+    R=$VG_PID
+    vg_scenario <<EOF
+driver 550.54.15
+cuda 12040
+gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
+gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
+proc gpu=1 pid=$R type=compute mem=2GiB
+EOF
+    for scan in proc kernel; do
+        if [[ $scan == kernel ]]; then need_kernel_scan; fi
+        vgp --json --scan=$scan status
+        [ "$status" -eq 0 ]
+        json_ok ".gpus[1].holders[] | select(.pid == $R) | .seen_by == \"both\" and .stale == false"
+    done
+    vgp --json doctor
+    json_ok "[.findings[] | select(.rule == \"stale-pid\") | .pids[]] | index($R) == null"
+}
+
 @test "inside a PID namespace with its own /proc: the namespace's numbers, identical holders" {
     need_kernel_scan
     vg_pidns_start

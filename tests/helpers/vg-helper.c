@@ -14,6 +14,9 @@
  *   --thread-open PATH a thread of the carrier takes a descriptor table of its own
  *                      (unshare(CLONE_FILES)) and opens PATH read-only in it (repeatable): a
  *                      node in no table that /proc/PID/fd shows, only in task/TID/fd
+ *   --uring PATH       open PATH, register it in an io_uring (IORING_REGISTER_FILES) and close
+ *                      the descriptor (repeatable: one ring holds them all): the ring alone
+ *                      keeps the file open; fd/ shows only anon_inode:[io_uring]
  *   --open-dir DIR     open every non-directory entry of DIR, device nodes with O_PATH, the
  *                      rest read-only, none with O_CLOEXEC (repeatable; RLIMIT_NOFILE raised to
  *                      its hard limit): one process holding thousands of nodes
@@ -108,6 +111,7 @@
  * _exit(): there is nothing to flush, and a zombie leader must not run exit-time hooks.
  */
 #include <dirent.h>
+#include <linux/io_uring.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -147,7 +151,9 @@ static const char usage_text[] =
     "\n"
     "  --open PATH        keep PATH open, inheritable (no O_CLOEXEC); repeatable\n"
     "  --open-path PATH   the same with O_PATH (real device nodes no driver answers)\n"
-    "  --thread-open PATH a thread takes its own descriptor table (unshare CLONE_FILES), opens PATH\n"
+    "  --uring PATH       register PATH in an io_uring and close its descriptor; repeatable\n"
+    "  --thread-open PATH a thread takes its own descriptor table (unshare CLONE_FILES), opens "
+    "PATH\n"
     "  --open-dir DIR     open every non-directory entry of DIR (nodes with O_PATH)\n"
     "  --map PATH         mmap PATH read-only so it shows in /proc/PID/maps; repeatable\n"
     "  --env NAME=VALUE   set in the exec-time environment (re-exec); repeatable\n"
@@ -195,6 +201,8 @@ static struct {
     size_t n_opath;
     const char *thread_open[MAX_ITEMS];
     size_t n_thread_open;
+    const char *uring[MAX_ITEMS];
+    size_t n_uring;
     const char *open_dirs[MAX_ITEMS];
     size_t n_open_dir;
     const char *map_paths[MAX_ITEMS];
@@ -342,6 +350,7 @@ enum {
     OPT_CHILDREN,
     OPT_OPEN_PATH,
     OPT_THREAD_OPEN,
+    OPT_URING,
     OPT_OPEN_DIR,
     OPT_ZOMBIE,
     OPT_ZOMBIE_LEADER,
@@ -373,6 +382,7 @@ static void parse_args(int argc, char **argv)
         {"open", required_argument, NULL, OPT_OPEN},
         {"open-path", required_argument, NULL, OPT_OPEN_PATH},
         {"thread-open", required_argument, NULL, OPT_THREAD_OPEN},
+        {"uring", required_argument, NULL, OPT_URING},
         {"open-dir", required_argument, NULL, OPT_OPEN_DIR},
         {"map", required_argument, NULL, OPT_MAP},
         {"env", required_argument, NULL, OPT_ENV},
@@ -415,6 +425,9 @@ static void parse_args(int argc, char **argv)
             break;
         case OPT_OPEN_PATH:
             add_item(opt.opath_paths, &opt.n_opath, optarg, "--open-path");
+            break;
+        case OPT_URING:
+            add_item(opt.uring, &opt.n_uring, optarg, "--uring");
             break;
         case OPT_THREAD_OPEN:
             add_item(opt.thread_open, &opt.n_thread_open, optarg, "--thread-open");
@@ -880,6 +893,26 @@ static void close_stray_fds(void)
     }
 }
 
+/* ---- files held by an io_uring alone (--uring) --------------------------------------------- */
+
+static void register_uring(void)
+{
+    struct io_uring_params params;
+    memset(&params, 0, sizeof(params));
+    long ring = syscall(__NR_io_uring_setup, 4, &params);
+    if (ring < 0)
+        die_errno("--uring: io_uring_setup");
+    int fds[MAX_ITEMS];
+    for (size_t i = 0; i < opt.n_uring; i++)
+        if ((fds[i] = open(opt.uring[i], O_RDONLY | O_CLOEXEC)) < 0)
+            die_errno("--uring: cannot open '%s'", opt.uring[i]);
+    if (syscall(__NR_io_uring_register, (int)ring, IORING_REGISTER_FILES, fds,
+                (unsigned)opt.n_uring) < 0)
+        die_errno("--uring: io_uring_register");
+    for (size_t i = 0; i < opt.n_uring; i++)
+        close(fds[i]);
+}
+
 /* Every non-directory entry of one directory, kept open (see --open-dir). */
 static void open_dir_entries(const char *path)
 {
@@ -893,8 +926,8 @@ static void open_dir_entries(const char *path)
             die_errno("cannot stat '%s/%s'", path, e->d_name);
         if (S_ISDIR(st.st_mode))
             continue;
-        int flags = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? O_PATH
-                                                               : O_RDONLY | O_NOCTTY | O_NONBLOCK;
+        int flags =
+            S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? O_PATH : O_RDONLY | O_NOCTTY | O_NONBLOCK;
         if (openat(dirfd(d), e->d_name, flags) < 0)
             die_errno("cannot open '%s/%s'", path, e->d_name);
     }
@@ -912,6 +945,8 @@ static void open_files(void)
     for (size_t i = 0; i < opt.n_opath; i++)
         if (open(opt.opath_paths[i], O_PATH) < 0)
             die_errno("cannot open '%s' (O_PATH)", opt.opath_paths[i]);
+    if (opt.n_uring)
+        register_uring();
     if (opt.n_open_dir) {
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

@@ -1531,6 +1531,66 @@ static void test_parse_tcp_listen(void **state)
     assert_int_equal(vg_proc_parse_tcp_listen(tcp, strlen(tcp), 19835, ino, 0, &n), -E2BIG);
 }
 
+/* fdinfo: the open flags (O_PATH told apart) and an io_uring's registered files (issue 27). */
+struct ring_seen {
+    char paths[4][64];
+    size_t n;
+};
+
+static int ring_file(void *arg, const char *path, size_t len)
+{
+    struct ring_seen *r = arg;
+    if (r->n == 4 || len >= sizeof(r->paths[0]))
+        return -E2BIG;
+    memcpy(r->paths[r->n], path, len);
+    r->paths[r->n++][len] = '\0';
+    return 0;
+}
+
+static void test_parse_fdinfo(void **state)
+{
+    (void)state;
+    uint64_t fl = 0;
+    const char *opath = "pos:\t0\nflags:\t012000000\nmnt_id:\t17\nino:\t5\n";
+    assert_int_equal(vg_proc_parse_fdinfo_flags(opath, strlen(opath), &fl), 0);
+    assert_int_equal(fl, 012000000);
+    assert_true(fl & O_PATH);
+    const char *rd = "pos:\t0\nflags:\t02100000\nmnt_id:\t17\n";
+    assert_int_equal(vg_proc_parse_fdinfo_flags(rd, strlen(rd), &fl), 0);
+    assert_false(fl & O_PATH);
+    static const char *const bad[] = {"pos:\t0\n", "flags:\t\n", "flags:\t0128\n",
+                                      "flags:\t7777777777777777777777777\n", "xflags:\t0\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(vg_proc_parse_fdinfo_flags(bad[i], strlen(bad[i]), &fl), -EINVAL);
+
+    const char *ring = "pos:\t0\nflags:\t02000002\nSqMask:\t0x3\nUserFiles:\t3\n"
+                       "    0: /dev/nvidia1\n    1: <none>\n   12: nvidiactl\nUserBufs:\t0\n";
+    struct ring_seen r = {0};
+    assert_int_equal(vg_proc_parse_uring_files(ring, strlen(ring), ring_file, &r), 0);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.paths[0], "/dev/nvidia1");
+    assert_string_equal(r.paths[1], "nvidiactl"); /* an older kernel's last name only */
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(vg_proc_parse_uring_files(rd, strlen(rd), ring_file, &r), 0); /* no ring */
+    assert_int_equal(r.n, 0);
+    /* a list the kernel cut short stands as far as it goes; a malformed one fails */
+    const char *cut = "UserFiles:\t5\n    0: /dev/nvidia0\n";
+    assert_int_equal(vg_proc_parse_uring_files(cut, strlen(cut), ring_file, &r), 0);
+    assert_int_equal(r.n, 1);
+    static const char *const rbad[] = {"UserFiles:\tx\n", "UserFiles:\t\n",
+                                       "UserFiles:\t1\n    0 /dev/x\n", "UserFiles:\t1",
+                                       "UserFiles:\t1\n    a: /dev/x\n"};
+    for (size_t i = 0; i < sizeof(rbad) / sizeof(rbad[0]); i++) {
+        memset(&r, 0, sizeof(r));
+        assert_int_equal(vg_proc_parse_uring_files(rbad[i], strlen(rbad[i]), ring_file, &r),
+                         -EINVAL);
+    }
+    /* what fn returns stops the walk and comes back */
+    memset(&r, 0, sizeof(r));
+    r.n = 4;
+    assert_int_equal(vg_proc_parse_uring_files(ring, strlen(ring), ring_file, &r), -E2BIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1554,6 +1614,7 @@ int main(void)
         cmocka_unit_test(test_pidns),
         cmocka_unit_test(test_parent_session),
         cmocka_unit_test(test_parse_tcp_listen),
+        cmocka_unit_test(test_parse_fdinfo),
     };
     /* The fake trees link to /dev/null: their removal must leave the host's node as it was. */
     struct stat before, after;
