@@ -23,8 +23,8 @@
 
 void vg_lock_env_get(struct vg_lock_env *env)
 {
-    env->override = getenv("VRAMGUARD_RUNTIME_DIR");
-    env->xdg = getenv("XDG_RUNTIME_DIR");
+    env->override = secure_getenv("VRAMGUARD_RUNTIME_DIR");
+    env->xdg = secure_getenv("XDG_RUNTIME_DIR");
     env->uid = geteuid();
     struct stat st;
     env->shared_usable = stat(VG_LOCK_SHARED_DIR, &st) == 0 && S_ISDIR(st.st_mode) &&

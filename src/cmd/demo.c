@@ -141,7 +141,7 @@ static int vg_demo_find(const char *given, const char *name, const char *build_r
             return -errno;
         return snprintf(out, n, "%s", given) < (int)n ? 0 : -ENAMETOOLONG;
     }
-    const char *dd = getenv("VRAMGUARD_DEMO_DIR");
+    const char *dd = secure_getenv("VRAMGUARD_DEMO_DIR");
     if (dd && dd[0] && snprintf(out, n, "%s/%s", dd, name) < (int)n && access(out, R_OK) == 0)
         return 0;
     char exe[PATH_MAX];
@@ -619,7 +619,7 @@ static int vg_demo_stage(struct vg_demo *d, const char *tmp)
  * was finds it, and test suites with a TMPDIR each never meet. */
 static socklen_t vg_demo_sockaddr(struct sockaddr_un *sa)
 {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = secure_getenv("TMPDIR");
     if (!tmp || !tmp[0])
         tmp = "/tmp";
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -773,7 +773,7 @@ static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_m
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = secure_getenv("TMPDIR");
     int rc = sfd < 0 ? -errno : vg_demo_stage(d, tmp && tmp[0] ? tmp : "/tmp");
     char msg[PATH_MAX + 64];
     if (rc)
@@ -1172,6 +1172,12 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     int status = vg_demo_parse(g, argc, argv, &a);
     if (status >= 0)
         return status;
+    /* A simulation needs no privileges; with them, the helper and the fake driver it runs and
+     * loads (--helper, --fake-nvml, $VRAMGUARD_DEMO_DIR) would be the caller's code. */
+    if (vg_cmd_refuse_elevated("demo", "demo",
+                               "a simulation needs no privileges, and it would run its helper "
+                               "and load its fake driver with them; run an ordinary copy"))
+        return VG_EXIT_USAGE;
 
     struct vg_demo d = {.alive_rd = -1, .alive_wr = -1};
     char helper[PATH_MAX], fake[PATH_MAX];
