@@ -277,6 +277,10 @@ static int vg_wcfg_trusted(const char *path, unsigned flags, char *canon, size_t
     int rc = vg_priv_path_trusted(path, elevated ? 0 : getuid(), canon, n, &why);
     if (rc == 0)
         return 0;
+    if (rc != -EPERM) { /* missing, unreadable: the message any read would give */
+        vg_err_release(&why);
+        return vg_err_set(err, rc, "%s: cannot read: %s", path, strerror(-rc));
+    }
     vg_err_set(err, rc, "%s: refused: %s, and %s", path,
                elevated ? "a setuid or file-capability copy reads only a config that root alone "
                           "can change"
