@@ -78,6 +78,37 @@ int vg_priv_drop(void)
     return 0;
 }
 
+/* A directory (not a symlink) owned by uid that nobody else may write; exactly 0700 if strict. */
+static bool vg_priv_own_dir(const char *path, uid_t uid, bool strict)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid)
+        return false;
+    return strict ? (st.st_mode & 07777) == 0700 : !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+int vg_priv_user_rundir(const char *xdg, uid_t uid, char *out, size_t n, const char **why)
+{
+    char run_user[64];
+    snprintf(run_user, sizeof(run_user), "/run/user/%u", (unsigned)uid);
+    const char *dir = NULL;
+    if (xdg && xdg[0] == '/' && vg_priv_own_dir(xdg, uid, true)) {
+        dir = xdg;
+        *why = "XDG_RUNTIME_DIR";
+    } else if (vg_priv_own_dir(run_user, uid, false)) {
+        dir = run_user;
+        *why = "/run/user";
+    } else if (uid == 0 && vg_priv_own_dir("/run", 0, false)) {
+        dir = "/run";
+        *why = "/run";
+    }
+    if (!dir)
+        return 0;
+    if (snprintf(out, n, "%s", dir) >= (int)n)
+        return -ENAMETOOLONG;
+    return 1;
+}
+
 bool vg_priv_caller_can_read(const char *path)
 {
     return access(path, R_OK) == 0;

@@ -38,6 +38,16 @@ int vg_priv_path_trusted(const char *path, uid_t owner, char *canon, size_t n, s
  * kernel at exec. 0 or a negative errno. Async-signal-safe (for a child after fork). */
 int vg_priv_drop(void);
 
+/*
+ * The per-user runtime directory of uid, into out (n bytes): xdg (normally $XDG_RUNTIME_DIR)
+ * when it is an absolute path to a directory, not a symlink, owned by uid with mode 0700 (what
+ * the XDG spec promises), else /run/user/UID when it is a directory owned by uid that nobody
+ * else may write, else, for root, /run. *why gets "XDG_RUNTIME_DIR", "/run/user" or "/run".
+ * 1 when found, 0 when none is (the caller falls back to /tmp/vramguard-UID, which anyone can
+ * create first: it must check that the directory is its own), -ENAMETOOLONG.
+ */
+int vg_priv_user_rundir(const char *xdg, uid_t uid, char *out, size_t n, const char **why);
+
 /* Whether the real user and group (not the effective ones, nor file capabilities) may read
  * path: access(2) semantics, for deciding what a message may quote from a file. */
 bool vg_priv_caller_can_read(const char *path);

@@ -290,6 +290,33 @@ static void test_priv_path_trusted(void **state)
     rmdir(dir);
 }
 
+/* $XDG_RUNTIME_DIR counts only when it is the user's own and 0700. */
+static void test_priv_user_rundir(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-test-rundir-XXXXXX", out[4096], link[64];
+    assert_non_null(mkdtemp(dir));
+    const char *why = NULL;
+    uid_t me = geteuid();
+    assert_int_equal(vg_priv_user_rundir(dir, me, out, sizeof(out), &why), 1);
+    assert_string_equal(out, dir);
+    assert_string_equal(why, "XDG_RUNTIME_DIR");
+    snprintf(link, sizeof(link), "%s.l", dir);
+    assert_int_equal(symlink(dir, link), 0);
+    int rc = vg_priv_user_rundir(link, me, out, sizeof(out), &why); /* a symlink: not it */
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, link) != 0));
+    assert_int_equal(chmod(dir, 0755), 0);
+    rc = vg_priv_user_rundir(dir, me, out, sizeof(out), &why);
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, dir) != 0));
+    assert_int_equal(chmod(dir, 0700), 0);
+    rc = vg_priv_user_rundir(dir, me + 1, out, sizeof(out), &why); /* someone else's */
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, dir) != 0));
+    rc = vg_priv_user_rundir("relative", me, out, sizeof(out), &why);
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, "relative") != 0));
+    unlink(link);
+    rmdir(dir);
+}
+
 /* The one validator text, JSON and metrics output share. */
 static void test_utf8(void **state)
 {
@@ -526,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_file_read),
         cmocka_unit_test(test_file_read_regular),
         cmocka_unit_test(test_priv_path_trusted),
+        cmocka_unit_test(test_priv_user_rundir),
         cmocka_unit_test(test_clock_iso8601),
         cmocka_unit_test(test_clock_ts),
     };
