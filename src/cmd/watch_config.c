@@ -88,7 +88,8 @@ const struct vg_opt vg_watch_opts[] = {
      VG_WATCH_OPT_SETTING, "full_scan", VG_OPT_CODE},
     {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
      "read settings from FILE (key = value; see docs/config.md), a\n"
-     "regular file; flags win over it; SIGHUP reads it again",
+     "regular file that only root or you can change; flags win over\n"
+     "it; SIGHUP reads it again",
      0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
     {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", 0, NULL,
      VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},

@@ -51,12 +51,15 @@ teardown() {
     if [[ -n ${PUB:-} && $PUB == /tmp/vg-priv.* ]]; then rm -rf -- "$PUB"; fi
 }
 
-# as_nobody BIN ARGS...: BIN ARGS as nobody:nogroup without supplementary groups.
+# as_nobody BIN ARGS...: BIN ARGS as nobody:nogroup without supplementary groups. In the
+# sanitizer build, LeakSanitizer is off: its tracer cannot ptrace a setuid process, which is
+# not dumpable.
 as_nobody() {
-    local bin=$1
+    local bin=$1 san=()
     shift
-    run --separate-stderr timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups \
-        "$bin" "$@"
+    if grep -qa __asan_init "$bin"; then san=(env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"); fi
+    run --separate-stderr timeout 30 "${san[@]}" setpriv --reuid=65534 --regid=65534 \
+        --clear-groups "$bin" "$@"
 }
 
 copies() {
