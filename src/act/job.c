@@ -29,6 +29,7 @@
 #include "act/note.h"
 #include "act/stop.h"
 #include "util/clock.h"
+#include "util/priv.h"
 
 static const int vg_job_sigs[] = {VG_JOB_FORWARDED, SIGCHLD};
 
@@ -190,6 +191,9 @@ static void vg_job_child(struct vg_job *job, const struct vg_job_opts *opts, pid
     if (job->chld_saved)
         sigaction(SIGCHLD, &job->old_chld, NULL);
     sigprocmask(SIG_SETMASK, &job->old_mask, NULL);
+    /* A setuid copy's job runs as the user who started it, never as the copy's owner. */
+    if (vg_priv_drop() != 0)
+        _exit(126);
     execvpe(opts->argv[0], opts->argv, opts->envp);
     int e = errno;
     ssize_t w = write(err_fd, &e, sizeof(e));

@@ -20,12 +20,17 @@
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/priv.h"
 
 void vg_lock_env_get(struct vg_lock_env *env)
 {
-    env->override = getenv("VRAMGUARD_RUNTIME_DIR");
-    env->xdg = getenv("XDG_RUNTIME_DIR");
+    env->override = secure_getenv("VRAMGUARD_RUNTIME_DIR");
     env->uid = geteuid();
+    env->xdg = NULL;
+    env->xdg_why = NULL;
+    if (vg_priv_user_rundir(secure_getenv("XDG_RUNTIME_DIR"), env->uid, env->rundir,
+                            sizeof(env->rundir), &env->xdg_why) == 1)
+        env->xdg = env->rundir;
     struct stat st;
     env->shared_usable = stat(VG_LOCK_SHARED_DIR, &st) == 0 && S_ISDIR(st.st_mode) &&
                          access(VG_LOCK_SHARED_DIR, W_OK | X_OK) == 0;
@@ -65,7 +70,7 @@ int vg_lock_dir_choose(const struct vg_lock_env *env, struct vg_lock_dir *out, s
     const char *why;
     if (env->xdg && env->xdg[0] == '/') {
         vg_buf_printf(&b, "%s/vramguard", env->xdg);
-        why = "XDG_RUNTIME_DIR";
+        why = env->xdg_why ? env->xdg_why : "XDG_RUNTIME_DIR";
     } else {
         vg_buf_printf(&b, "/tmp/vramguard-%u", (unsigned)env->uid);
         why = "fallback";

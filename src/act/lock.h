@@ -10,8 +10,10 @@
  *   $VRAMGUARD_RUNTIME_DIR (absolute);
  *   /run/vramguard when root (created 0755), or when it exists and we may create files in it
  *     (an admin made it shared, e.g. tmpfiles.d "d /run/vramguard 1777 root root -");
- *   $XDG_RUNTIME_DIR/vramguard (created 0700);
- *   /tmp/vramguard-UID (created 0700; must be ours: someone else's is refused).
+ *   the per-user runtime directory's vramguard/ (created 0700): $XDG_RUNTIME_DIR when it is
+ *     ours and 0700, else /run/user/UID when it is ours (util/priv.h, vg_priv_user_rundir);
+ *   /tmp/vramguard-UID (created 0700; must be ours: someone else's is refused), only when the
+ *     user has no runtime directory, since anyone may create that name first.
  * Runs only see each other's reservations when they use the same directory.
  *
  * Nothing follows symlinks: the directory is opened O_DIRECTORY|O_NOFOLLOW and then checked
@@ -28,6 +30,7 @@
 #ifndef VG_ACT_LOCK_H
 #define VG_ACT_LOCK_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -38,9 +41,12 @@
 /* What the choice depends on, gathered by vg_lock_env_get() (or by hand in tests). */
 struct vg_lock_env {
     const char *override; /* $VRAMGUARD_RUNTIME_DIR, NULL or "" when unset */
-    const char *xdg;      /* $XDG_RUNTIME_DIR, NULL or "" when unset */
-    uid_t uid;            /* effective uid */
-    bool shared_usable;   /* VG_LOCK_SHARED_DIR exists and we may create files in it */
+    const char *xdg;      /* the per-user runtime directory, checked (vg_priv_user_rundir;
+                           * points into rundir); NULL or "" when there is none */
+    const char *xdg_why;  /* which one it is, for --verbose; NULL: "XDG_RUNTIME_DIR" */
+    char rundir[PATH_MAX];
+    uid_t uid;          /* effective uid */
+    bool shared_usable; /* VG_LOCK_SHARED_DIR exists and we may create files in it */
 };
 
 struct vg_lock_dir {
@@ -48,7 +54,7 @@ struct vg_lock_dir {
     mode_t mode;      /* mode when it has to be created */
     bool private_dir; /* must be owned by us (not merely by root) */
     const char *why;  /* "VRAMGUARD_RUNTIME_DIR", "root", "shared", "XDG_RUNTIME_DIR",
-                       * "fallback": for --verbose */
+                       * "/run/user", "fallback": for --verbose */
     int fd;           /* after vg_lock_dir_open(); -1 before */
 };
 

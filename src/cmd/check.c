@@ -74,7 +74,7 @@ static int vg_check_parse(struct vg_global *g, int argc, char **argv, struct vg_
         struct vg_watch_config file;
         vg_watch_config_init(&file);
         struct vg_err err = VG_ERR_INIT;
-        if (config && vg_watch_config_load(&file, config, &err) != 0) {
+        if (config && vg_watch_config_load(&file, config, 0, &err) != 0) {
             vg_cmd_error("check", "%s", vg_err_msg(&err));
             status = VG_EXIT_USAGE;
         } else if (vg_watch_config_merge(cfg, &file, &flags) != 0) {

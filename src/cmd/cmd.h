@@ -34,10 +34,12 @@ enum vg_exit {
 enum vg_color { VG_COLOR_AUTO, VG_COLOR_ALWAYS, VG_COLOR_NEVER };
 
 struct vg_global {
-    const char *nvml_path;    /* --nvml */
-    const char *proc_root;    /* --proc */
+    const char *nvml_path;    /* --nvml (into nvml_abs when checked: see vg_global_opt) */
+    const char *proc_root;    /* --proc (into proc_abs when checked) */
     const char *dev_dir;      /* --dev, resolved (points into dev_abs) */
     char dev_abs[PATH_MAX];   /* storage for the resolved --dev: /proc shows canonical targets */
+    char nvml_abs[PATH_MAX];  /* --nvml and --proc resolved, in a setuid or file-capability */
+    char proc_abs[PATH_MAX];  /* copy (util/priv.h): what was checked is what is opened */
     unsigned nvml_timeout_ms; /* --nvml-timeout; 0 = default */
     bool json;                /* --json */
     bool verbose;             /* --verbose */
@@ -64,12 +66,18 @@ enum {
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
 };
 
+/* In a setuid or file-capability copy, refuse what would use its privileges for the caller:
+ * "WHAT is refused in a setuid or file-capability copy: WHY". true after the message. */
+bool vg_cmd_refuse_elevated(const char *cmd, const char *what, const char *why);
+
 /* The global options, one row each: every command's parse puts them in front of its own. */
 extern const struct vg_opt vg_global_opts[];
 
 /* Handle one global option inside a command's getopt loop. Returns 1 when handled, 0 when c is
  * not a global option, -1 after printing an error for a bad value. cmd names the command for
- * messages (NULL before the command). */
+ * messages (NULL before the command). In a setuid or file-capability copy (vg_priv_elevated)
+ * the options that name a file are refused (--record, --replay) or take only paths root alone
+ * can change (--nvml, --proc, --dev): see docs/reliability.md, "Trust boundaries". */
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
 
 /* The global options' section, shared by every command's --help and the main help. */

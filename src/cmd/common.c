@@ -21,6 +21,7 @@
 #include "render/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
+#include "util/priv.h"
 #include "util/sdnotify.h"
 
 #define VG_GLOBAL_AT(member) VG_OPT_AT(0, struct vg_global, member)
@@ -341,12 +342,67 @@ static int vg_global_dev(struct vg_global *g, const char *arg, const char *cmd)
     return 1;
 }
 
+bool vg_cmd_refuse_elevated(const char *cmd, const char *what, const char *why)
+{
+    if (!vg_priv_elevated())
+        return false;
+    vg_cmd_error(cmd, "%s is refused in a setuid or file-capability copy: %s", what, why);
+    return true;
+}
+
+/* A global option that names a file, in a setuid or file-capability copy: --record and
+ * --replay are refused (neither needs any privilege, and each would open a file the caller
+ * chose with rights the caller lacks); --nvml (code to load), --proc and --dev (what is read
+ * and shown) take only a path that root alone can change, stored resolved. 1: handled, 0:
+ * not such an option (or not elevated), -1 after the message. */
+static int vg_global_elevated(struct vg_global *g, const struct vg_opt *o, const char *arg,
+                              const char *cmd)
+{
+    if (o->id != VG_OPT_RECORD && o->id != VG_OPT_REPLAY && o->id != VG_OPT_NVML &&
+        o->id != VG_OPT_PROC && o->id != VG_OPT_DEV)
+        return 0;
+    if (!vg_priv_elevated())
+        return 0;
+    if (o->id == VG_OPT_RECORD || o->id == VG_OPT_REPLAY) {
+        vg_cmd_refuse_elevated(cmd, o->id == VG_OPT_RECORD ? "--record" : "--replay",
+                               o->id == VG_OPT_RECORD
+                                   ? "it would write the file with rights you lack; run an "
+                                     "ordinary copy of vramguard for it"
+                                   : "it would read the file with rights you lack, and a replay "
+                                     "needs none; run an ordinary copy of vramguard for it");
+        return -1;
+    }
+    char *dst = o->id == VG_OPT_NVML   ? g->nvml_abs
+                : o->id == VG_OPT_PROC ? g->proc_abs
+                                       : g->dev_abs;
+    size_t n = sizeof(g->dev_abs);
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_priv_path_trusted(arg, 0, dst, n, &err) != 0) {
+        vg_cmd_error(cmd,
+                     "--%s '%s' is refused: a setuid or file-capability copy uses only files "
+                     "that root alone can change, and %s",
+                     o->name, arg, vg_err_msg(&err));
+        vg_err_release(&err);
+        return -1;
+    }
+    if (o->id == VG_OPT_NVML)
+        g->nvml_path = g->nvml_abs;
+    else if (o->id == VG_OPT_PROC)
+        g->proc_root = g->proc_abs;
+    else
+        g->dev_dir = g->dev_abs;
+    return 1;
+}
+
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd)
 {
     /* By id: an alias (--colour) shares its row's id, and the first row words the message. */
     const struct vg_opt *o = c >= VG_OPT_JSON ? vg_opt_find_id(vg_global_opts, c) : NULL;
     if (!o || o->id == VG_OPT_HELP || o->id == VG_OPT_VERSION)
         return 0;
+    int e = vg_global_elevated(g, o, arg, cmd);
+    if (e)
+        return e;
     if (o->id == VG_OPT_DEV)
         return vg_global_dev(g, arg, cmd);
     int rc = vg_opt_store(&o->val, g, arg);

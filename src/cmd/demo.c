@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "act/lock.h"
 #include "act/stop.h"
 #include "cmd/cmd.h"
 #include "proc/signal.h"
@@ -120,6 +121,7 @@ struct vg_demo {
     int alive_rd, alive_wr; /* the helpers' pipe: they hold the read end, we the write end */
     unsigned lifetime_s;    /* the helpers' --lifetime */
     bool dir_made;
+    char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* --keep's socket; "": none */
 };
 
 /* What the keeper reports when done. */
@@ -141,7 +143,7 @@ static int vg_demo_find(const char *given, const char *name, const char *build_r
             return -errno;
         return snprintf(out, n, "%s", given) < (int)n ? 0 : -ENAMETOOLONG;
     }
-    const char *dd = getenv("VRAMGUARD_DEMO_DIR");
+    const char *dd = secure_getenv("VRAMGUARD_DEMO_DIR");
     if (dd && dd[0] && snprintf(out, n, "%s/%s", dd, name) < (int)n && access(out, R_OK) == 0)
         return 0;
     char exe[PATH_MAX];
@@ -614,22 +616,40 @@ static int vg_demo_stage(struct vg_demo *d, const char *tmp)
 
 /* ---- the keeper -------------------------------------------------------------------------- */
 
-/* The abstract socket a kept simulation listens on: one per user and scratch directory
- * ($TMPDIR, hashed: a name holds at most 107 bytes), so `demo --stop` run where `demo --keep`
- * was finds it, and test suites with a TMPDIR each never meet. */
-static socklen_t vg_demo_sockaddr(struct sockaddr_un *sa)
+/* The socket a kept simulation listens on: one per user and scratch directory ($TMPDIR,
+ * hashed), so `demo --stop` run where `demo --keep` was finds it, and test suites with a TMPDIR
+ * each never meet. It lives in the user's own runtime directory, the one run's locks use
+ * without the shared one (act/lock.h: $XDG_RUNTIME_DIR or /run/user/UID, /run/vramguard for
+ * root, /tmp/vramguard-UID only without either), so nobody else can take its name first. The
+ * directory is made when create is true. 0 with *len; -ENOENT (no message) when the directory
+ * does not exist and create is false; another negative errno with a message. */
+static int vg_demo_sockaddr(struct sockaddr_un *sa, socklen_t *len, bool create, struct vg_err *err)
 {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = secure_getenv("TMPDIR");
     if (!tmp || !tmp[0])
         tmp = "/tmp";
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *c = tmp; *c; c++)
         h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    memset(sa, 0, sizeof(*sa));
-    sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "vramguard-demo.%u.%016llx",
-                     (unsigned)geteuid(), (unsigned long long)h);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    struct vg_lock_env env;
+    vg_lock_env_get(&env);
+    env.shared_usable = false; /* a shared directory's names can be taken by anyone */
+    struct vg_lock_dir dir;
+    int rc = vg_lock_dir_choose(&env, &dir, err);
+    if (rc == 0)
+        rc = vg_lock_dir_open(&dir, create, err);
+    if (rc == 0) {
+        memset(sa, 0, sizeof(*sa));
+        sa->sun_family = AF_UNIX;
+        int n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/demo.%016llx.sock", dir.path,
+                         (unsigned long long)h);
+        if (n < 0 || (size_t)n >= sizeof(sa->sun_path))
+            rc = vg_err_set(err, -ENAMETOOLONG, "the socket path in '%s' is too long", dir.path);
+        else
+            *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+    }
+    vg_lock_dir_release(&dir);
+    return rc;
 }
 
 /* Write all of s to fd; errors are the reader's problem (it sees end of file). */
@@ -773,7 +793,7 @@ static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_m
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = secure_getenv("TMPDIR");
     int rc = sfd < 0 ? -errno : vg_demo_stage(d, tmp && tmp[0] ? tmp : "/tmp");
     char msg[PATH_MAX + 64];
     if (rc)
@@ -794,8 +814,11 @@ static int vg_demo_keeper(struct vg_demo *d, int ctl, int lsock, uint64_t keep_m
     }
     if (to != ctl && ctl >= 0)
         close(ctl);
-    if (lsock >= 0)
+    if (lsock >= 0) {
         close(lsock);
+        if (d->sock[0])
+            unlink(d->sock);
+    }
     if (sfd >= 0)
         close(sfd);
     free(d->procs);
@@ -923,7 +946,18 @@ out:
 static int vg_demo_stop_kept(void)
 {
     struct sockaddr_un sa;
-    socklen_t len = vg_demo_sockaddr(&sa);
+    socklen_t len = 0;
+    struct vg_err err = VG_ERR_INIT;
+    int src = vg_demo_sockaddr(&sa, &len, false, &err);
+    if (src == -ENOENT) {
+        vg_cmd_error("demo", "--stop: no simulation kept by 'vramguard demo --keep' is running");
+        return VG_EXIT_WARN;
+    }
+    if (src) {
+        vg_cmd_error("demo", "--stop: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return VG_EXIT_SOFTWARE;
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         vg_cmd_error("demo", "--stop: cannot create a socket: %s", strerror(errno));
@@ -963,19 +997,41 @@ static int vg_demo_stop_kept(void)
     return vg_demo_flush(stdout) ? VG_EXIT_SOFTWARE : VG_EXIT_OK;
 }
 
-/* --keep's own socket, bound before anything is staged so a second --keep fails at once. */
-static int vg_demo_keep_socket(int *out)
+/* Whether a socket at sa answers (a kept simulation), or is left over from one that died. */
+static bool vg_demo_sock_live(const struct sockaddr_un *sa, socklen_t len)
 {
-    struct sockaddr_un sa;
-    socklen_t len = vg_demo_sockaddr(&sa);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -errno;
-    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 8) != 0) {
+        return true; /* cannot tell: never remove it */
+    bool live = connect(fd, (const struct sockaddr *)sa, len) == 0 || errno != ECONNREFUSED;
+    close(fd);
+    return live;
+}
+
+/* --keep's own socket, bound before anything is staged so a second --keep fails at once; its
+ * path into d->sock (the keeper removes it). A socket left by a keeper that died (nobody
+ * listens) is replaced. 0, -EADDRINUSE, or another negative errno with a message. */
+static int vg_demo_keep_socket(struct vg_demo *d, int *out, struct vg_err *err)
+{
+    struct sockaddr_un sa;
+    socklen_t len = 0;
+    int rc = vg_demo_sockaddr(&sa, &len, true, err);
+    if (rc)
+        return rc;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "cannot create a socket: %s", strerror(errno));
+    int b = bind(fd, (struct sockaddr *)&sa, len);
+    if (b != 0 && errno == EADDRINUSE && !vg_demo_sock_live(&sa, len) && unlink(sa.sun_path) == 0)
+        b = bind(fd, (struct sockaddr *)&sa, len);
+    if (b != 0 || listen(fd, 8) != 0) {
         int e = errno;
         close(fd);
-        return -e;
+        if (e == EADDRINUSE)
+            return -e;
+        return vg_err_set(err, -e, "cannot listen on '%s': %s", sa.sun_path, strerror(e));
     }
+    snprintf(d->sock, sizeof(d->sock), "%s", sa.sun_path);
     *out = fd;
     return 0;
 }
@@ -1148,15 +1204,17 @@ static void vg_demo_stop_staged(struct vg_global *g, int *fd, pid_t keeper, cons
 
 /* With --keep, the socket a later --stop reaches (*lsock); the pair the keeper answers on.
  * An exit status. */
-static int vg_demo_sockets(bool keep, int *lsock, int pair[2])
+static int vg_demo_sockets(struct vg_demo *d, bool keep, int *lsock, int pair[2])
 {
-    int rc = keep ? vg_demo_keep_socket(lsock) : 0;
+    struct vg_err err = VG_ERR_INIT;
+    int rc = keep ? vg_demo_keep_socket(d, lsock, &err) : 0;
     if (rc == -EADDRINUSE) {
         vg_cmd_error("demo", "--keep: a kept simulation is already running (stop it with "
                              "'vramguard demo --stop')");
         return VG_EXIT_WARN;
     } else if (rc) {
-        vg_cmd_error("demo", "--keep: cannot listen for --stop: %s", strerror(-rc));
+        vg_cmd_error("demo", "--keep: cannot listen for --stop: %s", vg_err_msg(&err));
+        vg_err_release(&err);
         return VG_EXIT_SOFTWARE;
     }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
@@ -1172,6 +1230,12 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
     int status = vg_demo_parse(g, argc, argv, &a);
     if (status >= 0)
         return status;
+    /* A simulation needs no privileges; with them, the helper and the fake driver it runs and
+     * loads (--helper, --fake-nvml, $VRAMGUARD_DEMO_DIR) would be the caller's code. */
+    if (vg_cmd_refuse_elevated("demo", "demo",
+                               "a simulation needs no privileges, and it would run its helper "
+                               "and load its fake driver with them; run an ordinary copy"))
+        return VG_EXIT_USAGE;
 
     struct vg_demo d = {.alive_rd = -1, .alive_wr = -1};
     char helper[PATH_MAX], fake[PATH_MAX];
@@ -1188,7 +1252,7 @@ int vg_cmd_demo(struct vg_global *g, int argc, char **argv)
 
     int lsock = -1, pair[2] = {-1, -1};
     status = VG_EXIT_OK;
-    if ((status = vg_demo_sockets(a.keep, &lsock, pair)) != VG_EXIT_OK)
+    if ((status = vg_demo_sockets(&d, a.keep, &lsock, pair)) != VG_EXIT_OK)
         goto restore;
     int rc;
     fflush(NULL); /* nothing buffered may be written twice */

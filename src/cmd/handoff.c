@@ -444,6 +444,13 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
     h.who.root_fd = -1;
     int status = vg_handoff_parse(&h, argc, argv);
     bool nogpu = false, blind = false;
+    /* The hand-off stops other users' processes for the scheduler, which runs it as root: a
+     * setuid or file-capability copy run by someone else would lend them that. */
+    if (status < 0 && getuid() != 0 &&
+        vg_cmd_refuse_elevated("handoff", "handoff",
+                               "it stops the processes of the job it is told about, whoever "
+                               "owns them; the scheduler runs it as root"))
+        status = VG_EXIT_USAGE;
     if (status < 0)
         status = vg_handoff_prepare(&h, &nogpu, &blind);
     if (status < 0) {

@@ -504,7 +504,7 @@ static int vg_run_with_gpus(struct vg_run *r, const struct vg_gpusel *s, struct 
         .argv = cmd,
         .envp = env,
         .track = r->track,
-        .cgroup_base = getenv("VRAMGUARD_CGROUP_PARENT"),
+        .cgroup_base = secure_getenv("VRAMGUARD_CGROUP_PARENT"),
         .lock_fds = lock_fds,
         .nlock_fds = nlock,
         .grace_ms = r->grace_ms,

@@ -40,6 +40,7 @@
 #include "util/clock.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/priv.h"
 #include "util/sdnotify.h"
 
 static const char vg_watch_help[] =
@@ -101,7 +102,8 @@ static int vg_watch_effective(const struct vg_watch *w, struct vg_watch_config *
 {
     struct vg_watch_config file;
     vg_watch_config_init(&file);
-    int rc = w->config_path ? vg_watch_config_load(&file, w->config_path, err) : 0;
+    int rc =
+        w->config_path ? vg_watch_config_load(&file, w->config_path, VG_WCFG_LOAD_STRICT, err) : 0;
     if (rc == 0 && (rc = vg_watch_config_merge(out, &file, &w->flags)) != 0)
         vg_err_set(err, rc, "out of memory");
     vg_watch_config_release(&file);
@@ -109,6 +111,11 @@ static int vg_watch_effective(const struct vg_watch *w, struct vg_watch_config *
         return rc;
     if (w->g->json && !(w->flags.set & VG_WCFG_FORMAT))
         out->format = VG_WATCH_JSON;
+    if (out->exec && vg_priv_elevated())
+        return vg_err_set(err, -EPERM,
+                          "alert commands (exec) are refused in a setuid or file-capability "
+                          "copy: they would run with its privileges and your environment; run "
+                          "watch as a service (contrib/systemd) for them");
     if (out->exec) {
         /* check the command splits, so a bad one is a usage error now, not at the first alert */
         struct vg_alert *x = NULL;

@@ -6,13 +6,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/buf.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/priv.h"
 
 #define VG_WCFG_FILE_MAX ((size_t)1 << 20)
 #define VG_WCFG_LINE_MAX 4096u
@@ -85,7 +88,8 @@ const struct vg_opt vg_watch_opts[] = {
      VG_WATCH_OPT_SETTING, "full_scan", VG_OPT_CODE},
     {"config", 0, VG_OPT_ARG_REQUIRED, "FILE",
      "read settings from FILE (key = value; see docs/config.md), a\n"
-     "regular file; flags win over it; SIGHUP reads it again",
+     "regular file that only root or you can change; flags win over\n"
+     "it; SIGHUP reads it again",
      0, NULL, VG_OPT_VAL(VG_OPT_VAR(0, const char *), .kind = VG_OPT_K_STR)},
     {"once", 0, VG_OPT_ARG_NONE, NULL, "take one sample, report it, and exit", 0, NULL,
      VG_OPT_VAL(VG_OPT_VAR(1, bool), .kind = VG_OPT_K_SET)},
@@ -231,8 +235,10 @@ static int vg_wcfg_line(struct vg_watch_config *c, char *line, size_t len, unsig
     return rc;
 }
 
+/* The file's text into c. A bad line's message quotes it only when quote is true; otherwise it
+ * names the line alone: what a file says is shown to those who could read it themselves. */
 static int vg_wcfg_parse(struct vg_watch_config *c, char *text, size_t len, const char *path,
-                         struct vg_err *err)
+                         bool quote, struct vg_err *err)
 {
     unsigned seen_line[VG_WCFG_NKEYS] = {0};
     unsigned lineno = 0;
@@ -246,6 +252,11 @@ static int vg_wcfg_parse(struct vg_watch_config *c, char *text, size_t len, cons
             return vg_err_set(err, -EINVAL, "%s:%u: line longer than %u bytes", path, lineno,
                               VG_WCFG_LINE_MAX);
         int rc = vg_wcfg_line(c, text + pos, end - pos, lineno, seen_line, err);
+        if (rc && rc != -ENOMEM && !quote)
+            return vg_err_set(err, rc,
+                              "%s:%u: not a valid setting (the line is not shown: you cannot "
+                              "read this file yourself)",
+                              path, lineno);
         if (rc)
             return rc == -ENOMEM ? rc : vg_err_prefix(err, "%s:%u", path, lineno);
         pos = end + 1;
@@ -253,11 +264,44 @@ static int vg_wcfg_parse(struct vg_watch_config *c, char *text, size_t len, cons
     return 0;
 }
 
-int vg_watch_config_load(struct vg_watch_config *c, const char *path, struct vg_err *err)
+/* Whether path may be read at all (see VG_WCFG_LOAD_STRICT); its resolved form into canon. */
+static int vg_wcfg_trusted(const char *path, unsigned flags, char *canon, size_t n,
+                           struct vg_err *err)
 {
+    bool elevated = vg_priv_elevated();
+    if (!elevated && !(flags & VG_WCFG_LOAD_STRICT)) {
+        if (snprintf(canon, n, "%s", path) >= (int)n)
+            return vg_err_set(err, -ENAMETOOLONG, "%s: too long a path", path);
+        return 0;
+    }
+    struct vg_err why = VG_ERR_INIT;
+    int rc = vg_priv_path_trusted(path, elevated ? 0 : getuid(), canon, n, &why);
+    if (rc == 0)
+        return 0;
+    if (rc != -EPERM) { /* missing, unreadable: the message any read would give */
+        vg_err_release(&why);
+        return vg_err_set(err, rc, "%s: cannot read: %s", path, strerror(-rc));
+    }
+    vg_err_set(err, rc, "%s: refused: %s, and %s", path,
+               elevated ? "a setuid or file-capability copy reads only a config that root alone "
+                          "can change"
+                        : "a config whose alert commands run must be changeable by root or "
+                          "you alone",
+               vg_err_msg(&why));
+    vg_err_release(&why);
+    return rc;
+}
+
+int vg_watch_config_load(struct vg_watch_config *c, const char *path, unsigned flags,
+                         struct vg_err *err)
+{
+    char canon[PATH_MAX];
+    int rc = vg_wcfg_trusted(path, flags, canon, sizeof(canon), err);
+    if (rc)
+        return rc;
     struct vg_buf b;
     vg_buf_init(&b, VG_WCFG_FILE_MAX);
-    int rc = vg_file_read_regular(AT_FDCWD, path, &b);
+    rc = vg_file_read_regular(AT_FDCWD, canon, &b);
     if (rc) {
         vg_buf_release(&b);
         if (rc == -E2BIG)
@@ -272,7 +316,8 @@ int vg_watch_config_load(struct vg_watch_config *c, const char *path, struct vg_
     /* Parse into a scratch copy, so a bad file changes nothing. */
     struct vg_watch_config tmp;
     vg_watch_config_init(&tmp);
-    rc = vg_wcfg_parse(&tmp, b.data ? b.data : (char *)"", b.len, path, err);
+    rc = vg_wcfg_parse(&tmp, b.data ? b.data : (char *)"", b.len, path,
+                       vg_priv_caller_can_read(canon), err);
     vg_buf_release(&b);
     if (rc == 0) {
         struct vg_watch_config merged;

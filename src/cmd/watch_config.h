@@ -83,11 +83,21 @@ void vg_watch_config_release(struct vg_watch_config *c);
 int vg_watch_config_set(struct vg_watch_config *c, const char *key, const char *value,
                         struct vg_err *err);
 
+/* How far vg_watch_config_load trusts the file's place. */
+enum {
+    /* watch (its exec lines run): refuse a file that anyone but root or the caller could
+     * change, it or a directory above it (util/priv.h; sshd's StrictModes) */
+    VG_WCFG_LOAD_STRICT = 1u << 0,
+};
+
 /* Read a config file into c (initialised; keys it sets are replaced). Only a regular file is
- * read, and opening never blocks (a FIFO put in its place is an error, not a hang). On any
- * error c is left as it was and err says "PATH:LINE: ..." (or "PATH: ..." when it cannot be
- * read). */
-int vg_watch_config_load(struct vg_watch_config *c, const char *path, struct vg_err *err);
+ * read, and opening never blocks (a FIFO put in its place is an error, not a hang). flags:
+ * VG_WCFG_LOAD_*; in a setuid or file-capability copy only a file root alone can change is
+ * read, whatever the flags. A bad line is quoted in the message only when the real user may
+ * read the file (else only its number is said). On any error c is left as it was and err says
+ * "PATH:LINE: ..." (or "PATH: ..." when it cannot be read or is refused). */
+int vg_watch_config_load(struct vg_watch_config *c, const char *path, unsigned flags,
+                         struct vg_err *err);
 
 /* dst = base with every key over set: the result of a file plus flags. 0 or -ENOMEM. */
 int vg_watch_config_merge(struct vg_watch_config *dst, const struct vg_watch_config *base,

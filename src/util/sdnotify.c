@@ -17,7 +17,7 @@
 
 int vg_sd_notify(const char *state, struct vg_err *err)
 {
-    const char *path = getenv("NOTIFY_SOCKET");
+    const char *path = secure_getenv("NOTIFY_SOCKET");
     if (!path || !*path)
         return 0;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -48,11 +48,11 @@ int vg_sd_notify(const char *state, struct vg_err *err)
 
 uint64_t vg_sd_watchdog_usec(void)
 {
-    const char *usec = getenv("WATCHDOG_USEC");
+    const char *usec = secure_getenv("WATCHDOG_USEC");
     uint64_t v;
     if (!usec || vg_parse_u64(usec, &v) != 0 || v == 0)
         return 0;
-    const char *pid = getenv("WATCHDOG_PID");
+    const char *pid = secure_getenv("WATCHDOG_PID");
     uint64_t p;
     if (pid && (vg_parse_u64(pid, &p) != 0 || p != (uint64_t)getpid()))
         return 0;

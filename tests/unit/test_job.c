@@ -65,6 +65,12 @@ static void test_lock_dir_choice(void **state)
     assert_int_equal(d.mode, 0700);
     assert_true(d.private_dir);
     vg_lock_dir_release(&d);
+    env.xdg_why = "/run/user"; /* no usable $XDG_RUNTIME_DIR: /run/user/UID was taken */
+    assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);
+    assert_string_equal(d.path, "/run/user/1000/vramguard");
+    assert_string_equal(d.why, "/run/user");
+    vg_lock_dir_release(&d);
+    env.xdg_why = NULL;
 
     env.xdg = "not/absolute";
     assert_int_equal(vg_lock_dir_choose(&env, &d, &err), 0);

@@ -22,6 +22,7 @@
 #include "util/err.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/priv.h"
 #include "util/utf8.h"
 
 static void test_buf_bounded(void **state)
@@ -239,6 +240,80 @@ static void test_file_read_regular(void **state)
     unlinkat(dfd, "fifo", 0);
     unlinkat(dfd, "sub", AT_REMOVEDIR);
     close(dfd);
+    rmdir(dir);
+}
+
+/* A path is trusted when nobody but root or the given owner can change it or a directory above
+ * it; the canonical path is what was checked. */
+static void test_priv_path_trusted(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-test-priv-XXXXXX", f[64], l[64], canon[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(f, sizeof(f), "%s/f", dir);
+    snprintf(l, sizeof(l), "%s/l", dir);
+    int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(symlink("f", l), 0);
+    struct vg_err err = VG_ERR_INIT;
+    uid_t me = getuid();
+    assert_int_equal(vg_priv_path_trusted(l, me, canon, sizeof(canon), &err), 0);
+    assert_string_equal(canon, f);
+    assert_int_equal(chmod(f, 0666), 0);
+    assert_int_equal(vg_priv_path_trusted(l, me, canon, sizeof(canon), &err), -EPERM);
+    assert_non_null(strstr(vg_err_msg(&err), "is writable by others"));
+    assert_int_equal(chmod(f, 0664), 0);
+    assert_int_equal(vg_priv_path_trusted(f, me, canon, sizeof(canon), &err), -EPERM);
+    assert_non_null(strstr(vg_err_msg(&err), "writable by its group"));
+    assert_int_equal(chmod(f, 0644), 0);
+    /* a directory writable by others, sticky or not, is its owner's (not root's) here */
+    assert_int_equal(chmod(dir, 01777), 0);
+    if (me != 0)
+        assert_int_equal(vg_priv_path_trusted(f, me, canon, sizeof(canon), &err), -EPERM);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(vg_priv_path_trusted(f, me, canon, sizeof(canon), &err), -EPERM);
+    assert_non_null(strstr(vg_err_msg(&err), dir));
+    assert_int_equal(chmod(dir, 0700), 0);
+    if (me != 0) {
+        assert_int_equal(vg_priv_path_trusted(f, 0, canon, sizeof(canon), &err), -EPERM);
+        assert_non_null(strstr(vg_err_msg(&err), "not to root"));
+    }
+    assert_int_equal(vg_priv_path_trusted("/nonexistent/x", me, canon, sizeof(canon), &err),
+                     -ENOENT);
+    /* "/" itself, root's and 0755 */
+    assert_int_equal(vg_priv_path_trusted("/", 0, canon, sizeof(canon), &err), 0);
+    assert_string_equal(canon, "/");
+    vg_err_release(&err);
+    unlink(l);
+    unlink(f);
+    rmdir(dir);
+}
+
+/* $XDG_RUNTIME_DIR counts only when it is the user's own and 0700. */
+static void test_priv_user_rundir(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vg-test-rundir-XXXXXX", out[4096], link[64];
+    assert_non_null(mkdtemp(dir));
+    const char *why = NULL;
+    uid_t me = geteuid();
+    assert_int_equal(vg_priv_user_rundir(dir, me, out, sizeof(out), &why), 1);
+    assert_string_equal(out, dir);
+    assert_string_equal(why, "XDG_RUNTIME_DIR");
+    snprintf(link, sizeof(link), "%s.l", dir);
+    assert_int_equal(symlink(dir, link), 0);
+    int rc = vg_priv_user_rundir(link, me, out, sizeof(out), &why); /* a symlink: not it */
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, link) != 0));
+    assert_int_equal(chmod(dir, 0755), 0);
+    rc = vg_priv_user_rundir(dir, me, out, sizeof(out), &why);
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, dir) != 0));
+    assert_int_equal(chmod(dir, 0700), 0);
+    rc = vg_priv_user_rundir(dir, me + 1, out, sizeof(out), &why); /* someone else's */
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, dir) != 0));
+    rc = vg_priv_user_rundir("relative", me, out, sizeof(out), &why);
+    assert_true(rc == 0 || (rc == 1 && strcmp(out, "relative") != 0));
+    unlink(link);
     rmdir(dir);
 }
 
@@ -477,6 +552,8 @@ int main(void)
         cmocka_unit_test(test_fmt_size),
         cmocka_unit_test(test_file_read),
         cmocka_unit_test(test_file_read_regular),
+        cmocka_unit_test(test_priv_path_trusted),
+        cmocka_unit_test(test_priv_user_rundir),
         cmocka_unit_test(test_clock_iso8601),
         cmocka_unit_test(test_clock_ts),
     };

@@ -47,7 +47,7 @@ static char *write_tmp(const char *text)
 static int load(struct vg_watch_config *c, const char *text, struct vg_err *err)
 {
     char *path = write_tmp(text);
-    int rc = vg_watch_config_load(c, path, err);
+    int rc = vg_watch_config_load(c, path, 0, err);
     if (rc && err->msg) {
         /* drop the temporary path from the message so tests can compare the rest */
         const char *colon = strstr(err->msg, path);
@@ -170,7 +170,7 @@ static void test_config_errors(void **state)
     struct vg_watch_config c;
     vg_watch_config_init(&c);
     struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_watch_config_load(&c, "/nonexistent/watch.conf", &err), -ENOENT);
+    assert_int_equal(vg_watch_config_load(&c, "/nonexistent/watch.conf", 0, &err), -ENOENT);
     assert_string_equal(vg_err_msg(&err),
                         "/nonexistent/watch.conf: cannot read: No such file or directory");
     assert_int_equal(vg_watch_config_set(&c, "bogus", "1", &err), -EINVAL);
