@@ -91,13 +91,21 @@ static const struct vg_rec_bit vg_rec_ptypes[] = {
 };
 
 static const struct vg_rec_bit vg_rec_proc_known[] = {
-    {VG_PROC_K_STAT, "stat"},         {VG_PROC_K_STATUS, "status"},
-    {VG_PROC_K_CMDLINE, "cmdline"},   {VG_PROC_K_ENV, "env"},
-    {VG_PROC_K_CGROUP, "cgroup"},     {VG_PROC_K_MAPS, "maps"},
-    {VG_PROC_K_FDS, "fds"},           {VG_PROC_K_THREADS, "threads"},
-    {VG_PROC_K_USER, "user"},         {VG_PROC_K_SIGIGN, "sigign"},
-    {VG_PROC_K_EXE, "exe"},           {VG_PROC_K_EXE_STAT, "exe-stat"},
-    {VG_PROC_K_EXE_PATH, "exe-path"}, {0, NULL},
+    {VG_PROC_K_STAT, "stat"},
+    {VG_PROC_K_STATUS, "status"},
+    {VG_PROC_K_CMDLINE, "cmdline"},
+    {VG_PROC_K_ENV, "env"},
+    {VG_PROC_K_CGROUP, "cgroup"},
+    {VG_PROC_K_MAPS, "maps"},
+    {VG_PROC_K_FDS, "fds"},
+    {VG_PROC_K_THREADS, "threads"},
+    {VG_PROC_K_USER, "user"},
+    {VG_PROC_K_SIGIGN, "sigign"},
+    /* what it runs (proc/exe.c) */
+    {VG_PROC_K_EXE, "exe"},
+    {VG_PROC_K_EXE_STAT, "exe-stat"},
+    {VG_PROC_K_EXE_PATH, "exe-path"},
+    {0, NULL},
 };
 
 static const struct vg_rec_bit vg_rec_libs[] = {
