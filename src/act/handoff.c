@@ -91,12 +91,11 @@ static unsigned vg_handoff_evidence(const struct vg_proc *p, const struct vg_han
 
 enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct vg_handoff_job *job,
                                          const struct vg_kill_ctx *who, unsigned *evidence,
-                                         const char **protected_name)
+                                         struct vg_infra *infra)
 {
-    *protected_name = vg_kill_protected_name(p);
     *evidence = vg_handoff_evidence(p, job);
-    if (*protected_name)
-        return VG_SETTLE_INFRA;
+    vg_infra_judge(p, infra);
+    /* vramguard, its ancestors, init and kernel threads: by PID and kernel flags, not names */
     switch (vg_kill_check(p, who, NULL)) {
     case VG_KILL_INIT:
     case VG_KILL_SELF:
@@ -106,6 +105,10 @@ enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct v
     default:
         break;
     }
+    /* Infrastructure only proven, and never the job's uid (act/infra.h): unproven, what it
+     * holds would pass as the baseline and a dirty GPU as clean. */
+    if (infra->kind != VG_INFRA_NONE && vg_infra_baseline(p, job->uid_known, job->uid, infra))
+        return VG_SETTLE_INFRA;
     /* The job's only with its uid (never another user's process) and a mark of the job itself,
      * and no mark of another: a process of the same user may belong to that user's next job. */
     unsigned ev = *evidence;
@@ -251,12 +254,12 @@ static bool vg_handoff_sel_match(const struct vg_handoff_sel *s, const struct vg
 /* Whose is a holder, for act/settle.h: this job's are its targets. In a prolog (and a node
  * check) the job has not started: whoever holds its GPUs is someone else. */
 static enum vg_settle_owner vg_handoff_whose(void *ctx, const struct vg_proc *p, unsigned *evidence,
-                                             const char **protected_name)
+                                             struct vg_infra *infra)
 {
     const struct vg_handoff_req *req = ctx;
     struct vg_handoff_job none = {.id = NULL, .uid_known = false};
     return vg_handoff_owner_of(p, req->mode == VG_HANDOFF_EPILOG ? &req->job : &none, &req->who,
-                               evidence, protected_name);
+                               evidence, infra);
 }
 
 static void vg_handoff_finish(struct vg_handoff_result *res)
@@ -292,6 +295,12 @@ static bool vg_handoff_no_driver(struct vg_handoff_result *res, const struct vg_
 static struct vg_settle_req vg_handoff_settle_req(const struct vg_handoff_req *req,
                                                   const struct vg_settle_want *wants, size_t n)
 {
+    struct vg_kill_ctx who = req->who;
+    /* the job's own processes are never infrastructure: the epilog stops them whatever they run */
+    if (req->mode == VG_HANDOFF_EPILOG && req->job.uid_known) {
+        who.job_uid_known = true;
+        who.job_uid = req->job.uid;
+    }
     return (struct vg_settle_req){
         .whose = vg_handoff_whose,
         .whose_ctx = (void *)req,
@@ -305,7 +314,7 @@ static struct vg_settle_req vg_handoff_settle_req(const struct vg_handoff_req *r
         .tolerance = req->tolerance,
         .stop = req->mode == VG_HANDOFF_EPILOG,
         .proc_root_fd = req->proc_root_fd,
-        .who = req->who,
+        .who = who,
         .nvml = req->nvml,
         .nvml_arg = req->nvml_arg,
     };

@@ -5,8 +5,11 @@
  *
  * Whose is a holder (enum vg_handoff_owner): this job's when its real uid is the job's and its
  * environment names the job (SLURM_JOB_ID) or its cgroup does (a path component "job_ID", as
- * Slurm's cgroup plugins name it); infrastructure when act/kill.h would never signal it
- * (display servers, the persistence daemon, DCGM, vramguard itself and its ancestors...);
+ * Slurm's cgroup plugins name it); infrastructure (counted into the baseline) only when it is
+ * vramguard itself or its ancestors (by PID), or proven by its executable, run by root or a
+ * system uid that is not the job's, in no job's cgroup (act/infra.h, vg_infra_baseline): a
+ * process that merely calls itself Xorg is a holder like any other, and so is a real daemon
+ * whose binary was replaced since it started;
  * anyone else's otherwise, including a process of the same user that carries no mark of the
  * job (it may be another job's) and one whose environment could not be read. Only this job's
  * holders are ever signalled, through act/kill.h's pidfd and identity re-check, and only after
@@ -88,11 +91,14 @@ struct vg_handoff_job {
     uid_t uid;
 };
 
-/* Whose is p (the pure part, for tests): sets *evidence to VG_HANDOFF_EV_* bits and, for
- * infrastructure, *protected_name (NULL otherwise). */
+/* Whose is p (the pure part, for tests): sets *evidence to VG_HANDOFF_EV_* bits and *infra to
+ * what p is as infrastructure (act/infra.h; with vg_infra_baseline's facts when it claims a
+ * name). Infrastructure (VG_SETTLE_INFRA) is vramguard, its ancestors, init and kernel threads
+ * by PID, and a program vg_infra_baseline accepts: proven by its executable, run by root or a
+ * system uid that is not the job's. */
 enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct vg_handoff_job *job,
                                          const struct vg_kill_ctx *who, unsigned *evidence,
-                                         const char **protected_name);
+                                         struct vg_infra *infra);
 
 /* A GPU as the scheduler names it. */
 enum vg_handoff_sel_kind {

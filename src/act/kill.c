@@ -4,6 +4,7 @@
  * vg_kill_start() and vg_kill_finish() touch the system.
  */
 #include "act/kill.h"
+#include "act/infra.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,83 +19,11 @@
 /* Kernel threads are children of kthreadd, PID 2. */
 #define VG_KTHREADD_PID 2
 
-/* Infrastructure that holds GPUs on purpose and must never be signalled by a cleanup: display
- * servers and compositors (they own the console's GPU), the persistence daemon, DCGM and its
- * exporter, the NVSwitch fabric manager, the MPS control daemon and servers (every MPS client
- * depends on them), Kubernetes' device plugin, monitoring tools and vramguard itself.
- * A trailing '*' matches any name starting with what precedes it. */
-static const char *const vg_protected[] = {
-    "Xorg",
-    "X",
-    "Xwayland",
-    "gnome-shell",
-    "gnome-session*",
-    "mutter",
-    "kwin",
-    "kwin_*",
-    "plasmashell",
-    "sddm*",
-    "gdm*",
-    "lightdm",
-    "weston",
-    "sway",
-    "Hyprland",
-    "gamescope*",
-    "nvidia-persistenced",
-    "nv-hostengine",
-    "dcgm-exporter",
-    "nv-fabricmanager",
-    "nvidia-fabricmanager",
-    "nvidia-cuda-mps-control",
-    "nvidia-cuda-mps-server",
-    "nvidia-smi",
-    "nvidia-powerd",
-    "nvidia-device-plugin",
-    "vramguard",
-};
-
-/* The kernel keeps TASK_COMM_LEN - 1 bytes of a process name. */
-#define VG_COMM_MAX 15
-
-static bool vg_name_matches(const char *pattern, const char *name, size_t len, bool cut)
-{
-    size_t plen = strlen(pattern);
-    if (plen && pattern[plen - 1] == '*')
-        return len >= plen - 1 && memcmp(name, pattern, plen - 1) == 0;
-    if (len == plen && memcmp(name, pattern, plen) == 0)
-        return true;
-    /* comm "nvidia-persiste" is what "nvidia-persistenced" looks like in /proc/PID/stat. */
-    return cut && len == VG_COMM_MAX && plen > VG_COMM_MAX && memcmp(name, pattern, len) == 0;
-}
-
-static const char *vg_protected_match(const char *name, size_t len, bool cut)
-{
-    if (!name || len == 0)
-        return NULL;
-    for (size_t i = 0; i < sizeof(vg_protected) / sizeof(vg_protected[0]); i++)
-        if (vg_name_matches(vg_protected[i], name, len, cut))
-            return vg_protected[i];
-    return NULL;
-}
-
 const char *vg_kill_protected_name(const struct vg_proc *p)
 {
-    const char *hit = NULL;
-    if ((p->known & VG_PROC_K_STAT) && p->comm)
-        hit = vg_protected_match(p->comm, strlen(p->comm), true);
-    if (!hit && (p->known & VG_PROC_K_CMDLINE) && p->cmdline) {
-        /* argv[0]'s basename: the cmdline is the arguments joined by spaces, so argv[0] ends
-         * at the first space (a program path with a space in it is not infrastructure). */
-        const char *a0 = p->cmdline;
-        size_t n = strcspn(a0, " ");
-        const char *slash = memrchr(a0, '/', n);
-        if (slash) {
-            n -= (size_t)(slash + 1 - a0);
-            a0 = slash + 1;
-        }
-        hit = vg_protected_match(a0, n, false);
-    }
-    return hit;
+    struct vg_infra inf;
+    vg_infra_judge(p, &inf);
+    return inf.kind == VG_INFRA_PROVEN || inf.kind == VG_INFRA_UNPROVEN ? inf.name : NULL;
 }
 
 const char *vg_kill_refusal_id(enum vg_kill_refusal r)
@@ -175,7 +104,10 @@ enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill
         return VG_KILL_UNREADABLE;
     if ((p->flags & VG_PROC_PF_KTHREAD) || p->pid == VG_KTHREADD_PID || p->ppid == VG_KTHREADD_PID)
         return VG_KILL_KTHREAD;
-    if (vg_kill_protected_name(p))
+    /* Infrastructure proven, or named so and unproven (act/infra.h says why both): never
+     * signalled, except a hand-off's job's own processes, which are never infrastructure. */
+    bool job_own = ctx->job_uid_known && p->uid == ctx->job_uid;
+    if (!job_own && vg_kill_protected_name(p))
         return VG_KILL_PROTECTED;
     if (ctx->ruid != 0 && p->uid != ctx->ruid)
         return VG_KILL_OTHER_USER;

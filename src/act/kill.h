@@ -5,8 +5,10 @@
  * vg_kill_start()/vg_kill_finish().
  *
  * What is never signalled (enum vg_kill_refusal): PID 1, vramguard itself and its ancestors,
- * kernel threads, infrastructure recognised by name (display servers, the persistence daemon,
- * DCGM, the fabric manager, MPS, nvidia-smi), another user's process unless the caller's real
+ * kernel threads, infrastructure (display servers, the persistence daemon, DCGM, the fabric
+ * manager, MPS, nvidia-smi), known by its executable and named only as a hint (act/infra.h:
+ * proven, or named so and unproven; one that merely calls itself Xorg is not), another
+ * user's process unless the caller's real
  * uid is root, a zombie (its parent is the one to act on), and a process with a thread in
  * uninterruptible sleep (no signal reaches it; only a GPU reset or a reboot frees its memory).
  *
@@ -38,7 +40,7 @@ enum vg_kill_refusal {
     VG_KILL_SELF,         /* vramguard itself */
     VG_KILL_ANCESTOR,     /* the shell or tool that runs vramguard */
     VG_KILL_KTHREAD,      /* a kernel thread */
-    VG_KILL_PROTECTED,    /* infrastructure, by name */
+    VG_KILL_PROTECTED,    /* infrastructure (act/infra.h: proven or unproven) */
     VG_KILL_OTHER_USER,   /* another user's, and the caller is not root */
     VG_KILL_ZOMBIE,       /* defunct: act on its parent */
     VG_KILL_DSTATE,       /* a thread in uninterruptible sleep */
@@ -68,11 +70,15 @@ struct vg_kill_ctx {
     const pid_t *ancestors; /* borrowed */
     size_t nancestors;
     uid_t ruid; /* the caller's real uid; 0 may signal anyone's process */
+    /* A hand-off's job (epilog): processes of its uid are never infrastructure, whatever they
+     * run, so the job's own leftovers are stopped even when they run a real Xorg. */
+    bool job_uid_known;
+    uid_t job_uid;
 };
 
-/* The infrastructure name p matches (its comm, or the basename of argv[0]), or NULL. comm is
- * cut to 15 bytes by the kernel, so a 15-byte comm matches a longer name it starts. Borrowed
- * from a static table. */
+/* The infrastructure p is never signalled as (act/infra.h's judgement PROVEN or UNPROVEN: the
+ * program its comm or argv[0] names, checked against its executable), or NULL. Borrowed from
+ * a static table. */
 const char *vg_kill_protected_name(const struct vg_proc *p);
 
 /* The policy on one process as read (plan time, and again at signal time). *act_on gets the

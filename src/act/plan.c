@@ -205,6 +205,7 @@ static int vg_plan_fill(const struct vg_snapshot *snap, const struct vg_findings
             memcpy(e->id.minors, p->dev_minors, p->ndev_minors * sizeof(*e->id.minors));
             e->id.nminors = p->ndev_minors;
         }
+        vg_infra_judge(p, &e->infra);
         if (vg_dup(p->user, &e->user) || vg_dup(p->comm, &e->comm) ||
             vg_dup(p->cmdline, &e->cmdline))
             return -ENOMEM;

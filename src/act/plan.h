@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "act/infra.h"
 #include "act/kill.h"
 #include "model/snapshot.h"
 #include "rules/rules.h"
@@ -60,7 +61,8 @@ struct vg_plan_entry {
                                  * anything asked for */
     enum vg_kill_refusal refusal;
     bool hidden; /* VG_KILL_NOT_VISIBLE under hidepid: most likely another user's, not gone */
-    const char *protected_name;  /* VG_KILL_PROTECTED: the name it matched */
+    const char *protected_name;  /* VG_KILL_PROTECTED: the program it is (or is named for) */
+    struct vg_infra infra;       /* what it claims to be and the facts (act/infra.h) */
     pid_t act_on;                /* VG_KILL_ZOMBIE: its parent, the process to act on */
     const char *reason;          /* the rule of the finding that named it ("orphan-holder"), or
                                   * NULL: it matched the filters without any finding */

@@ -132,15 +132,16 @@ static bool vg_settle_find(const struct vg_settle_gpu *g, const struct vg_snapsh
 /* ---- holders -------------------------------------------------------------------------------- */
 
 /* The fixed targets' classifier: a planned target by identity, infrastructure as act/kill.h
- * never signals it, anyone else's otherwise. A target the plan refused for who it is (another
- * user's, not a sure leftover) holds as another's; one refused for its state (a zombie, D
- * state) is a target that cannot be stopped. */
+ * never signals it (proven, or named so and unproven: act/infra.h; clean, run and top settle
+ * what they may signal, and every refusal is listed, so nothing is hidden by it), anyone
+ * else's otherwise. A target the plan refused for who it is (another user's, not a sure
+ * leftover) holds as another's; one refused for its state (a zombie, D state) is a target that
+ * cannot be stopped. */
 static enum vg_settle_owner vg_settle_fixed_whose(const struct vg_settle_req *req,
-                                                  const struct vg_proc *p,
-                                                  const char **protected_name)
+                                                  const struct vg_proc *p, struct vg_infra *infra)
 {
-    *protected_name = vg_kill_protected_name(p);
-    if (*protected_name)
+    vg_infra_judge(p, infra);
+    if (infra->kind == VG_INFRA_PROVEN || infra->kind == VG_INFRA_UNPROVEN)
         return VG_SETTLE_INFRA;
     switch (vg_kill_check(p, &req->who, NULL)) {
     case VG_KILL_INIT:
@@ -228,15 +229,19 @@ static int vg_settle_holder_fill(const struct vg_settle_req *req,
     h->uid_known = (p->known & VG_PROC_K_STATUS) != 0;
     h->uid = p->uid;
     unsigned ev = 0;
-    const char *pname = NULL;
-    enum vg_settle_owner owner = req->whose ? req->whose(req->whose_ctx, p, &ev, &pname)
-                                            : vg_settle_fixed_whose(req, p, &pname);
+    struct vg_infra inf = {VG_INFRA_NONE, NULL, 0};
+    enum vg_settle_owner owner =
+        req->whose ? req->whose(req->whose_ctx, p, &ev, &inf) : vg_settle_fixed_whose(req, p, &inf);
     /* Same pid and start time, same process: once a target it stays one, when it has become a
      * zombie whose environment is gone too. */
     if (fresh || h->owner != VG_SETTLE_TARGET) {
         h->owner = owner;
         h->evidence = ev;
-        h->protected_name = pname;
+        h->infra = inf;
+        h->protected_name =
+            owner == VG_SETTLE_INFRA && inf.kind != VG_INFRA_NONE && inf.kind != VG_INFRA_IMPOSTOR
+                ? inf.name
+                : NULL;
     }
     if (fresh) {
         vg_settle_holder_sync(req, res, h);

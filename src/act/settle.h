@@ -49,6 +49,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "act/infra.h"
 #include "act/kill.h"
 #include "act/plan.h"
 #include "model/snapshot.h"
@@ -78,10 +79,11 @@ enum vg_settle_owner {
 };
 
 /* Whose is p (a holder a look shows): evidence gets the caller's bits (kept with the holder),
- * protected_name the infrastructure name it matched. Called at every look; a holder once a
- * target stays one (its environment may be gone once it is a zombie). */
+ * infra what p is as infrastructure (act/infra.h: the name it claims and the facts, whatever
+ * the owner decided). Called at every look; a holder once a target stays one (its environment
+ * may be gone once it is a zombie). */
 typedef enum vg_settle_owner (*vg_settle_whose_fn)(void *ctx, const struct vg_proc *p,
-                                                   unsigned *evidence, const char **protected_name);
+                                                   unsigned *evidence, struct vg_infra *infra);
 
 /* A fresh look at the host: 0 with *snap set (freed with vg_snap_free), or non-zero when even
  * /proc could not be read (the callee has said why). */
@@ -152,7 +154,8 @@ struct vg_settle_holder {
     char state;        /* '?' when unknown */
     enum vg_settle_owner owner;
     unsigned evidence;          /* the whose callback's bits */
-    const char *protected_name; /* infrastructure: what it matched */
+    const char *protected_name; /* owner INFRA by its executable: the program; NULL else */
+    struct vg_infra infra;      /* what it claims to be and the facts (act/infra.h) */
     unsigned seen;              /* VG_SEEN_* */
     bool mem_known;
     uint64_t mem_bytes;

@@ -608,7 +608,8 @@ int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_wh
 
 struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w)
 {
-    return (struct vg_kill_ctx){w->self, w->ancestors, w->nancestors, getuid()};
+    return (struct vg_kill_ctx){
+        .self = w->self, .ancestors = w->ancestors, .nancestors = w->nancestors, .ruid = getuid()};
 }
 
 void vg_cmd_who_release(struct vg_cmd_who *w)

@@ -101,6 +101,10 @@ static const struct vg_rec_bit vg_rec_proc_known[] = {
     {VG_PROC_K_THREADS, "threads"},
     {VG_PROC_K_USER, "user"},
     {VG_PROC_K_SIGIGN, "sigign"},
+    /* what it runs (proc/exe.c) */
+    {VG_PROC_K_EXE, "exe"},
+    {VG_PROC_K_EXE_STAT, "exe-stat"},
+    {VG_PROC_K_EXE_PATH, "exe-path"},
     {0, NULL},
 };
 
@@ -280,6 +284,12 @@ static const struct vg_rec_field vg_rec_proc_fields[] = {
     VG_REC_F(VG_R, "sig_ignored", sig_ignored, VG_REC_UNS),
     VG_REC_F(VG_R, "user", user, VG_REC_STR),
     VG_REC_F(VG_R, "cmdline", cmdline, VG_REC_STR),
+    VG_REC_F(VG_R, "exe", exe, VG_REC_STR),
+    VG_REC_F(VG_R, "exe_deleted", exe_deleted, VG_REC_BOOL),
+    VG_REC_F(VG_R, "exe_uid", exe_uid, VG_REC_UNS),
+    VG_REC_F(VG_R, "exe_mode", exe_mode, VG_REC_UNS),
+    VG_REC_F(VG_R, "exe_path_same", exe_path_same, VG_REC_BOOL),
+    VG_REC_F(VG_R, "exe_dirs_trusted", exe_dirs_trusted, VG_REC_BOOL),
     VG_REC_F(VG_R, "cgroup", cgroup, VG_REC_STR),
     VG_REC_F(VG_R, "container_id", container_id, VG_REC_STR),
     VG_REC_F(VG_R, "pod_uid", pod_uid, VG_REC_STR),

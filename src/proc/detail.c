@@ -6,8 +6,9 @@
  * later file missing while stat is gone too (a fake or odd procfs may simply lack a file).
  * Denied files set c->denied so the scan counts the process once in n_denied.
  *
- * With a cache (a long-running command), stat, status and threads are read every time and the
- * stable files (cmdline, environ, cgroup, maps) only when the cache does not know the process.
+ * With a cache (a long-running command), stat, status, exe and threads are read every time and
+ * the stable files (cmdline, environ, cgroup, maps) only when the cache does not know the
+ * process.
  */
 #include "proc/internal.h"
 
@@ -215,6 +216,10 @@ int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p)
         return rc;
     rc = vg_detail_stable(c, pid_fd, p);
     if (rc)
+        return rc;
+    /* never cached: an exec under the same name and pid (or prctl PR_SET_MM_EXE_FILE) changes
+     * it, and it is what infrastructure is judged by (act/infra.h) */
+    if ((rc = vg_proc_read_exe(pid_fd, p, &c->denied)) < 0)
         return rc;
 
     rc = vg_proc_read_threads(c, pid_fd, p);

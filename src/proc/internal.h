@@ -200,6 +200,10 @@ void vg_proc_fds_reset(struct vg_proc_ctx *c);
  * files set c->denied and leave their fields unknown. */
 int vg_proc_read_details(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
 
+/* exe (exe.c): the link, the file it names and the path to it, each under its known bit; what
+ * is denied sets *denied. 0, or -ENOMEM: nothing else fails, an unread fact stays unknown. */
+int vg_proc_read_exe(int pid_fd, struct vg_proc *p, bool *denied);
+
 /* task/: thread count and states. Same return convention as one file read. */
 int vg_proc_read_threads(struct vg_proc_ctx *c, int pid_fd, struct vg_proc *p);
 

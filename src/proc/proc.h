@@ -90,8 +90,11 @@ enum {
     VG_PROC_K_MAPS = 1u << 5,
     VG_PROC_K_FDS = 1u << 6,
     VG_PROC_K_THREADS = 1u << 7,
-    VG_PROC_K_USER = 1u << 8,   /* user name resolved from uid */
-    VG_PROC_K_SIGIGN = 1u << 9, /* sig_ignored ("SigIgn:" of status) */
+    VG_PROC_K_USER = 1u << 8,      /* user name resolved from uid */
+    VG_PROC_K_SIGIGN = 1u << 9,    /* sig_ignored ("SigIgn:" of status) */
+    VG_PROC_K_EXE = 1u << 10,      /* exe, exe_deleted: the exe link was read */
+    VG_PROC_K_EXE_STAT = 1u << 11, /* exe_uid, exe_mode: the file the process runs was stat'ed */
+    VG_PROC_K_EXE_PATH = 1u << 12, /* exe_path_same, exe_dirs_trusted: the path was walked */
 };
 
 /* PF_KTHREAD from include/linux/sched.h: set in vg_proc.flags on every kernel thread. */
@@ -127,6 +130,18 @@ struct vg_proc {
 
     /* environ: only the allow-listed variables; env[v] NULL when not set (or not known). */
     char *env[VG_ENV_COUNT];
+
+    /* exe: what the process runs, which it cannot choose after exec as it chooses its name,
+     * argv and environment (proc/exe.c). Read fresh at every scan, never cached. */
+    char *exe;             /* the link's target, as the process's root names it, with the
+                            * kernel's " (deleted)" cut off (VG_PROC_K_EXE) */
+    bool exe_deleted;      /* the link said " (deleted)": removed or replaced since exec */
+    uid_t exe_uid;         /* the file it runs, stat'ed through the link (VG_PROC_K_EXE_STAT): */
+    unsigned exe_mode;     /* its owner and st_mode */
+    bool exe_path_same;    /* walked from the process's root (VG_PROC_K_EXE_PATH): the path
+                            * still names that very file (same device and inode) */
+    bool exe_dirs_trusted; /* and every directory on it, the root included, is owned by root
+                            * and writable by neither group nor others */
 
     /* cgroup */
     char *cgroup;       /* the path naming the container or pod (v2 line first), else the

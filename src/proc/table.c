@@ -18,6 +18,7 @@ void vg_proc_release(struct vg_proc *p)
     free(p->nspid);
     free(p->user);
     free(p->cmdline);
+    free(p->exe);
     for (int v = 0; v < VG_ENV_COUNT; v++)
         free(p->env[v]);
     free(p->cgroup);

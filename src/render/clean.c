@@ -173,6 +173,15 @@ static void vg_refusal_text(struct vg_buf *o, const struct vg_plan_entry *e, enu
     }
     switch (r) {
     case VG_KILL_PROTECTED:
+        if (e->infra.kind == VG_INFRA_UNPROVEN) {
+            /* act/infra.h: named so and not disproven: refused, and said so, not hidden */
+            vg_buf_printf(o, "named like infrastructure (%s), but ",
+                          e->protected_name ? e->protected_name : "a protected name");
+            vg_render_infra_why(o, &e->infra, NULL);
+            vg_buf_adds(o, ": never signalled by a cleanup; check it (ls -l /proc/PID/exe) and "
+                           "restart or stop it yourself");
+            break;
+        }
         vg_buf_printf(o,
                       "infrastructure (%s): never signalled by a cleanup; stop its service "
                       "yourself if it really must go",
@@ -579,6 +588,7 @@ static void vg_json_entry(struct vg_json *j, const struct vg_clean_view *v, size
     vg_json_kstr(j, "verdict", e->verdict);
     vg_json_refusal(j, e, e->refusal, NULL);
     vg_json_kstr(j, "protected_name", e->protected_name);
+    vg_render_json_infra(j, "infrastructure_check", &e->infra);
     if (e->refusal == VG_KILL_ZOMBIE)
         vg_json_ku64(j, "act_on_pid", (uint32_t)e->act_on);
     else

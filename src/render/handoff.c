@@ -379,6 +379,7 @@ static void vg_handoff_holder_json(struct vg_json *j, const struct vg_settle_hol
             vg_json_str(j, vg_handoff_evidence_id(bit));
     vg_json_arr_end(j);
     vg_json_kstr(j, "infrastructure", h->protected_name);
+    vg_render_json_infra(j, "infrastructure_check", &h->infra);
     vg_json_kstr(j, "seen_by", vg_render_seen(h->seen));
     vg_json_ku64_opt(j, "memory", h->mem_known, h->mem_bytes);
     vg_json_kbool(j, "present", h->present);

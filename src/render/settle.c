@@ -2,6 +2,8 @@
  * The words of a stop (see settle.h).
  */
 #include "render/settle.h"
+#include "render/json.h"
+#include "render/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -184,4 +186,51 @@ void vg_render_settle_survivor(struct vg_buf *o, const struct vg_settle_holder *
         vg_buf_adds(o, ", which was not signalled: stuck in the driver (D state)");
     else
         vg_buf_adds(o, ", which cannot be signalled");
+}
+
+/* ---- infrastructure ------------------------------------------------------------------------- */
+
+void vg_render_json_infra(struct vg_json *j, const char *key, const struct vg_infra *inf)
+{
+    static const char *const kinds[] = {NULL, "impostor", "unproven", "proven"};
+    vg_json_key(j, key);
+    if (inf->kind == VG_INFRA_NONE) {
+        vg_json_null(j);
+        return;
+    }
+    vg_json_obj_begin(j);
+    vg_json_kstr(j, "claims", inf->name);
+    vg_json_kstr(j, "verdict", kinds[inf->kind]);
+    vg_json_key(j, "facts");
+    vg_json_arr_begin(j);
+    for (unsigned bit = 1; bit <= VG_INFRA_F_LAST; bit <<= 1)
+        if (inf->facts & bit)
+            vg_json_str(j, vg_infra_fact_id(bit));
+    vg_json_arr_end(j);
+    vg_json_obj_end(j);
+}
+
+void vg_render_infra_why(struct vg_buf *o, const struct vg_infra *inf, const char *exe)
+{
+    unsigned f = inf->facts;
+    if (inf->kind == VG_INFRA_NONE || inf->kind == VG_INFRA_PROVEN)
+        return;
+    if (f & VG_INFRA_F_EXE_OTHER) {
+        vg_buf_adds(o, "it runs ");
+        if (exe)
+            vg_text_escape_str(o, exe, 80);
+        else
+            vg_buf_adds(o, "another program");
+    } else if (f & (VG_INFRA_F_EXE_UNTRUSTED | VG_INFRA_F_DIRS_UNTRUSTED)) {
+        vg_buf_adds(o, "its executable");
+        if (exe) {
+            vg_buf_adds(o, " ");
+            vg_text_escape_str(o, exe, 80);
+        }
+        vg_buf_adds(o, " is not root's, or sits where others may write");
+    } else if (f & VG_INFRA_F_EXE_DELETED) {
+        vg_buf_adds(o, "its executable was deleted or replaced since it started");
+    } else {
+        vg_buf_adds(o, "its executable could not be read");
+    }
 }

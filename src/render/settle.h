@@ -27,4 +27,15 @@ void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g);
  * happened to it, never a signal it did not get. */
 void vg_render_settle_survivor(struct vg_buf *o, const struct vg_settle_holder *h);
 
+/* What a process claims to be as infrastructure and the facts (act/infra.h), as JSON under key:
+ * {"claims": "Xorg", "verdict": "proven"|"unproven"|"impostor", "facts": [...]}, or null when
+ * it claims nothing. j is struct vg_json (render/json.h). */
+struct vg_json;
+void vg_render_json_infra(struct vg_json *j, const char *key, const struct vg_infra *inf);
+
+/* Why a process named like infrastructure is not taken for it, or is only unproven, in a few
+ * words after "named like Xorg, but ": "it runs /tmp/x", "its executable was deleted or
+ * replaced since it started"...; nothing for NONE and PROVEN. exe: the path (NULL: unknown). */
+void vg_render_infra_why(struct vg_buf *o, const struct vg_infra *inf, const char *exe);
+
 #endif

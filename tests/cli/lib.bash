@@ -92,6 +92,26 @@ vg_public_bin() {
     FAKE_535=$bin/r535/libnvidia-ml.so.1
 }
 
+# vg_infra_bin NAME [MODE]: a real-looking infrastructure program for the tests that need one:
+# vg-helper copied as NAME (e.g. Xorg, nvidia-persistenced) into a fresh root-owned directory
+# /opt/vg-test-infra.XXXXXX (mode MODE, default 755; 1777 makes it one others may write), the
+# file root's with mode 755: what vramguard takes for infrastructure is a root-owned executable
+# named as the program installs, in directories only root can change (act/infra.h), wherever
+# it is, so no test-only path or switch is needed. Needs root; prints the copy's path; the
+# directory is removed by vg_cleanup. Start it with HELPER=PATH vg_spawn ....
+vg_infra_bin() {
+    local name=$1 mode=${2:-755} dir
+    _vg_dir || return 1
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "vg_infra_bin: needs root (a root-owned directory under /opt)" >&2
+        return 1
+    fi
+    dir=$(mktemp -d /opt/vg-test-infra.XXXXXX) || return 1
+    printf '%s\n' "$dir" >>"$_VG_STATE/dirs"
+    chmod "$mode" "$dir" && cp "$HELPER" "$dir/$name" && chmod 755 "$dir/$name" || return 1
+    printf '%s\n' "$dir/$name"
+}
+
 # vg_fake_lib NAME...: creates small regular files NAME (e.g. libcuda.so.1) in vg_tmpdir/lib
 # for vg-helper --map, and prints the directory.
 vg_fake_lib() {
@@ -219,7 +239,8 @@ _vg_record() {
 # vg_cleanup. Prints the main pid and sets VG_PID, VG_PIDFILE, VG_LOG, VG_ORPHAN_PID,
 # VG_PARENT_PID, VG_THREAD_TID, VG_DSTATE_TID, VG_VFORK_PID (empty when absent) and the arrays
 # VG_CHILD_PIDS, VG_ZOMBIE_PIDS (variables are lost when called inside $(...): use vg_role).
-# With --uid the pidfile lives in a fresh world-writable directory under /tmp.
+# With --uid the pidfile lives in a fresh world-writable directory under /tmp. With VG_ARGV0 set,
+# the helper's argv[0] is that (bash's exec -a), so its command line starts with it.
 vg_spawn() {
     local dir pidfile log bg rc launcher_done=0 limit start a role pid
     _vg_dir || return 1
@@ -243,7 +264,10 @@ vg_spawn() {
     log=$dir/log
     local ns=()
     if [[ -n ${VG_NS:-} ]]; then ns=(nsenter --target "$VG_NS" --pid --mount --); fi
-    VG_HELPER_TAG=$_VG_TAG "${ns[@]}" "$HELPER" --pidfile "$pidfile" "$@" </dev/null >"$log" 2>&1 3>&- &
+    # VG_ARGV0: the helper runs with that argv[0] (exec -a), as a process may choose it
+    local a0=()
+    if [[ -n ${VG_ARGV0:-} ]]; then a0=(bash -c 'exec -a "$0" "$@"' "$VG_ARGV0"); fi
+    VG_HELPER_TAG=$_VG_TAG "${ns[@]}" "${a0[@]}" "$HELPER" --pidfile "$pidfile" "$@" </dev/null >"$log" 2>&1 3>&- &
     bg=$!
     _vg_record launcher "$bg"
     printf '%s\n' "$pidfile" >"$_VG_STATE/last"
@@ -389,7 +413,7 @@ vg_cleanup() {
     done < <(cat "$_VG_STATE/pids" 2>/dev/null)
     if [[ -f $_VG_STATE/dirs ]]; then
         while read -r d; do
-            if [[ $d == /tmp/vg-spawn.* ]]; then rm -rf -- "$d"; fi
+            if [[ $d == /tmp/vg-spawn.* || $d == /opt/vg-test-infra.* ]]; then rm -rf -- "$d"; fi
         done <"$_VG_STATE/dirs"
     fi
     rm -f "$_VG_STATE/pids" "$_VG_STATE/dirs" "$_VG_STATE/last"

@@ -2,7 +2,9 @@
 # t0603-clean-refuse: what `vramguard clean --force` never signals, with real processes: another
 # user's process when not root (and the other direction: root may), a zombie (the plan says act
 # on the parent, which is not signalled for you), a defunct leader whose threads still run,
-# infrastructure by name, a process stuck in D state, vramguard itself and its ancestors.
+# infrastructure (known by its executable: a root-owned copy named as the program installs, while
+# a process that merely calls itself Xorg is not), a process stuck in D state, vramguard itself
+# and its ancestors.
 # (A PID whose start time changed since the plan is tested in tests/unit/test_plan.c, where the
 # plan entry can be made to disagree with a live process deterministically.)
 
@@ -116,27 +118,42 @@ setup() {
     vg_holds "$P" "$DEVDIR/nvidia0"
 }
 
-@test "infrastructure is never signalled, recognised by name" {
-    vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid --comm nvidia-persistenced >/dev/null
+@test "infrastructure is never signalled, known by what it runs; a name alone is not enough" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (a root-owned directory for the programs)"
+    # root's copies, named as the programs install, in directories only root may change
+    PERSIST=$(vg_infra_bin nvidia-persistenced)
+    XORG=$(vg_infra_bin Xorg)
+    HELPER=$PERSIST vg_spawn --open "$DEVDIR/nvidia0" --orphan --setsid >/dev/null
     A=$VG_PID
     A_START=$(vg_stat "$A" starttime)
-    vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid --comm Xorg >/dev/null
+    HELPER=$XORG vg_spawn --open "$DEVDIR/nvidia1" --orphan --setsid >/dev/null
     B=$VG_PID
     B_START=$(vg_stat "$B" starttime)
+    # named Xorg by prctl, running vg-helper: no infrastructure, an ordinary process
+    vg_spawn --open "$DEVDIR/nvidia1" --pgrp --orphan --comm Xorg -- python leftover.py >/dev/null
+    C=$VG_PID
     two_gpus
-    # Adopted daemons are no leftovers anyway: listed as left alone, for the stronger reason.
     vgc clean --force --json
     show
-    [ "$status" -eq 0 ]
-    json_ok '[.processes[].action] == ["leave", "leave"] and .summary.left_alone == 2'
-    [ "$(json '[.processes[] | "\(.pid):\(.refusal):\(.protected_name)"] | sort | join(",")')" = \
+    [ "$(json '[.processes[] | select(.pid != '"$C"') | "\(.pid):\(.refusal):\(.protected_name)"] | sort | join(",")')" = \
         "$(printf '%s\n' "$A:infrastructure:nvidia-persistenced" "$B:infrastructure:Xorg" | sort | paste -sd,)" ]
+    [ "$(json '[.processes[] | select(.pid == '"$A"') | .infrastructure_check.verdict] | join(",")')" = proven ]
+    [ "$(json '[.processes[] | select(.pid == '"$C"') | .refusal] | join(",")')" != infrastructure ]
+    [ "$(json '[.processes[] | select(.pid == '"$C"') | .infrastructure_check.verdict] | join(",")')" = impostor ]
     alive_as_before "$A" "$A_START"
     alive_as_before "$B" "$B_START"
     # Named explicitly, still no.
     vgc clean --force --pid "$A"
     [ "$status" -eq 1 ]
     [[ $output == *"not touched: infrastructure (nvidia-persistenced): never signalled by a cleanup"* ]]
+    alive_as_before "$A" "$A_START"
+    # Its binary deleted (as an upgrade leaves a real daemon): unproven, still never signalled,
+    # and worded apart
+    rm -f "$PERSIST"
+    vgc clean --force --pid "$A"
+    show
+    [ "$status" -eq 1 ]
+    [[ $output == *"not touched: named like infrastructure (nvidia-persistenced), but its executable was deleted or replaced since it started: never signalled by a cleanup"* ]]
     alive_as_before "$A" "$A_START"
 }
 

@@ -371,3 +371,96 @@ time.sleep(60)' "$DEVDIR/nvidia1" >"$TMP/squat.pid" 2>"$TMP/squat.err" &
     ! signalled "$J"
     ! signalled "$K"
 }
+
+# ---------------------------------------------------------------- infrastructure by what it is
+
+# disguised: four nobody-owned leftovers of job 42, one a GPU, each holding 70 GiB and named as
+# infrastructure by what a process chooses (issue 27): comm Xorg, argv[0] /usr/bin/nvidia-smi, comm
+# vramguard, comm gdm-x-session. What each runs is vg-helper, a file under the build tree.
+disguised() {
+    start A --uid nobody --env SLURM_JOB_ID=42 --comm Xorg --open "$DEVDIR/nvidia0" -- Xorg :0
+    VG_ARGV0=/usr/bin/nvidia-smi start B --uid nobody --env SLURM_JOB_ID=42 --open "$DEVDIR/nvidia1" -- -l 1
+    start C --uid nobody --env SLURM_JOB_ID=42 --comm vramguard --open "$DEVDIR/nvidia2" -- vramguard watch
+    start D --uid nobody --env SLURM_JOB_ID=42 --comm gdm-x-session --open "$DEVDIR/nvidia3" -- gdm-x-session
+    gpus "proc gpu=0 pid=$A type=compute mem=70GiB exits=1" "proc gpu=1 pid=$B type=compute mem=70GiB exits=1" \
+        "proc gpu=2 pid=$C type=compute mem=70GiB exits=1" "proc gpu=3 pid=$D type=compute mem=70GiB exits=1"
+}
+
+@test "epilog: a leftover named like infrastructure (comm, argv[0]) is a holder, never clean" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (starts processes as nobody)"
+    disguised
+    # the job is root's: nobody's leftovers are another user's, so dirty and left alone
+    job 42 0,1,2,3
+    ho epilog --timeout 2s --json
+    show
+    [ "$status" -eq 1 ]
+    [ "$(json .outcome)" = dirty ]
+    [ "$(json '[.gpus[].outcome] | unique | join(",")')" = dirty ]
+    [ "$(json '[.gpus[].holders[0].owner] | unique | join(",")')" = other ]
+    [ "$(json '[.gpus[].holders[0].infrastructure] | unique | join(",")')" = "" ]
+    [ "$(json '[.gpus[].holders[0].infrastructure_check.verdict] | unique | join(",")')" = impostor ]
+    [ "$(json '[.gpus[].holders[0].infrastructure_check.claims] | join(",")')" = "Xorg,nvidia-smi,vramguard,gdm*" ]
+    [ "$(json '.gpus[0].holders[0].infrastructure_check.facts | index("exe-other") != null')" = true ]
+    [[ $(json .reason) == "vramguard: dirty: GPU 0 held by pid $A (nobody, "*"), not job 42, 70 GiB; 3 more GPUs dirty" ]]
+    # the other modes agree: the prolog and the node check never call them clean either
+    ho prolog
+    show
+    [ "$status" -eq 1 ]
+    [[ $output == "vramguard: dirty: "* ]]
+}
+
+@test "epilog: the same disguised leftovers of the job's own user are stopped: cleaned" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (starts processes as nobody)"
+    disguised
+    export SLURM_JOB_ID=42 SLURM_JOB_UID=$(id -u nobody) SLURM_JOB_GPUS=0,1,2,3
+    ho epilog --timeout 20s --json
+    show
+    [ "$status" -eq 0 ]
+    [ "$(json .outcome)" = cleaned ]
+    [ "$(json .signalled)" = 4 ]
+    [ "$(json '[.gpus[].holders[0].owner] | unique | join(",")')" = job ]
+    # (nobody cannot write the signal log: the outcome and the processes gone tell instead)
+    [ "$(json '[.gpus[].holders[0].outcome] | unique | join(",")')" = terminated ]
+    for p in "$A" "$B" "$C" "$D"; do wait_for "vg_gone $p"; done
+}
+
+@test "epilog: real infrastructure (root's binary in root's directory, run by root) still counts; the same binary as nobody, deleted, or in a directory others may write does not" {
+    [ "$(id -u)" -eq 0 ] || skip "needs root (a root-owned directory, processes as nobody)"
+    X=$(vg_infra_bin Xorg)
+    P=$(vg_infra_bin nvidia-persistenced)
+    W=$(vg_infra_bin Xorg 1777)
+    HELPER=$X start R --open "$DEVDIR/nvidia0" -- /usr/lib/xorg/Xorg :0
+    HELPER=$X start N --uid nobody --open "$DEVDIR/nvidia1" -- Xorg :1
+    HELPER=$P start G --open "$DEVDIR/nvidia2" -- nvidia-persistenced
+    rm -f "$P"
+    HELPER=$W start T --open "$DEVDIR/nvidia3" -- Xorg :3
+    [ "$(vg_stat "$R" comm)" = Xorg ]
+    [[ $(readlink "/proc/$G/exe") == *" (deleted)" ]]
+    gpus "proc gpu=0 pid=$R type=graphics mem=1GiB" "proc gpu=1 pid=$N type=graphics mem=1GiB" \
+        "proc gpu=2 pid=$G type=compute mem=1GiB" "proc gpu=3 pid=$T type=graphics mem=1GiB"
+    # a user's job (a root job would make root's processes the job's)
+    export SLURM_JOB_ID=50 SLURM_JOB_UID=$(id -u nobody) SLURM_JOB_GPUS=0,1,2,3
+    ho epilog --timeout 2s --json
+    show
+    [ "$status" -eq 1 ]
+    [ "$(json '.gpus[0].outcome')" = clean ]
+    [ "$(json '.gpus[0].holders[0].owner')" = infrastructure ]
+    [ "$(json '.gpus[0].holders[0].infrastructure')" = Xorg ]
+    [ "$(json '.gpus[0].holders[0].infrastructure_check.verdict')" = proven ]
+    # nobody's: the job's uid, never infrastructure, and here it carries no mark of the job
+    [ "$(json '.gpus[1].outcome')" = dirty ]
+    [ "$(json '.gpus[1].holders[0].owner')" = other ]
+    [ "$(json '.gpus[2].outcome')" = dirty ]
+    [ "$(json '.gpus[2].holders[0].infrastructure_check.verdict')" = unproven ]
+    [ "$(json '.gpus[3].outcome')" = dirty ]
+    [ "$(json '.gpus[3].holders[0].infrastructure_check.facts | index("dirs-untrusted") != null')" = true ]
+    [ "$(json .signalled)" = 0 ]
+    for p in "$R" "$N" "$G" "$T"; do ! signalled "$p"; done
+    # the real one alone: clean
+    gpus "proc gpu=0 pid=$R type=graphics mem=1GiB"
+    export SLURM_JOB_GPUS=0
+    ho epilog --timeout 2s
+    show
+    [ "$status" -eq 0 ]
+    [ "$output" = "vramguard: clean: GPU 0 free" ]
+}

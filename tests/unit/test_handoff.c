@@ -195,7 +195,7 @@ static void test_owner_of(void **state)
     struct vg_handoff_job job = {.id = "42", .uid_known = true, .uid = 1000};
     struct vg_kill_ctx who = {.self = 9, .ruid = 0};
     unsigned ev;
-    const char *pn;
+    struct vg_infra pn;
     assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_TARGET);
     assert_true((ev & VG_HANDOFF_EV_UID) && (ev & VG_HANDOFF_EV_CGROUP));
     p.uid = 1001; /* another user's, even in the job's cgroup */
@@ -206,10 +206,31 @@ static void test_owner_of(void **state)
     p.env[VG_ENV_SLURM_JOB_ID] = other; /* marked as another job's */
     assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_OTHER);
     p.env[VG_ENV_SLURM_JOB_ID] = NULL;
+    /* Named Xorg, nothing known of what it runs: unproven, a holder like any other (the
+     * classifier's own cases are test_infra's) */
     char xorg[] = "Xorg";
     p.comm = xorg;
+    assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_TARGET);
+    assert_int_equal(pn.kind, VG_INFRA_UNPROVEN);
+    assert_string_equal(pn.name, "Xorg");
+    /* A root-owned Xorg in root's directories, run by root outside the job's cgroup: the
+     * baseline's; in the job's cgroup, or as the job's uid, never */
+    char exe[] = "/usr/lib/xorg/Xorg", svc[] = "/system.slice/display-manager.service";
+    p.exe = exe;
+    p.exe_mode = 0100755;
+    p.exe_uid = 0;
+    p.exe_path_same = p.exe_dirs_trusted = true;
+    p.known |= VG_PROC_K_EXE | VG_PROC_K_EXE_STAT | VG_PROC_K_EXE_PATH;
+    p.uid = 0;
+    p.cgroup = svc;
     assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_INFRA);
-    assert_string_equal(pn, "Xorg");
+    assert_int_equal(pn.kind, VG_INFRA_PROVEN);
+    p.cgroup = cg;
+    assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_OTHER);
+    p.cgroup = svc;
+    p.uid = 1000; /* the job's uid */
+    assert_int_equal(vg_handoff_owner_of(&p, &job, &who, &ev, &pn), VG_SETTLE_OTHER);
+    assert_true(pn.facts & VG_INFRA_F_JOB_UID);
     assert_string_equal(vg_handoff_owner_id(VG_SETTLE_TARGET), "job");
     assert_true(vg_handoff_cgroup_names("/a/job_42/step_0", "42"));
     assert_false(vg_handoff_cgroup_names("/a/job_420/step_0", "42"));

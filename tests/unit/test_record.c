@@ -73,6 +73,13 @@ static struct vg_snapshot *full_snapshot(void)
     p->dev_paths[1] = NULL;
     p->ndev_paths = 2;
     p->sig_ignored = UINT64_MAX;
+    p->exe = fx_strdup("/usr/lib/xorg/Xorg (x)\n");
+    p->exe_deleted = true;
+    p->exe_uid = 0;
+    p->exe_mode = 0100755;
+    p->exe_path_same = false;
+    p->exe_dirs_trusted = true;
+    p->known |= VG_PROC_K_EXE | VG_PROC_K_EXE_STAT | VG_PROC_K_EXE_PATH;
     p->dev_path_count = 3; /* O_PATH descriptors: GPU 5's node held only so */
     p->path_minors = fx_grow(NULL, 1, sizeof(unsigned));
     p->path_minors[0] = 5;
@@ -163,6 +170,11 @@ static void test_round_trip_by_hand(void **state)
     assert_int_equal(p->path_minors[0], 5);
     assert_int_equal(r->procs.n_tables_unchecked, 2);
     assert_int_equal(p->sig_ignored, UINT64_MAX);
+    assert_string_equal(p->exe, "/usr/lib/xorg/Xorg (x)\n");
+    assert_true(p->exe_deleted && p->exe_dirs_trusted && !p->exe_path_same);
+    assert_int_equal(p->exe_mode, 0100755);
+    assert_int_equal(p->known & (VG_PROC_K_EXE | VG_PROC_K_EXE_STAT | VG_PROC_K_EXE_PATH),
+                     VG_PROC_K_EXE | VG_PROC_K_EXE_STAT | VG_PROC_K_EXE_PATH);
     assert_int_equal(p->tty_nr, -5);
     assert_true(p->activity_known);
     assert_string_equal(vg_proc_table_find(&r->procs, 300)->comm, "\x7f\x01");
