@@ -1,10 +1,11 @@
 /*
  * `vramguard top`: the live view, on ncurses. Two threads and, while a stop runs, a third:
  *
- * - the sampler thread owns the sampler (model/sampler.h: NVML kept open on its own deadline
- *   worker, incremental /proc scans) and, every interval, samples, measures the suspects'
- *   activity, runs the rules and builds a frame (rules/top.h), which it hands over under a
- *   mutex. A hung driver costs it one --nvml-timeout; it never touches the terminal;
+ * - the collector's thread (model/collector.h, as serve's: the sampler's NVML kept open on its
+ *   own deadline worker, incremental /proc scans) every interval samples, and top's make
+ *   callback measures the suspects' activity, runs the rules and builds a frame (rules/top.h),
+ *   which the collector keeps for the UI to take. A hung driver costs it one --nvml-timeout;
+ *   it never touches the terminal;
  * - the UI thread (this one) owns the terminal: it waits for keys at most 100 ms at a time,
  *   takes the newest frame when there is one, and draws the screen (render/top.h) when
  *   something changed. It never calls the driver, so keys answer whatever the driver does;
@@ -34,7 +35,7 @@
 #include "act/settle.h"
 #include "act/plan.h"
 #include "cmd/cmd.h"
-#include "model/sampler.h"
+#include "model/collector.h"
 #include "proc/signal.h"
 #include "render/clean.h"
 #include "render/settle.h"
@@ -121,17 +122,9 @@ static void vg_top_on_signal(int sig)
     vg_top_quit = 1;
 }
 
-/* What the threads share, under mu. */
+/* What the UI and the action thread share, under mu (the collector has its own). */
 struct vg_top_shared {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: the sampler's wait between samples */
-    bool stop, now;    /* end; sample again at once (after an action) */
-    unsigned interval_ms;
-    struct vg_top_frame *next; /* newest frame not yet taken */
-    bool sampling;
-    uint64_t sample_start_ms;
-    char *error; /* the sampler's failure, once */
-    bool done;   /* the sampler thread has ended */
     /* the action thread: joinable, joined before the next one and before exiting */
     bool acting;
     bool action_started;
@@ -153,7 +146,9 @@ struct vg_top {
     enum vg_top_sort sort;
     bool reverse, tree;
     struct vg_top_shared sh;
-    pthread_t sampler;
+    struct vg_collector *coll;
+    struct vg_top_history hist; /* the collector thread's */
+    unsigned interval_ms;
     /* the UI's */
     struct vg_top_frame *frame;
     struct vg_top_line *lines;
@@ -195,7 +190,7 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
                              optarg);
                 return VG_EXIT_USAGE;
             }
-            t->sh.interval_ms = (unsigned)ms;
+            t->interval_ms = (unsigned)ms;
             break;
         case VG_OPT_SORT:
             if ((t->sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
@@ -228,50 +223,23 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
     return -1;
 }
 
-/* ---- the sampler thread ---- */
+/* ---- the collector's callback ---- */
 
-static void vg_top_publish(struct vg_top *t, struct vg_top_frame *f, char *error)
+/* A sample, taken over, diagnosed and made into a frame (the collector's make). */
+static int vg_top_make(void *arg, struct vg_snapshot *snap, bool hung, void **out,
+                       struct vg_err *err)
 {
-    pthread_mutex_lock(&t->sh.mu);
-    vg_top_frame_free(t->sh.next);
-    t->sh.next = f;
-    if (error && !t->sh.error)
-        t->sh.error = error;
-    else
-        free(error);
-    t->sh.sampling = false;
-    pthread_mutex_unlock(&t->sh.mu);
-}
-
-static char *vg_top_strdup_err(struct vg_err *err)
-{
-    char *s = strdup(vg_err_msg(err));
-    vg_err_release(err);
-    return s;
-}
-
-/* One sample into a frame. 0, or -1 with *error set (NULL: out of memory). */
-static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_history *hist,
-                         struct vg_top_frame **out, char **error)
-{
-    struct vg_snapshot *snap = NULL;
-    bool hung = false;
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_sampler_sample(s, &snap, &hung, &err) != 0) {
-        *error = vg_top_strdup_err(&err);
-        return -1;
-    }
+    struct vg_top_history *hist = arg;
     struct vg_findings fs;
     vg_findings_init(&fs);
     struct vg_rule_opts ro;
     vg_rule_opts_init(&ro);
     ro.check_shell = false;
     if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0 ||
-        vg_rules_run(snap, &ro, &fs, &err) != 0) {
+        vg_rules_run(snap, &ro, &fs, err) != 0) {
         vg_findings_release(&fs);
         vg_snap_free(snap);
-        *error = err.msg ? vg_top_strdup_err(&err) : NULL;
-        return -1;
+        return err->code ? err->code : -ENOMEM;
     }
     struct vg_top_build_opts bo = {0};
     long tck = sysconf(_SC_CLK_TCK);
@@ -283,69 +251,26 @@ static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_h
     }
     long page = sysconf(_SC_PAGESIZE);
     bo.page_size = page > 0 ? (uint64_t)page : 0;
-    (void)t;
-    if (vg_top_frame_build(snap, &fs, hung, &bo, hist, out) != 0) {
-        *error = NULL;
-        return -1;
-    }
+    struct vg_top_frame *f = NULL;
+    if (vg_top_frame_build(snap, &fs, hung, &bo, hist, &f) != 0)
+        return -ENOMEM;
+    *out = f;
     return 0;
 }
 
-static void *vg_top_sampler_main(void *arg)
+static void vg_top_frame_drop(void *f)
 {
-    struct vg_top *t = arg;
-    struct vg_sampler_opts so = {.nvml_path = t->g->nvml_path,
-                                 .nvml_timeout_ms = t->g->nvml_timeout_ms,
-                                 .proc_root = t->g->proc_root,
-                                 .dev_dir = t->g->dev_dir,
-                                 .sensors = true,
-                                 .scan = t->g->scan};
-    struct vg_sampler *s = NULL;
-    struct vg_err err = VG_ERR_INIT;
-    struct vg_top_history hist = {0};
-    if (vg_sampler_new(&so, &s, &err) != 0) {
-        vg_top_publish(t, NULL, vg_top_strdup_err(&err));
-        goto out;
-    }
-    pthread_mutex_lock(&t->sh.mu);
-    while (!t->sh.stop) {
-        t->sh.sampling = true;
-        t->sh.now = false;
-        t->sh.sample_start_ms = vg_clock_ms();
-        pthread_mutex_unlock(&t->sh.mu);
-        struct vg_top_frame *f = NULL;
-        char *error = NULL;
-        if (vg_top_sample(t, s, &hist, &f, &error) != 0 && !error)
-            error = strdup("out of memory");
-        vg_top_publish(t, f, error);
-        pthread_mutex_lock(&t->sh.mu);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        vg_clock_ts_add_ms(&until, t->sh.interval_ms);
-        while (!t->sh.stop && !t->sh.now &&
-               pthread_cond_timedwait(&t->sh.cv, &t->sh.mu, &until) != ETIMEDOUT)
-            ;
-    }
-    pthread_mutex_unlock(&t->sh.mu);
-out:
-    vg_sampler_free(s);
-    vg_top_history_release(&hist);
-    pthread_mutex_lock(&t->sh.mu);
-    t->sh.done = true;
-    pthread_mutex_unlock(&t->sh.mu);
-    return NULL;
+    vg_top_frame_free(f);
 }
 
 /* Start a thread with every signal blocked (the UI thread alone takes them). */
-static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg, bool detach)
+static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(th, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0 && detach)
-        pthread_detach(*th);
     return -rc;
 }
 
@@ -482,9 +407,8 @@ static void *vg_top_action_main(void *arg)
     free(t->sh.action_msg);
     t->sh.action_msg = msg;
     t->sh.acting = false;
-    t->sh.now = true; /* show what changed at once */
-    pthread_cond_signal(&t->sh.cv);
     pthread_mutex_unlock(&t->sh.mu);
+    vg_collector_poke(t->coll); /* show what changed at once */
     return NULL;
 }
 
@@ -593,7 +517,7 @@ static void vg_top_confirm(struct vg_top *t)
     pthread_mutex_lock(&t->sh.mu);
     t->sh.acting = true;
     pthread_mutex_unlock(&t->sh.mu);
-    if (vg_top_thread(&t->sh.action, vg_top_action_main, a, false) != 0) {
+    if (vg_top_thread(&t->sh.action, vg_top_action_main, a) != 0) {
         pthread_mutex_lock(&t->sh.mu);
         t->sh.acting = false;
         pthread_mutex_unlock(&t->sh.mu);
@@ -705,16 +629,14 @@ static void vg_top_interval(struct vg_top *t, bool longer)
 {
     static const unsigned steps[] = {250, 500, 1000, 2000, 5000, 10000, 30000, 60000};
     size_t n = sizeof(steps) / sizeof(steps[0]), i = 0;
-    pthread_mutex_lock(&t->sh.mu);
-    while (i + 1 < n && steps[i] < t->sh.interval_ms)
+    while (i + 1 < n && steps[i] < t->interval_ms)
         i++;
-    if (longer && steps[i] <= t->sh.interval_ms && i + 1 < n)
+    if (longer && steps[i] <= t->interval_ms && i + 1 < n)
         i++;
     else if (!longer && i > 0)
         i--;
-    t->sh.interval_ms = steps[i];
-    pthread_cond_signal(&t->sh.cv);
-    pthread_mutex_unlock(&t->sh.mu);
+    t->interval_ms = steps[i];
+    vg_collector_set_interval(t->coll, t->interval_ms);
 }
 
 /* long: one case per action; the switch is the action map, read best whole. Carry out what a
@@ -905,13 +827,8 @@ static void vg_top_draw_cell(const struct vg_top *t, unsigned y, unsigned x,
 
 static void vg_top_draw(struct vg_top *t)
 {
-    uint64_t waiting = 0;
-    pthread_mutex_lock(&t->sh.mu);
-    bool sampling = t->sh.sampling;
-    unsigned interval = t->sh.interval_ms;
-    if (sampling)
-        waiting = vg_clock_ms() - t->sh.sample_start_ms;
-    pthread_mutex_unlock(&t->sh.mu);
+    struct vg_collector_health hl;
+    vg_collector_health(t->coll, &hl);
     char prompt[200];
     snprintf(prompt, sizeof(prompt), "search (Enter keeps, Esc drops): %s", t->search);
     struct vg_top_state st = {
@@ -925,14 +842,14 @@ static void vg_top_draw(struct vg_top *t)
         .mode = t->mode,
         .prompt = t->searching ? prompt : NULL,
         .message = t->message[0] ? t->message : NULL,
-        .interval_ms = interval,
+        .interval_ms = t->interval_ms,
         .read_only = t->read_only,
         .color = t->color,
         .unicode = t->unicode,
         .host = t->host,
         .now = time(NULL),
-        .sampling = sampling,
-        .waiting_ms = waiting,
+        .sampling = hl.busy,
+        .waiting_ms = hl.busy_ms,
         .plan = &t->plan,
         .chosen = t->chosen,
         .plan_what = t->plan_what,
@@ -957,11 +874,11 @@ static void vg_top_draw(struct vg_top *t)
  * Returns true when something changed. */
 static bool vg_top_take(struct vg_top *t)
 {
+    char *err = NULL;
+    struct vg_top_frame *f = vg_collector_take(t->coll, &err);
     pthread_mutex_lock(&t->sh.mu);
-    struct vg_top_frame *f = t->sh.next;
-    t->sh.next = NULL;
-    char *err = t->sh.error, *act = t->sh.action_msg;
-    t->sh.error = t->sh.action_msg = NULL;
+    char *act = t->sh.action_msg;
+    t->sh.action_msg = NULL;
     pthread_mutex_unlock(&t->sh.mu);
     if (err)
         vg_top_say(t, "sampling failed: %s", err);
@@ -1018,39 +935,33 @@ static void vg_top_release(struct vg_top *t)
         vg_cmd_who_release(&t->who);
 }
 
-/* Stop the sampler thread, waiting at most a second: one stuck in the driver is left behind
- * (the process is about to exit). Returns whether it ended, so its state may be freed. */
-static bool vg_top_stop_sampler(struct vg_top *t)
+/* Start the collector, its first sample on its thread so the screen comes up at once. */
+static int vg_top_start(struct vg_top *t)
 {
-    pthread_mutex_lock(&t->sh.mu);
-    t->sh.stop = true;
-    pthread_cond_signal(&t->sh.cv);
-    pthread_mutex_unlock(&t->sh.mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    if (pthread_timedjoin_np(t->sampler, NULL, &until) != 0)
-        return false;
-    vg_top_frame_free(t->sh.next);
-    free(t->sh.error);
-    t->sh.next = NULL;
-    t->sh.error = NULL;
-    return true;
-}
-
-static int vg_top_shared_init(struct vg_top_shared *sh)
-{
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
+    struct vg_collector_opts co = {
+        .sampler = {.nvml_path = t->g->nvml_path,
+                    .nvml_timeout_ms = t->g->nvml_timeout_ms,
+                    .proc_root = t->g->proc_root,
+                    .dev_dir = t->g->dev_dir,
+                    .sensors = true,
+                    .scan = t->g->scan},
+        .make = vg_top_make,
+        .drop = vg_top_frame_drop,
+        .arg = &t->hist,
+        .interval_ms = t->interval_ms,
+        .first_in_thread = true,
+    };
+    struct vg_err err = VG_ERR_INIT;
+    if (pthread_mutex_init(&t->sh.mu, NULL) != 0) {
+        vg_cmd_error("top", "cannot set up its threads");
         return -1;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc == 0 && pthread_mutex_init(&sh->mu, NULL) != 0) {
-        pthread_cond_destroy(&sh->cv);
-        rc = -1;
     }
-    return rc ? -1 : 0;
+    if (vg_collector_new(&co, &t->coll, &err) != 0 || vg_collector_start(t->coll, &err) != 0) {
+        vg_cmd_error("top", "cannot start the sampler: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return -1;
+    }
+    return 0;
 }
 
 int vg_cmd_top(struct vg_global *g, int argc, char **argv)
@@ -1061,17 +972,13 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     t.sort = VG_TOP_SORT_MEM;
     t.mouse = true;
     t.who.root_fd = -1;
-    t.sh.interval_ms = 1000;
+    t.interval_ms = 1000;
     vg_plan_init(&t.plan);
     int status = vg_top_parse(&t, argc, argv);
     if (status >= 0)
         return status;
     if (vg_cmd_who_open(g, "top", &t.who) != 0)
         return VG_EXIT_UNKNOWN;
-    if (vg_top_shared_init(&t.sh) != 0) {
-        vg_cmd_error("top", "cannot set up its threads");
-        return VG_EXIT_SOFTWARE;
-    }
     if (gethostname(t.host, sizeof(t.host) - 1) != 0)
         t.host[0] = '\0';
     t.color = vg_cmd_use_color(g);
@@ -1082,10 +989,8 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    if (vg_top_thread(&t.sampler, vg_top_sampler_main, &t, false) != 0) {
-        vg_cmd_error("top", "cannot start the sampler: %s", strerror(errno));
+    if (vg_top_start(&t) != 0)
         return VG_EXIT_SOFTWARE;
-    }
     vg_top_curses_init(&t);
     vg_top_loop(&t);
     endwin();
@@ -1102,8 +1007,10 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
         vg_cmd_error("top", "%s", t.sh.action_msg);
     free(t.sh.action_msg);
     t.sh.action_msg = NULL;
-    bool joined = vg_top_stop_sampler(&t);
+    /* one stuck in a read the sampler cannot bound is left to the process's exit, with the
+     * history it writes */
+    if (vg_collector_free_within(t.coll, 1000))
+        vg_top_history_release(&t.hist);
     vg_top_release(&t);
-    (void)joined;
     return VG_EXIT_OK;
 }
