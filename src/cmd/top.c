@@ -42,6 +42,7 @@
 #include "rules/reason.h"
 #include "render/top.h"
 #include "render/top_keys.h"
+#include "render/top_view.h"
 #include "rules/rules.h"
 #include "rules/top.h"
 #include "util/clock.h"
@@ -143,24 +144,11 @@ struct vg_top_action {
 struct vg_top {
     struct vg_global *g;
     bool read_only, color, unicode, mouse;
-    enum vg_top_sort sort;
-    bool reverse, tree;
     struct vg_top_shared sh;
     struct vg_collector *coll;
     struct vg_top_history hist; /* the collector thread's */
     unsigned interval_ms;
-    /* the UI's */
-    struct vg_top_frame *frame;
-    struct vg_top_line *lines;
-    size_t nlines, sel;
-    pid_t sel_pid;
-    bool sel_group;
-    enum vg_top_mode mode;
-    struct vg_top_filter filter;
-    char *user_filter, *rule_filter;
-    char search[128];
-    bool searching;
-    char message[512];
+    struct vg_top_view v; /* the UI's */
     struct vg_top_screen scr;
     char host[256];
     struct vg_cmd_who who;
@@ -193,7 +181,7 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
             t->interval_ms = (unsigned)ms;
             break;
         case VG_OPT_SORT:
-            if ((t->sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
+            if ((t->v.sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
                 vg_cmd_error("top",
                              "--sort takes pid, user, gpu, mem, util, cpu, time, state, "
                              "finding, command or rss, not '%s'",
@@ -275,18 +263,6 @@ static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg)
 }
 
 /* ---- actions ---- */
-
-static void vg_top_say(struct vg_top *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void vg_top_say(struct vg_top *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->message, sizeof(t->message), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        t->message[0] = '\0';
-}
 
 /* The action thread's look at the host, quiet (the terminal is the UI's). */
 static int vg_top_look(void *ctx, struct vg_snapshot **snap)
@@ -422,16 +398,16 @@ static void vg_top_plan_clear(struct vg_top *t)
 /* k (pid > 0: that holder) or K (rule: every leftover its finding names): the plan shown. */
 static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_finding *fd)
 {
-    const struct vg_snapshot *snap = t->frame->snap;
+    const struct vg_snapshot *snap = t->v.frame->snap;
     struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
     po.who = vg_cmd_who_ctx(&t->who);
     po.pidns_trusted =
         snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_plan_build(snap, &t->frame->fs, &po, &t->plan, &err) != 0 ||
+    if (vg_plan_build(snap, &t->v.frame->fs, &po, &t->plan, &err) != 0 ||
         !(t->chosen = calloc(t->plan.n ? t->plan.n : 1, sizeof(bool)))) {
-        vg_top_say(t, "cannot plan: %s", err.msg ? err.msg : "out of memory");
+        vg_top_view_say(&t->v, "cannot plan: %s", err.msg ? err.msg : "out of memory");
         vg_err_release(&err);
         vg_top_plan_clear(t);
         return;
@@ -445,36 +421,36 @@ static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_findin
         snprintf(t->plan_what, sizeof(t->plan_what), "PID %d", (int)pid);
     else
         snprintf(t->plan_what, sizeof(t->plan_what), "the leftovers of %s", fd->rule);
-    t->mode = VG_TOP_MODE_PLAN;
+    t->v.mode = VG_TOP_MODE_PLAN;
 }
 
 static void vg_top_stop_key(struct vg_top *t, bool all)
 {
     if (t->read_only) {
-        vg_top_say(t, "read-only (--read-only): %s is off", all ? "K" : "k");
+        vg_top_view_say(&t->v, "read-only (--read-only): %s is off", all ? "K" : "k");
         return;
     }
-    const struct vg_top_line *l = t->sel < t->nlines ? &t->lines[t->sel] : NULL;
-    if (!t->frame || !l || l->group) {
-        vg_top_say(t, "select a process first (a launcher's line is not one)");
+    const struct vg_top_row *r = vg_top_view_row(&t->v);
+    if (!r) {
+        vg_top_view_say(&t->v, "select a process first (a launcher's line is not one)");
         return;
     }
     pthread_mutex_lock(&t->sh.mu);
     bool busy = t->sh.acting;
     pthread_mutex_unlock(&t->sh.mu);
     if (busy) {
-        vg_top_say(t, "a stop is still under way");
+        vg_top_view_say(&t->v, "a stop is still under way");
     } else if (!t->who.own_pidns) {
-        vg_top_say(t, "stopping needs the procfs of vramguard's own PID namespace (--proc "
-                      "numbers processes differently)");
+        vg_top_view_say(&t->v, "stopping needs the procfs of vramguard's own PID namespace (--proc "
+                               "numbers processes differently)");
     } else {
-        const struct vg_top_row *r = &t->frame->rows[l->row];
         if (!all)
             vg_top_plan_make(t, r->pid, NULL);
         else if (r->has_finding)
-            vg_top_plan_make(t, 0, &t->frame->fs.v[r->finding]);
+            vg_top_plan_make(t, 0, &t->v.frame->fs.v[r->finding]);
         else
-            vg_top_say(t, "PID %d has no finding: K stops the leftovers of one", (int)r->pid);
+            vg_top_view_say(&t->v, "PID %d has no finding: K stops the leftovers of one",
+                            (int)r->pid);
     }
 }
 
@@ -494,16 +470,16 @@ static void vg_top_confirm(struct vg_top *t)
     size_t n = 0;
     for (size_t i = 0; i < t->plan.n; i++)
         n += t->chosen[i] && t->plan.v[i].signal;
-    t->mode = VG_TOP_MODE_LIST;
+    t->v.mode = VG_TOP_MODE_LIST;
     struct vg_top_action *a = n ? calloc(1, sizeof(*a)) : NULL;
     if (!a) {
-        vg_top_say(t, n ? "out of memory" : "nothing to stop");
+        vg_top_view_say(&t->v, n ? "out of memory" : "nothing to stop");
         vg_top_plan_clear(t);
         return;
     }
     a->t = t;
     /* the plan's GPUs by UUID: the stop looks at the host afresh, where indices may differ */
-    const struct vg_snapshot *snap = t->frame->snap;
+    const struct vg_snapshot *snap = t->v.frame->snap;
     a->uuids = calloc(t->plan.nscope ? t->plan.nscope : 1, sizeof(*a->uuids));
     for (size_t i = 0; a->uuids && i < t->plan.nscope; i++) {
         const struct vg_gpu *d = &snap->gpus.gpus[t->plan.scope[i]];
@@ -522,107 +498,13 @@ static void vg_top_confirm(struct vg_top *t)
         t->sh.acting = false;
         pthread_mutex_unlock(&t->sh.mu);
         vg_top_action_free(a);
-        vg_top_say(t, "cannot start the stop: %s", strerror(errno));
+        vg_top_view_say(&t->v, "cannot start the stop: %s", strerror(errno));
         return;
     }
     t->sh.action_started = true;
-    vg_top_say(t, "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
-               n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
-}
-
-/* ---- the list ---- */
-
-/* Recompute the lines after a new frame, sort or filter; the selection follows its PID. */
-static void vg_top_relist(struct vg_top *t)
-{
-    t->filter = (struct vg_top_filter){.user = t->user_filter,
-                                       .rule = t->rule_filter,
-                                       .by_gpu = t->filter.by_gpu,
-                                       .gpu_index = t->filter.gpu_index,
-                                       .text = t->search[0] ? t->search : NULL};
-    free(t->lines);
-    t->lines = NULL;
-    t->nlines = 0;
-    if (!t->frame)
-        return;
-    if (vg_top_lines(t->frame, &t->filter, t->sort, t->reverse, t->tree, &t->lines, &t->nlines))
-        vg_top_say(t, "out of memory");
-    for (size_t i = 0; i < t->nlines; i++)
-        if (t->lines[i].pid == t->sel_pid && t->lines[i].group == t->sel_group) {
-            t->sel = i;
-            return;
-        }
-    if (t->sel >= t->nlines)
-        t->sel = t->nlines ? t->nlines - 1 : 0;
-}
-
-static void vg_top_select(struct vg_top *t, long delta)
-{
-    long n = (long)t->nlines, s = (long)t->sel + delta;
-    s = s >= n ? n - 1 : s;
-    t->sel = s < 0 ? 0 : (size_t)s;
-    if (t->sel < t->nlines) {
-        t->sel_pid = t->lines[t->sel].pid;
-        t->sel_group = t->lines[t->sel].group;
-    }
-}
-
-static const struct vg_top_row *vg_top_sel_row(const struct vg_top *t)
-{
-    if (!t->frame || t->sel >= t->nlines || t->lines[t->sel].group)
-        return NULL;
-    return &t->frame->rows[t->lines[t->sel].row];
-}
-
-/* u, f: filter by the selected row's user or finding, or drop that filter. */
-static void vg_top_toggle(struct vg_top *t, char **slot, bool user)
-{
-    const struct vg_top_row *r = vg_top_sel_row(t);
-    if (*slot) {
-        free(*slot);
-        *slot = NULL;
-        return;
-    }
-    const char *v = !r               ? NULL
-                    : user           ? r->user
-                    : r->has_finding ? t->frame->fs.v[r->finding].rule
-                                     : NULL;
-    if (!v) {
-        vg_top_say(t, user ? "the selected holder's user is unknown"
-                           : "the selected holder has no finding");
-        return;
-    }
-    *slot = strdup(v);
-}
-
-/* g: the next GPU, then all. */
-static void vg_top_gpu_filter(struct vg_top *t)
-{
-    size_t n = t->frame ? t->frame->ngpus : 0;
-    if (!n) {
-        t->filter.by_gpu = false;
-        return;
-    }
-    if (!t->filter.by_gpu) {
-        t->filter.by_gpu = true;
-        t->filter.gpu_index = t->frame->gpus[0].g->index;
-        return;
-    }
-    for (size_t i = 0; i + 1 < n; i++)
-        if (t->frame->gpus[i].g->index == t->filter.gpu_index) {
-            t->filter.gpu_index = t->frame->gpus[i + 1].g->index;
-            return;
-        }
-    t->filter.by_gpu = false;
-}
-
-static void vg_top_clear_filters(struct vg_top *t)
-{
-    free(t->user_filter);
-    free(t->rule_filter);
-    t->user_filter = t->rule_filter = NULL;
-    t->filter.by_gpu = false;
-    t->search[0] = '\0';
+    vg_top_view_say(&t->v,
+                    "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
+                    n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
 }
 
 static void vg_top_interval(struct vg_top *t, bool longer)
@@ -639,69 +521,15 @@ static void vg_top_interval(struct vg_top *t, bool longer)
     vg_collector_set_interval(t->coll, t->interval_ms);
 }
 
-/* long: one case per action; the switch is the action map, read best whole. Carry out what a
- * key or a click means (render/top_keys.h). Returns false to quit. */
+/* Carry out what a key or a click means (render/top_keys.h): the view's own actions there, the
+ * ones that reach the host or the terminal here. Returns false to quit. */
 static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
 {
-    long page = LINES > 12 ? LINES / 2 : 1;
-    /* a new key on the list or the detail clears the last message; closing a pane keeps it */
-    if (a.kind != VG_TOP_ACT_NONE && a.kind != VG_TOP_ACT_LIST &&
-        (t->mode == VG_TOP_MODE_LIST || t->mode == VG_TOP_MODE_DETAIL))
-        t->message[0] = '\0';
+    if (vg_top_view_act(&t->v, a, LINES > 12 ? LINES / 2 : 1))
+        return true;
     switch (a.kind) {
-    case VG_TOP_ACT_NONE:
-        break;
     case VG_TOP_ACT_QUIT:
         return false;
-    case VG_TOP_ACT_MOVE:
-        vg_top_select(t, a.arg);
-        break;
-    case VG_TOP_ACT_PAGE:
-        vg_top_select(t, a.arg * page);
-        break;
-    case VG_TOP_ACT_FIRST:
-        vg_top_select(t, -(long)t->nlines);
-        break;
-    case VG_TOP_ACT_LAST:
-        vg_top_select(t, (long)t->nlines);
-        break;
-    case VG_TOP_ACT_SELECT_AT:
-        vg_top_select(t, a.arg - (long)t->sel);
-        break;
-    case VG_TOP_ACT_DETAIL:
-        t->mode = VG_TOP_MODE_DETAIL;
-        break;
-    case VG_TOP_ACT_HELP:
-        t->mode = VG_TOP_MODE_HELP;
-        break;
-    case VG_TOP_ACT_LIST:
-        t->mode = VG_TOP_MODE_LIST;
-        break;
-    case VG_TOP_ACT_SORT:
-        t->sort = (enum vg_top_sort)((t->sort + VG_TOP_SORT_COUNT + (a.arg > 0 ? 1 : -1)) %
-                                     VG_TOP_SORT_COUNT);
-        break;
-    case VG_TOP_ACT_REVERSE:
-        t->reverse = !t->reverse;
-        break;
-    case VG_TOP_ACT_TREE:
-        t->tree = !t->tree;
-        break;
-    case VG_TOP_ACT_SEARCH:
-        t->searching = true;
-        break;
-    case VG_TOP_ACT_FILTER_USER:
-        vg_top_toggle(t, &t->user_filter, true);
-        break;
-    case VG_TOP_ACT_FILTER_FINDING:
-        vg_top_toggle(t, &t->rule_filter, false);
-        break;
-    case VG_TOP_ACT_FILTER_GPU:
-        vg_top_gpu_filter(t);
-        break;
-    case VG_TOP_ACT_CLEAR_FILTERS:
-        vg_top_clear_filters(t);
-        break;
     case VG_TOP_ACT_INTERVAL:
         vg_top_interval(t, a.arg > 0);
         break;
@@ -713,15 +541,17 @@ static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
         vg_top_confirm(t);
         break;
     case VG_TOP_ACT_CANCEL:
-        t->mode = VG_TOP_MODE_LIST;
+        t->v.mode = VG_TOP_MODE_LIST;
         vg_top_plan_clear(t);
-        vg_top_say(t, "nothing stopped");
+        vg_top_view_say(&t->v, "nothing stopped");
         break;
     case VG_TOP_ACT_MOUSE:
         t->mouse = !t->mouse;
         mousemask(t->mouse ? VG_TOP_MOUSE_EVENTS : 0, NULL);
-        vg_top_say(t, t->mouse ? "mouse on: click selects, the wheel scrolls (m: off)"
-                               : "mouse off: the terminal selects text again (m: on)");
+        vg_top_view_say(&t->v, t->mouse ? "mouse on: click selects, the wheel scrolls (m: off)"
+                                        : "mouse off: the terminal selects text again (m: on)");
+        break;
+    default:
         break;
     }
     return true;
@@ -769,12 +599,10 @@ static bool vg_top_key(struct vg_top *t, int ch)
             in.buttons |= VG_TOP_MOUSE_WHEEL_UP;
         if (ev.bstate & VG_TOP_WHEEL_DOWN_BIT)
             in.buttons |= VG_TOP_MOUSE_WHEEL_DOWN;
-    } else if (t->searching) {
-        if (vg_top_search_edit(t->search, sizeof(t->search), in.key) != VG_TOP_EDIT_MORE)
-            t->searching = false;
+    } else if (vg_top_view_search_key(&t->v, in.key)) {
         return true;
     }
-    return vg_top_act(t, vg_top_input_act(t->mode, &t->scr, &in));
+    return vg_top_act(t, vg_top_input_act(t->v.mode, &t->scr, &in));
 }
 
 /* ---- the terminal ---- */
@@ -829,19 +657,7 @@ static void vg_top_draw(struct vg_top *t)
 {
     struct vg_collector_health hl;
     vg_collector_health(t->coll, &hl);
-    char prompt[200];
-    snprintf(prompt, sizeof(prompt), "search (Enter keeps, Esc drops): %s", t->search);
     struct vg_top_state st = {
-        .lines = t->lines,
-        .nlines = t->nlines,
-        .sel = t->sel,
-        .sort = t->sort,
-        .reverse = t->reverse,
-        .tree = t->tree,
-        .filter = &t->filter,
-        .mode = t->mode,
-        .prompt = t->searching ? prompt : NULL,
-        .message = t->message[0] ? t->message : NULL,
         .interval_ms = t->interval_ms,
         .read_only = t->read_only,
         .color = t->color,
@@ -855,9 +671,10 @@ static void vg_top_draw(struct vg_top *t)
         .plan_what = t->plan_what,
         .grace_ms = VG_TOP_GRACE_MS,
     };
+    vg_top_view_state(&t->v, &st);
     t->scr.w = COLS > 0 ? (unsigned)COLS : 0;
     t->scr.h = LINES > 0 ? (unsigned)LINES : 0;
-    if (vg_top_render(t->frame, &st, &t->scr) != 0)
+    if (vg_top_render(t->v.frame, &st, &t->scr) != 0)
         return;
     erase();
     for (unsigned y = 0; y < t->scr.h; y++)
@@ -881,16 +698,13 @@ static bool vg_top_take(struct vg_top *t)
     t->sh.action_msg = NULL;
     pthread_mutex_unlock(&t->sh.mu);
     if (err)
-        vg_top_say(t, "sampling failed: %s", err);
+        vg_top_view_say(&t->v, "sampling failed: %s", err);
     if (act)
-        vg_top_say(t, "%s", act);
+        vg_top_view_say(&t->v, "%s", act);
     free(err);
     free(act);
-    if (f) {
-        /* the plan on screen keeps pointing into its own copies, not the frame */
-        vg_top_frame_free(t->frame);
-        t->frame = f;
-    }
+    /* the plan on screen keeps pointing into its own copies, not the frame */
+    vg_top_view_take(&t->v, f);
     return f || err || act;
 }
 
@@ -903,7 +717,7 @@ static void vg_top_loop(struct vg_top *t)
             dirty = true;
         uint64_t now = vg_clock_ms();
         if (dirty || now - drawn >= 1000) {
-            vg_top_relist(t);
+            vg_top_view_relist(&t->v);
             vg_top_draw(t);
             drawn = now;
             dirty = false;
@@ -921,10 +735,8 @@ static void vg_top_loop(struct vg_top *t)
 
 static void vg_top_release(struct vg_top *t)
 {
-    vg_top_frame_free(t->frame);
-    free(t->lines);
+    vg_top_view_release(&t->v);
     vg_top_plan_clear(t);
-    vg_top_clear_filters(t);
     vg_top_screen_release(&t->scr);
     /* a stop still running on its own thread reads the ancestors and root_fd: both stay
      * then, for the process's exit to take */
@@ -969,7 +781,7 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     static struct vg_top t; /* static: a stop's thread may outlive this call's frame */
     memset(&t, 0, sizeof(t));
     t.g = g;
-    t.sort = VG_TOP_SORT_MEM;
+    vg_top_view_init(&t.v);
     t.mouse = true;
     t.who.root_fd = -1;
     t.interval_ms = 1000;
