@@ -213,22 +213,12 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
 
 /* ---- the collector's callback ---- */
 
-/* A sample, taken over, diagnosed and made into a frame (the collector's make). */
+/* The collector's make: a sample, taken over, diagnosed and made into a frame (rules/top.h),
+ * with the clock and page size of this host. */
 static int vg_top_make(void *arg, struct vg_snapshot *snap, bool hung, void **out,
                        struct vg_err *err)
 {
     struct vg_top_history *hist = arg;
-    struct vg_findings fs;
-    vg_findings_init(&fs);
-    struct vg_rule_opts ro;
-    vg_rule_opts_init(&ro);
-    ro.check_shell = false;
-    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0 ||
-        vg_rules_run(snap, &ro, &fs, err) != 0) {
-        vg_findings_release(&fs);
-        vg_snap_free(snap);
-        return err->code ? err->code : -ENOMEM;
-    }
     struct vg_top_build_opts bo = {0};
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
@@ -240,10 +230,9 @@ static int vg_top_make(void *arg, struct vg_snapshot *snap, bool hung, void **ou
     long page = sysconf(_SC_PAGESIZE);
     bo.page_size = page > 0 ? (uint64_t)page : 0;
     struct vg_top_frame *f = NULL;
-    if (vg_top_frame_build(snap, &fs, hung, &bo, hist, &f) != 0)
-        return -ENOMEM;
+    int rc = vg_top_frame_diagnose(snap, hung, &bo, hist, &f, err);
     *out = f;
-    return 0;
+    return rc;
 }
 
 static void vg_top_frame_drop(void *f)
@@ -339,19 +328,7 @@ static char *vg_top_settle(struct vg_top_action *a)
         vg_buf_adds(&b, "out of memory while stopping");
         goto out;
     }
-    for (size_t i = 0; i < ntargets; i++) {
-        if (!targets[i].signal)
-            continue;
-        const struct vg_plan_entry *e = NULL;
-        for (size_t k = 0; k < a->plan.n && !e; k++)
-            e = &a->plan.v[k].id == targets[i].id ? &a->plan.v[k] : NULL;
-        vg_buf_printf(&b, "%sPID %d ", b.len ? "; " : "", (int)targets[i].id->pid);
-        vg_render_settle_outcome(&b, e, &res.kills[i], VG_TOP_GRACE_MS);
-    }
-    for (size_t i = 0; i < res.ngpus; i++) {
-        vg_buf_printf(&b, "; GPU %u", res.gpus[i].index);
-        vg_render_settle_gpu(&b, &res.gpus[i]);
-    }
+    vg_render_settle_line(&b, &a->plan, targets, ntargets, &res, VG_TOP_GRACE_MS);
 out:
     vg_err_release(&err);
     vg_settle_result_release(&res);
@@ -413,9 +390,7 @@ static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_findin
         return;
     }
     for (size_t i = 0; i < t->plan.n; i++) {
-        t->chosen[i] = pid > 0;
-        for (size_t k = 0; fd && k < fd->npids; k++)
-            t->chosen[i] |= fd->pids[k] == t->plan.v[i].id.pid;
+        t->chosen[i] = pid > 0 || (fd && vg_finding_names_pid(fd, t->plan.v[i].id.pid));
     }
     if (pid > 0)
         snprintf(t->plan_what, sizeof(t->plan_what), "PID %d", (int)pid);

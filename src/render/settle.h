@@ -22,4 +22,10 @@ void vg_render_settle_outcome(struct vg_buf *o, const struct vg_plan_entry *e,
 /* What GPU g ended as, one sentence after "GPU N": ": freed 4 GiB, the memory came back". */
 void vg_render_settle_gpu(struct vg_buf *o, const struct vg_settle_gpu *g);
 
+/* A whole stop on one line (top's key line): "PID 42 <outcome>; ...; GPU 0<verdict>", the
+ * signalled targets (made from plan, vg_settle_targets_from_plan()) and every GPU of res. */
+void vg_render_settle_line(struct vg_buf *o, const struct vg_plan *plan,
+                           const struct vg_settle_target *targets, size_t ntargets,
+                           const struct vg_settle_result *res, unsigned grace_ms);
+
 #endif

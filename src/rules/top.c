@@ -308,6 +308,25 @@ void vg_top_frame_free(struct vg_top_frame *f)
     free(f);
 }
 
+int vg_top_frame_diagnose(struct vg_snapshot *snap, bool hung, const struct vg_top_build_opts *o,
+                          struct vg_top_history *hist, struct vg_top_frame **out,
+                          struct vg_err *err)
+{
+    *out = NULL;
+    struct vg_findings fs;
+    vg_findings_init(&fs);
+    struct vg_rule_opts ro;
+    vg_rule_opts_init(&ro);
+    ro.check_shell = false;
+    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0 ||
+        vg_rules_run(snap, &ro, &fs, err) != 0) {
+        vg_findings_release(&fs);
+        vg_snap_free(snap);
+        return err->code ? err->code : -ENOMEM;
+    }
+    return vg_top_frame_build(snap, &fs, hung, o, hist, out);
+}
+
 const struct vg_top_row *vg_top_frame_row(const struct vg_top_frame *f, pid_t pid)
 {
     size_t lo = vg_top_row_lower(f, pid);

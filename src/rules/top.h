@@ -113,6 +113,13 @@ int vg_top_frame_build(struct vg_snapshot *snap, struct vg_findings *fs, bool hu
                        struct vg_top_frame **out);
 void vg_top_frame_free(struct vg_top_frame *f);
 
+/* A sample diagnosed as top does it (the new suspects' activity measured, the rules run without
+ * the shell check) and made into a frame as vg_top_frame_build(): snap taken over, also on
+ * failure. 0, or a negative errno with err set (-ENOMEM may leave it unset). */
+int vg_top_frame_diagnose(struct vg_snapshot *snap, bool hung, const struct vg_top_build_opts *o,
+                          struct vg_top_history *hist, struct vg_top_frame **out,
+                          struct vg_err *err);
+
 /* The row of pid, or NULL. */
 const struct vg_top_row *vg_top_frame_row(const struct vg_top_frame *f, pid_t pid);
 
