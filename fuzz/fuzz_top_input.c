@@ -7,11 +7,13 @@
  *
  * Input: the screen (w, h), where the list is (first line, rows, first index), then events:
  * 0xFA x y buttons is a mouse event, 0xFB b0 b1 b2 b3 a raw key code (any int, as getch could
- * give), 0xF0..0xF9 the decoded keys (Up, Down, PgUp, PgDn, Home, End, Enter, Backspace, F6),
- * any other byte that key. Invariants: the search line stays NUL-terminated, within its buffer
- * and printable; a click selects only a line the list shows; a plan is answered only by y, n,
- * Esc or q, never by a click; help closes on any key; every action is a known one; the
- * screen never holds a line wider than itself.
+ * give), 0xFC i the key of row i of the key table (render/top_keys.h: every key top binds,
+ * escape-decoded ones included), 0xF0..0xF9 the decoded keys (Up, Down, PgUp, PgDn, Home,
+ * End, Enter, Backspace, F6), any other byte that key. Invariants: the search line stays
+ * NUL-terminated, within its buffer and printable; a click selects only a line the list
+ * shows; a plan is answered only by y, n, Esc or q, never by a click; help closes on any key;
+ * a key the table binds in a mode does what its row says, any other key nothing (or closes
+ * the help); every action is a known one; the screen never holds a line wider than itself.
  */
 #include <string.h>
 
@@ -38,10 +40,32 @@ static void check_search(const struct model *m)
         FUZZ_CHECK(m->search[i] >= 32 && m->search[i] < 127);
 }
 
+/* What the key table says key means in mode: its row there, else the mode's any-key row,
+ * else nothing. */
+static struct vg_top_act table_act(enum vg_top_mode mode, int key)
+{
+    size_t n;
+    const struct vg_top_key *k = vg_top_keys(&n);
+    struct vg_top_act any = {VG_TOP_ACT_NONE, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (!(k[i].modes & (1u << mode)))
+            continue;
+        if (k[i].key == key)
+            return (struct vg_top_act){k[i].act, k[i].arg};
+        if (k[i].key == VG_TOP_KEY_ANY)
+            any = (struct vg_top_act){k[i].act, k[i].arg};
+    }
+    return any;
+}
+
 static void apply(struct model *m, const struct vg_top_screen *scr, const struct vg_top_input *in,
                   struct vg_top_act a)
 {
     FUZZ_CHECK(a.kind >= VG_TOP_ACT_NONE && a.kind <= VG_TOP_ACT_MOUSE);
+    if (!in->mouse) {
+        struct vg_top_act want = table_act(m->mode, in->key);
+        FUZZ_CHECK(a.kind == want.kind && a.arg == want.arg);
+    }
     if (m->mode == VG_TOP_MODE_PLAN) {
         FUZZ_CHECK(a.kind == VG_TOP_ACT_NONE || a.kind == VG_TOP_ACT_CONFIRM ||
                    a.kind == VG_TOP_ACT_CANCEL);
@@ -142,6 +166,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                          (uint32_t)data[i + 2] << 16 | (uint32_t)data[i + 3] << 24;
             in.key = (int)k;
             i += 4;
+        } else if (b == 0xFC) {
+            if (size - i < 1)
+                break;
+            size_t nkeys;
+            const struct vg_top_key *keys = vg_top_keys(&nkeys);
+            in.key = keys[data[i++] % nkeys].key;
         } else if (b >= 0xF0 && b < 0xFA) {
             in.key = VG_TOP_KEY_UP + (b - 0xF0);
         } else {

@@ -1,10 +1,11 @@
 /*
  * `vramguard top`: the live view, on ncurses. Two threads and, while a stop runs, a third:
  *
- * - the sampler thread owns the sampler (model/sampler.h: NVML kept open on its own deadline
- *   worker, incremental /proc scans) and, every interval, samples, measures the suspects'
- *   activity, runs the rules and builds a frame (rules/top.h), which it hands over under a
- *   mutex. A hung driver costs it one --nvml-timeout; it never touches the terminal;
+ * - the collector's thread (model/collector.h, as serve's: the sampler's NVML kept open on its
+ *   own deadline worker, incremental /proc scans) every interval samples, and top's make
+ *   callback measures the suspects' activity, runs the rules and builds a frame (rules/top.h),
+ *   which the collector keeps for the UI to take. A hung driver costs it one --nvml-timeout;
+ *   it never touches the terminal;
  * - the UI thread (this one) owns the terminal: it waits for keys at most 100 ms at a time,
  *   takes the newest frame when there is one, and draws the screen (render/top.h) when
  *   something changed. It never calls the driver, so keys answer whatever the driver does;
@@ -34,13 +35,14 @@
 #include "act/settle.h"
 #include "act/plan.h"
 #include "cmd/cmd.h"
-#include "model/sampler.h"
+#include "model/collector.h"
 #include "proc/signal.h"
 #include "render/clean.h"
 #include "render/settle.h"
 #include "rules/reason.h"
 #include "render/top.h"
 #include "render/top_keys.h"
+#include "render/top_view.h"
 #include "rules/rules.h"
 #include "rules/top.h"
 #include "util/clock.h"
@@ -121,17 +123,9 @@ static void vg_top_on_signal(int sig)
     vg_top_quit = 1;
 }
 
-/* What the threads share, under mu. */
+/* What the UI and the action thread share, under mu (the collector has its own). */
 struct vg_top_shared {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: the sampler's wait between samples */
-    bool stop, now;    /* end; sample again at once (after an action) */
-    unsigned interval_ms;
-    struct vg_top_frame *next; /* newest frame not yet taken */
-    bool sampling;
-    uint64_t sample_start_ms;
-    char *error; /* the sampler's failure, once */
-    bool done;   /* the sampler thread has ended */
     /* the action thread: joinable, joined before the next one and before exiting */
     bool acting;
     bool action_started;
@@ -150,22 +144,11 @@ struct vg_top_action {
 struct vg_top {
     struct vg_global *g;
     bool read_only, color, unicode, mouse;
-    enum vg_top_sort sort;
-    bool reverse, tree;
     struct vg_top_shared sh;
-    pthread_t sampler;
-    /* the UI's */
-    struct vg_top_frame *frame;
-    struct vg_top_line *lines;
-    size_t nlines, sel;
-    pid_t sel_pid;
-    bool sel_group;
-    enum vg_top_mode mode;
-    struct vg_top_filter filter;
-    char *user_filter, *rule_filter;
-    char search[128];
-    bool searching;
-    char message[512];
+    struct vg_collector *coll;
+    struct vg_top_history hist; /* the collector thread's */
+    unsigned interval_ms;
+    struct vg_top_view v; /* the UI's */
     struct vg_top_screen scr;
     char host[256];
     struct vg_cmd_who who;
@@ -195,10 +178,10 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
                              optarg);
                 return VG_EXIT_USAGE;
             }
-            t->sh.interval_ms = (unsigned)ms;
+            t->interval_ms = (unsigned)ms;
             break;
         case VG_OPT_SORT:
-            if ((t->sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
+            if ((t->v.sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
                 vg_cmd_error("top",
                              "--sort takes pid, user, gpu, mem, util, cpu, time, state, "
                              "finding, command or rss, not '%s'",
@@ -228,51 +211,14 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
     return -1;
 }
 
-/* ---- the sampler thread ---- */
+/* ---- the collector's callback ---- */
 
-static void vg_top_publish(struct vg_top *t, struct vg_top_frame *f, char *error)
+/* The collector's make: a sample, taken over, diagnosed and made into a frame (rules/top.h),
+ * with the clock and page size of this host. */
+static int vg_top_make(void *arg, struct vg_snapshot *snap, bool hung, void **out,
+                       struct vg_err *err)
 {
-    pthread_mutex_lock(&t->sh.mu);
-    vg_top_frame_free(t->sh.next);
-    t->sh.next = f;
-    if (error && !t->sh.error)
-        t->sh.error = error;
-    else
-        free(error);
-    t->sh.sampling = false;
-    pthread_mutex_unlock(&t->sh.mu);
-}
-
-static char *vg_top_strdup_err(struct vg_err *err)
-{
-    char *s = strdup(vg_err_msg(err));
-    vg_err_release(err);
-    return s;
-}
-
-/* One sample into a frame. 0, or -1 with *error set (NULL: out of memory). */
-static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_history *hist,
-                         struct vg_top_frame **out, char **error)
-{
-    struct vg_snapshot *snap = NULL;
-    bool hung = false;
-    struct vg_err err = VG_ERR_INIT;
-    if (vg_sampler_sample(s, &snap, &hung, &err) != 0) {
-        *error = vg_top_strdup_err(&err);
-        return -1;
-    }
-    struct vg_findings fs;
-    vg_findings_init(&fs);
-    struct vg_rule_opts ro;
-    vg_rule_opts_init(&ro);
-    ro.check_shell = false;
-    if (vg_leftovers_measure(snap, VG_SNAP_ACTIVITY_MS) != 0 ||
-        vg_rules_run(snap, &ro, &fs, &err) != 0) {
-        vg_findings_release(&fs);
-        vg_snap_free(snap);
-        *error = err.msg ? vg_top_strdup_err(&err) : NULL;
-        return -1;
-    }
+    struct vg_top_history *hist = arg;
     struct vg_top_build_opts bo = {0};
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
@@ -283,85 +229,29 @@ static int vg_top_sample(struct vg_top *t, struct vg_sampler *s, struct vg_top_h
     }
     long page = sysconf(_SC_PAGESIZE);
     bo.page_size = page > 0 ? (uint64_t)page : 0;
-    (void)t;
-    if (vg_top_frame_build(snap, &fs, hung, &bo, hist, out) != 0) {
-        *error = NULL;
-        return -1;
-    }
-    return 0;
+    struct vg_top_frame *f = NULL;
+    int rc = vg_top_frame_diagnose(snap, hung, &bo, hist, &f, err);
+    *out = f;
+    return rc;
 }
 
-static void *vg_top_sampler_main(void *arg)
+static void vg_top_frame_drop(void *f)
 {
-    struct vg_top *t = arg;
-    struct vg_sampler_opts so = {.nvml_path = t->g->nvml_path,
-                                 .nvml_timeout_ms = t->g->nvml_timeout_ms,
-                                 .proc_root = t->g->proc_root,
-                                 .dev_dir = t->g->dev_dir,
-                                 .sensors = true,
-                                 .scan = t->g->scan};
-    struct vg_sampler *s = NULL;
-    struct vg_err err = VG_ERR_INIT;
-    struct vg_top_history hist = {0};
-    if (vg_sampler_new(&so, &s, &err) != 0) {
-        vg_top_publish(t, NULL, vg_top_strdup_err(&err));
-        goto out;
-    }
-    pthread_mutex_lock(&t->sh.mu);
-    while (!t->sh.stop) {
-        t->sh.sampling = true;
-        t->sh.now = false;
-        t->sh.sample_start_ms = vg_clock_ms();
-        pthread_mutex_unlock(&t->sh.mu);
-        struct vg_top_frame *f = NULL;
-        char *error = NULL;
-        if (vg_top_sample(t, s, &hist, &f, &error) != 0 && !error)
-            error = strdup("out of memory");
-        vg_top_publish(t, f, error);
-        pthread_mutex_lock(&t->sh.mu);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        vg_clock_ts_add_ms(&until, t->sh.interval_ms);
-        while (!t->sh.stop && !t->sh.now &&
-               pthread_cond_timedwait(&t->sh.cv, &t->sh.mu, &until) != ETIMEDOUT)
-            ;
-    }
-    pthread_mutex_unlock(&t->sh.mu);
-out:
-    vg_sampler_free(s);
-    vg_top_history_release(&hist);
-    pthread_mutex_lock(&t->sh.mu);
-    t->sh.done = true;
-    pthread_mutex_unlock(&t->sh.mu);
-    return NULL;
+    vg_top_frame_free(f);
 }
 
 /* Start a thread with every signal blocked (the UI thread alone takes them). */
-static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg, bool detach)
+static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(th, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0 && detach)
-        pthread_detach(*th);
     return -rc;
 }
 
 /* ---- actions ---- */
-
-static void vg_top_say(struct vg_top *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void vg_top_say(struct vg_top *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->message, sizeof(t->message), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        t->message[0] = '\0';
-}
 
 /* The action thread's look at the host, quiet (the terminal is the UI's). */
 static int vg_top_look(void *ctx, struct vg_snapshot **snap)
@@ -438,19 +328,7 @@ static char *vg_top_settle(struct vg_top_action *a)
         vg_buf_adds(&b, "out of memory while stopping");
         goto out;
     }
-    for (size_t i = 0; i < ntargets; i++) {
-        if (!targets[i].signal)
-            continue;
-        const struct vg_plan_entry *e = NULL;
-        for (size_t k = 0; k < a->plan.n && !e; k++)
-            e = &a->plan.v[k].id == targets[i].id ? &a->plan.v[k] : NULL;
-        vg_buf_printf(&b, "%sPID %d ", b.len ? "; " : "", (int)targets[i].id->pid);
-        vg_render_settle_outcome(&b, e, &res.kills[i], VG_TOP_GRACE_MS);
-    }
-    for (size_t i = 0; i < res.ngpus; i++) {
-        vg_buf_printf(&b, "; GPU %u", res.gpus[i].index);
-        vg_render_settle_gpu(&b, &res.gpus[i]);
-    }
+    vg_render_settle_line(&b, &a->plan, targets, ntargets, &res, VG_TOP_GRACE_MS);
 out:
     vg_err_release(&err);
     vg_settle_result_release(&res);
@@ -482,9 +360,8 @@ static void *vg_top_action_main(void *arg)
     free(t->sh.action_msg);
     t->sh.action_msg = msg;
     t->sh.acting = false;
-    t->sh.now = true; /* show what changed at once */
-    pthread_cond_signal(&t->sh.cv);
     pthread_mutex_unlock(&t->sh.mu);
+    vg_collector_poke(t->coll); /* show what changed at once */
     return NULL;
 }
 
@@ -498,59 +375,57 @@ static void vg_top_plan_clear(struct vg_top *t)
 /* k (pid > 0: that holder) or K (rule: every leftover its finding names): the plan shown. */
 static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_finding *fd)
 {
-    const struct vg_snapshot *snap = t->frame->snap;
+    const struct vg_snapshot *snap = t->v.frame->snap;
     struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
     po.who = vg_cmd_who_ctx(&t->who);
     po.pidns_trusted =
         snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_plan_build(snap, &t->frame->fs, &po, &t->plan, &err) != 0 ||
+    if (vg_plan_build(snap, &t->v.frame->fs, &po, &t->plan, &err) != 0 ||
         !(t->chosen = calloc(t->plan.n ? t->plan.n : 1, sizeof(bool)))) {
-        vg_top_say(t, "cannot plan: %s", err.msg ? err.msg : "out of memory");
+        vg_top_view_say(&t->v, "cannot plan: %s", err.msg ? err.msg : "out of memory");
         vg_err_release(&err);
         vg_top_plan_clear(t);
         return;
     }
     for (size_t i = 0; i < t->plan.n; i++) {
-        t->chosen[i] = pid > 0;
-        for (size_t k = 0; fd && k < fd->npids; k++)
-            t->chosen[i] |= fd->pids[k] == t->plan.v[i].id.pid;
+        t->chosen[i] = pid > 0 || (fd && vg_finding_names_pid(fd, t->plan.v[i].id.pid));
     }
     if (pid > 0)
         snprintf(t->plan_what, sizeof(t->plan_what), "PID %d", (int)pid);
     else
         snprintf(t->plan_what, sizeof(t->plan_what), "the leftovers of %s", fd->rule);
-    t->mode = VG_TOP_MODE_PLAN;
+    t->v.mode = VG_TOP_MODE_PLAN;
 }
 
 static void vg_top_stop_key(struct vg_top *t, bool all)
 {
     if (t->read_only) {
-        vg_top_say(t, "read-only (--read-only): %s is off", all ? "K" : "k");
+        vg_top_view_say(&t->v, "read-only (--read-only): %s is off", all ? "K" : "k");
         return;
     }
-    const struct vg_top_line *l = t->sel < t->nlines ? &t->lines[t->sel] : NULL;
-    if (!t->frame || !l || l->group) {
-        vg_top_say(t, "select a process first (a launcher's line is not one)");
+    const struct vg_top_row *r = vg_top_view_row(&t->v);
+    if (!r) {
+        vg_top_view_say(&t->v, "select a process first (a launcher's line is not one)");
         return;
     }
     pthread_mutex_lock(&t->sh.mu);
     bool busy = t->sh.acting;
     pthread_mutex_unlock(&t->sh.mu);
     if (busy) {
-        vg_top_say(t, "a stop is still under way");
+        vg_top_view_say(&t->v, "a stop is still under way");
     } else if (!t->who.own_pidns) {
-        vg_top_say(t, "stopping needs the procfs of vramguard's own PID namespace (--proc "
-                      "numbers processes differently)");
+        vg_top_view_say(&t->v, "stopping needs the procfs of vramguard's own PID namespace (--proc "
+                               "numbers processes differently)");
     } else {
-        const struct vg_top_row *r = &t->frame->rows[l->row];
         if (!all)
             vg_top_plan_make(t, r->pid, NULL);
         else if (r->has_finding)
-            vg_top_plan_make(t, 0, &t->frame->fs.v[r->finding]);
+            vg_top_plan_make(t, 0, &t->v.frame->fs.v[r->finding]);
         else
-            vg_top_say(t, "PID %d has no finding: K stops the leftovers of one", (int)r->pid);
+            vg_top_view_say(&t->v, "PID %d has no finding: K stops the leftovers of one",
+                            (int)r->pid);
     }
 }
 
@@ -570,16 +445,16 @@ static void vg_top_confirm(struct vg_top *t)
     size_t n = 0;
     for (size_t i = 0; i < t->plan.n; i++)
         n += t->chosen[i] && t->plan.v[i].signal;
-    t->mode = VG_TOP_MODE_LIST;
+    t->v.mode = VG_TOP_MODE_LIST;
     struct vg_top_action *a = n ? calloc(1, sizeof(*a)) : NULL;
     if (!a) {
-        vg_top_say(t, n ? "out of memory" : "nothing to stop");
+        vg_top_view_say(&t->v, n ? "out of memory" : "nothing to stop");
         vg_top_plan_clear(t);
         return;
     }
     a->t = t;
     /* the plan's GPUs by UUID: the stop looks at the host afresh, where indices may differ */
-    const struct vg_snapshot *snap = t->frame->snap;
+    const struct vg_snapshot *snap = t->v.frame->snap;
     a->uuids = calloc(t->plan.nscope ? t->plan.nscope : 1, sizeof(*a->uuids));
     for (size_t i = 0; a->uuids && i < t->plan.nscope; i++) {
         const struct vg_gpu *d = &snap->gpus.gpus[t->plan.scope[i]];
@@ -593,193 +468,43 @@ static void vg_top_confirm(struct vg_top *t)
     pthread_mutex_lock(&t->sh.mu);
     t->sh.acting = true;
     pthread_mutex_unlock(&t->sh.mu);
-    if (vg_top_thread(&t->sh.action, vg_top_action_main, a, false) != 0) {
+    if (vg_top_thread(&t->sh.action, vg_top_action_main, a) != 0) {
         pthread_mutex_lock(&t->sh.mu);
         t->sh.acting = false;
         pthread_mutex_unlock(&t->sh.mu);
         vg_top_action_free(a);
-        vg_top_say(t, "cannot start the stop: %s", strerror(errno));
+        vg_top_view_say(&t->v, "cannot start the stop: %s", strerror(errno));
         return;
     }
     t->sh.action_started = true;
-    vg_top_say(t, "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
-               n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
-}
-
-/* ---- the list ---- */
-
-/* Recompute the lines after a new frame, sort or filter; the selection follows its PID. */
-static void vg_top_relist(struct vg_top *t)
-{
-    t->filter = (struct vg_top_filter){.user = t->user_filter,
-                                       .rule = t->rule_filter,
-                                       .by_gpu = t->filter.by_gpu,
-                                       .gpu_index = t->filter.gpu_index,
-                                       .text = t->search[0] ? t->search : NULL};
-    free(t->lines);
-    t->lines = NULL;
-    t->nlines = 0;
-    if (!t->frame)
-        return;
-    if (vg_top_lines(t->frame, &t->filter, t->sort, t->reverse, t->tree, &t->lines, &t->nlines))
-        vg_top_say(t, "out of memory");
-    for (size_t i = 0; i < t->nlines; i++)
-        if (t->lines[i].pid == t->sel_pid && t->lines[i].group == t->sel_group) {
-            t->sel = i;
-            return;
-        }
-    if (t->sel >= t->nlines)
-        t->sel = t->nlines ? t->nlines - 1 : 0;
-}
-
-static void vg_top_select(struct vg_top *t, long delta)
-{
-    long n = (long)t->nlines, s = (long)t->sel + delta;
-    s = s >= n ? n - 1 : s;
-    t->sel = s < 0 ? 0 : (size_t)s;
-    if (t->sel < t->nlines) {
-        t->sel_pid = t->lines[t->sel].pid;
-        t->sel_group = t->lines[t->sel].group;
-    }
-}
-
-static const struct vg_top_row *vg_top_sel_row(const struct vg_top *t)
-{
-    if (!t->frame || t->sel >= t->nlines || t->lines[t->sel].group)
-        return NULL;
-    return &t->frame->rows[t->lines[t->sel].row];
-}
-
-/* u, f: filter by the selected row's user or finding, or drop that filter. */
-static void vg_top_toggle(struct vg_top *t, char **slot, bool user)
-{
-    const struct vg_top_row *r = vg_top_sel_row(t);
-    if (*slot) {
-        free(*slot);
-        *slot = NULL;
-        return;
-    }
-    const char *v = !r               ? NULL
-                    : user           ? r->user
-                    : r->has_finding ? t->frame->fs.v[r->finding].rule
-                                     : NULL;
-    if (!v) {
-        vg_top_say(t, user ? "the selected holder's user is unknown"
-                           : "the selected holder has no finding");
-        return;
-    }
-    *slot = strdup(v);
-}
-
-/* g: the next GPU, then all. */
-static void vg_top_gpu_filter(struct vg_top *t)
-{
-    size_t n = t->frame ? t->frame->ngpus : 0;
-    if (!n) {
-        t->filter.by_gpu = false;
-        return;
-    }
-    if (!t->filter.by_gpu) {
-        t->filter.by_gpu = true;
-        t->filter.gpu_index = t->frame->gpus[0].g->index;
-        return;
-    }
-    for (size_t i = 0; i + 1 < n; i++)
-        if (t->frame->gpus[i].g->index == t->filter.gpu_index) {
-            t->filter.gpu_index = t->frame->gpus[i + 1].g->index;
-            return;
-        }
-    t->filter.by_gpu = false;
-}
-
-static void vg_top_clear_filters(struct vg_top *t)
-{
-    free(t->user_filter);
-    free(t->rule_filter);
-    t->user_filter = t->rule_filter = NULL;
-    t->filter.by_gpu = false;
-    t->search[0] = '\0';
+    vg_top_view_say(&t->v,
+                    "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
+                    n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
 }
 
 static void vg_top_interval(struct vg_top *t, bool longer)
 {
     static const unsigned steps[] = {250, 500, 1000, 2000, 5000, 10000, 30000, 60000};
     size_t n = sizeof(steps) / sizeof(steps[0]), i = 0;
-    pthread_mutex_lock(&t->sh.mu);
-    while (i + 1 < n && steps[i] < t->sh.interval_ms)
+    while (i + 1 < n && steps[i] < t->interval_ms)
         i++;
-    if (longer && steps[i] <= t->sh.interval_ms && i + 1 < n)
+    if (longer && steps[i] <= t->interval_ms && i + 1 < n)
         i++;
     else if (!longer && i > 0)
         i--;
-    t->sh.interval_ms = steps[i];
-    pthread_cond_signal(&t->sh.cv);
-    pthread_mutex_unlock(&t->sh.mu);
+    t->interval_ms = steps[i];
+    vg_collector_set_interval(t->coll, t->interval_ms);
 }
 
-/* long: one case per action; the switch is the action map, read best whole. Carry out what a
- * key or a click means (render/top_keys.h). Returns false to quit. */
+/* Carry out what a key or a click means (render/top_keys.h): the view's own actions there, the
+ * ones that reach the host or the terminal here. Returns false to quit. */
 static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
 {
-    long page = LINES > 12 ? LINES / 2 : 1;
-    /* a new key on the list or the detail clears the last message; closing a pane keeps it */
-    if (a.kind != VG_TOP_ACT_NONE && a.kind != VG_TOP_ACT_LIST &&
-        (t->mode == VG_TOP_MODE_LIST || t->mode == VG_TOP_MODE_DETAIL))
-        t->message[0] = '\0';
+    if (vg_top_view_act(&t->v, a, LINES > 12 ? LINES / 2 : 1))
+        return true;
     switch (a.kind) {
-    case VG_TOP_ACT_NONE:
-        break;
     case VG_TOP_ACT_QUIT:
         return false;
-    case VG_TOP_ACT_MOVE:
-        vg_top_select(t, a.arg);
-        break;
-    case VG_TOP_ACT_PAGE:
-        vg_top_select(t, a.arg * page);
-        break;
-    case VG_TOP_ACT_FIRST:
-        vg_top_select(t, -(long)t->nlines);
-        break;
-    case VG_TOP_ACT_LAST:
-        vg_top_select(t, (long)t->nlines);
-        break;
-    case VG_TOP_ACT_SELECT_AT:
-        vg_top_select(t, a.arg - (long)t->sel);
-        break;
-    case VG_TOP_ACT_DETAIL:
-        t->mode = VG_TOP_MODE_DETAIL;
-        break;
-    case VG_TOP_ACT_HELP:
-        t->mode = VG_TOP_MODE_HELP;
-        break;
-    case VG_TOP_ACT_LIST:
-        t->mode = VG_TOP_MODE_LIST;
-        break;
-    case VG_TOP_ACT_SORT:
-        t->sort = (enum vg_top_sort)((t->sort + VG_TOP_SORT_COUNT + (a.arg > 0 ? 1 : -1)) %
-                                     VG_TOP_SORT_COUNT);
-        break;
-    case VG_TOP_ACT_REVERSE:
-        t->reverse = !t->reverse;
-        break;
-    case VG_TOP_ACT_TREE:
-        t->tree = !t->tree;
-        break;
-    case VG_TOP_ACT_SEARCH:
-        t->searching = true;
-        break;
-    case VG_TOP_ACT_FILTER_USER:
-        vg_top_toggle(t, &t->user_filter, true);
-        break;
-    case VG_TOP_ACT_FILTER_FINDING:
-        vg_top_toggle(t, &t->rule_filter, false);
-        break;
-    case VG_TOP_ACT_FILTER_GPU:
-        vg_top_gpu_filter(t);
-        break;
-    case VG_TOP_ACT_CLEAR_FILTERS:
-        vg_top_clear_filters(t);
-        break;
     case VG_TOP_ACT_INTERVAL:
         vg_top_interval(t, a.arg > 0);
         break;
@@ -791,15 +516,17 @@ static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
         vg_top_confirm(t);
         break;
     case VG_TOP_ACT_CANCEL:
-        t->mode = VG_TOP_MODE_LIST;
+        t->v.mode = VG_TOP_MODE_LIST;
         vg_top_plan_clear(t);
-        vg_top_say(t, "nothing stopped");
+        vg_top_view_say(&t->v, "nothing stopped");
         break;
     case VG_TOP_ACT_MOUSE:
         t->mouse = !t->mouse;
         mousemask(t->mouse ? VG_TOP_MOUSE_EVENTS : 0, NULL);
-        vg_top_say(t, t->mouse ? "mouse on: click selects, the wheel scrolls (m: off)"
-                               : "mouse off: the terminal selects text again (m: on)");
+        vg_top_view_say(&t->v, t->mouse ? "mouse on: click selects, the wheel scrolls (m: off)"
+                                        : "mouse off: the terminal selects text again (m: on)");
+        break;
+    default:
         break;
     }
     return true;
@@ -847,12 +574,10 @@ static bool vg_top_key(struct vg_top *t, int ch)
             in.buttons |= VG_TOP_MOUSE_WHEEL_UP;
         if (ev.bstate & VG_TOP_WHEEL_DOWN_BIT)
             in.buttons |= VG_TOP_MOUSE_WHEEL_DOWN;
-    } else if (t->searching) {
-        if (vg_top_search_edit(t->search, sizeof(t->search), in.key) != VG_TOP_EDIT_MORE)
-            t->searching = false;
+    } else if (vg_top_view_search_key(&t->v, in.key)) {
         return true;
     }
-    return vg_top_act(t, vg_top_input_act(t->mode, &t->scr, &in));
+    return vg_top_act(t, vg_top_input_act(t->v.mode, &t->scr, &in));
 }
 
 /* ---- the terminal ---- */
@@ -905,42 +630,26 @@ static void vg_top_draw_cell(const struct vg_top *t, unsigned y, unsigned x,
 
 static void vg_top_draw(struct vg_top *t)
 {
-    uint64_t waiting = 0;
-    pthread_mutex_lock(&t->sh.mu);
-    bool sampling = t->sh.sampling;
-    unsigned interval = t->sh.interval_ms;
-    if (sampling)
-        waiting = vg_clock_ms() - t->sh.sample_start_ms;
-    pthread_mutex_unlock(&t->sh.mu);
-    char prompt[200];
-    snprintf(prompt, sizeof(prompt), "search (Enter keeps, Esc drops): %s", t->search);
+    struct vg_collector_health hl;
+    vg_collector_health(t->coll, &hl);
     struct vg_top_state st = {
-        .lines = t->lines,
-        .nlines = t->nlines,
-        .sel = t->sel,
-        .sort = t->sort,
-        .reverse = t->reverse,
-        .tree = t->tree,
-        .filter = &t->filter,
-        .mode = t->mode,
-        .prompt = t->searching ? prompt : NULL,
-        .message = t->message[0] ? t->message : NULL,
-        .interval_ms = interval,
+        .interval_ms = t->interval_ms,
         .read_only = t->read_only,
         .color = t->color,
         .unicode = t->unicode,
         .host = t->host,
         .now = time(NULL),
-        .sampling = sampling,
-        .waiting_ms = waiting,
+        .sampling = hl.busy,
+        .waiting_ms = hl.busy_ms,
         .plan = &t->plan,
         .chosen = t->chosen,
         .plan_what = t->plan_what,
         .grace_ms = VG_TOP_GRACE_MS,
     };
+    vg_top_view_state(&t->v, &st);
     t->scr.w = COLS > 0 ? (unsigned)COLS : 0;
     t->scr.h = LINES > 0 ? (unsigned)LINES : 0;
-    if (vg_top_render(t->frame, &st, &t->scr) != 0)
+    if (vg_top_render(t->v.frame, &st, &t->scr) != 0)
         return;
     erase();
     for (unsigned y = 0; y < t->scr.h; y++)
@@ -957,23 +666,20 @@ static void vg_top_draw(struct vg_top *t)
  * Returns true when something changed. */
 static bool vg_top_take(struct vg_top *t)
 {
+    char *err = NULL;
+    struct vg_top_frame *f = vg_collector_take(t->coll, &err);
     pthread_mutex_lock(&t->sh.mu);
-    struct vg_top_frame *f = t->sh.next;
-    t->sh.next = NULL;
-    char *err = t->sh.error, *act = t->sh.action_msg;
-    t->sh.error = t->sh.action_msg = NULL;
+    char *act = t->sh.action_msg;
+    t->sh.action_msg = NULL;
     pthread_mutex_unlock(&t->sh.mu);
     if (err)
-        vg_top_say(t, "sampling failed: %s", err);
+        vg_top_view_say(&t->v, "sampling failed: %s", err);
     if (act)
-        vg_top_say(t, "%s", act);
+        vg_top_view_say(&t->v, "%s", act);
     free(err);
     free(act);
-    if (f) {
-        /* the plan on screen keeps pointing into its own copies, not the frame */
-        vg_top_frame_free(t->frame);
-        t->frame = f;
-    }
+    /* the plan on screen keeps pointing into its own copies, not the frame */
+    vg_top_view_take(&t->v, f);
     return f || err || act;
 }
 
@@ -986,7 +692,7 @@ static void vg_top_loop(struct vg_top *t)
             dirty = true;
         uint64_t now = vg_clock_ms();
         if (dirty || now - drawn >= 1000) {
-            vg_top_relist(t);
+            vg_top_view_relist(&t->v);
             vg_top_draw(t);
             drawn = now;
             dirty = false;
@@ -1004,10 +710,8 @@ static void vg_top_loop(struct vg_top *t)
 
 static void vg_top_release(struct vg_top *t)
 {
-    vg_top_frame_free(t->frame);
-    free(t->lines);
+    vg_top_view_release(&t->v);
     vg_top_plan_clear(t);
-    vg_top_clear_filters(t);
     vg_top_screen_release(&t->scr);
     /* a stop still running on its own thread reads the ancestors and root_fd: both stay
      * then, for the process's exit to take */
@@ -1018,39 +722,33 @@ static void vg_top_release(struct vg_top *t)
         vg_cmd_who_release(&t->who);
 }
 
-/* Stop the sampler thread, waiting at most a second: one stuck in the driver is left behind
- * (the process is about to exit). Returns whether it ended, so its state may be freed. */
-static bool vg_top_stop_sampler(struct vg_top *t)
+/* Start the collector, its first sample on its thread so the screen comes up at once. */
+static int vg_top_start(struct vg_top *t)
 {
-    pthread_mutex_lock(&t->sh.mu);
-    t->sh.stop = true;
-    pthread_cond_signal(&t->sh.cv);
-    pthread_mutex_unlock(&t->sh.mu);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    if (pthread_timedjoin_np(t->sampler, NULL, &until) != 0)
-        return false;
-    vg_top_frame_free(t->sh.next);
-    free(t->sh.error);
-    t->sh.next = NULL;
-    t->sh.error = NULL;
-    return true;
-}
-
-static int vg_top_shared_init(struct vg_top_shared *sh)
-{
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
+    struct vg_collector_opts co = {
+        .sampler = {.nvml_path = t->g->nvml_path,
+                    .nvml_timeout_ms = t->g->nvml_timeout_ms,
+                    .proc_root = t->g->proc_root,
+                    .dev_dir = t->g->dev_dir,
+                    .sensors = true,
+                    .scan = t->g->scan},
+        .make = vg_top_make,
+        .drop = vg_top_frame_drop,
+        .arg = &t->hist,
+        .interval_ms = t->interval_ms,
+        .first_in_thread = true,
+    };
+    struct vg_err err = VG_ERR_INIT;
+    if (pthread_mutex_init(&t->sh.mu, NULL) != 0) {
+        vg_cmd_error("top", "cannot set up its threads");
         return -1;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc == 0 && pthread_mutex_init(&sh->mu, NULL) != 0) {
-        pthread_cond_destroy(&sh->cv);
-        rc = -1;
     }
-    return rc ? -1 : 0;
+    if (vg_collector_new(&co, &t->coll, &err) != 0 || vg_collector_start(t->coll, &err) != 0) {
+        vg_cmd_error("top", "cannot start the sampler: %s", vg_err_msg(&err));
+        vg_err_release(&err);
+        return -1;
+    }
+    return 0;
 }
 
 int vg_cmd_top(struct vg_global *g, int argc, char **argv)
@@ -1058,20 +756,16 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     static struct vg_top t; /* static: a stop's thread may outlive this call's frame */
     memset(&t, 0, sizeof(t));
     t.g = g;
-    t.sort = VG_TOP_SORT_MEM;
+    vg_top_view_init(&t.v);
     t.mouse = true;
     t.who.root_fd = -1;
-    t.sh.interval_ms = 1000;
+    t.interval_ms = 1000;
     vg_plan_init(&t.plan);
     int status = vg_top_parse(&t, argc, argv);
     if (status >= 0)
         return status;
     if (vg_cmd_who_open(g, "top", &t.who) != 0)
         return VG_EXIT_UNKNOWN;
-    if (vg_top_shared_init(&t.sh) != 0) {
-        vg_cmd_error("top", "cannot set up its threads");
-        return VG_EXIT_SOFTWARE;
-    }
     if (gethostname(t.host, sizeof(t.host) - 1) != 0)
         t.host[0] = '\0';
     t.color = vg_cmd_use_color(g);
@@ -1082,10 +776,8 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    if (vg_top_thread(&t.sampler, vg_top_sampler_main, &t, false) != 0) {
-        vg_cmd_error("top", "cannot start the sampler: %s", strerror(errno));
+    if (vg_top_start(&t) != 0)
         return VG_EXIT_SOFTWARE;
-    }
     vg_top_curses_init(&t);
     vg_top_loop(&t);
     endwin();
@@ -1102,8 +794,10 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
         vg_cmd_error("top", "%s", t.sh.action_msg);
     free(t.sh.action_msg);
     t.sh.action_msg = NULL;
-    bool joined = vg_top_stop_sampler(&t);
+    /* one stuck in a read the sampler cannot bound is left to the process's exit, with the
+     * history it writes */
+    if (vg_collector_free_within(t.coll, 1000))
+        vg_top_history_release(&t.hist);
     vg_top_release(&t);
-    (void)joined;
     return VG_EXIT_OK;
 }

@@ -1,11 +1,13 @@
 /*
- * The collector (see collector.h): one thread that samples, diagnoses and renders on a fixed
- * schedule, and a buffer holding the latest exposition for the HTTP threads to copy.
+ * The collector (see collector.h): one thread that samples, diagnoses and renders (or makes its
+ * caller's object) on a fixed schedule, and the latest result: a buffer holding the exposition
+ * for the HTTP threads to copy, or the object for the UI to take.
  */
 #include "model/collector.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +85,12 @@ struct vg_collector {
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t cv;
     bool stop;
+    bool now; /* collect at once (vg_collector_poke) */
     bool started;
+    bool busy;                  /* a collection is under way */
+    struct timespec busy_since; /* CLOCK_MONOTONIC */
+    void *obj;                  /* make mode: the newest object not taken */
+    char *error;                /* make mode: the first failure since the last take */
     pthread_t thread;
     struct vg_buf expo; /* the latest exposition */
     struct vg_collector_stats st;
@@ -132,16 +139,60 @@ static void vg_log_change(struct vg_collector *c, bool success, bool hung, const
     c->last_error = strdup(key);
 }
 
-/* One collection: sample, diagnose, render, publish. Only out of memory fails it. */
+/* Make mode: the sample (taken over) into the caller's object, which replaces the one not
+ * taken, or the failure kept for the taker. */
+static void vg_collect_make(struct vg_collector *c, int src, struct vg_snapshot *snap, bool hung,
+                            const struct vg_err *serr)
+{
+    void *obj = NULL;
+    char *why = NULL;
+    struct vg_err merr = VG_ERR_INIT;
+    if (src) {
+        vg_snap_free(snap);
+        why = strdup(vg_err_msg(serr));
+    } else if (c->o.make(c->o.arg, snap, hung, &obj, &merr) != 0) {
+        obj = NULL;
+        why = strdup(merr.msg ? merr.msg : "out of memory");
+    }
+    vg_err_release(&merr);
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_mutex_lock(&c->lock);
+    if (c->obj && c->o.drop)
+        c->o.drop(c->obj);
+    c->obj = obj;
+    if (why && !c->error) {
+        c->error = why;
+        why = NULL;
+    }
+    c->st.collections++;
+    c->st.failures += !obj;
+    c->st.driver_hangs += hung;
+    c->last_end = t1;
+    pthread_mutex_unlock(&c->lock);
+    free(why);
+}
+
+/* One collection: sample, diagnose, render, publish (or make). Only out of memory fails it. */
 static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *err)
 {
     struct timespec t0, t1, wall;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_mutex_lock(&c->lock);
+    c->busy = true;
+    c->busy_since = t0;
+    c->now = false;
+    pthread_mutex_unlock(&c->lock);
     struct vg_snapshot *snap = NULL;
     bool hung = false;
     struct vg_err serr = VG_ERR_INIT;
     int src = vg_sampler_sample(c->sampler, &snap, &hung, &serr);
     int rc = 0;
+    if (c->o.make) {
+        vg_collect_make(c, src, snap, hung, &serr);
+        snap = NULL;
+        goto out;
+    }
     /* Out of memory always fails; an unreadable /proc fails only the first collection (a
      * wrong --proc), later it is a failed collection like a failing driver. */
     if (src == -ENOMEM || (src && first)) {
@@ -194,6 +245,9 @@ static int vg_collect_once(struct vg_collector *c, bool first, struct vg_err *er
 
     vg_log_change(c, success, hung, src ? vg_err_msg(&serr) : snap->driver_error);
 out:
+    pthread_mutex_lock(&c->lock);
+    c->busy = false;
+    pthread_mutex_unlock(&c->lock);
     vg_err_release(&serr);
     vg_snap_free(snap);
     return rc;
@@ -225,7 +279,8 @@ int vg_collector_new(const struct vg_collector_opts *o, struct vg_collector **ou
         free(c);
         return rc;
     }
-    rc = vg_collect_once(c, true, err);
+    c->now = o->first_in_thread;
+    rc = o->first_in_thread ? 0 : vg_collect_once(c, true, err);
     if (rc) {
         vg_collector_free(c);
         return rc;
@@ -254,10 +309,12 @@ static void *vg_collector_main(void *arg)
             due = now;
             vg_clock_ts_add_ms(&due, c->o.interval_ms);
         }
-        while (!c->stop && pthread_cond_timedwait(&c->cv, &c->lock, &due) != ETIMEDOUT)
+        while (!c->stop && !c->now && pthread_cond_timedwait(&c->cv, &c->lock, &due) != ETIMEDOUT)
             ;
         if (c->stop)
             break;
+        if (c->now) /* poked: the schedule starts again from here */
+            clock_gettime(CLOCK_MONOTONIC, &due);
         pthread_mutex_unlock(&c->lock);
         struct vg_err err = VG_ERR_INIT;
         if (vg_collect_once(c, false, &err) != 0)
@@ -271,7 +328,12 @@ static void *vg_collector_main(void *arg)
 
 int vg_collector_start(struct vg_collector *c, struct vg_err *err)
 {
+    /* every signal blocked on the thread: the command's own thread takes them */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&c->thread, NULL, vg_collector_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc)
         return vg_err_set(err, -rc, "cannot start the collection thread: %s", strerror(rc));
     c->started = true;
@@ -292,10 +354,60 @@ void vg_collector_free(struct vg_collector *c)
     vg_sampler_free(c->sampler);
     vg_collector_gpu_ids_release(&c->last_good);
     free(c->last_error);
+    if (c->obj && c->o.drop)
+        c->o.drop(c->obj);
+    free(c->error);
     vg_buf_release(&c->expo);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->lock);
     free(c);
+}
+
+bool vg_collector_free_within(struct vg_collector *c, unsigned wait_ms)
+{
+    if (c && c->started) {
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->lock);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        vg_clock_ts_add_ms(&until, wait_ms);
+        if (pthread_timedjoin_np(c->thread, NULL, &until) != 0)
+            return false;
+        c->started = false;
+    }
+    vg_collector_free(c);
+    return true;
+}
+
+void *vg_collector_take(struct vg_collector *c, char **error)
+{
+    pthread_mutex_lock(&c->lock);
+    void *obj = c->obj;
+    c->obj = NULL;
+    if (error) {
+        *error = c->error;
+        c->error = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return obj;
+}
+
+void vg_collector_poke(struct vg_collector *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->now = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void vg_collector_set_interval(struct vg_collector *c, uint64_t interval_ms)
+{
+    pthread_mutex_lock(&c->lock);
+    c->o.interval_ms = interval_ms ? interval_ms : c->o.interval_ms;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->lock);
 }
 
 char *vg_collector_copy(struct vg_collector *c, size_t *len)
@@ -322,5 +434,8 @@ void vg_collector_health(struct vg_collector *c, struct vg_collector_health *h)
         c->o.sampler.nvml_timeout_ms ? c->o.sampler.nvml_timeout_ms : VG_SNAP_NVML_TIMEOUT_MS;
     double limit = (2.0 * (double)c->o.interval_ms + timeout) / 1000.0 + 10.0;
     h->stalled = h->age_seconds > limit;
+    h->busy = c->busy;
+    double busy_s = c->busy ? vg_ts_seconds(&now) - vg_ts_seconds(&c->busy_since) : 0;
+    h->busy_ms = busy_s > 0 ? (uint64_t)(busy_s * 1000.0) : 0;
     pthread_mutex_unlock(&c->lock);
 }

@@ -234,3 +234,23 @@ void vg_render_infra_why(struct vg_buf *o, const struct vg_infra *inf, const cha
         vg_buf_adds(o, "its executable could not be read");
     }
 }
+
+void vg_render_settle_line(struct vg_buf *o, const struct vg_plan *plan,
+                           const struct vg_settle_target *targets, size_t ntargets,
+                           const struct vg_settle_result *res, unsigned grace_ms)
+{
+    size_t start = o->len;
+    for (size_t i = 0; i < ntargets; i++) {
+        if (!targets[i].signal)
+            continue;
+        const struct vg_plan_entry *e = NULL;
+        for (size_t k = 0; k < plan->n && !e; k++)
+            e = &plan->v[k].id == targets[i].id ? &plan->v[k] : NULL;
+        vg_buf_printf(o, "%sPID %d ", o->len > start ? "; " : "", (int)targets[i].id->pid);
+        vg_render_settle_outcome(o, e, &res->kills[i], grace_ms);
+    }
+    for (size_t i = 0; i < res->ngpus; i++) {
+        vg_buf_printf(o, "; GPU %u", res->gpus[i].index);
+        vg_render_settle_gpu(o, &res->gpus[i]);
+    }
+}

@@ -38,4 +38,10 @@ void vg_render_json_infra(struct vg_json *j, const char *key, const struct vg_in
  * replaced since it started"...; nothing for NONE and PROVEN. exe: the path (NULL: unknown). */
 void vg_render_infra_why(struct vg_buf *o, const struct vg_infra *inf, const char *exe);
 
+/* A whole stop on one line (top's key line): "PID 42 <outcome>; ...; GPU 0<verdict>", the
+ * signalled targets (made from plan, vg_settle_targets_from_plan()) and every GPU of res. */
+void vg_render_settle_line(struct vg_buf *o, const struct vg_plan *plan,
+                           const struct vg_settle_target *targets, size_t ntargets,
+                           const struct vg_settle_result *res, unsigned grace_ms);
+
 #endif

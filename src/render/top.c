@@ -13,6 +13,7 @@
 #include "render/clean.h"
 #include "render/render.h"
 #include "render/top.h"
+#include "render/top_keys.h"
 #include "util/parse.h"
 #include "util/utf8.h"
 
@@ -841,27 +842,29 @@ static void vg_top_detail(struct vg_top_screen *s, const struct vg_top_frame *f,
     (void)y;
 }
 
-static const char *const vg_top_help_lines[] = {
-    "Up/Down j Ctrl-N/Ctrl-P PgUp/PgDn Home/End  select a holder",
-    "Enter   detail: command line, GPU variables, libraries, finding, evidence, fix",
-    "< > F6  sort by the previous / next column;  r  reverse the order",
-    "/       search command, user, PID or container (Enter keeps it, Esc drops it)",
-    "u       only the selected holder's user (u again: every user)",
-    "g       only one GPU's holders (g again: the next GPU, then all)",
-    "f       only the holders of the selected holder's finding (f again: all)",
-    "Esc     clear every filter;  t  tree: a job's ranks under their launcher",
-    "k       stop the selected holder if it is a sure leftover of an ended job:",
-    "        the plan of `vramguard clean` first, y confirms, the identity is",
-    "        re-checked through a pidfd; n, Esc or q leave everything as it is",
-    "K       the same for every sure leftover of the selected holder's finding",
-    "+ -     longer / shorter interval;  ? h  help (any key closes it);  q  quit",
-    "m       mouse on/off (--no-mouse: off at start): a click selects, wheel scrolls",
+/* Under the keys (render/top_keys.h's table, whose help lines come first). */
+static const char *const vg_top_help_notes[] = {
     "",
     "Bars: one character per reason memory is held (the legend under the GPUs),",
     "coloured when the terminal can. Severity: !! critical, ! warning, i info.",
     "Never stopped: infrastructure, another user's process unless you are root,",
     "zombies, processes stuck in the driver. --read-only turns actions off.",
 };
+
+/* A help text of the key table, line by line from y; returns the next line. */
+static unsigned vg_top_help_text(struct vg_pen *p, const char *text, unsigned y, unsigned ymax)
+{
+    while (text && y < ymax) {
+        const char *nl = strchr(text, '\n');
+        size_t n = nl ? (size_t)(nl - text) : strlen(text);
+        char line[160];
+        snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) ? n : sizeof(line) - 1), text);
+        vg_pen_at(p, 1, y++);
+        vg_puts(p, line);
+        text = nl ? nl + 1 : NULL;
+    }
+    return y;
+}
 
 static void vg_top_help(struct vg_top_screen *s, const struct vg_top_state *st, unsigned y,
                         unsigned ymax)
@@ -876,11 +879,13 @@ static void vg_top_help(struct vg_top_screen *s, const struct vg_top_state *st, 
         p.color = VG_TOP_C_YELLOW;
         vg_puts(&p, "read-only (--read-only): k and K are off");
     }
-    for (size_t i = 0; i < sizeof(vg_top_help_lines) / sizeof(vg_top_help_lines[0]) && y < ymax;
-         i++) {
-        vg_pen_at(&p, 1, y++);
-        vg_puts(&p, vg_top_help_lines[i]);
-    }
+    size_t nkeys;
+    const struct vg_top_key *keys = vg_top_keys(&nkeys);
+    for (size_t i = 0; i < nkeys && y < ymax; i++)
+        y = vg_top_help_text(&p, keys[i].help, y, ymax);
+    for (size_t i = 0; i < sizeof(vg_top_help_notes) / sizeof(vg_top_help_notes[0]) && y < ymax;
+         i++)
+        y = vg_top_help_text(&p, vg_top_help_notes[i], y, ymax);
 }
 
 /* One entry of a stop plan: what would happen to it and why. */
@@ -1006,7 +1011,7 @@ static void vg_top_header(struct vg_top_screen *s, const struct vg_top_frame *f,
         vg_puts(&p, "  [read-only]");
 }
 
-static void vg_top_keys(struct vg_top_screen *s, const struct vg_top_state *st)
+static void vg_top_key_line(struct vg_top_screen *s, const struct vg_top_state *st)
 {
     struct vg_pen p = {.s = s};
     vg_pen_at(&p, 0, s->h - 1);
@@ -1067,7 +1072,7 @@ int vg_top_render(const struct vg_top_frame *f, const struct vg_top_state *st,
     if (s->w == 0 || s->h < 2)
         return 0;
     vg_top_header(s, f, st);
-    vg_top_keys(s, st);
+    vg_top_key_line(s, st);
     unsigned y = 1, ymax = s->h - 1;
     if (st->mode == VG_TOP_MODE_HELP) {
         vg_top_help(s, st, y, ymax);

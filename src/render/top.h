@@ -1,8 +1,9 @@
 /*
  * `vramguard top`'s screen as data: a grid of cells (a character, a colour, attributes) that
  * cmd/top.c copies to the terminal with ncurses and the unit tests read as lines of text. Pure:
- * a frame (rules/top.h) and what the UI is showing (selection, sort, filter, mode, the plan of
- * a stop action) in, cells out; nothing here reads the system or talks to a terminal.
+ * a frame (rules/top.h), its list (render/top_list.h) and what the UI is showing (selection,
+ * sort, filter, mode, the plan of a stop action) in, cells out; nothing here reads the system
+ * or talks to a terminal.
  *
  * The screen: a header line (host, time, interval, driver, sort, filters); one line per GPU,
  * its memory as a bar split by reason with one character per class (so a monochrome terminal
@@ -25,7 +26,7 @@
 
 #include "act/kill.h"
 #include "act/plan.h"
-#include "rules/top.h"
+#include "render/top_list.h"
 #include "util/buf.h"
 
 enum vg_top_color {

@@ -4,6 +4,11 @@
  * what getch() returns into a struct vg_top_input and carries out the action; the unit tests
  * and fuzz/fuzz_top_input.c drive the same functions with arbitrary input.
  *
+ * The keys are one table (vg_top_keys(), as htop's Action.c): one row per key and the modes it
+ * works in, the action it means and the help pane's text. The key handling, the help pane
+ * (render/top.c) and the fuzz target's key map all read it, so a key cannot do one thing and
+ * be described as another, or be missing from the help.
+ *
  * Keys: a byte (ASCII, control characters included) is itself; the keys a terminal sends as
  * escape sequences, which ncurses decodes, are the VG_TOP_KEY_* codes above 0xFF. Any other
  * code means nothing (VG_TOP_ACT_NONE).
@@ -77,6 +82,32 @@ struct vg_top_act {
     enum vg_top_act_kind kind;
     long arg;
 };
+
+/* The modes a row of the key table works in. */
+enum {
+    VG_TOP_IN_LIST = 1u << VG_TOP_MODE_LIST,
+    VG_TOP_IN_DETAIL = 1u << VG_TOP_MODE_DETAIL,
+    VG_TOP_IN_HELP = 1u << VG_TOP_MODE_HELP,
+    VG_TOP_IN_PLAN = 1u << VG_TOP_MODE_PLAN,
+};
+
+/* A row's key that stands for every key no other row of that mode binds. */
+#define VG_TOP_KEY_ANY (-1)
+
+/* One row of the key table. Rows come in the order the help pane lists them: a row with help
+ * opens one or more of its lines ('\n' between them), a row without is told by a line above
+ * (several keys share one: "< > F6  sort by ..."). A key is bound once per mode. */
+struct vg_top_key {
+    int key;          /* a byte, a VG_TOP_KEY_* code or VG_TOP_KEY_ANY */
+    const char *name; /* as the help writes it: "Up", "Ctrl-N", "j", "any key" */
+    unsigned modes;   /* VG_TOP_IN_* */
+    enum vg_top_act_kind act;
+    long arg;
+    const char *help; /* NULL: a line above tells it */
+};
+
+/* The key table, *n rows; static. */
+const struct vg_top_key *vg_top_keys(size_t *n);
 
 /* Lines the wheel moves the selection per notch. */
 #define VG_TOP_WHEEL_LINES 3

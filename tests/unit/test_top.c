@@ -1,8 +1,9 @@
 /*
  * Unit tests for `vramguard top`: the frame (rules/top.c: memory by reason per GPU adding up to
  * used memory, the driver's reservation apart, history, findings worst first, one row per
- * holder with its figures and worst finding), the sort keys, filters and tree order; and the
- * screen (render/top.c) laid out at 80x24 and 200x50, in colour and monochrome.
+ * holder with its figures and worst finding); the screen (render/top.c) laid out at 80x24 and
+ * 200x50, in colour and monochrome; the key map (render/top_keys.c). The list's sort keys,
+ * filters and tree order are test_top_list.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,66 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fixture.h"
+#include "top_fixture.h"
 #include "rules/rules.h"
 #include "render/top.h"
 #include "render/top_keys.h"
 #include "rules/top.h"
 #include "util/text.h"
-
-#define GiB (1ull << 30)
-#define MiB (1ull << 20)
-
-/*
- * GPU 0 (minor 0, 80 GiB, 512 MiB reserved, 28 GiB used):
- *   100 an idle orphaned DataLoader worker of a dead job (fd only), alice: orphan-holder
- *   200 a live job's rank 0, 20 GiB, 40% SM, alice, parent 150 (torchrun, holds nothing)
- *   201 the same job's rank 1, 8 GiB on GPU 1 and a 300 MiB stray context on GPU 0, bob
- * GPU 1 (minor 1, 80 GiB, 8 GiB used): 201.
- */
-static struct vg_snapshot *host(void)
-{
-    struct vg_gpu_list l;
-    vg_gpu_list_init(&l);
-    struct vg_proc_table t;
-    vg_proc_table_init(&t);
-    fx_gpu(&l, "GPU-aaaaaaaa-0000", "NVIDIA A100-SXM4-80GB", 0, 80 * GiB,
-           20 * GiB + 300 * MiB + 7 * GiB, 512 * MiB);
-    fx_gpu(&l, "GPU-bbbbbbbb-0000", "NVIDIA A100-SXM4-80GB", 1, 80 * GiB, 8 * GiB, 512 * MiB);
-    fx_gproc(&l.gpus[0], 200, 20 * GiB, VG_PTYPE_COMPUTE);
-    fx_gproc(&l.gpus[0], 201, 300 * MiB, VG_PTYPE_COMPUTE);
-    fx_gproc(&l.gpus[1], 201, 8 * GiB, VG_PTYPE_COMPUTE);
-    fx_util(&l.gpus[0], 200, 40);
-
-    struct vg_proc *p = fx_proc(&t, 100, "pt_data_worker", "python train.py", 'S');
-    p->pgid = p->sid = 99;
-    p->start_ticks = 1000;
-    fx_activity(p, 500, 0);
-    fx_fd(p, 0);
-    p = fx_proc(&t, 200, "python", "python train.py --rank 0", 'R');
-    p->ppid = 150;
-    p->parent_alive = true;
-    p->pgid = p->sid = 150;
-    p->start_ticks = 100;
-    fx_activity(p, 1000, 950);
-    p->known |= VG_PROC_K_ENV | VG_PROC_K_MAPS;
-    p->libs = VG_LIB_CUDA | VG_LIB_NCCL | VG_LIB_TORCH_CUDA;
-    p->env[VG_ENV_CUDA_VISIBLE_DEVICES] = fx_strdup("0,1");
-    p->env[VG_ENV_LOCAL_RANK] = fx_strdup("0");
-    fx_fd(p, 0);
-    p = fx_proc(&t, 201, "python", "python train.py --rank 1", 'R');
-    p->ppid = 150;
-    p->parent_alive = true;
-    p->pgid = p->sid = 150;
-    p->uid = 1001;
-    free(p->user);
-    p->user = fx_strdup("bob");
-    p->env[VG_ENV_CUDA_VISIBLE_DEVICES] = fx_strdup("0,1");
-    p->env[VG_ENV_LOCAL_RANK] = fx_strdup("1");
-    fx_fd(p, 0);
-    fx_fd(p, 1);
-    return fx_assemble(&l, &t);
-}
 
 /* The host with sensors: GPU 0 reports every one, GPU 1 none (a board without them); holder
  * 200's RSS is 1000 pages. */
@@ -93,27 +40,6 @@ static struct vg_snapshot *host_sensors(void)
             snap->procs.procs[i].rss_pages = 1000;
         }
     return snap;
-}
-
-static struct vg_top_frame *frame_of(struct vg_snapshot *snap, struct vg_top_history *hist)
-{
-    struct vg_findings fs;
-    vg_findings_init(&fs);
-    struct vg_rule_opts ro;
-    vg_rule_opts_init(&ro);
-    ro.check_shell = false;
-    struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_rules_run(snap, &ro, &fs, &err), 0);
-    struct vg_top_build_opts o = {.now_ticks = 100 + 3600 * 100, .clk_tck = 100, .page_size = 4096};
-    struct vg_top_frame *f = NULL;
-    assert_int_equal(vg_top_frame_build(snap, &fs, false, &o, hist, &f), 0);
-    assert_non_null(f);
-    return f;
-}
-
-static struct vg_top_frame *frame(struct vg_top_history *hist)
-{
-    return frame_of(host(), hist);
 }
 
 static void test_frame_gpus(void **state)
@@ -184,70 +110,6 @@ static void test_frame_rows(void **state)
     assert_false(r1->cpu_known);
     assert_string_equal(r1->user, "bob");
     assert_null(vg_top_frame_row(f, 150));
-    vg_top_frame_free(f);
-}
-
-static void lines_pids(const struct vg_top_frame *f, const struct vg_top_filter *flt,
-                       enum vg_top_sort key, bool rev, bool tree, char *out, size_t n)
-{
-    struct vg_top_line *v;
-    size_t k;
-    assert_int_equal(vg_top_lines(f, flt, key, rev, tree, &v, &k), 0);
-    size_t at = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < k; i++) {
-        int w = snprintf(out + at, n - at, "%s%s%d/%u", i ? " " : "", v[i].group ? "g" : "",
-                         (int)v[i].pid, v[i].depth);
-        assert_true(w > 0 && (size_t)w < n - at);
-        at += (size_t)w;
-    }
-    free(v);
-}
-
-static void test_sort_filter_tree(void **state)
-{
-    (void)state;
-    struct vg_top_frame *f = frame(NULL);
-    char s[256];
-    lines_pids(f, NULL, VG_TOP_SORT_MEM, false, false, s, sizeof(s));
-    assert_string_equal(s, "200/0 201/0 100/0"); /* biggest first, unknown last */
-    lines_pids(f, NULL, VG_TOP_SORT_MEM, true, false, s, sizeof(s));
-    assert_string_equal(s, "100/0 201/0 200/0");
-    lines_pids(f, NULL, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "100/0 200/0 201/0");
-    lines_pids(f, NULL, VG_TOP_SORT_USER, true, false, s, sizeof(s));
-    assert_string_equal(s, "201/0 100/0 200/0");
-    lines_pids(f, NULL, VG_TOP_SORT_FINDING, false, false, s, sizeof(s));
-    assert_true(strncmp(s, "100/0", 5) == 0 || strncmp(s, "201/0", 5) == 0);
-    lines_pids(f, NULL, VG_TOP_SORT_CPU, false, false, s, sizeof(s));
-    assert_string_equal(s, "200/0 100/0 201/0");
-
-    struct vg_top_filter flt = {.user = "bob"};
-    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "201/0");
-    flt = (struct vg_top_filter){.by_gpu = true, .gpu_index = 1};
-    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "201/0");
-    flt = (struct vg_top_filter){.rule = "orphan-holder"};
-    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "100/0");
-    flt = (struct vg_top_filter){.text = "rank 1"};
-    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "201/0");
-    flt = (struct vg_top_filter){.text = "200"};
-    lines_pids(f, &flt, VG_TOP_SORT_PID, false, false, s, sizeof(s));
-    assert_string_equal(s, "200/0");
-
-    /* tree: the two ranks under their launcher, 150, which holds no GPU */
-    lines_pids(f, NULL, VG_TOP_SORT_PID, false, true, s, sizeof(s));
-    assert_string_equal(s, "100/0 g150/0 200/1 201/1");
-    lines_pids(f, NULL, VG_TOP_SORT_MEM, false, true, s, sizeof(s));
-    assert_string_equal(s, "g150/0 200/1 201/1 100/0");
-
-    assert_int_equal(vg_top_sort_parse("mem"), VG_TOP_SORT_MEM);
-    assert_int_equal(vg_top_sort_parse("nope"), VG_TOP_SORT_COUNT);
-    for (int k = 0; k < VG_TOP_SORT_COUNT; k++)
-        assert_int_equal(vg_top_sort_parse(vg_top_sort_name((enum vg_top_sort)k)), k);
     vg_top_frame_free(f);
 }
 
@@ -553,7 +415,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_gpus),         cmocka_unit_test(test_frame_rows),
-        cmocka_unit_test(test_sort_filter_tree),   cmocka_unit_test(test_render_sizes),
+        cmocka_unit_test(test_render_sizes),
         cmocka_unit_test(test_render_sensors_rss), cmocka_unit_test(test_input),
         cmocka_unit_test(test_render_panes),
     };
