@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vg_watch_config_init(&c);
     c.interval_ms = 4321; /* a marker: a failed load must not touch it */
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_watch_config_load(&c, path, &err);
+    int rc = vg_watch_config_load(&c, path, 0, &err);
     if (rc != 0) {
         FUZZ_CHECK(rc == -EINVAL || rc == -ENOMEM || rc == -E2BIG || rc == -EFBIG);
         FUZZ_CHECK(c.interval_ms == 4321 && c.set == 0 && c.expect.n == 0 && !c.exec);
