@@ -22,8 +22,9 @@
 
 static bool rec_ok(const struct vg_krec *r)
 {
-    return r->magic == VG_KREC_MAGIC && !(r->flags & ~(VG_KREC_SELF | VG_KREC_MAP)) &&
-           r->pid != 0 && r->pid <= 0x7fffffffu && r->tid <= 0x7fffffffu;
+    return r->magic == VG_KREC_MAGIC &&
+           !(r->flags & ~(VG_KREC_SELF | VG_KREC_MAP | VG_KREC_PATH)) && r->pid != 0 &&
+           r->pid <= 0x7fffffffu && r->tid <= 0x7fffffffu;
 }
 
 static bool is_check(const struct vg_krec *r)
