@@ -144,8 +144,7 @@ static void one_entry(struct vg_plan *plan, bool **chosen, pid_t pid, uint64_t s
     plan->nscope = 1;
     plan->scope[0] = 0;
     struct vg_plan_entry *e = &plan->v[0];
-    e->id = (struct vg_kill_identity){.pid = pid, .start_ticks = st, .uid = getuid(),
-                                      .nvml = true};
+    e->id = (struct vg_kill_identity){.pid = pid, .start_ticks = st, .uid = getuid(), .nvml = true};
     e->signal = signal;
     e->refusal = signal ? VG_KILL_ALLOWED : VG_KILL_ZOMBIE;
     e->state = 'S';
