@@ -616,10 +616,8 @@ int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_wh
         w->self = getpid(); /* not shown there: at least never our own PID */
     struct vg_err err = VG_ERR_INIT;
     if (vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, &err) != 0) {
-        vg_cmd_error(cmd, "%s", vg_err_msg(&err));
-        vg_err_release(&err);
         vg_cmd_who_release(w);
-        return -1;
+        return vg_cmd_fail(cmd, &err, -1, NULL);
     }
     return 0;
 }

@@ -569,9 +569,7 @@ static int vg_top_start(struct vg_top *t)
     };
     struct vg_err err = VG_ERR_INIT;
     if (vg_collector_new(&co, &t->coll, &err) != 0 || vg_collector_start(t->coll, &err) != 0) {
-        vg_cmd_error("top", "cannot start the sampler: %s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return -1;
+        return vg_cmd_fail("top", &err, -1, "cannot start the sampler");
     }
     t->stop_opts = (struct vg_bgstop_opts){
         .nvml_path = t->g->nvml_path,
