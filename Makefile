@@ -97,7 +97,7 @@ $(BUILD)/src/proc/kscan.o: ALLCFLAGS += -DVG_HAVE_BPF -DVG_KSCAN_OBJ='"$(KSCAN_O
 endif
 
 # demo looks for its helper and the fake driver in PKGLIBDIR (after the build tree); the stamp
-# rebuilds demo.o when PKGLIBDIR changes.
+# rebuilds demo.o when PKGLIBDIR changes (cmd/demo.c passes it to act/demo.c's search).
 $(BUILD)/pkglibdir.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(PKGLIBDIR)' | cmp -s - $@ || echo '$(PKGLIBDIR)' >$@

@@ -187,9 +187,7 @@ static int vg_clean_sample(struct vg_clean *c, struct vg_snapshot **snap, struct
     vg_findings_init(fs);
     struct vg_err err = VG_ERR_INIT;
     if (vg_rules_run(*snap, &c->ropts, fs, &err)) {
-        vg_cmd_error("clean", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("clean", &err, VG_EXIT_SOFTWARE, NULL);
     }
     return 0;
 }
@@ -221,9 +219,7 @@ static int vg_clean_prepare(struct vg_clean *c)
         return VG_EXIT_UNKNOWN;
     struct vg_err err = VG_ERR_INIT;
     if (vg_plan_build(c->before, &c->fs_before, &c->po, &c->plan, &err)) {
-        vg_cmd_error("clean", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("clean", &err, VG_EXIT_SOFTWARE, NULL);
     }
     return -1;
 }
@@ -276,9 +272,7 @@ static int vg_clean_act(struct vg_clean *c)
     free(wants);
     free(targets);
     if (rc) {
-        vg_cmd_error("clean", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("clean", &err, VG_EXIT_SOFTWARE, NULL);
     }
     c->kills = c->settle.kills;
 

@@ -20,6 +20,7 @@
 #include "act/kill.h"
 #include "cmd/opt.h"
 #include "util/buf.h"
+#include "util/err.h"
 
 /* Exit statuses (documented in the man page and README). */
 enum vg_exit {
@@ -87,6 +88,11 @@ void vg_global_help(FILE *f);
  * text output is (vg_text_escape): control characters and invalid UTF-8 as \n, \xNN, so it
  * stays one line whatever outside text it carries. */
 void vg_cmd_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The one failure path of a call below cmd/: print "vramguard: CMD: PREFIX: message" (PREFIX
+ * from fmt; NULL: "vramguard: CMD: message"), release err and return status, so a command
+ * writes `return vg_cmd_fail("clean", &err, VG_EXIT_SOFTWARE, NULL);`. */
+int vg_cmd_fail(const char *cmd, struct vg_err *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* The same for what is not a failure ("listening on ...", "stopping on ..."): under systemd,
  * when stderr is the journal stream, vg_cmd_error's lines go at priority err ("<3>") and
  * these at info ("<6>"). */
@@ -252,6 +258,18 @@ extern const struct vg_opt vg_status_opts[], vg_doctor_opts[], vg_visible_opts[]
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv);
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv);
+
+/* status and doctor as another command runs them in its own process (demo): what to show as a
+ * struct, where to look from g (--nvml, --dev, ...), no command line parsed or made up. Each
+ * returns the command's exit status. */
+struct vg_cmd_status_req {
+    bool no_nvml; /* --no-nvml */
+};
+struct vg_cmd_doctor_req {
+    bool check_shell; /* false: --no-shell */
+};
+int vg_cmd_status_show(const struct vg_global *g, const struct vg_cmd_status_req *req);
+int vg_cmd_doctor_show(const struct vg_global *g, const struct vg_cmd_doctor_req *req);
 int vg_cmd_visible(struct vg_global *g, int argc, char **argv);
 int vg_cmd_run(struct vg_global *g, int argc, char **argv);
 int vg_cmd_pick(struct vg_global *g, int argc, char **argv);

@@ -132,6 +132,24 @@ void vg_cmd_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
+int vg_cmd_fail(const char *cmd, struct vg_err *err, int status, const char *fmt, ...)
+{
+    if (!fmt) {
+        vg_cmd_error(cmd, "%s", vg_err_msg(err));
+    } else {
+        struct vg_buf b;
+        vg_buf_init(&b, 0);
+        va_list ap;
+        va_start(ap, fmt);
+        vg_buf_vprintf(&b, fmt, ap);
+        va_end(ap);
+        vg_cmd_error(cmd, "%s: %s", b.err ? fmt : vg_buf_str(&b), vg_err_msg(err));
+        vg_buf_release(&b);
+    }
+    vg_err_release(err);
+    return status;
+}
+
 void vg_cmd_notice(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -598,10 +616,8 @@ int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_wh
         w->self = getpid(); /* not shown there: at least never our own PID */
     struct vg_err err = VG_ERR_INIT;
     if (vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, &err) != 0) {
-        vg_cmd_error(cmd, "%s", vg_err_msg(&err));
-        vg_err_release(&err);
         vg_cmd_who_release(w);
-        return -1;
+        return vg_cmd_fail(cmd, &err, -1, NULL);
     }
     return 0;
 }

@@ -115,6 +115,9 @@ static int vg_doctor_status(const struct vg_snapshot *snap, const struct vg_find
     return VG_EXIT_OK;
 }
 
+static int vg_doctor_run(const struct vg_global *g, struct vg_rule_opts ropts, const char *gpu_arg,
+                         struct vg_finding_filter flt);
+
 int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
 {
     struct vg_rule_opts ropts;
@@ -125,6 +128,22 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     int status = vg_doctor_parse(g, argc, argv, &ropts, &gpu_arg, &flt);
     if (status >= 0)
         return status;
+    return vg_doctor_run(g, ropts, gpu_arg, flt);
+}
+
+int vg_cmd_doctor_show(const struct vg_global *g, const struct vg_cmd_doctor_req *req)
+{
+    struct vg_rule_opts ropts;
+    vg_rule_opts_init(&ropts);
+    ropts.check_shell = req->check_shell;
+    return vg_doctor_run(g, ropts, NULL, (struct vg_finding_filter){0});
+}
+
+/* The diagnosis of the host g names, with those rule options and that selection. */
+static int vg_doctor_run(const struct vg_global *g, struct vg_rule_opts ropts, const char *gpu_arg,
+                         struct vg_finding_filter flt)
+{
+    int status;
     if (ropts.check_shell) {
         ropts.shell_cvd = getenv("CUDA_VISIBLE_DEVICES");
         ropts.shell_order = getenv("CUDA_DEVICE_ORDER");
@@ -151,11 +170,9 @@ int vg_cmd_doctor(struct vg_global *g, int argc, char **argv)
     vg_findings_init(&fs);
     struct vg_err err = VG_ERR_INIT;
     if (vg_rules_run(snap, &ropts, &fs, &err)) {
-        vg_cmd_error("doctor", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
         vg_findings_release(&fs);
         vg_snap_free(snap);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("doctor", &err, VG_EXIT_SOFTWARE, NULL);
     }
 
     status = vg_doctor_status(snap, &fs, &flt);

@@ -152,9 +152,7 @@ static int vg_gpusel_take(const struct vg_gpusel_opts *o, struct vg_gpusel *s, s
         return VG_GPUSEL_AGAIN;
     }
     if (rc) {
-        vg_cmd_error(o->cmd, "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_WARN;
+        return vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL);
     }
     return 0;
 }
@@ -339,9 +337,7 @@ static int vg_gpusel_open_dir(const struct vg_gpusel_opts *o, struct vg_gpusel *
         return 0;
     }
     if (rc) {
-        vg_cmd_error(o->cmd, "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_WARN;
+        return vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL);
     }
     s->dir_open = true;
     if (o->g->verbose)
@@ -357,9 +353,7 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
     unsigned timeout = o->g->nvml_timeout_ms ? o->g->nvml_timeout_ms : 10000u;
     int rc = vg_gpu_collect(o->g->nvml_path, timeout, &s->gpus, &err);
     if (rc) {
-        vg_cmd_error(o->cmd, "cannot read the GPUs: %s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_UNKNOWN;
+        return vg_cmd_fail(o->cmd, &err, VG_EXIT_UNKNOWN, "cannot read the GPUs");
     }
     size_t n = s->gpus.ngpus;
     if (n == 0) {
@@ -384,10 +378,8 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
         struct vg_pick_sel *sel;
         size_t ns;
         if (vg_pick_resolve_list("--exclude", o->exclude, &s->gpus, &sel, &ns, &err)) {
-            vg_cmd_error(o->cmd, "%s", vg_err_msg(&err));
-            vg_err_release(&err);
             free(excluded);
-            return VG_EXIT_USAGE;
+            return vg_cmd_fail(o->cmd, &err, VG_EXIT_USAGE, NULL);
         }
         for (size_t i = 0; i < ns; i++)
             excluded[sel[i].gpu] = true;

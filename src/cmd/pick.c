@@ -206,7 +206,5 @@ int vg_cmd_pick(struct vg_global *g, int argc, char **argv)
     return status;
 
 usage:
-    vg_cmd_error("pick", "%s", vg_err_msg(&err));
-    vg_err_release(&err);
-    return VG_EXIT_USAGE;
+    return vg_cmd_fail("pick", &err, VG_EXIT_USAGE, NULL);
 }

@@ -247,9 +247,7 @@ static int vg_run_look(void *ctx, struct vg_snapshot **snap)
     };
     struct vg_err err = VG_ERR_INIT;
     if (vg_snap_build(&so, snap, &err)) {
-        vg_cmd_error("run", "cannot check the GPUs after the job: %s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return -1;
+        return vg_cmd_fail("run", &err, -1, "cannot check the GPUs after the job");
     }
     if (!(*snap)->driver_ok && g->verbose)
         vg_cmd_error("run", "checking device nodes only: %s",
@@ -412,9 +410,7 @@ static int vg_run_parse(struct vg_global *g, struct vg_run *r, struct vg_gpusel_
     return -1;
 
 usage:
-    vg_cmd_error("run", "%s", vg_err_msg(&err));
-    vg_err_release(&err);
-    return VG_EXIT_USAGE;
+    return vg_cmd_fail("run", &err, VG_EXIT_USAGE, NULL);
 }
 
 /* --verbose: how the job is tracked. */
@@ -442,9 +438,7 @@ static int vg_run_job(struct vg_run *r, const struct vg_gpusel *s, struct vg_job
     const struct vg_global *g = r->g;
     struct vg_err err = VG_ERR_INIT;
     if (vg_job_start(job, jo, &err)) {
-        vg_cmd_error("run", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_WARN;
+        return vg_cmd_fail("run", &err, VG_EXIT_WARN, NULL);
     }
     if (g->verbose)
         vg_run_say_tracking(job);
@@ -543,10 +537,8 @@ int vg_cmd_run(struct vg_global *g, int argc, char **argv)
     struct vg_job job;
     struct vg_err err = VG_ERR_INIT;
     if (vg_job_init(&job, &err)) {
-        vg_cmd_error("run", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
         vg_job_release(&job);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("run", &err, VG_EXIT_SOFTWARE, NULL);
     }
     o.job = &job;
     struct vg_gpusel s;

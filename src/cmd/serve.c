@@ -209,9 +209,7 @@ static int vg_serve_check_listen(const struct vg_serve_cfg *sc, struct vg_serve_
 {
     struct vg_err err = VG_ERR_INIT;
     if (vg_serve_parse_listen(sc->listen_arg, addr, &err) != 0) {
-        vg_cmd_error("serve", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_USAGE;
+        return vg_cmd_fail("serve", &err, VG_EXIT_USAGE, NULL);
     }
     if (!addr->loopback && !sc->allow_remote) {
         vg_cmd_error("serve",

@@ -33,16 +33,20 @@ const struct vg_opt vg_status_opts[] = {
 
 int vg_cmd_status(struct vg_global *g, int argc, char **argv)
 {
-    bool no_nvml = false;
-    struct vg_cmd_parse p = {VG_CMD_PARSE(status), .g = g,           .argc = argc, .argv = argv,
-                             .dst = {&no_nvml},    .replay_ok = true};
+    struct vg_cmd_status_req req = {0};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(status),  .g = g,           .argc = argc, .argv = argv,
+                             .dst = {&req.no_nvml}, .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    return vg_cmd_status_show(g, &req);
+}
 
+int vg_cmd_status_show(const struct vg_global *g, const struct vg_cmd_status_req *req)
+{
     struct vg_snapshot *snap = NULL;
-    if (vg_cmd_snapshot(g, "status", VG_CMD_SNAP_DIAGNOSED | (no_nvml ? VG_CMD_SNAP_NO_NVML : 0),
-                        &snap))
+    if (vg_cmd_snapshot(g, "status",
+                        VG_CMD_SNAP_DIAGNOSED | (req->no_nvml ? VG_CMD_SNAP_NO_NVML : 0), &snap))
         return VG_EXIT_UNKNOWN;
 
     struct vg_render_opts ro = {

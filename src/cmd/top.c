@@ -9,11 +9,11 @@
  * - the UI thread (this one) owns the terminal: it waits for keys at most 100 ms at a time,
  *   takes the newest frame when there is one, and draws the screen (render/top.h) when
  *   something changed. It never calls the driver, so keys answer whatever the driver does;
- * - a stop action (k, K) builds the plan of `clean` (act/plan.h) on the UI thread from the
- *   frame shown, confirmed with y, then stops and settles on an action thread through
+ * - a stop action (k, K) builds the plan of `clean` on the UI thread from the frame shown,
+ *   confirmed with y, then act/bgstop.h stops and settles on a thread of its own through
  *   act/settle.h (pidfd, identity re-checked, SIGTERM, grace, SIGKILL, a look again), whose
- *   outcome comes back as a line (render/settle.h's words). Quitting while it runs waits for
- *   it to finish and says what it did on stderr.
+ *   result comes back as data, worded here as one line (render/settle.h). Quitting while it
+ *   runs waits for it to finish and says what it did on stderr.
  *
  * Signals: SIGINT and SIGTERM end it (the handler only sets a flag); ncurses handles SIGWINCH
  * (KEY_RESIZE) and SIGTSTP. The other threads block every signal.
@@ -31,9 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "act/kill.h"
-#include "act/settle.h"
-#include "act/plan.h"
+#include "act/bgstop.h"
 #include "cmd/cmd.h"
 #include "model/collector.h"
 #include "proc/signal.h"
@@ -123,28 +121,11 @@ static void vg_top_on_signal(int sig)
     vg_top_quit = 1;
 }
 
-/* What the UI and the action thread share, under mu (the collector has its own). */
-struct vg_top_shared {
-    pthread_mutex_t mu;
-    /* the action thread: joinable, joined before the next one and before exiting */
-    bool acting;
-    bool action_started;
-    pthread_t action;
-    char *action_msg; /* its outcome, once */
-};
-
-struct vg_top_action {
-    struct vg_top *t;
-    struct vg_plan plan;
-    bool *chosen;
-    char **uuids; /* the plan's GPUs (its scope), by UUID; NULL where unknown */
-    size_t nuuids;
-};
-
 struct vg_top {
     struct vg_global *g;
     bool read_only, color, unicode, mouse;
-    struct vg_top_shared sh;
+    struct vg_bgstop_opts stop_opts; /* borrowed by stop while one runs */
+    struct vg_bgstop stop;
     struct vg_collector *coll;
     struct vg_top_history hist; /* the collector thread's */
     unsigned interval_ms;
@@ -240,129 +221,25 @@ static void vg_top_frame_drop(void *f)
     vg_top_frame_free(f);
 }
 
-/* Start a thread with every signal blocked (the UI thread alone takes them). */
-static int vg_top_thread(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(th, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return -rc;
-}
-
 /* ---- actions ---- */
 
-/* The action thread's look at the host, quiet (the terminal is the UI's). */
-static int vg_top_look(void *ctx, struct vg_snapshot **snap)
+/* The stop's thread, done: show what changed at once. */
+static void vg_top_stop_done(void *arg)
 {
-    const struct vg_top *t = ctx;
-    struct vg_snap_opts so = {
-        .nvml_path = t->g->nvml_path,
-        .nvml_timeout_ms = t->g->nvml_timeout_ms,
-        .proc_root = t->g->proc_root,
-        .dev_dir = t->g->dev_dir,
-        .scan = t->g->scan,
-    };
-    struct vg_err err = VG_ERR_INIT;
-    int rc = vg_snap_build(&so, snap, &err);
-    vg_err_release(&err);
-    return rc ? 1 : 0;
+    vg_collector_poke(arg);
 }
 
-/* The GPUs of the plan (by UUID, from the frame it was made on) as the first look has them. */
-static struct vg_settle_want *vg_top_wants(const struct vg_top_action *a,
-                                           const struct vg_snapshot *first, size_t *n)
+/* What a finished stop did, as one line (render/settle.h's words); NULL: out of memory. */
+static char *vg_top_stop_words(const struct vg_bgstop_result *r)
 {
-    struct vg_settle_want *w = calloc(a->nuuids ? a->nuuids : 1, sizeof(*w));
-    *n = 0;
-    for (size_t i = 0; w && i < a->nuuids; i++) {
-        size_t gi;
-        if (a->uuids[i] && vg_gpu_list_by_uuid(&first->gpus, a->uuids[i], &gi))
-            w[(*n)++] = (struct vg_settle_want){.gpu = gi, .ref = i};
-    }
-    return w;
-}
-
-/* The stop, through act/settle.h, and what it did as one line (render/settle.h's words). */
-static char *vg_top_settle(struct vg_top_action *a)
-{
-    struct vg_top *t = a->t;
-    struct vg_snapshot *first = NULL;
-    struct vg_settle_target *targets = NULL;
-    struct vg_settle_want *wants = NULL;
-    size_t ntargets = 0, nwants = 0;
-    struct vg_settle_result res;
-    vg_settle_result_init(&res);
+    if (r->error)
+        return strdup(vg_err_msg(&r->err));
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    struct vg_err err = VG_ERR_INIT;
-    struct vg_kill_nvml nvml = {.path = t->g->nvml_path, .timeout_ms = t->g->nvml_timeout_ms};
-    if (vg_top_look(t, &first) != 0) {
-        vg_buf_adds(&b, "cannot look at the host to stop anything");
-        goto out;
-    }
-    if (vg_settle_targets_from_plan(&a->plan, a->chosen, &targets, &ntargets) ||
-        !(wants = vg_top_wants(a, first, &nwants))) {
-        vg_buf_adds(&b, "out of memory while stopping");
-        goto out;
-    }
-    struct vg_settle_req req = {
-        .targets = targets,
-        .ntargets = ntargets,
-        .gpus = wants,
-        .ngpus = nwants,
-        .grace_ms = VG_TOP_GRACE_MS,
-        .kill_wait_ms = VG_TOP_KILL_WAIT_MS,
-        .timeout_ms = VG_TOP_SETTLE_MS,
-        .tolerance = VG_REASON_DIRTY_TOLERANCE,
-        .stop = true,
-        .look_after = true,
-        .proc_root_fd = t->who.root_fd,
-        .dev_dir = t->g->dev_dir,
-        .who = vg_cmd_who_ctx(&t->who),
-        .nvml = vg_kill_nvml_lists,
-        .nvml_arg = &nvml,
-    };
-    if (vg_settle_run(&req, first, vg_top_look, t, &res, &err) != 0) {
-        vg_buf_adds(&b, "out of memory while stopping");
-        goto out;
-    }
-    vg_render_settle_line(&b, &a->plan, targets, ntargets, &res, VG_TOP_GRACE_MS);
-out:
-    vg_err_release(&err);
-    vg_settle_result_release(&res);
-    vg_snap_free(first);
-    free(targets);
-    free(wants);
+    vg_render_settle_line(&b, &r->plan, r->targets, r->ntargets, &r->res, VG_TOP_GRACE_MS);
     char *msg = b.err ? strdup("out of memory while stopping") : vg_buf_steal(&b);
     vg_buf_release(&b);
     return msg;
-}
-
-static void vg_top_action_free(struct vg_top_action *a)
-{
-    for (size_t i = 0; i < a->nuuids; i++)
-        free(a->uuids[i]);
-    free(a->uuids);
-    vg_plan_release(&a->plan);
-    free(a->chosen);
-    free(a);
-}
-
-static void *vg_top_action_main(void *arg)
-{
-    struct vg_top_action *a = arg;
-    struct vg_top *t = a->t;
-    char *msg = vg_top_settle(a);
-    vg_top_action_free(a);
-    pthread_mutex_lock(&t->sh.mu);
-    free(t->sh.action_msg);
-    t->sh.action_msg = msg;
-    t->sh.acting = false;
-    pthread_mutex_unlock(&t->sh.mu);
-    vg_collector_poke(t->coll); /* show what changed at once */
-    return NULL;
 }
 
 static void vg_top_plan_clear(struct vg_top *t)
@@ -375,22 +252,13 @@ static void vg_top_plan_clear(struct vg_top *t)
 /* k (pid > 0: that holder) or K (rule: every leftover its finding names): the plan shown. */
 static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_finding *fd)
 {
-    const struct vg_snapshot *snap = t->v.frame->snap;
-    struct vg_plan_opts po = {.orphans = true, .by_pid = pid > 0, .pid = pid};
-    po.who = vg_cmd_who_ctx(&t->who);
-    po.pidns_trusted =
-        snap->procs.self_nspid_depth <= 1 && snap->procs.pidns == VG_PROC_PIDNS_INITIAL;
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_plan_build(snap, &t->v.frame->fs, &po, &t->plan, &err) != 0 ||
-        !(t->chosen = calloc(t->plan.n ? t->plan.n : 1, sizeof(bool)))) {
+    if (vg_bgstop_plan(t->v.frame->snap, &t->v.frame->fs, pid, fd, vg_cmd_who_ctx(&t->who),
+                       &t->plan, &t->chosen, &err) != 0) {
         vg_top_view_say(&t->v, "cannot plan: %s", err.msg ? err.msg : "out of memory");
         vg_err_release(&err);
-        vg_top_plan_clear(t);
         return;
-    }
-    for (size_t i = 0; i < t->plan.n; i++) {
-        t->chosen[i] = pid > 0 || (fd && vg_finding_names_pid(fd, t->plan.v[i].id.pid));
     }
     if (pid > 0)
         snprintf(t->plan_what, sizeof(t->plan_what), "PID %d", (int)pid);
@@ -410,10 +278,7 @@ static void vg_top_stop_key(struct vg_top *t, bool all)
         vg_top_view_say(&t->v, "select a process first (a launcher's line is not one)");
         return;
     }
-    pthread_mutex_lock(&t->sh.mu);
-    bool busy = t->sh.acting;
-    pthread_mutex_unlock(&t->sh.mu);
-    if (busy) {
+    if (vg_bgstop_busy(&t->stop)) {
         vg_top_view_say(&t->v, "a stop is still under way");
     } else if (!t->who.own_pidns) {
         vg_top_view_say(&t->v, "stopping needs the procfs of vramguard's own PID namespace (--proc "
@@ -429,54 +294,24 @@ static void vg_top_stop_key(struct vg_top *t, bool all)
     }
 }
 
-/* Wait for the last stop's thread, if one was started (it has ended unless a stop is under
- * way: then this waits for its SIGKILL round and its last look, each bounded). */
-static void vg_top_join_action(struct vg_top *t)
-{
-    if (!t->sh.action_started)
-        return;
-    pthread_join(t->sh.action, NULL);
-    t->sh.action_started = false;
-}
-
-/* y on the plan: hand it to an action thread. */
+/* y on the plan: hand it to the stop's thread. */
 static void vg_top_confirm(struct vg_top *t)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < t->plan.n; i++)
-        n += t->chosen[i] && t->plan.v[i].signal;
+    size_t n = vg_bgstop_count(&t->plan, t->chosen);
     t->v.mode = VG_TOP_MODE_LIST;
-    struct vg_top_action *a = n ? calloc(1, sizeof(*a)) : NULL;
-    if (!a) {
-        vg_top_view_say(&t->v, n ? "out of memory" : "nothing to stop");
+    if (!n) {
+        vg_top_view_say(&t->v, "nothing to stop");
         vg_top_plan_clear(t);
         return;
     }
-    a->t = t;
-    /* the plan's GPUs by UUID: the stop looks at the host afresh, where indices may differ */
-    const struct vg_snapshot *snap = t->v.frame->snap;
-    a->uuids = calloc(t->plan.nscope ? t->plan.nscope : 1, sizeof(*a->uuids));
-    for (size_t i = 0; a->uuids && i < t->plan.nscope; i++) {
-        const struct vg_gpu *d = &snap->gpus.gpus[t->plan.scope[i]];
-        a->uuids[a->nuuids++] = (d->known & VG_GPU_K_UUID) && d->uuid ? strdup(d->uuid) : NULL;
-    }
-    a->plan = t->plan;
-    a->chosen = t->chosen;
-    vg_plan_init(&t->plan);
+    struct vg_err err = VG_ERR_INIT;
+    bool *chosen = t->chosen;
     t->chosen = NULL;
-    vg_top_join_action(t);
-    pthread_mutex_lock(&t->sh.mu);
-    t->sh.acting = true;
-    pthread_mutex_unlock(&t->sh.mu);
-    if (vg_top_thread(&t->sh.action, vg_top_action_main, a) != 0) {
-        pthread_mutex_lock(&t->sh.mu);
-        t->sh.acting = false;
-        pthread_mutex_unlock(&t->sh.mu);
-        vg_top_action_free(a);
-        vg_top_view_say(&t->v, "cannot start the stop: %s", strerror(errno));
+    if (vg_bgstop_start(&t->stop, t->v.frame->snap, &t->plan, chosen, &err) != 0) {
+        vg_top_view_say(&t->v, "%s", vg_err_msg(&err));
+        vg_err_release(&err);
         return;
     }
-    t->sh.action_started = true;
     vg_top_view_say(&t->v,
                     "stopping %zu process%s: SIGTERM sent, SIGKILL after %us if still there...", n,
                     n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
@@ -668,10 +503,9 @@ static bool vg_top_take(struct vg_top *t)
 {
     char *err = NULL;
     struct vg_top_frame *f = vg_collector_take(t->coll, &err);
-    pthread_mutex_lock(&t->sh.mu);
-    char *act = t->sh.action_msg;
-    t->sh.action_msg = NULL;
-    pthread_mutex_unlock(&t->sh.mu);
+    struct vg_bgstop_result *done = vg_bgstop_take(&t->stop);
+    char *act = done ? vg_top_stop_words(done) : NULL;
+    vg_bgstop_result_free(done);
     if (err)
         vg_top_view_say(&t->v, "sampling failed: %s", err);
     if (act)
@@ -713,13 +547,8 @@ static void vg_top_release(struct vg_top *t)
     vg_top_view_release(&t->v);
     vg_top_plan_clear(t);
     vg_top_screen_release(&t->scr);
-    /* a stop still running on its own thread reads the ancestors and root_fd: both stay
-     * then, for the process's exit to take */
-    pthread_mutex_lock(&t->sh.mu);
-    bool acting = t->sh.acting;
-    pthread_mutex_unlock(&t->sh.mu);
-    if (!acting)
-        vg_cmd_who_release(&t->who);
+    vg_bgstop_release(&t->stop); /* joined: nothing reads the ancestors and root_fd now */
+    vg_cmd_who_release(&t->who);
 }
 
 /* Start the collector, its first sample on its thread so the screen comes up at once. */
@@ -739,13 +568,25 @@ static int vg_top_start(struct vg_top *t)
         .first_in_thread = true,
     };
     struct vg_err err = VG_ERR_INIT;
-    if (pthread_mutex_init(&t->sh.mu, NULL) != 0) {
-        vg_cmd_error("top", "cannot set up its threads");
-        return -1;
-    }
     if (vg_collector_new(&co, &t->coll, &err) != 0 || vg_collector_start(t->coll, &err) != 0) {
-        vg_cmd_error("top", "cannot start the sampler: %s", vg_err_msg(&err));
-        vg_err_release(&err);
+        return vg_cmd_fail("top", &err, -1, "cannot start the sampler");
+    }
+    t->stop_opts = (struct vg_bgstop_opts){
+        .nvml_path = t->g->nvml_path,
+        .nvml_timeout_ms = t->g->nvml_timeout_ms,
+        .proc_root = t->g->proc_root,
+        .dev_dir = t->g->dev_dir,
+        .scan = t->g->scan,
+        .proc_root_fd = t->who.root_fd,
+        .who = vg_cmd_who_ctx(&t->who),
+        .grace_ms = VG_TOP_GRACE_MS,
+        .kill_wait_ms = VG_TOP_KILL_WAIT_MS,
+        .settle_ms = VG_TOP_SETTLE_MS,
+        .done = vg_top_stop_done,
+        .done_arg = t->coll,
+    };
+    if (vg_bgstop_init(&t->stop, &t->stop_opts) != 0) {
+        vg_cmd_error("top", "cannot set up its threads");
         return -1;
     }
     return 0;
@@ -783,17 +624,16 @@ int vg_cmd_top(struct vg_global *g, int argc, char **argv)
     endwin();
     /* A stop under way is finished, not abandoned: its SIGKILL round is sent and what it did is
      * said here, since the screen is gone. */
-    pthread_mutex_lock(&t.sh.mu);
-    bool acting = t.sh.acting;
-    pthread_mutex_unlock(&t.sh.mu);
-    if (acting)
+    if (vg_bgstop_busy(&t.stop))
         vg_cmd_error("top", "finishing the stop under way (SIGKILL after %us if still there)...",
                      VG_TOP_GRACE_MS / 1000);
-    vg_top_join_action(&t);
-    if (t.sh.action_msg)
-        vg_cmd_error("top", "%s", t.sh.action_msg);
-    free(t.sh.action_msg);
-    t.sh.action_msg = NULL;
+    vg_bgstop_join(&t.stop);
+    struct vg_bgstop_result *done = vg_bgstop_take(&t.stop);
+    char *msg = done ? vg_top_stop_words(done) : NULL;
+    if (msg)
+        vg_cmd_error("top", "%s", msg);
+    free(msg);
+    vg_bgstop_result_free(done);
     /* one stuck in a read the sampler cannot bound is left to the process's exit, with the
      * history it writes */
     if (vg_collector_free_within(t.coll, 1000))

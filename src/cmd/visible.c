@@ -165,10 +165,8 @@ int vg_cmd_visible(struct vg_global *g, int argc, char **argv)
     struct vg_visible v;
     struct vg_err err = VG_ERR_INIT;
     if (vg_visible_resolve(value, order, &snap->gpus, &v, &err)) {
-        vg_cmd_error("visible", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
         vg_snap_free(snap);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("visible", &err, VG_EXIT_SOFTWARE, NULL);
     }
     bool problem = v.corrected != NULL || v.order_invalid;
     struct vg_render_opts ro = {.color = !g->json && vg_cmd_use_color(g),

@@ -328,9 +328,7 @@ static int vg_watch_sample(struct vg_watch *w)
     bool hung = false;
     struct vg_err err = VG_ERR_INIT;
     if (vg_sampler_sample(w->sampler, &snap, &hung, &err) != 0) {
-        vg_cmd_error("watch", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return w->samples == 0 ? VG_EXIT_UNKNOWN : 0;
+        return vg_cmd_fail("watch", &err, w->samples == 0 ? VG_EXIT_UNKNOWN : 0, NULL);
     }
     w->samples++;
     /* As serve does: possible leftovers new since the last sample are measured now. */
@@ -531,9 +529,7 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
 {
     struct vg_err err = VG_ERR_INIT;
     if (vg_watch_effective(w, &w->cfg, &err) != 0 || vg_watch_apply_exec(w, &err) != 0) {
-        vg_cmd_error("watch", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_USAGE;
+        return vg_cmd_fail("watch", &err, VG_EXIT_USAGE, NULL);
     }
     /* The capabilities a service unit grants to read other users' /proc (ambient, so they
      * survive our exec) must not pass on to alert commands: clear the ambient set, which
@@ -574,9 +570,7 @@ static int vg_watch_start(struct vg_watch *w, int *sfd)
     };
     w->full_scan_ms = w->cfg.full_scan_ms;
     if (vg_sampler_new(&so, &w->sampler, &err) != 0) {
-        vg_cmd_error("watch", "%s", vg_err_msg(&err));
-        vg_err_release(&err);
-        return VG_EXIT_SOFTWARE;
+        return vg_cmd_fail("watch", &err, VG_EXIT_SOFTWARE, NULL);
     }
     if (w->g->verbose)
         fprintf(stderr, "vramguard: watch: device-node opens: %s\n",
