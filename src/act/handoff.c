@@ -5,6 +5,7 @@
  */
 #include "act/handoff.h"
 #include "rules/reason.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/parse.h"
 #include "util/sat.h"
@@ -199,11 +200,10 @@ static int vg_handoff_sels_word(struct vg_handoff_sels *s, const char *word, boo
             continue;
         if (s->n == VG_HANDOFF_SEL_MAX)
             return vg_err_set(err, -E2BIG, "names more than %u GPUs", VG_HANDOFF_SEL_MAX);
-        struct vg_handoff_sel *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+        struct vg_handoff_sel *v = VG_ARRAY_PUSH(s->v, s->n, s->cap);
         if (!v)
             return vg_err_set(err, -ENOMEM, "out of memory");
-        s->v = v;
-        v[s->n++] = sel;
+        *v = sel;
     }
     return 0;
 }
