@@ -214,10 +214,17 @@ int vg_handoff_sels_parse(const char *list, bool slurm, struct vg_handoff_sels *
     memset(out, 0, sizeof(*out));
     if (!(out->copy = strdup(list)))
         return vg_err_set(err, -ENOMEM, "out of memory");
-    char *save = NULL;
     int rc = 0;
-    for (char *w = strtok_r(out->copy, ",", &save); w && rc == 0; w = strtok_r(NULL, ",", &save))
+    const char *pos = out->copy, *w;
+    size_t len;
+    /* Empty entries ("0,,1", a trailing comma) name no GPU more. Each word ends at its comma,
+     * cut in copy, where the selectors point. */
+    while (rc == 0 && vg_parse_list_next(&pos, NULL, &w, &len)) {
+        if (!len)
+            continue;
+        out->copy[w - out->copy + len] = '\0';
         rc = vg_handoff_sels_word(out, w, slurm, err);
+    }
     if (rc == 0 && out->n == 0)
         rc = vg_err_set(err, -EINVAL, "names no GPU");
     if (rc)
