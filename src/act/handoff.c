@@ -97,15 +97,8 @@ enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct v
     *evidence = vg_handoff_evidence(p, job);
     vg_infra_judge(p, infra);
     /* vramguard, its ancestors, init and kernel threads: by PID and kernel flags, not names */
-    switch (vg_kill_check(p, who, NULL)) {
-    case VG_KILL_INIT:
-    case VG_KILL_SELF:
-    case VG_KILL_ANCESTOR:
-    case VG_KILL_KTHREAD:
+    if (vg_kill_is_system(p, who))
         return VG_SETTLE_INFRA;
-    default:
-        break;
-    }
     /* Infrastructure only proven, and never the job's uid (act/infra.h): unproven, what it
      * holds would pass as the baseline and a dirty GPU as clean. */
     if (infra->kind != VG_INFRA_NONE && vg_infra_baseline(p, job->uid_known, job->uid, infra))

@@ -144,15 +144,8 @@ static enum vg_settle_owner vg_settle_fixed_whose(const struct vg_settle_req *re
     vg_infra_judge(p, infra);
     if (infra->kind == VG_INFRA_PROVEN || infra->kind == VG_INFRA_UNPROVEN)
         return VG_SETTLE_INFRA;
-    switch (vg_kill_check(p, &req->who, NULL)) {
-    case VG_KILL_INIT:
-    case VG_KILL_SELF:
-    case VG_KILL_ANCESTOR:
-    case VG_KILL_KTHREAD:
+    if (vg_kill_is_system(p, &req->who))
         return VG_SETTLE_INFRA;
-    default:
-        break;
-    }
     for (size_t i = 0; i < req->ntargets; i++) {
         const struct vg_settle_target *t = &req->targets[i];
         if (t->id->pid != p->pid || t->id->start_ticks != p->start_ticks)
