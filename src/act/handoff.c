@@ -5,6 +5,7 @@
  */
 #include "act/handoff.h"
 #include "rules/reason.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/parse.h"
 #include "util/sat.h"
@@ -96,15 +97,8 @@ enum vg_settle_owner vg_handoff_owner_of(const struct vg_proc *p, const struct v
     *evidence = vg_handoff_evidence(p, job);
     vg_infra_judge(p, infra);
     /* vramguard, its ancestors, init and kernel threads: by PID and kernel flags, not names */
-    switch (vg_kill_check(p, who, NULL)) {
-    case VG_KILL_INIT:
-    case VG_KILL_SELF:
-    case VG_KILL_ANCESTOR:
-    case VG_KILL_KTHREAD:
+    if (vg_kill_is_system(p, who))
         return VG_SETTLE_INFRA;
-    default:
-        break;
-    }
     /* Infrastructure only proven, and never the job's uid (act/infra.h): unproven, what it
      * holds would pass as the baseline and a dirty GPU as clean. */
     if (infra->kind != VG_INFRA_NONE && vg_infra_baseline(p, job->uid_known, job->uid, infra))
@@ -199,11 +193,10 @@ static int vg_handoff_sels_word(struct vg_handoff_sels *s, const char *word, boo
             continue;
         if (s->n == VG_HANDOFF_SEL_MAX)
             return vg_err_set(err, -E2BIG, "names more than %u GPUs", VG_HANDOFF_SEL_MAX);
-        struct vg_handoff_sel *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+        struct vg_handoff_sel *v = VG_ARRAY_PUSH(s->v, s->n, s->cap);
         if (!v)
             return vg_err_set(err, -ENOMEM, "out of memory");
-        s->v = v;
-        v[s->n++] = sel;
+        *v = sel;
     }
     return 0;
 }
@@ -214,10 +207,17 @@ int vg_handoff_sels_parse(const char *list, bool slurm, struct vg_handoff_sels *
     memset(out, 0, sizeof(*out));
     if (!(out->copy = strdup(list)))
         return vg_err_set(err, -ENOMEM, "out of memory");
-    char *save = NULL;
     int rc = 0;
-    for (char *w = strtok_r(out->copy, ",", &save); w && rc == 0; w = strtok_r(NULL, ",", &save))
+    const char *pos = out->copy, *w;
+    size_t len;
+    /* Empty entries ("0,,1", a trailing comma) name no GPU more. Each word ends at its comma,
+     * cut in copy, where the selectors point. */
+    while (rc == 0 && vg_parse_list_next(&pos, NULL, &w, &len)) {
+        if (!len)
+            continue;
+        out->copy[w - out->copy + len] = '\0';
         rc = vg_handoff_sels_word(out, w, slurm, err);
+    }
     if (rc == 0 && out->n == 0)
         rc = vg_err_set(err, -EINVAL, "names no GPU");
     if (rc)

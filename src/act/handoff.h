@@ -118,7 +118,7 @@ struct vg_handoff_sel {
  * dropped. Ownership: the selectors point into copy; vg_handoff_sels_release frees both. */
 struct vg_handoff_sels {
     struct vg_handoff_sel *v;
-    size_t n;
+    size_t n, cap;
     char *copy;
 };
 

@@ -128,6 +128,19 @@ enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill
     return VG_KILL_ALLOWED;
 }
 
+bool vg_kill_is_system(const struct vg_proc *p, const struct vg_kill_ctx *ctx)
+{
+    switch (vg_kill_check(p, ctx, NULL)) {
+    case VG_KILL_INIT:
+    case VG_KILL_SELF:
+    case VG_KILL_ANCESTOR:
+    case VG_KILL_KTHREAD:
+        return true;
+    default:
+        return false;
+    }
+}
+
 void vg_kill_identity_release(struct vg_kill_identity *id)
 {
     if (!id)

@@ -85,6 +85,9 @@ const char *vg_kill_protected_name(const struct vg_proc *p);
  * parent for VG_KILL_ZOMBIE (0 otherwise). */
 enum vg_kill_refusal vg_kill_check(const struct vg_proc *p, const struct vg_kill_ctx *ctx,
                                    pid_t *act_on);
+/* Whether vg_kill_check() refuses p for what it is, whoever asks for what: init, vramguard
+ * itself or one of its ancestors, a kernel thread (by PID and kernel flags, never a name). */
+bool vg_kill_is_system(const struct vg_proc *p, const struct vg_kill_ctx *ctx);
 
 struct vg_kill_identity {
     pid_t pid;

@@ -100,13 +100,6 @@ static int vg_cmp_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int vg_cmp_entry(const void *a, const void *b)
-{
-    pid_t x = ((const struct vg_plan_entry *)a)->id.pid;
-    pid_t y = ((const struct vg_plan_entry *)b)->id.pid;
-    return x < y ? -1 : x > y;
-}
-
 /* Append v to a sorted-unique array. */
 static int vg_add_unique(size_t **arr, size_t *n, size_t *cap, size_t v)
 {
@@ -331,7 +324,7 @@ int vg_plan_build(const struct vg_snapshot *snap, const struct vg_findings *fs,
             goto fail;
     }
     if (out->n)
-        qsort(out->v, out->n, sizeof(*out->v), vg_cmp_entry);
+        qsort(out->v, out->n, sizeof(*out->v), vg_array_cmp_pid); /* id.pid leads an entry */
 
     vg_plan_count(out);
     rc = vg_plan_scope(snap, o, out);

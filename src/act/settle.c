@@ -5,6 +5,7 @@
  */
 #include "act/settle.h"
 #include "rules/reason.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/sat.h"
 
@@ -143,15 +144,8 @@ static enum vg_settle_owner vg_settle_fixed_whose(const struct vg_settle_req *re
     vg_infra_judge(p, infra);
     if (infra->kind == VG_INFRA_PROVEN || infra->kind == VG_INFRA_UNPROVEN)
         return VG_SETTLE_INFRA;
-    switch (vg_kill_check(p, &req->who, NULL)) {
-    case VG_KILL_INIT:
-    case VG_KILL_SELF:
-    case VG_KILL_ANCESTOR:
-    case VG_KILL_KTHREAD:
+    if (vg_kill_is_system(p, &req->who))
         return VG_SETTLE_INFRA;
-    default:
-        break;
-    }
     for (size_t i = 0; i < req->ntargets; i++) {
         const struct vg_settle_target *t = &req->targets[i];
         if (t->id->pid != p->pid || t->id->start_ticks != p->start_ticks)
@@ -170,12 +164,9 @@ static struct vg_settle_holder *vg_settle_holder_get(struct vg_settle_gpu *g, pi
     for (size_t i = 0; i < g->nholders; i++)
         if (g->holders[i].pid == pid && g->holders[i].start_ticks == start)
             return &g->holders[i];
-    struct vg_settle_holder *v = realloc(g->holders, (g->nholders + 1) * sizeof(*v));
-    if (!v)
+    struct vg_settle_holder *h = VG_ARRAY_PUSH(g->holders, g->nholders, g->holders_cap);
+    if (!h)
         return NULL;
-    g->holders = v;
-    struct vg_settle_holder *h = &v[g->nholders++];
-    memset(h, 0, sizeof(*h));
     h->pid = pid;
     h->start_ticks = start;
     h->state = '?';
@@ -298,23 +289,18 @@ int vg_settle_record(const struct vg_settle_req *req, const struct vg_snapshot *
 
 /* ---- stopping ------------------------------------------------------------------------------- */
 
-/* Room for one more picked process; the kills point into ids, so they follow a move. */
+/* Room for one more picked process in kills and ids, which share *cap; the kills point into
+ * ids, so they follow a move. kills grows first: when ids then cannot, nothing points to freed
+ * memory, and *cap (the smaller of the two) makes the next call try again. */
 static int vg_settle_grow(struct vg_settle_result *res, size_t *cap)
 {
-    if (res->nkills < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 8;
-    struct vg_kill_identity *ids = realloc(res->ids, ncap * sizeof(*ids));
-    if (!ids)
+    size_t kcap = *cap, icap = *cap;
+    if (VG_ARRAY_GROW(res->kills, kcap, res->nkills + 1) ||
+        VG_ARRAY_GROW(res->ids, icap, res->nkills + 1))
         return -ENOMEM;
-    res->ids = ids;
-    struct vg_kill *ks = realloc(res->kills, ncap * sizeof(*ks));
-    if (!ks)
-        return -ENOMEM;
-    res->kills = ks;
     for (size_t i = 0; i < res->nkills; i++)
-        ks[i].id = &ids[i];
-    *cap = ncap;
+        res->kills[i].id = &res->ids[i];
+    *cap = kcap < icap ? kcap : icap;
     return 0;
 }
 

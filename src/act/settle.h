@@ -180,8 +180,8 @@ struct vg_settle_gpu {
     uint64_t before; /* used at the first look */
     bool reset_needed;
     struct vg_settle_holder *holders; /* every holder seen, in the order first seen */
-    size_t nholders;
-    size_t nstopped;     /* targets signalled on it */
+    size_t nholders, holders_cap;     /* holders_cap: util/array.h's capacity */
+    size_t nstopped;                  /* targets signalled on it */
     uint64_t settled_ms; /* from the start until it was seen settled for good (at least 1);
                           * 0: not settled at the last look */
 };

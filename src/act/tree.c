@@ -117,12 +117,6 @@ struct vg_job_node {
     bool in;
 };
 
-static int vg_job_node_cmp(const void *a, const void *b)
-{
-    pid_t x = ((const struct vg_job_node *)a)->p.pid, y = ((const struct vg_job_node *)b)->p.pid;
-    return (x > y) - (x < y);
-}
-
 int vg_job_descendants(int proc_fd, pid_t root, struct vg_job_procs *out, struct vg_err *err)
 {
     int fd = openat(proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -151,8 +145,8 @@ int vg_job_descendants(int proc_fd, pid_t root, struct vg_job_procs *out, struct
         nodes[n++] = nd;
     }
     /* Grow the set from root until it stops changing (the tree is shallow); parents are
-     * found by binary search over the pid-sorted table. */
-    qsort(nodes, n, sizeof(*nodes), vg_job_node_cmp);
+     * found by binary search over the pid-sorted table (p.pid leads a node). */
+    qsort(nodes, n, sizeof(*nodes), vg_array_cmp_pid);
     for (bool changed = true; changed;) {
         changed = false;
         for (size_t i = 0; i < n; i++) {
@@ -162,7 +156,7 @@ int vg_job_descendants(int proc_fd, pid_t root, struct vg_job_procs *out, struct
             if (!parent_in) {
                 struct vg_job_node key = {.p = {.pid = nodes[i].ppid}};
                 const struct vg_job_node *par =
-                    bsearch(&key, nodes, n, sizeof(*nodes), vg_job_node_cmp);
+                    bsearch(&key, nodes, n, sizeof(*nodes), vg_array_cmp_pid);
                 parent_in = par && par->in;
             }
             if (parent_in) {

@@ -117,16 +117,11 @@ static char **vg_run_env(const char *cvd, bool keep, bool set_order, char **owne
  * depends on CUDA_DEVICE_ORDER, which must then stay as the user had it. */
 static bool vg_run_uuid_only(const char *v)
 {
-    for (const char *p = v; *p;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p && *p != ',' && strncmp(p, "GPU-", 4) != 0 && strncmp(p, "MIG-", 4) != 0)
+    const char *tok;
+    size_t len;
+    while (vg_parse_list_next(&v, " \t", &tok, &len))
+        if (len && !vg_parse_starts(tok, len, "GPU-") && !vg_parse_starts(tok, len, "MIG-"))
             return false;
-        const char *c = strchr(p, ',');
-        if (!c)
-            break;
-        p = c + 1;
-    }
     return true;
 }
 

@@ -804,12 +804,18 @@ static int vg_rec_find(const struct vg_rec_field *t, const char *key, size_t n)
     return -1;
 }
 
-/* Grow *v (of *n elements of size bytes) by one zeroed element; NULL when out of memory. */
-/* Append a zeroed element to an array the snapshot's structs keep without a capacity: the
- * count stands for it (the growth itself is util/array's). */
+/* Append a zeroed element to *v (of *n elements of size bytes); NULL when out of memory. The
+ * snapshot's structs keep no capacity, but every array the reader fills starts empty and grows
+ * only here, so its capacity follows from its count: util/array's doubling from VG_ARRAY_MIN,
+ * the smallest power of two times VG_ARRAY_MIN that holds n (0 for none). Appends stay
+ * amortised O(1) instead of a realloc each. */
 static void *vg_rec_push(void **v, size_t *n, size_t size)
 {
-    size_t cap = *n;
+    size_t cap = *n ? VG_ARRAY_MIN : 0;
+    while (cap < *n && cap <= SIZE_MAX / 2)
+        cap *= 2;
+    if (cap < *n || cap > SIZE_MAX / size)
+        cap = *n; /* past doubling's range: vg_array_grow() gave just what was needed */
     return vg_array_push(v, n, &cap, size);
 }
 

@@ -512,13 +512,6 @@ void vg_snap_measure_activity(struct vg_snapshot *snap, const pid_t *pids, size_
     close(root_fd);
 }
 
-static int vg_cmp_mark(const void *a, const void *b)
-{
-    pid_t x = ((const struct vg_snap_cpu_mark *)a)->pid,
-          y = ((const struct vg_snap_cpu_mark *)b)->pid;
-    return x < y ? -1 : x > y;
-}
-
 void vg_snap_activity_since(struct vg_snapshot *snap, const struct vg_snap_cpu_marks *prev)
 {
     long hz = sysconf(_SC_CLK_TCK);
@@ -529,7 +522,7 @@ void vg_snap_activity_since(struct vg_snapshot *snap, const struct vg_snap_cpu_m
         struct vg_proc *p = &snap->procs.procs[i];
         struct vg_snap_cpu_mark key = {.pid = p->pid};
         const struct vg_snap_cpu_mark *q =
-            bsearch(&key, prev->v, prev->n, sizeof(*prev->v), vg_cmp_mark);
+            bsearch(&key, prev->v, prev->n, sizeof(*prev->v), vg_array_cmp_pid);
         if (!q || !(p->known & VG_PROC_K_STAT) || q->start_ticks != p->start_ticks)
             continue;
         uint64_t used = p->cpu_ticks >= q->cpu_ticks ? p->cpu_ticks - q->cpu_ticks : 0;

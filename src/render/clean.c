@@ -15,6 +15,7 @@
 #include "render/json.h"
 #include "render/settle.h"
 #include "render/text.h"
+#include "util/array.h"
 #include "util/parse.h"
 #include "util/sat.h"
 
@@ -59,14 +60,8 @@ static const char *vg_uuid(const struct vg_gpu *g)
  * plan over thousands of holders stays linear in them. */
 static const struct vg_plan_entry *vg_entry_of(const struct vg_plan *p, pid_t pid)
 {
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->v[mid].id.pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    /* an entry begins with its identity, which begins with its pid */
+    size_t lo = vg_array_lower_bound(&pid, p->v, p->n, sizeof(*p->v), vg_array_cmp_pid);
     return lo < p->n && p->v[lo].id.pid == pid ? &p->v[lo] : NULL;
 }
 

@@ -138,6 +138,18 @@ vg_scenario() {
     export FAKE_NVML_SCENARIO=$file
 }
 
+# vg_scenario_host HOST [LINE...]: vg_scenario of a host several files share,
+# tests/cli/scenarios/HOST.scen, followed by each LINE (the processes, the errors).
+vg_scenario_host() {
+    local host=$ROOT/tests/cli/scenarios/$1.scen
+    shift
+    [[ -f $host ]] || { echo "vg_scenario_host: no $host" >&2; return 1; }
+    vg_scenario < <(
+        cat "$host"
+        if (($#)); then printf '%s\n' "$@"; fi
+    )
+}
+
 # run_vg ARGS...: bats `run` of vramguard with the fake driver (VG_NVML, default FAKE_FULL) and
 # the fake device directory (DEVDIR, default: vg_fake_dev's, created when missing).
 run_vg() {

@@ -33,14 +33,7 @@ setup() {
     TMP=$(vg_tmpdir)
     printf 'Character devices:\n  1 mem\n4000 nvidia-frontend\n4001 nvidia-uvm\n\nBlock devices:\n' \
         >"$TMP/devices"
-    vg_scenario <<'EOF'
-driver 550.54.15
-cuda 12040
-gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
-gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
-gpu index=2 uuid=GPU-22222222-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 total=80GiB
-gpu index=3 uuid=GPU-33333333-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=3 total=80GiB
-EOF
+    vg_scenario_host h100x4
 }
 
 teardown() {

@@ -34,14 +34,7 @@ setup() {
     DEVDIR=$(vg_fake_dev "$TMP" 4)
     printf 'Character devices:\n  1 mem\n4000 nvidia-frontend\n4001 nvidia-uvm\n4002 nvidia-caps\n\nBlock devices:\n' \
         >"$TMP/devices"
-    vg_scenario <<'EOF'
-driver 550.54.15
-cuda 12040
-gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
-gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
-gpu index=2 uuid=GPU-22222222-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 total=80GiB
-gpu index=3 uuid=GPU-33333333-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=3 total=80GiB
-EOF
+    vg_scenario_host h100x4
 }
 
 teardown() {
@@ -285,15 +278,7 @@ EOF
     need_kernel_scan
     p=$(vg_spawn --uid nobody --open "$DEVDIR/nvidia2" --comm ks-nobody)
     # the driver lists it, so the bounded list of unread processes names it whatever else runs
-    vg_scenario <<EOF2
-driver 550.54.15
-cuda 12040
-gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=0 total=80GiB
-gpu index=1 uuid=GPU-11111111-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=1 total=80GiB
-gpu index=2 uuid=GPU-22222222-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=2 total=80GiB
-gpu index=3 uuid=GPU-33333333-0000-0000-0000-000000000000 name="NVIDIA H100 80GB HBM3" minor=3 total=80GiB
-proc gpu=2 pid=$p type=compute mem=1GiB
-EOF2
+    vg_scenario_host h100x4 "proc gpu=2 pid=$p type=compute mem=1GiB"
     noptrace=(setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace)
     # /proc alone: another user's open files are closed without CAP_SYS_PTRACE, even to root
     run --separate-stderr "${noptrace[@]}" "$VG" --nvml "$FAKE_FULL" --dev "$DEVDIR" --json \

@@ -12,15 +12,8 @@ setup() {
     DEVDIR=$(vg_fake_dev)
     export VRAMGUARD_RUNTIME_DIR=$TMP/locks
     # GPU 1: all free, idle. GPU 3: 1 GiB held. GPU 0: 20 GiB held. GPU 2: free but 99% busy.
-    vg_scenario <<'EOF'
-driver 550.54.15
-gpu index=0 uuid=GPU-00000000-0000-0000-0000-000000000000 name="NVIDIA A100-SXM4-80GB" minor=2 bus=00000000:07:00.0 total=80GiB reserved=512MiB used=auto util=10
-gpu index=1 uuid=GPU-11111111-1111-1111-1111-111111111111 name="NVIDIA A100-SXM4-80GB" minor=0 bus=00000000:0F:00.0 total=80GiB reserved=512MiB used=auto util=0
-gpu index=2 uuid=GPU-22222222-2222-2222-2222-222222222222 name="NVIDIA H100 80GB HBM3" minor=3 bus=00000000:47:00.0 total=80GiB reserved=512MiB used=auto util=99
-gpu index=3 uuid=GPU-33333333-3333-3333-3333-333333333333 name="NVIDIA H100 80GB HBM3" minor=1 bus=00000000:4E:00.0 total=80GiB reserved=512MiB used=auto util=5
-proc gpu=0 pid=4000000 type=compute mem=20GiB
-proc gpu=3 pid=4000001 type=compute mem=1GiB
-EOF
+    vg_scenario_host pick4 "proc gpu=0 pid=4000000 type=compute mem=20GiB" \
+        "proc gpu=3 pid=4000001 type=compute mem=1GiB"
 }
 
 U0=GPU-00000000-0000-0000-0000-000000000000

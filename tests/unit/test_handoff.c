@@ -247,6 +247,19 @@ static void test_sels(void **state)
     vg_handoff_sels_release(&s);
     assert_int_equal(vg_handoff_sels_parse("x", true, &s, &err), -EINVAL);
     vg_err_release(&err);
+    /* empty entries name nothing; each word ends at its comma */
+    assert_int_equal(vg_handoff_sels_parse(",1,,GPU-ab,", false, &s, &err), 0);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.v[0].kind, VG_HANDOFF_SEL_INDEX);
+    assert_int_equal(s.v[0].number, 1);
+    assert_int_equal(s.v[1].kind, VG_HANDOFF_SEL_UUID);
+    assert_string_equal(s.v[1].text, "GPU-ab");
+    vg_handoff_sels_release(&s);
+    assert_int_equal(vg_handoff_sels_parse(",,", true, &s, &err), -EINVAL);
+    assert_string_equal(err.msg, "names no GPU");
+    vg_err_release(&err);
+    assert_int_equal(vg_handoff_sels_parse("", true, &s, &err), -EINVAL);
+    vg_err_release(&err);
 }
 
 /* Prolog: someone holds the job's GPU: dirty, nothing touched; a GPU not there: wedged. */
