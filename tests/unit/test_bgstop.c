@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -184,9 +185,24 @@ static struct vg_bgstop_result *await(struct vg_bgstop *s)
 
 /* k on a real child: SIGTERM through its pidfd; the GPU, found again by UUID at index 1 of the
  * first look, is freed. */
+/* The stop signals through pidfds: where pidfd_open(2) is missing (valgrind 3.19 does not know
+ * it) the tests that signal skip, saying so; the plain and sanitizer runs run them. */
+static bool need_pidfd(void)
+{
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    print_message("pidfd_open(2) is not available here (valgrind?): skipped\n");
+    return false;
+}
+
 static void test_stop_freed(void **state)
 {
     (void)state;
+    if (!need_pidfd())
+        skip();
     pid_t pid = child();
     uint64_t st = start_of(pid);
     struct script sc = {.pid = pid, .st = st};

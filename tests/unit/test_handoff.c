@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -285,9 +286,24 @@ static void test_prolog(void **state)
 
 /* Epilog: the job's worker is stopped and the memory comes back: cleaned; another user's
  * process on another run is left alone: dirty. */
+/* The stop signals through pidfds: where pidfd_open(2) is missing (valgrind 3.19 does not know
+ * it) the tests that signal skip, saying so; the plain and sanitizer runs run them. */
+static bool need_pidfd(void)
+{
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    print_message("pidfd_open(2) is not available here (valgrind?): skipped\n");
+    return false;
+}
+
 static void test_epilog_cleaned(void **state)
 {
     (void)state;
+    if (!need_pidfd())
+        skip();
     pid_t pid = child();
     uint64_t st = start_of(pid);
     struct run r;
@@ -332,6 +348,8 @@ static void test_epilog_cleaned(void **state)
 static void test_epilog_reopened(void **state)
 {
     (void)state;
+    if (!need_pidfd())
+        skip();
     pid_t first = child();
     uint64_t st1 = start_of(first);
     pid_t second = child();

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -233,7 +235,10 @@ static void test_read_self(void **state)
     assert_int_equal(vg_proc_read(root, getpid(), NULL, &p, &err), 0);
     assert_true(p.known & VG_PROC_K_EXE);
     assert_non_null(p.exe);
-    assert_non_null(strstr(p.exe, "test_infra"));
+    /* the file this process runs: the test binary, or under valgrind valgrind's own tool
+     * (which /proc shows, while valgrind answers the process's own readlink with the test's) */
+    if (!getenv("VG_VALGRIND"))
+        assert_non_null(strstr(p.exe, "test_infra"));
     assert_false(p.exe_deleted);
     assert_true(p.known & VG_PROC_K_EXE_STAT);
     assert_int_equal(p.exe_uid, geteuid());
