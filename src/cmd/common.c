@@ -601,39 +601,8 @@ int vg_cmd_user(const char *arg, uid_t *uid)
     return -1;
 }
 
-int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_who *w)
+int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_kill_who *w)
 {
-    *w = (struct vg_cmd_who){.root_fd = -1};
-    const char *root = g->proc_root && *g->proc_root ? g->proc_root : "/proc";
-    w->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (w->root_fd < 0) {
-        vg_cmd_error(cmd, "cannot open '%s': %s", root, strerror(errno));
-        return -1;
-    }
-    if (vg_proc_self_pid(w->root_fd, &w->self) == 0)
-        w->own_pidns = w->self == getpid();
-    else
-        w->self = getpid(); /* not shown there: at least never our own PID */
     struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, &err) != 0) {
-        vg_cmd_who_release(w);
-        return vg_cmd_fail(cmd, &err, -1, NULL);
-    }
-    return 0;
-}
-
-struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w)
-{
-    return (struct vg_kill_ctx){
-        .self = w->self, .ancestors = w->ancestors, .nancestors = w->nancestors, .ruid = getuid()};
-}
-
-void vg_cmd_who_release(struct vg_cmd_who *w)
-{
-    free(w->ancestors);
-    w->ancestors = NULL;
-    w->nancestors = 0;
-    if (w->root_fd >= 0)
-        close(w->root_fd);
-    w->root_fd = -1;
+    return vg_kill_who_open(g->proc_root, w, &err) ? vg_cmd_fail(cmd, &err, -1, NULL) : 0;
 }
