@@ -17,7 +17,7 @@
 #include "rules/rules.h"
 #include "model/record.h"
 #include "model/snapshot.h"
-#include "proc/signal.h"
+#include "render/render.h"
 #include "render/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
@@ -527,25 +527,11 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
 {
     if (!g->verbose)
         return;
-    if (snap->procs.kernel_scan) {
-        const char *how = snap->procs.kernel_scan_maps
-                              ? "BPF task_file and task_vma iterators found the holders; /proc "
-                                "was read for them only"
-                              : "a BPF task_file iterator found the holders by descriptor; this "
-                                "kernel has no task_vma iterator, so /proc was read for them and "
-                                "for every process's memory mappings";
-        if (snap->procs.n_fd_by_kernel)
-            vg_cmd_error(cmd,
-                         "scan: kernel (%s; where it refused the open files of %zu, the "
-                         "kernel scan's records of them were used)",
-                         how, snap->procs.n_fd_by_kernel);
-        else
-            vg_cmd_error(cmd, "scan: kernel (%s)", how);
-    } else if (g->scan == VG_PROC_SCAN_PROC)
-        vg_cmd_error(cmd, "scan: /proc (--scan=proc)");
-    else
-        vg_cmd_error(cmd, "scan: /proc (the kernel scan did not run: %s)",
-                     snap->procs.scan_note ? snap->procs.scan_note : "unknown");
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_render_scan_note(&b, snap, g->scan == VG_PROC_SCAN_PROC);
+    vg_cmd_error(cmd, "scan: %s", vg_buf_str(&b));
+    vg_buf_release(&b);
 }
 
 bool vg_cmd_driver_view(const struct vg_snapshot *snap)
