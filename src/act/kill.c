@@ -7,6 +7,7 @@
 #include "act/infra.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,4 +318,37 @@ void vg_kill_finish(struct vg_kill *ks, size_t n, unsigned grace_ms, unsigned ki
     for (size_t i = 0; i < n; i++)
         if (ks[i].outcome == VG_KILL_PENDING)
             vg_kill_sync(&ks[i]);
+}
+
+int vg_kill_who_open(const char *proc_root, struct vg_kill_who *w, struct vg_err *err)
+{
+    *w = (struct vg_kill_who){.root_fd = -1};
+    const char *root = proc_root && *proc_root ? proc_root : "/proc";
+    w->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->root_fd < 0)
+        return vg_err_set(err, -errno, "cannot open '%s': %s", root, strerror(errno));
+    if (vg_proc_self_pid(w->root_fd, &w->self) == 0)
+        w->own_pidns = w->self == getpid();
+    else
+        w->self = getpid(); /* not shown there: at least never our own PID */
+    int rc = vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, err);
+    if (rc)
+        vg_kill_who_release(w);
+    return rc;
+}
+
+struct vg_kill_ctx vg_kill_who_ctx(const struct vg_kill_who *w)
+{
+    return (struct vg_kill_ctx){
+        .self = w->self, .ancestors = w->ancestors, .nancestors = w->nancestors, .ruid = getuid()};
+}
+
+void vg_kill_who_release(struct vg_kill_who *w)
+{
+    free(w->ancestors);
+    w->ancestors = NULL;
+    w->nancestors = 0;
+    if (w->root_fd >= 0)
+        close(w->root_fd);
+    w->root_fd = -1;
 }

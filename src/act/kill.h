@@ -76,6 +76,24 @@ struct vg_kill_ctx {
     uid_t job_uid;
 };
 
+/* Who we are in a procfs (--proc): our PID as it numbers us, whether it numbers processes as
+ * our PID namespace does (only then may a pidfd act), and our ancestors (never stopped).
+ * vg_kill_who_open() fills it (root_fd open, ancestors owned); vg_kill_who_release() frees. */
+struct vg_kill_who {
+    int root_fd;      /* that procfs, open */
+    pid_t self;       /* our PID there (getpid() when it does not show us) */
+    bool own_pidns;   /* it numbers processes as our PID namespace does: a pidfd may act */
+    pid_t *ancestors; /* owned */
+    size_t nancestors;
+};
+/* Open proc_root ("/proc" when NULL or empty) and find self and ancestors. 0, or a negative
+ * errno with err set ("cannot open '/proc': ..."); w is then released. */
+int vg_kill_who_open(const char *proc_root, struct vg_kill_who *w, struct vg_err *err);
+/* The view act/kill.h and act/plan.h take (borrows w's ancestors), with getuid() as the
+ * caller. */
+struct vg_kill_ctx vg_kill_who_ctx(const struct vg_kill_who *w);
+void vg_kill_who_release(struct vg_kill_who *w);
+
 /* The infrastructure p is never signalled as (act/infra.h's judgement PROVEN or UNPROVEN: the
  * program its comm or argv[0] names, checked against its executable), or NULL. Borrowed from
  * a static table. */

@@ -72,7 +72,7 @@ struct vg_clean {
     unsigned grace_ms;
     struct vg_plan_opts po;
     struct vg_buf filters; /* the selecting options as given, for the report */
-    struct vg_cmd_who who;
+    struct vg_kill_who who;
     struct vg_rule_opts ropts;
     /* What one run looks at and does. */
     struct vg_snapshot *before, *after;
@@ -168,7 +168,7 @@ static int vg_clean_who(struct vg_clean *c, const struct vg_snapshot *snap)
     }
     if (vg_cmd_who_open(c->g, "clean", &c->who) != 0)
         return -1;
-    c->po.who = vg_cmd_who_ctx(&c->who);
+    c->po.who = vg_kill_who_ctx(&c->who);
     long tck = sysconf(_SC_CLK_TCK);
     struct timespec ts;
     if (tck > 0 && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
@@ -374,7 +374,7 @@ static void vg_clean_release(struct vg_clean *c)
     vg_findings_release(&c->fs_before);
     vg_snap_free(c->after);
     vg_snap_free(c->before);
-    vg_cmd_who_release(&c->who);
+    vg_kill_who_release(&c->who);
     vg_buf_release(&c->filters);
 }
 

@@ -211,21 +211,11 @@ int vg_cmd_find_gpu(const struct vg_snapshot *snap, const char *cmd, const char 
  * neither names a user. */
 int vg_cmd_user(const char *arg, uid_t *uid);
 
-/* Who is asking, as the procfs of --proc numbers processes: the commands that signal never
- * touch vramguard or its ancestors (a shell, slurmd and its epilog script). */
-struct vg_cmd_who {
-    int root_fd;      /* that procfs, open */
-    pid_t self;       /* our PID there (getpid() when it does not show us) */
-    bool own_pidns;   /* it numbers processes as our PID namespace does: a pidfd may act */
-    pid_t *ancestors; /* owned */
-    size_t nancestors;
-};
-/* Open --proc and find self and ancestors. -1 after printing the error for cmd. */
-int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_who *w);
-/* The view act/kill.h and act/plan.h take (borrows w's ancestors). */
-struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w);
-/* Close and free; w stays safe to release again. */
-void vg_cmd_who_release(struct vg_cmd_who *w);
+/* Who is asking, as the procfs of --proc numbers processes (act/kill.h's struct vg_kill_who):
+ * the commands that signal never touch vramguard or its ancestors (a shell, slurmd and its
+ * epilog script). Open --proc and find self and ancestors; -1 after printing the error for
+ * cmd. vg_kill_who_release() frees w. */
+int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_kill_who *w);
 
 /* One subcommand as main's table lists it: what runs it, and what the main help, `help` and
  * the completion scripts (complete.c) say about it. */

@@ -17,7 +17,7 @@
 #include "rules/rules.h"
 #include "model/record.h"
 #include "model/snapshot.h"
-#include "proc/signal.h"
+#include "render/render.h"
 #include "render/text.h"
 #include "util/buf.h"
 #include "util/parse.h"
@@ -527,25 +527,11 @@ void vg_cmd_say_scan(const struct vg_global *g, const char *cmd, const struct vg
 {
     if (!g->verbose)
         return;
-    if (snap->procs.kernel_scan) {
-        const char *how = snap->procs.kernel_scan_maps
-                              ? "BPF task_file and task_vma iterators found the holders; /proc "
-                                "was read for them only"
-                              : "a BPF task_file iterator found the holders by descriptor; this "
-                                "kernel has no task_vma iterator, so /proc was read for them and "
-                                "for every process's memory mappings";
-        if (snap->procs.n_fd_by_kernel)
-            vg_cmd_error(cmd,
-                         "scan: kernel (%s; where it refused the open files of %zu, the "
-                         "kernel scan's records of them were used)",
-                         how, snap->procs.n_fd_by_kernel);
-        else
-            vg_cmd_error(cmd, "scan: kernel (%s)", how);
-    } else if (g->scan == VG_PROC_SCAN_PROC)
-        vg_cmd_error(cmd, "scan: /proc (--scan=proc)");
-    else
-        vg_cmd_error(cmd, "scan: /proc (the kernel scan did not run: %s)",
-                     snap->procs.scan_note ? snap->procs.scan_note : "unknown");
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_render_scan_note(&b, snap, g->scan == VG_PROC_SCAN_PROC);
+    vg_cmd_error(cmd, "scan: %s", vg_buf_str(&b));
+    vg_buf_release(&b);
 }
 
 bool vg_cmd_driver_view(const struct vg_snapshot *snap)
@@ -601,39 +587,8 @@ int vg_cmd_user(const char *arg, uid_t *uid)
     return -1;
 }
 
-int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_cmd_who *w)
+int vg_cmd_who_open(const struct vg_global *g, const char *cmd, struct vg_kill_who *w)
 {
-    *w = (struct vg_cmd_who){.root_fd = -1};
-    const char *root = g->proc_root && *g->proc_root ? g->proc_root : "/proc";
-    w->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (w->root_fd < 0) {
-        vg_cmd_error(cmd, "cannot open '%s': %s", root, strerror(errno));
-        return -1;
-    }
-    if (vg_proc_self_pid(w->root_fd, &w->self) == 0)
-        w->own_pidns = w->self == getpid();
-    else
-        w->self = getpid(); /* not shown there: at least never our own PID */
     struct vg_err err = VG_ERR_INIT;
-    if (vg_proc_ancestors(w->root_fd, w->self, &w->ancestors, &w->nancestors, &err) != 0) {
-        vg_cmd_who_release(w);
-        return vg_cmd_fail(cmd, &err, -1, NULL);
-    }
-    return 0;
-}
-
-struct vg_kill_ctx vg_cmd_who_ctx(const struct vg_cmd_who *w)
-{
-    return (struct vg_kill_ctx){
-        .self = w->self, .ancestors = w->ancestors, .nancestors = w->nancestors, .ruid = getuid()};
-}
-
-void vg_cmd_who_release(struct vg_cmd_who *w)
-{
-    free(w->ancestors);
-    w->ancestors = NULL;
-    w->nancestors = 0;
-    if (w->root_fd >= 0)
-        close(w->root_fd);
-    w->root_fd = -1;
+    return vg_kill_who_open(g->proc_root, w, &err) ? vg_cmd_fail(cmd, &err, -1, NULL) : 0;
 }

@@ -1,12 +1,8 @@
 /*
  * GPU selection shared by `pick` and `run` (see gpusel.h): one attempt reads the driver's view,
- * resolves the lists, ranks the GPUs and looks at or takes the locks; the loop around it waits
- * (bounded, interruptible) when asked to and otherwise says in one line why there are not
- * enough GPUs.
- *
- * Choosing and reserving are race-free between runs: candidates are tried in pick order with a
- * non-blocking flock, and a GPU whose lock another run holds is skipped, so eight concurrent
- * `run --gpus auto:1` on four GPUs end with four distinct reservations.
+ * resolves the lists and has act/gpusel.h rank the GPUs and look at or take the locks (race-free
+ * between runs: see there); the loop around it waits (bounded, interruptible) when asked to and
+ * otherwise says in one line, in render/gpusel.h's words, why there are not enough GPUs.
  */
 #include "cmd/gpusel.h"
 
@@ -19,6 +15,7 @@
 
 #include "gpu/collect.h"
 #include "model/visible.h"
+#include "render/gpusel.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
@@ -28,149 +25,18 @@
 /* Outcome of one attempt besides exit statuses. */
 #define VG_GPUSEL_AGAIN (-1)
 
-static void vg_gpusel_unlock(struct vg_gpusel *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->v[i].lock_fd >= 0)
-            close(s->v[i].lock_fd);
-        s->v[i].lock_fd = -1;
-    }
-}
-
-/* Forget the previous attempt, keeping the lock directory. */
-static void vg_gpusel_reset(struct vg_gpusel *s)
-{
-    vg_gpusel_unlock(s);
-    free(s->v);
-    free(s->reserved);
-    free(s->holder);
-    free(s->who);
-    free(s->ranked);
-    s->v = NULL;
-    s->reserved = NULL;
-    s->holder = NULL;
-    s->who = NULL;
-    s->ranked = NULL;
-    s->n = s->neligible = 0;
-    vg_gpu_list_release(&s->gpus);
-    vg_gpu_list_init(&s->gpus);
-}
-
-void vg_gpusel_release(struct vg_gpusel *s)
-{
-    vg_gpusel_reset(s);
-    vg_gpu_list_release(&s->gpus);
-    if (s->dir_open || s->dir.path)
-        vg_lock_dir_release(&s->dir);
-    s->dir_open = false;
-}
-
-static const struct vg_gpu *vg_gpusel_dev(const struct vg_gpusel *s, size_t gpu, int mig)
-{
-    const struct vg_gpu *g = &s->gpus.gpus[gpu];
-    return mig >= 0 ? &g->mig[mig] : g;
-}
-
-static void vg_gpusel_name_dev(const struct vg_gpusel *s, size_t gpu, int mig, struct vg_buf *b)
-{
-    const struct vg_gpu *g = &s->gpus.gpus[gpu], *d = vg_gpusel_dev(s, gpu, mig);
-    if (mig >= 0)
-        vg_buf_printf(b, "MIG %u/%d", g->index, mig);
-    else
-        vg_buf_printf(b, "GPU %u", g->index);
-    vg_buf_printf(b, " (%s%s%s)", d->name ? d->name : "", d->name && d->uuid ? ", " : "",
-                  d->uuid ? d->uuid : "");
-}
-
-void vg_gpusel_name(const struct vg_gpusel *s, size_t i, struct vg_buf *b)
-{
-    vg_gpusel_name_dev(s, s->v[i].gpu, s->v[i].mig, b);
-}
-
-/* " (pid 42)", or, when run 42 is gone and its job keeps the reservation, who does. */
-static void vg_gpusel_holder_note(const struct vg_gpusel *s, size_t gpu, struct vg_buf *b)
-{
-    if (!s->holder || s->holder[gpu] <= 0)
-        return;
-    const struct vg_lock_who *w = &s->who[gpu];
-    if (w->run_alive != 0) {
-        vg_buf_printf(b, " (pid %ld)", (long)s->holder[gpu]);
-        return;
-    }
-    vg_buf_printf(b, " (pid %ld, gone; its job still holds it", (long)s->holder[gpu]);
-    for (size_t k = 0; k < w->nholders; k++)
-        vg_buf_printf(b, "%s %ld (%s)", k ? "," : ":", (long)w->holders[k].pid,
-                      w->holders[k].comm[0] ? w->holders[k].comm : "?");
-    if (w->more)
-        vg_buf_printf(b, " and %zu more", w->more);
-    if (w->nholders == 0 && w->unreadable)
-        vg_buf_adds(b, ", in processes we may not look at");
-    vg_buf_adds(b, ")");
-}
-
-/* Remember who holds a GPU's lock: the run that took it (/proc/locks), and whether it is still
- * there; a reservation outlives its run while the job it started lives (act/lock.h). */
-static void vg_gpusel_note_holder(struct vg_gpusel *s, size_t gpu, const char *uuid, pid_t holder)
-{
-    s->reserved[gpu] = true;
-    s->holder[gpu] = holder;
-    if (holder > 0 && vg_lock_who(&s->dir, uuid, holder, &s->who[gpu], NULL) != 0)
-        s->who[gpu].run_alive = -1;
-}
-
-/* Look at a GPU's lock without taking it. */
-static void vg_gpusel_probe(struct vg_gpusel *s, size_t i)
-{
-    const struct vg_gpu *g = &s->gpus.gpus[i];
-    if (!s->dir_open || !g->uuid || !vg_lock_name_ok(g->uuid))
-        return;
-    pid_t holder = 0;
-    if (vg_lock_probe(&s->dir, g->uuid, &holder, NULL) == 1)
-        vg_gpusel_note_holder(s, i, g->uuid, holder);
-}
-
 /* Take the lock on one device: 0, VG_GPUSEL_AGAIN when another run has it, or an exit status
  * after printing. */
-static int vg_gpusel_take(const struct vg_gpusel_opts *o, struct vg_gpusel *s, size_t gpu, int mig,
-                          int *fd)
+static int vg_gpusel_lock_one(const struct vg_gpusel_opts *o, struct vg_gpusel *s, size_t gpu,
+                              int mig, int *fd)
 {
-    const struct vg_gpu *d = vg_gpusel_dev(s, gpu, mig);
-    *fd = -1;
-    if (!d->uuid || !vg_lock_name_ok(d->uuid)) {
-        vg_cmd_error(o->cmd, "GPU %u has no usable UUID to reserve it by ('%s')",
-                     s->gpus.gpus[gpu].index, d->uuid ? d->uuid : "unknown");
-        return VG_EXIT_WARN;
-    }
     struct vg_err err = VG_ERR_INIT;
-    int rc = vg_lock_acquire(&s->dir, d->uuid, fd, &err);
+    int rc = vg_gpusel_take(s, gpu, mig, fd, &err);
     if (rc == -EBUSY) {
-        if (mig < 0) {
-            pid_t holder = 0;
-            vg_lock_probe(&s->dir, d->uuid, &holder, NULL);
-            vg_gpusel_note_holder(s, gpu, d->uuid, holder);
-        }
+        vg_err_release(&err);
         return VG_GPUSEL_AGAIN;
     }
-    if (rc) {
-        return vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL);
-    }
-    return 0;
-}
-
-/* "GPU 1: reserved by another vramguard run (pid 42); GPU 2: 3 GiB free of 80 GiB, needs
- * 40 GiB" for every GPU that is not eligible. */
-static void vg_gpusel_why(const struct vg_gpusel *s, const struct vg_pick_criteria *c,
-                          struct vg_buf *b)
-{
-    bool first = true;
-    for (size_t k = s->neligible; k < s->gpus.ngpus; k++) {
-        const struct vg_pick_cand *cand = &s->ranked[k];
-        vg_buf_printf(b, "%sGPU %u: ", first ? "" : "; ", s->gpus.gpus[cand->gpu].index);
-        vg_pick_describe(&s->gpus, cand, c, b);
-        if (cand->reason == VG_PICK_RESERVED)
-            vg_gpusel_holder_note(s, cand->gpu, b);
-        first = false;
-    }
+    return rc ? vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL) : 0;
 }
 
 static int vg_gpusel_auto(const struct vg_gpusel_opts *o, struct vg_gpusel *s,
@@ -182,39 +48,12 @@ static int vg_gpusel_auto(const struct vg_gpusel_opts *o, struct vg_gpusel *s,
                      s->gpus.ngpus);
         return VG_EXIT_USAGE;
     }
-    if (!o->lock)
-        for (size_t i = 0; i < s->gpus.ngpus; i++)
-            vg_gpusel_probe(s, i);
-    s->neligible = vg_pick_rank(&s->gpus, c, s->ranked);
-    if (o->lock) {
-        /* Try the candidates in order; one another run holds is skipped. */
-        for (size_t k = 0; k < s->neligible && s->n < want; k++) {
-            int fd;
-            size_t gpu = s->ranked[k].gpu;
-            int rc = vg_gpusel_take(o, s, gpu, -1, &fd);
-            if (rc == VG_GPUSEL_AGAIN)
-                continue;
-            if (rc)
-                return rc;
-            s->v[s->n++] = (struct vg_gpusel_gpu){gpu, -1, s->gpus.gpus[gpu].uuid, fd};
-        }
-        if (s->n < want) {
-            vg_gpusel_unlock(s);
-            s->n = 0;
-            s->neligible = vg_pick_rank(&s->gpus, c, s->ranked); /* with what we learnt */
-        }
-    } else if (s->neligible >= want) {
-        for (size_t k = 0; k < want; k++) {
-            size_t gpu = s->ranked[k].gpu;
-            s->v[s->n++] = (struct vg_gpusel_gpu){gpu, -1, s->gpus.gpus[gpu].uuid, -1};
-        }
-    }
+    struct vg_err err = VG_ERR_INIT;
+    if (vg_gpusel_choose(s, c, want, o->lock, &err) != 0)
+        return vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL);
     if (s->n == want)
         return 0;
-    size_t have = s->neligible < want ? s->neligible : want;
-    vg_buf_printf(why, "asked for %u GPU%s, %zu free enough (", want, want == 1 ? "" : "s", have);
-    vg_gpusel_why(s, c, why);
-    vg_buf_adds(why, ")");
+    vg_render_gpusel_short(s, c, want, why);
     return VG_GPUSEL_AGAIN;
 }
 
@@ -280,7 +119,7 @@ static int vg_gpusel_list(const struct vg_gpusel_opts *o, struct vg_gpusel *s, s
         if (d->uuid && !vg_visible_uuid_ok(d->uuid)) {
             struct vg_buf name;
             vg_buf_init(&name, 4096);
-            vg_gpusel_name_dev(s, gpu, mig, &name);
+            vg_render_gpusel_dev(s, gpu, mig, &name);
             vg_cmd_error(o->cmd,
                          "%s: the driver's UUID is not a well-formed UUID, so it cannot go into "
                          "CUDA_VISIBLE_DEVICES",
@@ -294,52 +133,39 @@ static int vg_gpusel_list(const struct vg_gpusel_opts *o, struct vg_gpusel *s, s
             cand.reason = vg_pick_judge(&s->gpus, gpu, &c, &cand.need_bytes);
             /* Naming a GPU in MIG mode is the user's call: CUDA gets its UUID. */
             if (cand.reason != VG_PICK_OK && cand.reason != VG_PICK_MIG) {
-                vg_gpusel_name_dev(s, gpu, -1, why);
-                vg_buf_adds(why, ": ");
-                vg_pick_describe(&s->gpus, &cand, &c, why);
+                vg_render_gpusel_unfit(s, &cand, &c, why);
                 rc = VG_GPUSEL_AGAIN;
                 break;
             }
         }
         int fd = -1;
         if (o->lock) {
-            rc = vg_gpusel_take(o, s, gpu, mig, &fd);
-            if (rc == VG_GPUSEL_AGAIN) {
-                vg_gpusel_name_dev(s, gpu, mig, why);
-                vg_buf_adds(why, " is reserved by another vramguard run");
-                if (mig < 0)
-                    vg_gpusel_holder_note(s, gpu, why);
-            }
+            rc = vg_gpusel_lock_one(o, s, gpu, mig, &fd);
+            if (rc == VG_GPUSEL_AGAIN)
+                vg_render_gpusel_reserved(s, gpu, mig, why);
             if (rc)
                 break;
         }
         s->v[s->n++] = (struct vg_gpusel_gpu){gpu, mig, vg_gpusel_dev(s, gpu, mig)->uuid, fd};
     }
     free(sel);
-    if (rc) {
+    if (rc)
         vg_gpusel_unlock(s);
-        s->n = 0;
-    }
     return rc;
 }
 
-static int vg_gpusel_open_dir(const struct vg_gpusel_opts *o, struct vg_gpusel *s)
+static int vg_gpusel_dir(const struct vg_gpusel_opts *o, struct vg_gpusel *s)
 {
-    struct vg_lock_env env;
     struct vg_err err = VG_ERR_INIT;
-    vg_lock_env_get(&env);
-    int rc = vg_lock_dir_choose(&env, &s->dir, &err);
-    if (rc == 0)
-        rc = vg_lock_dir_open(&s->dir, o->lock, &err);
+    int rc = vg_gpusel_open_dir(s, o->lock, &err);
     if (rc == -ENOENT && !o->lock) {
+        vg_err_release(&err);
         if (o->g->verbose)
             vg_cmd_error(o->cmd, "no reservations: '%s' does not exist", s->dir.path);
         return 0;
     }
-    if (rc) {
+    if (rc)
         return vg_cmd_fail(o->cmd, &err, VG_EXIT_WARN, NULL);
-    }
-    s->dir_open = true;
     if (o->g->verbose)
         vg_cmd_error(o->cmd, "reservations in %s (%s)", s->dir.path, s->dir.why);
     return 0;
@@ -360,20 +186,12 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
         vg_cmd_error(o->cmd, "the driver reports no GPU on this host");
         return VG_EXIT_WARN;
     }
-    size_t cap = n > VG_PICK_MAX_GPUS ? n : VG_PICK_MAX_GPUS;
-    s->reserved = calloc(n, sizeof(*s->reserved));
-    s->holder = calloc(n, sizeof(*s->holder));
-    s->who = calloc(n, sizeof(*s->who));
-    s->ranked = calloc(n, sizeof(*s->ranked));
-    s->v = calloc(cap, sizeof(*s->v));
     bool *excluded = calloc(n, sizeof(*excluded));
-    if (!s->reserved || !s->holder || !s->who || !s->ranked || !s->v || !excluded) {
+    if (vg_gpusel_alloc(s) != 0 || !excluded) {
         free(excluded);
         vg_cmd_error(o->cmd, "out of memory");
         return VG_EXIT_SOFTWARE;
     }
-    for (size_t i = 0; i < n; i++)
-        s->who[i].run_alive = -1;
     if (o->exclude) {
         struct vg_pick_sel *sel;
         size_t ns;
@@ -385,7 +203,7 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
             excluded[sel[i].gpu] = true;
         free(sel);
     }
-    if (!s->dir_open && !s->dir.path && (rc = vg_gpusel_open_dir(o, s)) != 0) {
+    if (!s->dir_open && !s->dir.path && (rc = vg_gpusel_dir(o, s)) != 0) {
         free(excluded);
         return rc;
     }
@@ -397,14 +215,7 @@ static int vg_gpusel_attempt(const struct vg_gpusel_opts *o, struct vg_gpusel *s
         for (size_t k = 0; k < n; k++) {
             struct vg_buf line;
             vg_buf_init(&line, 4096);
-            vg_gpusel_name_dev(s, s->ranked[k].gpu, -1, &line);
-            vg_buf_adds(&line, ": ");
-            vg_pick_describe(&s->gpus, &s->ranked[k], &c, &line);
-            if (s->ranked[k].reason == VG_PICK_RESERVED)
-                vg_gpusel_holder_note(s, s->ranked[k].gpu, &line);
-            for (size_t j = 0; j < s->n; j++)
-                if (s->v[j].gpu == s->ranked[k].gpu)
-                    vg_buf_adds(&line, ": chosen");
+            vg_render_gpusel_ranked(s, k, &c, &line);
             vg_cmd_error(o->cmd, "%s", vg_buf_str(&line));
             vg_buf_release(&line);
         }
@@ -444,28 +255,13 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
     return 0;
 }
 
-void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n)
-{
-    unsigned long long v = ms;
-    if (v && v % VG_HOUR_MS == 0)
-        snprintf(out, n, "%lluh", v / VG_HOUR_MS);
-    else if (v && v % 60000 == 0)
-        snprintf(out, n, "%llum", v / 60000);
-    else if (v % 1000 == 0)
-        snprintf(out, n, "%llus", v / 1000);
-    else
-        snprintf(out, n, "%llums", v);
-}
-
 int vg_gpusel_acquire(const struct vg_gpusel_opts *o, struct vg_gpusel *s)
 {
-    memset(s, 0, sizeof(*s));
-    s->dir.fd = -1;
-    vg_gpu_list_init(&s->gpus);
+    vg_gpusel_init(s);
     uint64_t deadline = vg_clock_ms() + o->wait_ms;
     bool announced = false;
     char dur[32];
-    vg_gpusel_fmt_ms(o->wait_ms, dur, sizeof(dur));
+    vg_render_duration_ms(o->wait_ms, dur, sizeof(dur));
     for (;;) {
         struct vg_buf why;
         vg_buf_init(&why, 1 << 16);

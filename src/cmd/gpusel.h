@@ -1,11 +1,11 @@
 /*
- * What `pick` and `run` share: reading the GPUs, applying the choice policy (model/pick.h),
- * looking at or taking the reservation locks (act/lock.h), waiting for GPUs to come free, and
- * saying why there are not enough. Lives in cmd/ because it prints: errors in the house format
- * and, with --verbose, one line per GPU on why it was (not) chosen.
+ * What `pick` and `run` share: their selection options, and one call that reads the GPUs,
+ * resolves the lists, has act/gpusel.h look at or take the reservation locks, waits for GPUs to
+ * come free, and prints, in the house format, why there are not enough (render/gpusel.h's
+ * words) and, with --verbose, one line per GPU on why it was (not) chosen.
  *
- * Ownership: struct vg_gpusel owns the GPU list it read, the lock directory and the lock
- * descriptors; vg_gpusel_release() closes them (releasing the reservations).
+ * Ownership: the struct vg_gpusel filled by vg_gpusel_acquire() is act/gpusel.h's;
+ * vg_gpusel_release() closes it (releasing the reservations).
  */
 #ifndef VG_CMD_GPUSEL_H
 #define VG_CMD_GPUSEL_H
@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act/gpusel.h"
 #include "act/job.h"
-#include "act/lock.h"
 #include "cmd/cmd.h"
 #include "gpu/gpu.h"
 #include "model/pick.h"
@@ -36,27 +36,6 @@ struct vg_gpusel_opts {
     uint64_t wait_ms;
     bool quiet;
     struct vg_job *job; /* run: sleeps through its signalfd; NULL: plain sleeps */
-};
-
-struct vg_gpusel_gpu {
-    size_t gpu;       /* index into gpus.gpus */
-    int mig;          /* MIG device under it, or -1 */
-    const char *uuid; /* borrowed from gpus */
-    int lock_fd;      /* -1 when not locked */
-};
-
-struct vg_gpusel {
-    struct vg_gpu_list gpus;
-    struct vg_lock_dir dir;
-    bool dir_open;
-    bool *reserved;              /* per GPU, as last seen */
-    pid_t *holder;               /* per GPU: the reserving run's pid when known */
-    struct vg_lock_who *who;     /* per GPU with a holder: whether that run is alive, and if
-                                  * not, which processes of its job keep the reservation */
-    struct vg_pick_cand *ranked; /* every GPU, eligible first (auto only) */
-    size_t neligible;
-    struct vg_gpusel_gpu *v; /* the chosen ones, in CUDA order */
-    size_t n;
 };
 
 /* The options pick and run share (--min-free, --max-util, --exclude, --wait): the codes of
@@ -107,12 +86,5 @@ int vg_gpusel_opt(struct vg_gpusel_opts *o, int c, const char *arg, struct vg_er
  * 0 done; 1 not enough GPUs free; 3 the driver's view unavailable; 64 a bad list or count;
  * 70 out of memory; 128+N a signal N ended the wait. Errors are printed. */
 int vg_gpusel_acquire(const struct vg_gpusel_opts *opts, struct vg_gpusel *out);
-void vg_gpusel_release(struct vg_gpusel *s);
-
-/* A duration for people: "500ms", "10s", "5m", "2h". */
-void vg_gpusel_fmt_ms(uint64_t ms, char *out, size_t n);
-
-/* "GPU 2 (NVIDIA H100 80GB HBM3, GPU-2222...)" or "MIG 1/0 (MIG-...)" into b. */
-void vg_gpusel_name(const struct vg_gpusel *s, size_t i, struct vg_buf *b);
 
 #endif

@@ -72,7 +72,7 @@ struct vg_handoff {
     const char *gpus_arg, *gpus_from, *uid_arg, *node;
     bool drain;
     struct vg_handoff_sels sels;
-    struct vg_cmd_who who;
+    struct vg_kill_who who;
 };
 
 #define VG_HANDOFF_AT(member) VG_OPT_AT(0, struct vg_handoff, member)
@@ -267,7 +267,7 @@ static int vg_handoff_who(struct vg_handoff *h)
     if (vg_cmd_who_open(h->g, "handoff", &h->who) != 0)
         return -1;
     h->req.proc_root_fd = h->who.root_fd;
-    h->req.who = vg_cmd_who_ctx(&h->who);
+    h->req.who = vg_kill_who_ctx(&h->who);
     /* A pidfd names a process of our own PID namespace: with another's procfs the numbers
      * would name other processes, so an epilog there may look but not act. */
     if (h->req.mode == VG_HANDOFF_EPILOG && !h->who.own_pidns) {
@@ -486,6 +486,6 @@ int vg_cmd_handoff(struct vg_global *g, int argc, char **argv)
         vg_handoff_result_release(&res);
     }
     vg_handoff_sels_release(&h.sels);
-    vg_cmd_who_release(&h.who);
+    vg_kill_who_release(&h.who);
     return status;
 }

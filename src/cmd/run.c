@@ -21,6 +21,7 @@
 #include "cmd/gpusel.h"
 #include "model/snapshot.h"
 #include "model/visible.h"
+#include "render/gpusel.h"
 #include "render/run.h"
 #include "util/parse.h"
 
@@ -145,7 +146,7 @@ static void vg_run_compare_kept(const struct vg_run *r, const struct vg_gpusel *
         vg_buf_init(&b, 1 << 16);
         for (size_t i = 0; i < s->n; i++) {
             vg_buf_adds(&b, i ? ", " : "");
-            vg_gpusel_name(s, i, &b);
+            vg_render_gpusel_name(s, i, &b);
         }
         vg_cmd_error("run",
                      "warning: keeping CUDA_VISIBLE_DEVICES='%s', which is not what "
@@ -167,7 +168,7 @@ static void vg_run_announce(const struct vg_run *r, const struct vg_gpusel *s, b
         vg_buf_adds(&b, "no GPU");
     for (size_t i = 0; i < s->n; i++) {
         vg_buf_adds(&b, i ? ", " : "");
-        vg_gpusel_name(s, i, &b);
+        vg_render_gpusel_name(s, i, &b);
         if (!kept)
             vg_buf_printf(&b, " as cuda:%zu", i);
     }
@@ -196,7 +197,7 @@ static void vg_run_notify(void *ctx, int sig, const struct vg_job_procs *ps,
     vg_buf_init(&b, 1 << 16);
     vg_run_procs_line(ps, &b);
     char grace[32];
-    vg_gpusel_fmt_ms(r->grace_ms, grace, sizeof(grace));
+    vg_render_duration_ms(r->grace_ms, grace, sizeof(grace));
     if (sig == SIGTERM && rep->termed.n == ps->n)
         vg_cmd_error("run",
                      "the job left %zu process%s behind: %s; sent SIGTERM (SIGKILL "
@@ -268,7 +269,7 @@ static void vg_run_say_after(const struct vg_run *r, const struct vg_afterrun *a
     size_t *at = calloc(s->n, sizeof(*at));
     for (size_t i = 0; v && at && i < s->n; i++) {
         at[i] = names.len;
-        vg_gpusel_name(s, i, &names);
+        vg_render_gpusel_name(s, i, &names);
         vg_buf_addc(&names, '\0');
     }
     if (!v || !at || names.err) {

@@ -74,31 +74,50 @@ static const char vg_top_help_tail[] =
     "70 internal error.\n"
     "\n";
 
-enum {
-    VG_OPT_INTERVAL = VG_OPT_FIRST_LOCAL,
-    VG_OPT_READ_ONLY,
-    VG_OPT_SORT,
-    VG_OPT_NO_MOUSE,
+#define VG_TOP_INTERVAL_MIN_MS 250u
+#define VG_TOP_INTERVAL_MAX_MS 60000u
+
+struct vg_top {
+    struct vg_global *g;
+    bool read_only, color, unicode, mouse;
+    struct vg_bgstop_opts stop_opts; /* borrowed by stop while one runs */
+    struct vg_bgstop stop;
+    struct vg_collector *coll;
+    struct vg_top_history hist; /* the collector thread's */
+    unsigned interval_ms;
+    struct vg_top_view v; /* the UI's */
+    struct vg_top_screen scr;
+    char host[256];
+    struct vg_kill_who who;
+    /* the plan shown (VG_TOP_MODE_PLAN) */
+    struct vg_plan plan;
+    bool *chosen;
+    char plan_what[96];
 };
 
+enum {
+    VG_OPT_SORT = VG_OPT_FIRST_LOCAL,
+};
+#define VG_TOP_AT(member) VG_OPT_AT(0, struct vg_top, member)
+
 const struct vg_opt vg_top_opts[] = {
-    {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)",
-     VG_OPT_INTERVAL, NULL, VG_OPT_CODE},
+    {"interval", 'i', VG_OPT_ARG_REQUIRED, "D", "sample every D (default 1s; + and - change it)", 0,
+     NULL,
+     VG_OPT_VAL(VG_TOP_AT(interval_ms), .kind = VG_OPT_K_DURATION, .min = VG_TOP_INTERVAL_MIN_MS,
+                .max = VG_TOP_INTERVAL_MAX_MS, .takes = "a duration from 250ms to 1m")},
     {"sort", 0, VG_OPT_ARG_REQUIRED, "KEY",
      "pid, user, gpu, mem (default), util, cpu, time, state,\nfinding, command or rss", VG_OPT_SORT,
      NULL,
      VG_OPT_VAL(.kind = VG_OPT_K_CODE,
                 .words = "pid|user|gpu|mem|util|cpu|time|state|finding|command|rss")},
-    {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", VG_OPT_READ_ONLY, NULL,
-     VG_OPT_CODE},
+    {"read-only", 0, VG_OPT_ARG_NONE, NULL, "no actions: k and K are off", 0, NULL,
+     VG_OPT_VAL(VG_TOP_AT(read_only), .kind = VG_OPT_K_SET)},
     {"no-mouse", 0, VG_OPT_ARG_NONE, NULL,
-     "leave the mouse to the terminal (text selection);\nm turns top's mouse on and off",
-     VG_OPT_NO_MOUSE, NULL, VG_OPT_CODE},
+     "leave the mouse to the terminal (text selection);\nm turns top's mouse on and off", 0, NULL,
+     VG_OPT_VAL(VG_TOP_AT(mouse), .kind = VG_OPT_K_CLEAR)},
     VG_OPT_TABLE_END,
 };
 
-#define VG_TOP_INTERVAL_MIN_MS 250u
-#define VG_TOP_INTERVAL_MAX_MS 60000u
 #define VG_TOP_GRACE_MS 10000u
 #define VG_TOP_KILL_WAIT_MS 5000u
 /* After the stop, how long to look again while the driver catches up. */
@@ -121,24 +140,6 @@ static void vg_top_on_signal(int sig)
     vg_top_quit = 1;
 }
 
-struct vg_top {
-    struct vg_global *g;
-    bool read_only, color, unicode, mouse;
-    struct vg_bgstop_opts stop_opts; /* borrowed by stop while one runs */
-    struct vg_bgstop stop;
-    struct vg_collector *coll;
-    struct vg_top_history hist; /* the collector thread's */
-    unsigned interval_ms;
-    struct vg_top_view v; /* the UI's */
-    struct vg_top_screen scr;
-    char host[256];
-    struct vg_cmd_who who;
-    /* the plan shown (VG_TOP_MODE_PLAN) */
-    struct vg_plan plan;
-    bool *chosen;
-    char plan_what[96];
-};
-
 static int vg_top_parse(struct vg_top *t, int argc, char **argv)
 {
     struct vg_cmd_parse p = {.g = t->g,
@@ -147,35 +148,16 @@ static int vg_top_parse(struct vg_top *t, int argc, char **argv)
                              .opts = vg_top_opts,
                              .help_tail = vg_top_help_tail,
                              .argc = argc,
-                             .argv = argv};
+                             .argv = argv,
+                             .dst = {[0] = t}};
     int ch;
-    uint64_t ms;
     while ((ch = vg_cmd_next_opt(&p)) >= 0) {
-        switch (ch) {
-        case VG_OPT_INTERVAL:
-            if (vg_parse_duration_ms(optarg, &ms) != 0 || ms < VG_TOP_INTERVAL_MIN_MS ||
-                ms > VG_TOP_INTERVAL_MAX_MS) {
-                vg_cmd_error("top", "--interval takes a duration from 250ms to 1m, not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            t->interval_ms = (unsigned)ms;
-            break;
-        case VG_OPT_SORT:
-            if ((t->v.sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
-                vg_cmd_error("top",
-                             "--sort takes pid, user, gpu, mem, util, cpu, time, state, "
-                             "finding, command or rss, not '%s'",
-                             optarg);
-                return VG_EXIT_USAGE;
-            }
-            break;
-        case VG_OPT_READ_ONLY:
-            t->read_only = true;
-            break;
-        case VG_OPT_NO_MOUSE:
-            t->mouse = false;
-            break;
+        if (ch == VG_OPT_SORT && (t->v.sort = vg_top_sort_parse(optarg)) == VG_TOP_SORT_COUNT) {
+            vg_cmd_error("top",
+                         "--sort takes pid, user, gpu, mem, util, cpu, time, state, finding, "
+                         "command or rss, not '%s'",
+                         optarg);
+            return VG_EXIT_USAGE;
         }
     }
     if (ch != VG_CMD_OPT_END)
@@ -232,11 +214,9 @@ static void vg_top_stop_done(void *arg)
 /* What a finished stop did, as one line (render/settle.h's words); NULL: out of memory. */
 static char *vg_top_stop_words(const struct vg_bgstop_result *r)
 {
-    if (r->error)
-        return strdup(vg_err_msg(&r->err));
     struct vg_buf b;
     vg_buf_init(&b, 0);
-    vg_render_settle_line(&b, &r->plan, r->targets, r->ntargets, &r->res, VG_TOP_GRACE_MS);
+    vg_render_settle_bgstop(&b, r, VG_TOP_GRACE_MS);
     char *msg = b.err ? strdup("out of memory while stopping") : vg_buf_steal(&b);
     vg_buf_release(&b);
     return msg;
@@ -254,7 +234,7 @@ static void vg_top_plan_make(struct vg_top *t, pid_t pid, const struct vg_findin
 {
     vg_top_plan_clear(t);
     struct vg_err err = VG_ERR_INIT;
-    if (vg_bgstop_plan(t->v.frame->snap, &t->v.frame->fs, pid, fd, vg_cmd_who_ctx(&t->who),
+    if (vg_bgstop_plan(t->v.frame->snap, &t->v.frame->fs, pid, fd, vg_kill_who_ctx(&t->who),
                        &t->plan, &t->chosen, &err) != 0) {
         vg_top_view_say(&t->v, "cannot plan: %s", err.msg ? err.msg : "out of memory");
         vg_err_release(&err);
@@ -317,20 +297,6 @@ static void vg_top_confirm(struct vg_top *t)
                     n == 1 ? "" : "es", VG_TOP_GRACE_MS / 1000);
 }
 
-static void vg_top_interval(struct vg_top *t, bool longer)
-{
-    static const unsigned steps[] = {250, 500, 1000, 2000, 5000, 10000, 30000, 60000};
-    size_t n = sizeof(steps) / sizeof(steps[0]), i = 0;
-    while (i + 1 < n && steps[i] < t->interval_ms)
-        i++;
-    if (longer && steps[i] <= t->interval_ms && i + 1 < n)
-        i++;
-    else if (!longer && i > 0)
-        i--;
-    t->interval_ms = steps[i];
-    vg_collector_set_interval(t->coll, t->interval_ms);
-}
-
 /* Carry out what a key or a click means (render/top_keys.h): the view's own actions there, the
  * ones that reach the host or the terminal here. Returns false to quit. */
 static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
@@ -341,7 +307,8 @@ static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
     case VG_TOP_ACT_QUIT:
         return false;
     case VG_TOP_ACT_INTERVAL:
-        vg_top_interval(t, a.arg > 0);
+        t->interval_ms = vg_top_interval_step(t->interval_ms, a.arg > 0);
+        vg_collector_set_interval(t->coll, t->interval_ms);
         break;
     case VG_TOP_ACT_STOP:
     case VG_TOP_ACT_STOP_ALL:
@@ -367,31 +334,20 @@ static bool vg_top_act(struct vg_top *t, struct vg_top_act a)
     return true;
 }
 
-/* ncurses' key codes as top_keys.h's. */
+/* ncurses' key codes as top_keys.h's; a byte is itself. */
 static int vg_top_keycode(int ch)
 {
-    switch (ch) {
-    case KEY_UP:
-        return VG_TOP_KEY_UP;
-    case KEY_DOWN:
-        return VG_TOP_KEY_DOWN;
-    case KEY_PPAGE:
-        return VG_TOP_KEY_PGUP;
-    case KEY_NPAGE:
-        return VG_TOP_KEY_PGDN;
-    case KEY_HOME:
-        return VG_TOP_KEY_HOME;
-    case KEY_END:
-        return VG_TOP_KEY_END;
-    case KEY_ENTER:
-        return VG_TOP_KEY_ENTER;
-    case KEY_BACKSPACE:
-        return VG_TOP_KEY_BACKSPACE;
-    case KEY_F(6):
-        return VG_TOP_KEY_F6;
-    default:
-        return ch >= 0 && ch < 256 ? ch : -1;
-    }
+    static const int map[][2] = {
+        {KEY_UP, VG_TOP_KEY_UP},       {KEY_DOWN, VG_TOP_KEY_DOWN},
+        {KEY_PPAGE, VG_TOP_KEY_PGUP},  {KEY_NPAGE, VG_TOP_KEY_PGDN},
+        {KEY_HOME, VG_TOP_KEY_HOME},   {KEY_END, VG_TOP_KEY_END},
+        {KEY_ENTER, VG_TOP_KEY_ENTER}, {KEY_BACKSPACE, VG_TOP_KEY_BACKSPACE},
+        {KEY_F(6), VG_TOP_KEY_F6},
+    };
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (map[i][0] == ch)
+            return map[i][1];
+    return ch >= 0 && ch < 256 ? ch : -1;
 }
 
 /* One key (or KEY_MOUSE) from getch. Returns false to quit. */
@@ -548,7 +504,7 @@ static void vg_top_release(struct vg_top *t)
     vg_top_plan_clear(t);
     vg_top_screen_release(&t->scr);
     vg_bgstop_release(&t->stop); /* joined: nothing reads the ancestors and root_fd now */
-    vg_cmd_who_release(&t->who);
+    vg_kill_who_release(&t->who);
 }
 
 /* Start the collector, its first sample on its thread so the screen comes up at once. */
@@ -578,7 +534,7 @@ static int vg_top_start(struct vg_top *t)
         .dev_dir = t->g->dev_dir,
         .scan = t->g->scan,
         .proc_root_fd = t->who.root_fd,
-        .who = vg_cmd_who_ctx(&t->who),
+        .who = vg_kill_who_ctx(&t->who),
         .grace_ms = VG_TOP_GRACE_MS,
         .kill_wait_ms = VG_TOP_KILL_WAIT_MS,
         .settle_ms = VG_TOP_SETTLE_MS,

@@ -179,87 +179,20 @@ static bool vg_watch_alive(void *ctx, pid_t pid, bool start_known, uint64_t star
     return vg_proc_alive(w->g->proc_root, pid, start_known, start_ticks) != 0;
 }
 
-/* NAME=VALUE for an alert command, the value escaped as text output is (vg_text_escape): a
- * command line, user name or message is anyone's text, and a script that echoes or logs it must
- * get one line without terminal escapes (the JSON event on stdin keeps every byte). */
-/* The alert command's VRAMGUARD_* variables. A variable that cannot be added fails the whole
- * set (err): an alert command never runs with some of its variables silently missing. */
-struct vg_watch_env {
-    char **v;
-    size_t n, cap;
-    int err;
-};
-
-static void vg_env_add(struct vg_watch_env *e, const char *name, const char *value)
-{
-    if (!value || e->err)
-        return;
-    struct vg_buf b;
-    vg_buf_init(&b, 0);
-    vg_buf_printf(&b, "%s=", name);
-    vg_text_escape(&b, value, strlen(value), 0, NULL);
-    char *s = b.err ? NULL : vg_buf_steal(&b);
-    e->err = b.err ? b.err : s ? 0 : -ENOMEM;
-    vg_buf_release(&b);
-    if (!s)
-        return;
-    if (VG_ARRAY_GROW(e->v, e->cap, e->n + 1)) {
-        free(s);
-        e->err = -ENOMEM;
-        return;
-    }
-    e->v[e->n++] = s;
-}
-
-static void vg_env_addu(struct vg_watch_env *e, const char *name, bool known, uint64_t value)
-{
-    if (!known)
-        return;
-    char num[24];
-    snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
-    vg_env_add(e, name, num);
-}
-
 /* Run the alert command for one alert event. */
 static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const char *json,
                           size_t jlen, const struct timespec *when)
 {
-    struct vg_watch_env env = {0};
-    char ts[VG_CLOCK_ISO_SIZE], num[24];
-    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
-    vg_env_add(&env, "VRAMGUARD_EVENT", vg_event_name(ev->type));
-    vg_env_add(&env, "VRAMGUARD_ALERT", ev->alert);
-    vg_env_add(&env, "VRAMGUARD_SEVERITY", vg_severity_str(ev->severity));
-    vg_env_add(&env, "VRAMGUARD_TIME", ts);
-    vg_env_add(&env, "VRAMGUARD_HOST", w->host[0] ? w->host : NULL);
-    vg_env_addu(&env, "VRAMGUARD_GPU", ev->gpu_known, ev->gpu);
-    vg_env_add(&env, "VRAMGUARD_GPU_UUID", ev->gpu_uuid);
-    if (ev->mig >= 0)
-        vg_env_addu(&env, "VRAMGUARD_MIG_DEVICE", true, (uint64_t)ev->mig);
-    if (ev->pid_known) {
-        snprintf(num, sizeof(num), "%d", (int)ev->pid);
-        vg_env_add(&env, "VRAMGUARD_PID", num);
-    }
-    vg_env_add(&env, "VRAMGUARD_USER", ev->user);
-    vg_env_add(&env, "VRAMGUARD_COMMAND", ev->command);
-    vg_env_addu(&env, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
-    vg_env_add(&env, "VRAMGUARD_EXPECT", ev->expect);
-    struct vg_buf msg;
-    vg_buf_init(&msg, 0);
-    if (vg_render_event_message(ev, &msg) && !msg.err)
-        vg_env_add(&env, "VRAMGUARD_MESSAGE", vg_buf_str(&msg));
-    else if (msg.err && !env.err)
-        env.err = msg.err;
-    vg_buf_release(&msg);
-
+    char **env = NULL;
+    size_t nenv = 0;
+    int env_err = vg_render_event_env(ev, w->host[0] ? w->host : NULL, when, &env, &nenv);
     struct vg_err err = VG_ERR_INIT;
     int rc;
-    if (env.err)
-        rc = vg_err_set(&err, env.err, "alert command not run: its VRAMGUARD_* variables: %s",
-                        strerror(-env.err));
+    if (env_err)
+        rc = vg_err_set(&err, env_err, "alert command not run: its VRAMGUARD_* variables: %s",
+                        strerror(-env_err));
     else
-        rc = vg_alert_run(w->exec, (const char *const *)env.v, env.n, json, jlen, vg_clock_ms(),
-                          &err);
+        rc = vg_alert_run(w->exec, (const char *const *)env, nenv, json, jlen, vg_clock_ms(), &err);
     if (rc == 1) {
         struct vg_alert_stats st;
         vg_alert_stats(w->exec, &st);
@@ -269,9 +202,7 @@ static void vg_watch_exec(struct vg_watch *w, const struct vg_event *ev, const c
         vg_cmd_error("watch", "%s", vg_err_msg(&err));
     }
     vg_err_release(&err);
-    for (size_t i = 0; i < env.n; i++)
-        free(env.v[i]);
-    free(env.v);
+    vg_render_event_env_free(env, nenv);
 }
 
 /* Print the events and run the alert commands. 0, or a negative errno from writing. */

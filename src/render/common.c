@@ -243,3 +243,26 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap)
     vg_json_arr_end(j);
     vg_json_obj_end(j);
 }
+
+void vg_render_scan_note(struct vg_buf *out, const struct vg_snapshot *snap, bool proc_asked)
+{
+    if (snap->procs.kernel_scan) {
+        const char *how = snap->procs.kernel_scan_maps
+                              ? "BPF task_file and task_vma iterators found the holders; /proc "
+                                "was read for them only"
+                              : "a BPF task_file iterator found the holders by descriptor; this "
+                                "kernel has no task_vma iterator, so /proc was read for them and "
+                                "for every process's memory mappings";
+        if (snap->procs.n_fd_by_kernel)
+            vg_buf_printf(out,
+                          "kernel (%s; where it refused the open files of %zu, the kernel "
+                          "scan's records of them were used)",
+                          how, snap->procs.n_fd_by_kernel);
+        else
+            vg_buf_printf(out, "kernel (%s)", how);
+    } else if (proc_asked)
+        vg_buf_adds(out, "/proc (--scan=proc)");
+    else
+        vg_buf_printf(out, "/proc (the kernel scan did not run: %s)",
+                      snap->procs.scan_note ? snap->procs.scan_note : "unknown");
+}

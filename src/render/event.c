@@ -4,7 +4,9 @@
  * Messages carry process names and command lines, so text output is escaped like every other
  * screen.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -13,6 +15,7 @@
 #include "render/render.h"
 #include "render/text.h"
 #include "rules/rules.h"
+#include "util/array.h"
 #include "util/clock.h"
 #include "util/parse.h"
 
@@ -269,4 +272,93 @@ int vg_render_event_json(const struct vg_event *ev, const struct timespec *when,
     vg_kopt_str(&j, "driver_error", ev->driver_error);
     vg_json_obj_end(&j);
     return vg_json_finish(&j);
+}
+
+/* The alert command's VRAMGUARD_* variables being built. A variable that cannot be added fails
+ * the whole set (err): an alert command never runs with some of its variables silently
+ * missing. */
+struct vg_event_env {
+    char **v;
+    size_t n, cap;
+    int err;
+};
+
+/* NAME=VALUE, the value escaped as text output is (vg_text_escape): a command line, user name
+ * or message is anyone's text, and a script that echoes or logs it must get one line without
+ * terminal escapes (the JSON event on stdin keeps every byte). Nothing for a NULL value. */
+static void vg_env_add(struct vg_event_env *e, const char *name, const char *value)
+{
+    if (!value || e->err)
+        return;
+    struct vg_buf b;
+    vg_buf_init(&b, 0);
+    vg_buf_printf(&b, "%s=", name);
+    vg_text_escape(&b, value, strlen(value), 0, NULL);
+    char *s = b.err ? NULL : vg_buf_steal(&b);
+    e->err = b.err ? b.err : s ? 0 : -ENOMEM;
+    vg_buf_release(&b);
+    if (!s)
+        return;
+    if (VG_ARRAY_GROW(e->v, e->cap, e->n + 1)) {
+        free(s);
+        e->err = -ENOMEM;
+        return;
+    }
+    e->v[e->n++] = s;
+}
+
+static void vg_env_addu(struct vg_event_env *e, const char *name, bool known, uint64_t value)
+{
+    if (!known)
+        return;
+    char num[24];
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)value);
+    vg_env_add(e, name, num);
+}
+
+int vg_render_event_env(const struct vg_event *ev, const char *host, const struct timespec *when,
+                        char ***out, size_t *nout)
+{
+    struct vg_event_env env = {0};
+    char ts[VG_CLOCK_ISO_SIZE], num[24];
+    vg_clock_iso8601(when->tv_sec, ts, sizeof(ts));
+    vg_env_add(&env, "VRAMGUARD_EVENT", vg_event_name(ev->type));
+    vg_env_add(&env, "VRAMGUARD_ALERT", ev->alert);
+    vg_env_add(&env, "VRAMGUARD_SEVERITY", vg_severity_str(ev->severity));
+    vg_env_add(&env, "VRAMGUARD_TIME", ts);
+    vg_env_add(&env, "VRAMGUARD_HOST", host);
+    vg_env_addu(&env, "VRAMGUARD_GPU", ev->gpu_known, ev->gpu);
+    vg_env_add(&env, "VRAMGUARD_GPU_UUID", ev->gpu_uuid);
+    if (ev->mig >= 0)
+        vg_env_addu(&env, "VRAMGUARD_MIG_DEVICE", true, (uint64_t)ev->mig);
+    if (ev->pid_known) {
+        snprintf(num, sizeof(num), "%d", (int)ev->pid);
+        vg_env_add(&env, "VRAMGUARD_PID", num);
+    }
+    vg_env_add(&env, "VRAMGUARD_USER", ev->user);
+    vg_env_add(&env, "VRAMGUARD_COMMAND", ev->command);
+    vg_env_addu(&env, "VRAMGUARD_MEMORY", ev->mem_known, ev->mem);
+    vg_env_add(&env, "VRAMGUARD_EXPECT", ev->expect);
+    struct vg_buf msg;
+    vg_buf_init(&msg, 0);
+    if (vg_render_event_message(ev, &msg) && !msg.err)
+        vg_env_add(&env, "VRAMGUARD_MESSAGE", vg_buf_str(&msg));
+    else if (msg.err && !env.err)
+        env.err = msg.err;
+    vg_buf_release(&msg);
+    if (env.err) {
+        vg_render_event_env_free(env.v, env.n);
+        env.v = NULL;
+        env.n = 0;
+    }
+    *out = env.v;
+    *nout = env.n;
+    return env.err;
+}
+
+void vg_render_event_env_free(char **env, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
 }

@@ -20,6 +20,15 @@
  * nothing appended, for an alert event whose alert has no message (JSON null). */
 bool vg_render_event_message(const struct vg_event *ev, struct vg_buf *out);
 
+/* An alert command's environment for ev (watch --exec): VRAMGUARD_EVENT, _ALERT, _SEVERITY,
+ * _TIME (when), _HOST (NULL: left out), _GPU, _GPU_UUID, _MIG_DEVICE, _PID, _USER, _COMMAND,
+ * _MEMORY, _EXPECT and _MESSAGE, each NAME=VALUE with the value escaped as text output is, an
+ * unknown one left out. 0 with *env (malloc'ed, *n entries, vg_render_event_env_free()), or a
+ * negative errno with nothing set: a command never runs with a variable silently missing. */
+int vg_render_event_env(const struct vg_event *ev, const char *host, const struct timespec *when,
+                        char ***env, size_t *n);
+void vg_render_event_env_free(char **env, size_t n);
+
 /* Text: "TIME EVENT MESSAGE" (colour when st is given); JSON: one object per line. when is the
  * sample's time. 0, or the buffer's error. */
 struct vg_style;

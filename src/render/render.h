@@ -50,6 +50,10 @@ void vg_render_unread_json(struct vg_json *j, const struct vg_snapshot *snap);
  * as far as the scan could, with "and N more" past the scan's bound; nothing when none. */
 void vg_render_unread_names(struct vg_buf *out, const struct vg_snapshot *snap,
                             const struct vg_style *st);
+/* For --verbose: how the holders were found, after "scan: ": "kernel (a BPF task_file iterator
+ * ...)" or "/proc (--scan=proc)" (proc_asked: the user chose /proc) or "/proc (the kernel scan
+ * did not run: WHY)". */
+void vg_render_scan_note(struct vg_buf *out, const struct vg_snapshot *snap, bool proc_asked);
 /* A snapshot read from a record (--replay, model/record.h) says so before anything else: a line
  * naming the file and when it was recorded, that what follows is not this host now (nothing
  * for a live snapshot); and in JSON the "replay" member every document about a snapshot has,

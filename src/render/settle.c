@@ -254,3 +254,11 @@ void vg_render_settle_line(struct vg_buf *o, const struct vg_plan *plan,
         vg_render_settle_gpu(o, &res->gpus[i]);
     }
 }
+
+void vg_render_settle_bgstop(struct vg_buf *o, const struct vg_bgstop_result *r, unsigned grace_ms)
+{
+    if (r->error)
+        vg_buf_adds(o, vg_err_msg(&r->err));
+    else
+        vg_render_settle_line(o, &r->plan, r->targets, r->ntargets, &r->res, grace_ms);
+}

@@ -9,6 +9,7 @@
 #ifndef VG_RENDER_SETTLE_H
 #define VG_RENDER_SETTLE_H
 
+#include "act/bgstop.h"
 #include "act/kill.h"
 #include "act/plan.h"
 #include "act/settle.h"
@@ -43,5 +44,9 @@ void vg_render_infra_why(struct vg_buf *o, const struct vg_infra *inf, const cha
 void vg_render_settle_line(struct vg_buf *o, const struct vg_plan *plan,
                            const struct vg_settle_target *targets, size_t ntargets,
                            const struct vg_settle_result *res, unsigned grace_ms);
+
+/* What a finished background stop (act/bgstop.h, top's k and K) did: its error, or
+ * vg_render_settle_line() of its plan, targets and result. */
+void vg_render_settle_bgstop(struct vg_buf *o, const struct vg_bgstop_result *r, unsigned grace_ms);
 
 #endif

@@ -157,3 +157,16 @@ enum vg_top_edit vg_top_search_edit(char *buf, size_t cap, int key)
     }
     return VG_TOP_EDIT_MORE;
 }
+
+unsigned vg_top_interval_step(unsigned ms, bool longer)
+{
+    static const unsigned steps[] = {250, 500, 1000, 2000, 5000, 10000, 30000, 60000};
+    size_t n = sizeof(steps) / sizeof(steps[0]), i = 0;
+    while (i + 1 < n && steps[i] < ms)
+        i++;
+    if (longer && steps[i] <= ms && i + 1 < n)
+        i++;
+    else if (!longer && i > 0)
+        i--;
+    return steps[i];
+}

@@ -126,4 +126,9 @@ enum vg_top_edit {
 };
 enum vg_top_edit vg_top_search_edit(char *buf, size_t cap, int key);
 
+/* The sampling interval + (longer) or - (shorter) gives from ms: the next step of 250ms, 500ms,
+ * 1s, 2s, 5s, 10s, 30s, 1m, or the nearest step for an interval between two (--interval 3s:
+ * + 5s, - 2s); the ends stay where they are. */
+unsigned vg_top_interval_step(unsigned ms, bool longer);
+
 #endif

@@ -162,6 +162,21 @@ static void test_help_pane_from_table(void **state)
     vg_top_screen_release(&scr);
 }
 
+/* + and - walk the interval's steps; an interval between two steps goes to the nearer one in
+ * the key's direction; the ends stay. */
+static void test_interval_steps(void **state)
+{
+    (void)state;
+    assert_int_equal(vg_top_interval_step(1000, true), 2000);
+    assert_int_equal(vg_top_interval_step(1000, false), 500);
+    assert_int_equal(vg_top_interval_step(3000, true), 5000);
+    assert_int_equal(vg_top_interval_step(3000, false), 2000);
+    assert_int_equal(vg_top_interval_step(250, false), 250);
+    assert_int_equal(vg_top_interval_step(60000, true), 60000);
+    assert_int_equal(vg_top_interval_step(30000, true), 60000);
+    assert_int_equal(vg_top_interval_step(400, true), 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_no_key_twice_in_a_mode),
         cmocka_unit_test(test_every_action_has_a_key),
         cmocka_unit_test(test_help_pane_from_table),
+        cmocka_unit_test(test_interval_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
