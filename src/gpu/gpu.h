@@ -122,6 +122,20 @@ enum vg_recovery {
 #define VG_CLK_BRAKES                                                                              \
     (VG_CLK_HW_SLOWDOWN | VG_CLK_SW_THERMAL | VG_CLK_HW_THERMAL | VG_CLK_HW_POWER_BRAKE)
 
+/* "none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset"; NULL for a number NVML
+ * had not defined when this was written. Static; stable (JSON). */
+const char *vg_gpu_recovery_name(unsigned action);
+/* The same for people: "a GPU reset", "a node reboot", ...; NULL likewise. */
+const char *vg_gpu_recovery_text(unsigned action);
+
+/* The clock event reasons, one bit and stable name each ("hw_slowdown", ...), in bit order:
+ * *n entries. Static. */
+struct vg_gpu_clock_reason {
+    uint64_t bit;
+    const char *name;
+};
+const struct vg_gpu_clock_reason *vg_gpu_clock_reasons(size_t *n);
+
 struct vg_gpu_health {
     unsigned known;                /* VG_GH_K_* */
     bool ecc_current, ecc_pending; /* ECC enabled now / after the next reset */
