@@ -40,7 +40,7 @@ static int vg_doctor_list(const struct vg_global *g)
     const struct vg_rule_def *t = vg_rules_table(&n);
     if (!g->json) {
         for (size_t i = 0; i < n; i++)
-            printf("%-16s %s\n", t[i].id, t[i].sees);
+            printf("%-18s %s\n", t[i].id, t[i].sees); /* the longest id: retirement-pending */
         return VG_EXIT_OK;
     }
     struct vg_buf out;
