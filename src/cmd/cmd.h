@@ -48,6 +48,7 @@ struct vg_global {
     enum vg_color color;      /* --color */
     const char *record;       /* --record FILE: write the snapshot diagnosed (model/record.h) */
     const char *replay;       /* --replay FILE: diagnose that record instead of this host */
+    const char *sys_root;     /* sysfs for the GPUs on the PCI bus (doctor --sysfs); NULL: /sys */
 };
 
 /* Option codes of the global options inside getopt_long tables. */
@@ -120,7 +121,7 @@ enum {
 };
 
 /* The most targets one parse stores values into. */
-#define VG_CMD_NDST 3
+#define VG_CMD_NDST 4
 
 /* One command's option parse, shared so that every command treats global options, -h/--help,
  * unknown options, missing values and stray words alike. The caller fills the public fields

@@ -498,6 +498,7 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
             .dev_dir = g->dev_dir,
             .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
             .scan = g->scan,
+            .sys_root = g->sys_root,
         };
         struct vg_err err = VG_ERR_INIT;
         rc = vg_snap_build(&so, out, &err);

@@ -40,7 +40,7 @@ static int vg_doctor_list(const struct vg_global *g)
     const struct vg_rule_def *t = vg_rules_table(&n);
     if (!g->json) {
         for (size_t i = 0; i < n; i++)
-            printf("%-16s %s\n", t[i].id, t[i].sees);
+            printf("%-18s %s\n", t[i].id, t[i].sees); /* the longest id: retirement-pending */
         return VG_EXIT_OK;
     }
     struct vg_buf out;
@@ -50,7 +50,7 @@ static int vg_doctor_list(const struct vg_global *g)
     return status;
 }
 
-/* The parse's targets: 0 the rule options, 1 the finding filter, 2 the --gpu text. */
+/* The parse's targets: 0 the rule options, 1 the finding filter, 2 the --gpu text, 3 --sysfs. */
 #define VG_DOCTOR_RULES(member) VG_OPT_AT(0, struct vg_rule_opts, member)
 #define VG_DOCTOR_SIZE "a size such as 512MiB or 1GiB"
 
@@ -71,6 +71,14 @@ const struct vg_opt vg_doctor_opts[] = {
      "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
      "CUDA_DEVICE_ORDER",
      0, NULL, VG_OPT_VAL(VG_DOCTOR_RULES(check_shell), .kind = VG_OPT_K_CLEAR)},
+    {"expect-gpus", 0, VG_OPT_ARG_REQUIRED, "N",
+     "the host has N GPUs: fewer in the driver's view is gpu-missing\n"
+     "(default: the NVIDIA GPUs on the PCI bus)",
+     0, NULL,
+     VG_OPT_VAL(VG_DOCTOR_RULES(expect_gpus), VG_OPT_GIVEN(struct vg_rule_opts, expect_gpus_set),
+                .kind = VG_OPT_K_NUM, .min = 0, .max = 1024, .takes = "a number of GPUs")},
+    {"sysfs", 0, VG_OPT_ARG_REQUIRED, "DIR", "sysfs to count the PCI bus's GPUs in (default /sys)",
+     0, NULL, VG_OPT_VAL(VG_OPT_VAR(3, const char *), .kind = VG_OPT_K_STR)},
     {"list", 0, VG_OPT_ARG_NONE, NULL, "list the rules and exit (--json: vramguard.rules/1)",
      VG_DOCTOR_LIST, NULL, VG_OPT_CODE},
     VG_OPT_TABLE_END,
@@ -81,9 +89,12 @@ const struct vg_opt vg_doctor_opts[] = {
 static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg_rule_opts *ropts,
                            const char **gpu_arg, struct vg_finding_filter *flt)
 {
-    struct vg_cmd_parse p = {
-        VG_CMD_PARSE(doctor),         .g = g,           .argc = argc, .argv = argv,
-        .dst = {ropts, flt, gpu_arg}, .replay_ok = true};
+    struct vg_cmd_parse p = {VG_CMD_PARSE(doctor),
+                             .g = g,
+                             .argc = argc,
+                             .argv = argv,
+                             .dst = {ropts, flt, gpu_arg, &g->sys_root},
+                             .replay_ok = true};
     int c = vg_cmd_next_opt(&p);
     /* the rest of the line first: a --json after --list counts too */
     if (c == VG_DOCTOR_LIST) {

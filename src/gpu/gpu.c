@@ -54,6 +54,47 @@ void vg_gpu_list_release(struct vg_gpu_list *list)
     vg_gpu_list_init(list);
 }
 
+const char *vg_gpu_recovery_name(unsigned action)
+{
+    static const char *const names[] = {
+        [VG_RECOVERY_NONE] = "none",
+        [VG_RECOVERY_GPU_RESET] = "gpu_reset",
+        [VG_RECOVERY_NODE_REBOOT] = "node_reboot",
+        [VG_RECOVERY_DRAIN_P2P] = "drain_p2p",
+        [VG_RECOVERY_DRAIN_AND_RESET] = "drain_and_reset",
+    };
+    return action < sizeof names / sizeof names[0] ? names[action] : NULL;
+}
+
+const char *vg_gpu_recovery_text(unsigned action)
+{
+    static const char *const texts[] = {
+        [VG_RECOVERY_NONE] = "no action",
+        [VG_RECOVERY_GPU_RESET] = "a GPU reset",
+        [VG_RECOVERY_NODE_REBOOT] = "a node reboot",
+        [VG_RECOVERY_DRAIN_P2P] = "a drain of peer-to-peer traffic",
+        [VG_RECOVERY_DRAIN_AND_RESET] = "a drain, then a GPU reset",
+    };
+    return action < sizeof texts / sizeof texts[0] ? texts[action] : NULL;
+}
+
+const struct vg_gpu_clock_reason *vg_gpu_clock_reasons(size_t *n)
+{
+    static const struct vg_gpu_clock_reason reasons[] = {
+        {VG_CLK_GPU_IDLE, "gpu_idle"},
+        {VG_CLK_APP_SETTING, "applications_clocks_setting"},
+        {VG_CLK_SW_POWER_CAP, "sw_power_cap"},
+        {VG_CLK_HW_SLOWDOWN, "hw_slowdown"},
+        {VG_CLK_SYNC_BOOST, "sync_boost"},
+        {VG_CLK_SW_THERMAL, "sw_thermal_slowdown"},
+        {VG_CLK_HW_THERMAL, "hw_thermal_slowdown"},
+        {VG_CLK_HW_POWER_BRAKE, "hw_power_brake_slowdown"},
+        {VG_CLK_DISPLAY_SETTING, "display_clock_setting"},
+    };
+    *n = sizeof reasons / sizeof reasons[0];
+    return reasons;
+}
+
 const struct vg_gpu *vg_gpu_list_by_minor(const struct vg_gpu_list *list, unsigned minor)
 {
     for (size_t i = 0; i < list->ngpus; i++) {

@@ -78,6 +78,76 @@ enum vg_compute_mode {
     VG_COMPUTE_EXCLUSIVE_PROCESS = 3,
 };
 
+/*
+ * The GPU's own health, as the driver reports it (GPUs only; MIG devices leave it empty). Each
+ * fact has a bit in vg_gpu_health.known, set only when its getter answered: a driver or board
+ * that answers NOT_SUPPORTED or NO_PERMISSION leaves it unknown, which is never "healthy".
+ */
+enum {
+    VG_GH_K_ECC_MODE = 1u << 0,       /* ecc_current, ecc_pending: nvmlDeviceGetEccMode */
+    VG_GH_K_ECC_VOL_CORR = 1u << 1,   /* nvmlDeviceGetTotalEccErrors, one bit per counter */
+    VG_GH_K_ECC_VOL_UNCORR = 1u << 2, /* volatile: since the driver last loaded */
+    VG_GH_K_ECC_AGG_CORR = 1u << 3,   /* aggregate: the board's lifetime (infoROM) */
+    VG_GH_K_ECC_AGG_UNCORR = 1u << 4,
+    VG_GH_K_RETIRED_SBE = 1u << 5,     /* nvmlDeviceGetRetiredPages, multiple single-bit */
+    VG_GH_K_RETIRED_DBE = 1u << 6,     /* ... double-bit */
+    VG_GH_K_RETIRED_PENDING = 1u << 7, /* nvmlDeviceGetRetiredPagesPendingStatus */
+    VG_GH_K_REMAP = 1u << 8,           /* remap_*: nvmlDeviceGetRemappedRows */
+    VG_GH_K_RECOVERY = 1u << 9,        /* recovery: field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION */
+    VG_GH_K_CLOCKS = 1u << 10,         /* clocks: nvmlDeviceGetCurrentClocksEventReasons */
+};
+
+/* The driver's recovery action, with NVML's numbers (nvmlDeviceGpuRecoveryAction_t; gpu/nvml.c
+ * checks they agree). A number past these is kept as it came. */
+enum vg_recovery {
+    VG_RECOVERY_NONE = 0,
+    VG_RECOVERY_GPU_RESET = 1,
+    VG_RECOVERY_NODE_REBOOT = 2,
+    VG_RECOVERY_DRAIN_P2P = 3,
+    VG_RECOVERY_DRAIN_AND_RESET = 4,
+};
+
+/* Clock event reasons, NVML's bits (nvmlClocksEventReason*). */
+#define VG_CLK_GPU_IDLE 0x1ull
+#define VG_CLK_APP_SETTING 0x2ull
+#define VG_CLK_SW_POWER_CAP 0x4ull
+#define VG_CLK_HW_SLOWDOWN 0x8ull
+#define VG_CLK_SYNC_BOOST 0x10ull
+#define VG_CLK_SW_THERMAL 0x20ull
+#define VG_CLK_HW_THERMAL 0x40ull
+#define VG_CLK_HW_POWER_BRAKE 0x80ull
+#define VG_CLK_DISPLAY_SETTING 0x100ull
+/* The reasons that mean the hardware or the driver is holding the GPU back against the work,
+ * not idling or obeying a setting: what `throttled` reports. */
+#define VG_CLK_BRAKES                                                                              \
+    (VG_CLK_HW_SLOWDOWN | VG_CLK_SW_THERMAL | VG_CLK_HW_THERMAL | VG_CLK_HW_POWER_BRAKE)
+
+/* "none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset"; NULL for a number NVML
+ * had not defined when this was written. Static; stable (JSON). */
+const char *vg_gpu_recovery_name(unsigned action);
+/* The same for people: "a GPU reset", "a node reboot", ...; NULL likewise. */
+const char *vg_gpu_recovery_text(unsigned action);
+
+/* The clock event reasons, one bit and stable name each ("hw_slowdown", ...), in bit order:
+ * *n entries. Static. */
+struct vg_gpu_clock_reason {
+    uint64_t bit;
+    const char *name;
+};
+const struct vg_gpu_clock_reason *vg_gpu_clock_reasons(size_t *n);
+
+struct vg_gpu_health {
+    unsigned known;                /* VG_GH_K_* */
+    bool ecc_current, ecc_pending; /* ECC enabled now / after the next reset */
+    uint64_t ecc_vol_corr, ecc_vol_uncorr, ecc_agg_corr, ecc_agg_uncorr;
+    unsigned retired_sbe, retired_dbe; /* pages retired for each cause */
+    bool retired_pending;              /* a retirement waits for the next reset */
+    unsigned remap_corr, remap_uncorr; /* rows remapped for correctable / uncorrectable errors */
+    bool remap_pending, remap_failure; /* a remap waits for a reset / a remap failed */
+    unsigned recovery;                 /* enum vg_recovery (the driver's number) */
+    uint64_t clocks;                   /* VG_CLK_* bits active now */
+};
+
 struct vg_gpu {
     unsigned index; /* NVML index (PCI bus order); MIG devices: index under the parent */
     bool is_mig;
@@ -98,6 +168,7 @@ struct vg_gpu {
     unsigned compute_mode; /* enum vg_compute_mode (the driver's number, also when unnamed) */
     unsigned mig_current, mig_pending;
     unsigned gpu_instance, compute_instance; /* MIG devices only */
+    struct vg_gpu_health health;
     bool lost; /* the device answered GPU_IS_LOST (or could not be opened) */
     bool hung; /* a call for this GPU did not return in time: only the identity
                 * read before it (name, UUID, minor, PCI) is known, the rest is

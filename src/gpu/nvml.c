@@ -88,6 +88,13 @@ struct vg_nvml_fns {
     nvml_dev_uint_fn power;
     nvml_dev_uint_fn power_limit[2]; /* enforced, management */
     nvml_dev_uint_fn fan;
+    nvml_dev_2uint_fn ecc_mode;
+    nvml_ecc_total_fn ecc_total;
+    nvml_retired_fn retired;
+    nvml_dev_uint_fn retired_pending;
+    nvml_remap_fn remap;
+    nvml_fields_fn fields;
+    nvml_dev_u64_fn clocks[2]; /* event reasons, throttle reasons (the older name) */
     void *conf_compute_mem;    /* presence only: the 535 window */
     void *process_detail_list; /* presence only: the 535 window */
 };
@@ -187,6 +194,14 @@ static const struct vg_nvml_sym vg_nvml_syms[] = {
     VG_SYM("nvmlDeviceGetEnforcedPowerLimit", power_limit[0]),
     VG_SYM("nvmlDeviceGetPowerManagementLimit", power_limit[1]),
     VG_SYM("nvmlDeviceGetFanSpeed", fan),
+    VG_SYM("nvmlDeviceGetEccMode", ecc_mode),
+    VG_SYM("nvmlDeviceGetTotalEccErrors", ecc_total),
+    VG_SYM("nvmlDeviceGetRetiredPages", retired),
+    VG_SYM("nvmlDeviceGetRetiredPagesPendingStatus", retired_pending),
+    VG_SYM("nvmlDeviceGetRemappedRows", remap),
+    VG_SYM("nvmlDeviceGetFieldValues", fields),
+    VG_SYM("nvmlDeviceGetCurrentClocksEventReasons", clocks[0]),
+    VG_SYM("nvmlDeviceGetCurrentClocksThrottleReasons", clocks[1]),
     VG_SYM("nvmlDeviceGetConfComputeMemSizeInfo", conf_compute_mem),
     VG_SYM("nvmlDeviceGetRunningProcessDetailList", process_detail_list),
 };
@@ -1203,6 +1218,199 @@ void vg_nvml_want_sensors(struct vg_nvml *nvml, bool on)
     nvml->sensors = on;
 }
 
+/* ---- health ----------------------------------------------------------------------------- */
+
+/*
+ * The GPU's health facts (gpu.h, struct vg_gpu_health), read on every GPU that is not lost:
+ * a few cheap calls, and what doctor, check and the hand-off judge a GPU by. Each is optional
+ * in vg_nvml_quiet's sense: NOT_SUPPORTED (a board without ECC or row remapping) leaves the
+ * fact unknown without an error; any other failure (NO_PERMISSION included) leaves it unknown
+ * and is recorded, so that it is said. Never does a failed call read as zero.
+ */
+_Static_assert(VG_RECOVERY_NONE == NVML_GPU_RECOVERY_ACTION_NONE &&
+                   VG_RECOVERY_GPU_RESET == NVML_GPU_RECOVERY_ACTION_GPU_RESET &&
+                   VG_RECOVERY_NODE_REBOOT == NVML_GPU_RECOVERY_ACTION_NODE_REBOOT &&
+                   VG_RECOVERY_DRAIN_P2P == NVML_GPU_RECOVERY_ACTION_DRAIN_P2P &&
+                   VG_RECOVERY_DRAIN_AND_RESET == NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET,
+               "enum vg_recovery carries NVML's numbers unchanged");
+_Static_assert(VG_CLK_HW_SLOWDOWN == NVML_CLOCKS_EVENT_REASON_HW_SLOWDOWN &&
+                   VG_CLK_SW_THERMAL == NVML_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN &&
+                   VG_CLK_HW_THERMAL == NVML_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN &&
+                   VG_CLK_HW_POWER_BRAKE == NVML_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN &&
+                   VG_CLK_GPU_IDLE == NVML_CLOCKS_EVENT_REASON_GPU_IDLE &&
+                   VG_CLK_SW_POWER_CAP == NVML_CLOCKS_EVENT_REASON_SW_POWER_CAP,
+               "VG_CLK_* carry NVML's bits unchanged");
+
+static int vg_nvml_read_ecc(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu_health *h = &d->g->health;
+    int r = 0;
+    if (f->ecc_mode) {
+        unsigned cur = 0, pending = 0;
+        vg_nvml_at(d, &f->ecc_mode);
+        nvmlReturn_t st = f->ecc_mode(d->dev, &cur, &pending);
+        if (st == NVML_SUCCESS) {
+            h->ecc_current = cur == NVML_FEATURE_ENABLED;
+            h->ecc_pending = pending == NVML_FEATURE_ENABLED;
+            h->known |= VG_GH_K_ECC_MODE;
+        } else if ((r = vg_nvml_fail(d, &f->ecc_mode, st, 1)) < 0)
+            return r;
+    }
+    static const struct {
+        int type, counter;
+        unsigned bit;
+        size_t off;
+    } counts[] = {
+        {NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, VG_GH_K_ECC_VOL_CORR,
+         offsetof(struct vg_gpu_health, ecc_vol_corr)},
+        {NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, VG_GH_K_ECC_VOL_UNCORR,
+         offsetof(struct vg_gpu_health, ecc_vol_uncorr)},
+        {NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, VG_GH_K_ECC_AGG_CORR,
+         offsetof(struct vg_gpu_health, ecc_agg_corr)},
+        {NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, VG_GH_K_ECC_AGG_UNCORR,
+         offsetof(struct vg_gpu_health, ecc_agg_uncorr)},
+    };
+    for (size_t i = 0; f->ecc_total && i < VG_ARRAY_LEN(counts); i++) {
+        unsigned long long v = 0;
+        vg_nvml_at(d, &f->ecc_total);
+        nvmlReturn_t st = f->ecc_total(d->dev, counts[i].type, counts[i].counter, &v);
+        if (st == NVML_SUCCESS) {
+            uint64_t u = v;
+            memcpy((char *)h + counts[i].off, &u, sizeof u);
+            h->known |= counts[i].bit;
+        } else if ((r = vg_nvml_fail(d, &f->ecc_total, st, 1)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The number of pages retired for one cause: a size query (no address buffer), which answers
+ * SUCCESS for none and INSUFFICIENT_SIZE with the count for some. */
+static int vg_nvml_read_retired_cause(struct vg_nvml_dev *d, int cause, unsigned bit, unsigned *out)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    unsigned count = 0;
+    vg_nvml_at(d, &f->retired);
+    nvmlReturn_t st = f->retired(d->dev, cause, &count, NULL);
+    if (st != NVML_SUCCESS && st != NVML_ERROR_INSUFFICIENT_SIZE)
+        return vg_nvml_fail(d, &f->retired, st, 1);
+    *out = st == NVML_SUCCESS ? 0 : count;
+    d->g->health.known |= bit;
+    return 0;
+}
+
+static int vg_nvml_read_retired(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu_health *h = &d->g->health;
+    int r;
+    if (f->retired) {
+        if ((r = vg_nvml_read_retired_cause(
+                 d, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, VG_GH_K_RETIRED_SBE,
+                 &h->retired_sbe)) < 0 ||
+            (r = vg_nvml_read_retired_cause(d, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+                                            VG_GH_K_RETIRED_DBE, &h->retired_dbe)) < 0)
+            return r;
+    }
+    unsigned pending = 0;
+    if (!f->retired_pending)
+        return 0;
+    vg_nvml_at(d, &f->retired_pending);
+    r = vg_nvml_got(d, &f->retired_pending, f->retired_pending(d->dev, &pending), 1, 0);
+    if (r > 0) {
+        h->retired_pending = pending == NVML_FEATURE_ENABLED;
+        h->known |= VG_GH_K_RETIRED_PENDING;
+    }
+    return r < 0 ? r : 0;
+}
+
+static int vg_nvml_read_remap(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    struct vg_gpu_health *h = &d->g->health;
+    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+    if (!f->remap)
+        return 0;
+    vg_nvml_at(d, &f->remap);
+    int r = vg_nvml_got(d, &f->remap, f->remap(d->dev, &corr, &unc, &pending, &failure), 1, 0);
+    if (r <= 0)
+        return r;
+    h->remap_corr = corr;
+    h->remap_uncorr = unc;
+    h->remap_pending = pending != 0;
+    h->remap_failure = failure != 0;
+    h->known |= VG_GH_K_REMAP;
+    return 0;
+}
+
+/* The recovery action field: the call can succeed while the field itself failed (its own
+ * nvmlReturn), which is recorded against the same function. */
+static int vg_nvml_read_recovery(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    nvmlFieldValue_t v;
+    if (!f->fields)
+        return 0;
+    memset(&v, 0, sizeof v);
+    v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+    vg_nvml_at(d, &f->fields);
+    nvmlReturn_t st = f->fields(d->dev, 1, &v);
+    if (st == NVML_SUCCESS)
+        st = v.nvmlReturn;
+    if (st != NVML_SUCCESS)
+        return vg_nvml_fail(d, &f->fields, st, 1);
+    switch (v.valueType) {
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        d->g->health.recovery = v.value.uiVal;
+        break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        d->g->health.recovery =
+            v.value.ullVal > 0xFFFFFFFFull ? 0xFFFFFFFFu : (unsigned)v.value.ullVal;
+        break;
+    default: /* a value type this action never has: not trusted, said as an error */
+        return vg_nvml_fail(d, &f->fields, NVML_ERROR_UNKNOWN, 1);
+    }
+    d->g->health.known |= VG_GH_K_RECOVERY;
+    return 0;
+}
+
+/* Clock event reasons; drivers before 535 name the same call ...ThrottleReasons. */
+static int vg_nvml_read_clocks(struct vg_nvml_dev *d)
+{
+    const struct vg_nvml_fns *f = &d->nvml->f;
+    const nvml_dev_u64_fn *slot = f->clocks[0] ? &f->clocks[0] : &f->clocks[1];
+    unsigned long long v = 0;
+    if (!*slot)
+        return 0;
+    vg_nvml_at(d, slot);
+    nvmlReturn_t st = (*slot)(d->dev, &v);
+    if (st == NVML_ERROR_FUNCTION_NOT_FOUND && slot == &f->clocks[0] && f->clocks[1]) {
+        slot = &f->clocks[1];
+        vg_nvml_at(d, slot);
+        st = (*slot)(d->dev, &v);
+    }
+    int r = vg_nvml_got(d, slot, st, 1, 0);
+    if (r > 0) {
+        d->g->health.clocks = v;
+        d->g->health.known |= VG_GH_K_CLOCKS;
+    }
+    return r < 0 ? r : 0;
+}
+
+static int vg_nvml_read_health(struct vg_nvml_dev *d)
+{
+    int r;
+    if (d->g->lost)
+        return 0;
+    if ((r = vg_nvml_read_ecc(d)) < 0 || (r = vg_nvml_read_retired(d)) < 0 ||
+        (r = vg_nvml_read_remap(d)) < 0 || (r = vg_nvml_read_recovery(d)) < 0)
+        return r;
+    return vg_nvml_read_clocks(d);
+}
+
 /* ---- devices ---------------------------------------------------------------------------- */
 
 typedef int (*vg_nvml_reader)(struct vg_nvml_dev *d);
@@ -1306,9 +1514,9 @@ static const vg_nvml_reader vg_nvml_ident_readers[] = {
 };
 
 static const vg_nvml_reader vg_nvml_gpu_readers[] = {
-    vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,    vg_nvml_read_persistence,
-    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs, vg_nvml_read_proc_util,
-    vg_nvml_read_migs,         vg_nvml_read_sensors,
+    vg_nvml_read_memory,       vg_nvml_read_util,     vg_nvml_read_cc,     vg_nvml_read_persistence,
+    vg_nvml_read_compute_mode, vg_nvml_read_mig_mode, vg_nvml_read_procs,  vg_nvml_read_proc_util,
+    vg_nvml_read_migs,         vg_nvml_read_sensors,  vg_nvml_read_health,
 };
 
 /* Copy the identity fields of src (name, UUID, minor, PCI) into dst, which holds none. On

@@ -80,6 +80,45 @@ enum {
 #define NVML_FEATURE_DISABLED 0
 #define NVML_FEATURE_ENABLED 1
 
+/* nvmlMemoryErrorType_t and nvmlEccCounterType_t, for nvmlDeviceGetTotalEccErrors. */
+#define NVML_MEMORY_ERROR_TYPE_CORRECTED 0
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0
+#define NVML_AGGREGATE_ECC 1
+
+/* nvmlPageRetirementCause_t, for nvmlDeviceGetRetiredPages. */
+#define NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS 0
+#define NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR 1
+
+/* The field id of the driver's recovery action (nvmlDeviceGetFieldValues), and its values
+ * (nvmlDeviceGpuRecoveryAction_t). */
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_GPU_RECOVERY_ACTION_NONE 0
+#define NVML_GPU_RECOVERY_ACTION_GPU_RESET 1
+#define NVML_GPU_RECOVERY_ACTION_NODE_REBOOT 2
+#define NVML_GPU_RECOVERY_ACTION_DRAIN_P2P 3
+#define NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET 4
+
+/* nvmlValueType_t: which member of nvmlValue_t a field value fills. */
+#define NVML_VALUE_TYPE_DOUBLE 0
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_VALUE_TYPE_UNSIGNED_LONG 2
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+#define NVML_VALUE_TYPE_SIGNED_LONG_LONG 4
+#define NVML_VALUE_TYPE_SIGNED_INT 5
+#define NVML_VALUE_TYPE_UNSIGNED_SHORT 6
+
+/* Clock event (formerly throttle) reasons: nvmlClocksEventReason* bits. */
+#define NVML_CLOCKS_EVENT_REASON_GPU_IDLE 0x1ULL
+#define NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING 0x2ULL
+#define NVML_CLOCKS_EVENT_REASON_SW_POWER_CAP 0x4ULL
+#define NVML_CLOCKS_EVENT_REASON_HW_SLOWDOWN 0x8ULL
+#define NVML_CLOCKS_EVENT_REASON_SYNC_BOOST 0x10ULL
+#define NVML_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN 0x20ULL
+#define NVML_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN 0x40ULL
+#define NVML_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN 0x80ULL
+#define NVML_CLOCKS_EVENT_REASON_DISPLAY_CLOCK_SETTING 0x100ULL
+
 /* nvmlProcessInfo_v1_t: what the unversioned process-list functions fill. */
 typedef struct {
     unsigned int pid;
@@ -146,6 +185,27 @@ typedef struct {
     unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+/* nvmlValue_t and nvmlFieldValue_t: one request and answer of nvmlDeviceGetFieldValues. */
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    signed int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* nvmlValueType_t */
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t is 16 bytes");
 _Static_assert(offsetof(nvmlProcessInfo_v1_t, usedGpuMemory) == 8, "v1 usedGpuMemory at 8");
 _Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t is 24 bytes");
@@ -163,6 +223,11 @@ _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t is 68 bytes");
 _Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t busId at 36");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t is 8 bytes");
 _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process util sample is 32 bytes");
+_Static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t is 8 bytes");
+_Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t is 40 bytes");
+_Static_assert(offsetof(nvmlFieldValue_t, valueType) == 24, "nvmlFieldValue_t valueType at 24");
+_Static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28, "nvmlFieldValue_t nvmlReturn at 28");
+_Static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t value at 32");
 
 /* Function types, one per symbol shape. Versioned symbols sharing a shape share a type. */
 typedef nvmlReturn_t (*nvml_void_fn)(void);
@@ -186,6 +251,17 @@ typedef nvmlReturn_t (*nvml_mig_handle_fn)(nvmlDevice_t dev, unsigned int index,
 typedef nvmlReturn_t (*nvml_dev_from_mig_fn)(nvmlDevice_t mig, nvmlDevice_t *dev);
 /* nvmlDeviceGetTemperature(device, nvmlTemperatureSensors_t sensorType, unsigned int *temp) */
 typedef nvmlReturn_t (*nvml_temp_fn)(nvmlDevice_t dev, int sensor, unsigned int *temp);
+/* nvmlDeviceGetTotalEccErrors(device, errorType, counterType, unsigned long long *count) */
+typedef nvmlReturn_t (*nvml_ecc_total_fn)(nvmlDevice_t dev, int error_type, int counter_type,
+                                          unsigned long long *count);
+/* nvmlDeviceGetRetiredPages(device, cause, unsigned int *pageCount, unsigned long long *addrs) */
+typedef nvmlReturn_t (*nvml_retired_fn)(nvmlDevice_t dev, int cause, unsigned int *count,
+                                        unsigned long long *addresses);
+/* nvmlDeviceGetRemappedRows(device, *corrRows, *uncRows, *isPending, *failureOccurred) */
+typedef nvmlReturn_t (*nvml_remap_fn)(nvmlDevice_t dev, unsigned int *corr, unsigned int *unc,
+                                      unsigned int *pending, unsigned int *failure);
+typedef nvmlReturn_t (*nvml_fields_fn)(nvmlDevice_t dev, int count, nvmlFieldValue_t *values);
+typedef nvmlReturn_t (*nvml_dev_u64_fn)(nvmlDevice_t dev, unsigned long long *value);
 typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev, nvmlProcessUtilizationSample_t *samples,
                                           unsigned int *count,
                                           unsigned long long lastSeenTimeStamp);
@@ -218,6 +294,13 @@ typedef nvmlReturn_t (*nvml_proc_util_fn)(nvmlDevice_t dev, nvmlProcessUtilizati
  *   nvmlDeviceGetTemperature (sensor NVML_TEMPERATURE_GPU; C)  nvml_temp_fn
  *   nvmlDeviceGetPowerUsage (mW), nvmlDeviceGetEnforcedPowerLimit (mW),
  *   nvmlDeviceGetPowerManagementLimit (mW), nvmlDeviceGetFanSpeed (%)  nvml_dev_uint_fn
+ *   nvmlDeviceGetEccMode (current, pending)                    nvml_dev_2uint_fn (enum values)
+ *   nvmlDeviceGetTotalEccErrors                                nvml_ecc_total_fn
+ *   nvmlDeviceGetRetiredPages                                  nvml_retired_fn
+ *   nvmlDeviceGetRetiredPagesPendingStatus                     nvml_dev_uint_fn (enum value)
+ *   nvmlDeviceGetRemappedRows                                  nvml_remap_fn
+ *   nvmlDeviceGetFieldValues                                   nvml_fields_fn
+ *   nvmlDeviceGetCurrentClocksEventReasons, ...ThrottleReasons nvml_dev_u64_fn
  *   nvmlDeviceGetConfComputeMemSizeInfo                        (presence only: 535 window)
  *   nvmlDeviceGetRunningProcessDetailList                      (presence only: 535 window)
  */

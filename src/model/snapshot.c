@@ -42,6 +42,7 @@ void vg_snap_free(struct vg_snapshot *snap)
     vg_gpu_list_release(&snap->gpus);
     free(snap->per_gpu);
     vg_proc_table_release(&snap->procs);
+    vg_proc_pci_release(&snap->pci);
     free(snap->holdings);
     free(snap);
 }
@@ -422,6 +423,10 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
             goto fail;
         }
         vg_err_release(&nerr);
+        if (vg_proc_pci_read(opts->sys_root, &snap->pci) != 0) {
+            rc = vg_err_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
     } else if (!(snap->driver_error = strdup("the driver was not asked (--no-nvml)"))) {
         rc = vg_err_set(err, -ENOMEM, "out of memory");
         goto fail;

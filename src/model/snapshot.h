@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "gpu/gpu.h"
+#include "proc/pci.h"
 #include "proc/proc.h"
 #include "util/err.h"
 
@@ -91,6 +92,10 @@ struct vg_snapshot {
 
     struct vg_proc_table procs;
 
+    /* The NVIDIA GPUs on the PCI bus (sysfs), read with the driver's view; known false when
+     * not read (a replay, a sampler, no sysfs). */
+    struct vg_proc_pci pci;
+
     struct vg_holding *holdings; /* sorted by gpu (NO_GPU last), mig, pid */
     size_t nholdings;
 };
@@ -113,6 +118,7 @@ struct vg_snap_opts {
     bool skip_nvml;           /* build from /proc alone */
     bool all_procs;           /* read every process in full, not only holders */
     int scan;                 /* enum vg_proc_scan_mode: how holders are found (--scan) */
+    const char *sys_root;     /* sysfs, for the GPUs on the PCI bus; NULL: /sys */
 };
 
 /* The window the commands that judge leftovers (doctor, check, clean) measure activity over. */

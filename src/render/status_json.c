@@ -163,6 +163,59 @@ static void vg_json_mig(struct vg_json *j, const struct vg_snapshot *snap, size_
     vg_json_arr_end(j);
 }
 
+/* The GPU's health facts (gpu.h, struct vg_gpu_health): each member null when unknown. */
+static void vg_json_health(struct vg_json *j, const struct vg_gpu *g)
+{
+    const struct vg_gpu_health *h = &g->health;
+    unsigned k = h->known;
+    vg_json_key(j, "health");
+    vg_json_obj_begin(j);
+    vg_json_key(j, "ecc");
+    vg_json_obj_begin(j);
+    vg_json_kbool_opt(j, "current", k & VG_GH_K_ECC_MODE, h->ecc_current);
+    vg_json_kbool_opt(j, "pending", k & VG_GH_K_ECC_MODE, h->ecc_pending);
+    vg_json_key(j, "volatile");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "corrected", k & VG_GH_K_ECC_VOL_CORR, h->ecc_vol_corr);
+    vg_json_ku64_opt(j, "uncorrected", k & VG_GH_K_ECC_VOL_UNCORR, h->ecc_vol_uncorr);
+    vg_json_obj_end(j);
+    vg_json_key(j, "aggregate");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "corrected", k & VG_GH_K_ECC_AGG_CORR, h->ecc_agg_corr);
+    vg_json_ku64_opt(j, "uncorrected", k & VG_GH_K_ECC_AGG_UNCORR, h->ecc_agg_uncorr);
+    vg_json_obj_end(j);
+    vg_json_obj_end(j);
+    vg_json_key(j, "retired_pages");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "single_bit", k & VG_GH_K_RETIRED_SBE, h->retired_sbe);
+    vg_json_ku64_opt(j, "double_bit", k & VG_GH_K_RETIRED_DBE, h->retired_dbe);
+    vg_json_kbool_opt(j, "pending", k & VG_GH_K_RETIRED_PENDING, h->retired_pending);
+    vg_json_obj_end(j);
+    vg_json_key(j, "remapped_rows");
+    vg_json_obj_begin(j);
+    vg_json_ku64_opt(j, "corrected", k & VG_GH_K_REMAP, h->remap_corr);
+    vg_json_ku64_opt(j, "uncorrected", k & VG_GH_K_REMAP, h->remap_uncorr);
+    vg_json_kbool_opt(j, "pending", k & VG_GH_K_REMAP, h->remap_pending);
+    vg_json_kbool_opt(j, "failure", k & VG_GH_K_REMAP, h->remap_failure);
+    vg_json_obj_end(j);
+    const char *action = vg_gpu_recovery_name(h->recovery);
+    vg_json_kstr(j, "recovery_action", k & VG_GH_K_RECOVERY ? (action ? action : "unknown") : NULL);
+    vg_json_ku64_opt(j, "recovery_action_code", k & VG_GH_K_RECOVERY, h->recovery);
+    vg_json_key(j, "clock_event_reasons");
+    if (k & VG_GH_K_CLOCKS) {
+        size_t n;
+        const struct vg_gpu_clock_reason *r = vg_gpu_clock_reasons(&n);
+        vg_json_arr_begin(j);
+        for (size_t i = 0; i < n; i++)
+            if (h->clocks & r[i].bit)
+                vg_json_str(j, r[i].name);
+        vg_json_arr_end(j);
+    } else {
+        vg_json_null(j);
+    }
+    vg_json_obj_end(j);
+}
+
 static void vg_json_gpu(struct vg_json *j, const struct vg_snapshot *snap, size_t gi)
 {
     const struct vg_gpu *g = &snap->gpus.gpus[gi];
@@ -196,6 +249,7 @@ static void vg_json_gpu(struct vg_json *j, const struct vg_snapshot *snap, size_
     vg_json_kbool_opt(j, "current", g->known & VG_GPU_K_MIG_MODE, g->mig_current);
     vg_json_kbool_opt(j, "pending", g->known & VG_GPU_K_MIG_MODE, g->mig_pending);
     vg_json_obj_end(j);
+    vg_json_health(j, g);
     vg_json_kbool(j, "processes_known", g->known & VG_GPU_K_PROCS);
     vg_json_ku64(j, "holder_count", s->nholders);
     vg_json_holders_of(j, snap, gi, -1);

@@ -160,6 +160,54 @@ static void vg_text_memory(struct vg_buf *o, const struct vg_gpu *g)
     }
 }
 
+/* Add part to the health line in line (n bytes), ", "-separated. */
+static void vg_text_health_part(char *line, size_t n, const char *part)
+{
+    size_t len = strlen(line);
+    snprintf(line + len, n - len, "%s%s", len ? ", " : "", part);
+}
+
+/* One line when the GPU's own health is wrong (what doctor's health rules report, in short),
+ * nothing otherwise: unknown facts say nothing here, doctor and the JSON say them. Kept within
+ * 80 columns: a longer line is cut with "...". */
+static void vg_text_health(struct vg_buf *o, const struct vg_gpu *g, const struct vg_style *st)
+{
+    static const struct {
+        uint64_t bit;
+        const char *name;
+    } brakes[] = {
+        {VG_CLK_HW_SLOWDOWN, "hw slowdown"},
+        {VG_CLK_HW_THERMAL, "hw thermal"},
+        {VG_CLK_SW_THERMAL, "sw thermal"},
+        {VG_CLK_HW_POWER_BRAKE, "power brake"},
+    };
+    const struct vg_gpu_health *h = &g->health;
+    char line[160] = "", part[48];
+    if ((h->known & VG_GH_K_ECC_VOL_UNCORR) && h->ecc_vol_uncorr) {
+        snprintf(part, sizeof part, "%llu uncorrected ECC", (unsigned long long)h->ecc_vol_uncorr);
+        vg_text_health_part(line, sizeof line, part);
+    }
+    if ((h->known & VG_GH_K_RETIRED_PENDING) && h->retired_pending)
+        vg_text_health_part(line, sizeof line, "page retirement pending");
+    if ((h->known & VG_GH_K_REMAP) && h->remap_failure)
+        vg_text_health_part(line, sizeof line, "row remap failed");
+    else if ((h->known & VG_GH_K_REMAP) && h->remap_pending)
+        vg_text_health_part(line, sizeof line, "row remap pending");
+    if ((h->known & VG_GH_K_RECOVERY) && h->recovery != VG_RECOVERY_NONE) {
+        const char *a = vg_gpu_recovery_text(h->recovery);
+        snprintf(part, sizeof part, "driver asks %s", a ? a : "an unknown action");
+        vg_text_health_part(line, sizeof line, part);
+    }
+    for (size_t i = 0; (h->known & VG_GH_K_CLOCKS) && i < sizeof brakes / sizeof brakes[0]; i++)
+        if (h->clocks & brakes[i].bit)
+            vg_text_health_part(line, sizeof line, brakes[i].name);
+    if (!line[0])
+        return;
+    if (strlen(line) > 68)
+        memcpy(line + 65, "...", 4);
+    vg_buf_printf(o, "  %s! health: %s%s\n", st->red, line, st->reset);
+}
+
 static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t gi,
                         const struct vg_render_opts *ro, const struct vg_style *st)
 {
@@ -196,6 +244,7 @@ static void vg_text_gpu(struct vg_buf *o, const struct vg_snapshot *snap, size_t
                       s->unexplained_has_reserved ? " (includes the driver's reservation)" : "",
                       st->reset);
     }
+    vg_text_health(o, g, st);
     vg_text_errors(o, g->errors, g->nerrors, st);
 
     bool header = false;

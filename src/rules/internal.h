@@ -86,5 +86,13 @@ void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 void vg_rule_stale_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_unmatched_node(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+/* gpu_health.c: the GPU's own health */
+void vg_rule_ecc_uncorrected(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_retirement_pending(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_remap_pending(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_remap_failed(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_recovery_action(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_throttled(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_gpu_missing(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 
 #endif

@@ -35,6 +35,10 @@ struct vg_rule_opts {
     const struct vg_idle_info *idle;
     size_t nidle;
     uint64_t idle_min_ms; /* default 1 h */
+    /* gpu-missing: how many GPUs the host should have (--expect-gpus); when not set, the NVIDIA
+     * GPUs on the PCI bus (snap->pci) say it */
+    bool expect_gpus_set;
+    unsigned expect_gpus;
 };
 
 void vg_rule_opts_init(struct vg_rule_opts *o);

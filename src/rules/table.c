@@ -9,6 +9,18 @@
 #include "util/parse.h"
 
 static const struct vg_rule_def vg_rule_table[] = {
+    /* the GPU's own health first: a board that needs a reset is the first thing to know */
+    {"gpu-missing", vg_rule_gpu_missing,
+     "fewer GPUs in the driver's view than the host has (--expect-gpus, or the PCI bus)"},
+    {"recovery-action", vg_rule_recovery_action,
+     "the driver asks for a GPU reset, a reboot or a drain (its recovery action field)"},
+    {"ecc-uncorrected", vg_rule_ecc_uncorrected, "uncorrected ECC errors since the driver loaded"},
+    {"remap-failed", vg_rule_remap_failed, "a row remap of the GPU's memory failed"},
+    {"remap-pending", vg_rule_remap_pending, "a row remap waits for the next GPU reset"},
+    {"retirement-pending", vg_rule_retirement_pending,
+     "a page retirement waits for the next GPU reset"},
+    {"throttled", vg_rule_throttled,
+     "clocks held down by a hardware slowdown, a thermal slowdown or a power brake"},
     {"invalid-visible", vg_rule_invalid_visible,
      "a CUDA_VISIBLE_DEVICES entry CUDA stops at (bad index, unknown UUID, duplicate)"},
     {"outside-visible", vg_rule_outside_visible,

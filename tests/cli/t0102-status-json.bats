@@ -33,7 +33,7 @@ MIB=1048576
 TOP_KEYS='["driver","gpus","host","path_only","replay","scan","schema","time","unmatched_holders","vramguard_version"]'
 HOST_KEYS='["dev_dir","pid_namespace","pid_namespace_depth","proc_root"]'
 DRIVER_KEYS='["available","cuda_version","driver_version","error","errors","library","memory_api","nvml_version","process_api","process_stride_535"]'
-GPU_KEYS='["compute_capability","compute_mode","errors","holder_count","holders","hung","index","lost","memory","mig_devices","mig_mode","minor","name","pci_bus_id","persistence_mode","processes_known","utilization","uuid"]'
+GPU_KEYS='["compute_capability","compute_mode","errors","health","holder_count","holders","hung","index","lost","memory","mig_devices","mig_mode","minor","name","pci_bus_id","persistence_mode","processes_known","utilization","uuid"]'
 GPU_MEM_KEYS='["free","held_by_holders","reserved","total","unexplained","unexplained_includes_reserved","unexplained_is_upper_bound","used"]'
 MIG_KEYS='["compute_instance","errors","gpu_instance","holders","index","memory","name","uuid"]'
 MIG_MEM_KEYS='["free","reserved","total","used"]'
@@ -70,6 +70,10 @@ EOF
     [ "$(keys '.gpus[].memory')" = "$GPU_MEM_KEYS" ]
     [ "$(keys '.gpus[].utilization')" = '["gpu","memory"]' ]
     [ "$(keys '.gpus[].mig_mode')" = '["current","pending"]' ]
+    [ "$(keys '.gpus[].health')" = '["clock_event_reasons","ecc","recovery_action","recovery_action_code","remapped_rows","retired_pages"]' ]
+    [ "$(keys '.gpus[].health.ecc')" = '["aggregate","current","pending","volatile"]' ]
+    [ "$(keys '.gpus[].health.remapped_rows')" = '["corrected","failure","pending","uncorrected"]' ]
+    [ "$(keys '.gpus[].health.retired_pages')" = '["double_bit","pending","single_bit"]' ]
     [ "$(keys '.gpus[].mig_devices[]')" = "$MIG_KEYS" ]
     [ "$(keys '.gpus[].mig_devices[].memory')" = "$MIG_MEM_KEYS" ]
     # Holders of every kind: both, nvml-only in and out of /proc, bogus, fd-only, MIG, unmatched.

@@ -487,6 +487,112 @@ FIELD_GETTER(nvmlDeviceGetPowerManagementLimit, unsigned int, GPU_FIELD(c, FK_PL
              c->dev->power_limit_mw)
 FIELD_GETTER(nvmlDeviceGetFanSpeed, unsigned int, GPU_FIELD(c, FK_FAN), c->dev->fan)
 
+/* The health getters (GPU handles only, like the sensors): each answers from its scenario
+ * keys, NOT_SUPPORTED when they were left out or `na`. */
+PAIR_GETTER(nvmlDeviceGetEccMode, unsigned int, FK_ECC, ecc, ecc_pending)
+
+FAKE_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type,
+                                                  int counter_type, unsigned long long *count)
+{
+    static const uint64_t bits[4] = {FK_ECC_VC, FK_ECC_VU, FK_ECC_AC, FK_ECC_AU};
+    struct fake_call c;
+    nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetTotalEccErrors, dev, 0, &c);
+    if (r != NVML_SUCCESS)
+        return r;
+    unsigned i = (unsigned)counter_type * 2u + (unsigned)error_type;
+    if (!count || error_type < 0 || error_type > 1 || counter_type < 0 || counter_type > 1)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    else if (!GPU_FIELD(&c, bits[i]))
+        r = NVML_ERROR_NOT_SUPPORTED;
+    else
+        *count = c.dev->ecc_count[i];
+    fake_leave();
+    return r;
+}
+
+/* NVML's count semantics: *count is the buffer's size in, the pages' number out; a buffer
+ * too small (a size query: 0) answers INSUFFICIENT_SIZE, unless there are none. Addresses are
+ * made up, one page apart. */
+FAKE_API nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t dev, int cause, unsigned int *count,
+                                                unsigned long long *addresses)
+{
+    struct fake_call c;
+    nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetRetiredPages, dev, 0, &c);
+    if (r != NVML_SUCCESS)
+        return r;
+    uint64_t bit = cause == 0 ? FK_RET_SBE : FK_RET_DBE;
+    unsigned n = cause == 0 ? c.dev->retired_sbe : c.dev->retired_dbe;
+    if (!count || cause < 0 || cause > 1)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    else if (!GPU_FIELD(&c, bit))
+        r = NVML_ERROR_NOT_SUPPORTED;
+    else if (n > 0 && (!addresses || *count < n))
+        r = NVML_ERROR_INSUFFICIENT_SIZE;
+    else
+        for (unsigned i = 0; i < n; i++)
+            addresses[i] = 0x100000ull + (unsigned long long)i * 4096u;
+    if (count && r != NVML_ERROR_INVALID_ARGUMENT && r != NVML_ERROR_NOT_SUPPORTED)
+        *count = n;
+    fake_leave();
+    return r;
+}
+
+FIELD_GETTER(nvmlDeviceGetRetiredPagesPendingStatus, unsigned int, GPU_FIELD(c, FK_RET_PEND),
+             c->dev->retired_pending)
+
+/* Any of the four remap keys makes the call answer; those left out count 0. */
+FAKE_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *corr,
+                                                unsigned int *unc, unsigned int *pending,
+                                                unsigned int *failure)
+{
+    struct fake_call c;
+    nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetRemappedRows, dev, 0, &c);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!corr || !unc || !pending || !failure)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    else if (c.m >= 0 || !(c.dev->known & FK_REMAP))
+        r = NVML_ERROR_NOT_SUPPORTED;
+    else
+        *corr = c.dev->remap[0], *unc = c.dev->remap[1], *pending = c.dev->remap[2],
+        *failure = c.dev->remap[3];
+    fake_leave();
+    return r;
+}
+
+/* Only the recovery action field is known; every other field id answers NOT_SUPPORTED in its
+ * own nvmlReturn, as does the recovery action when the scenario leaves it out. */
+FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int n, nvmlFieldValue_t *values)
+{
+    struct fake_call c;
+    nvmlReturn_t r = fake_enter(FAKE_FN_nvmlDeviceGetFieldValues, dev, 0, &c);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (!values || n <= 0)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; r == NVML_SUCCESS && i < n; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v->timestamp = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        v->latencyUsec = 0;
+        memset(&v->value, 0, sizeof v->value);
+        if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION && GPU_FIELD(&c, FK_RECOVERY)) {
+            v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = c.dev->recovery;
+            v->nvmlReturn = NVML_SUCCESS;
+        } else
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+    fake_leave();
+    return r;
+}
+
+FIELD_GETTER(nvmlDeviceGetCurrentClocksEventReasons, unsigned long long, GPU_FIELD(c, FK_CLOCKS),
+             c->dev->clocks)
+FIELD_GETTER(nvmlDeviceGetCurrentClocksThrottleReasons, unsigned long long,
+             GPU_FIELD(c, FK_CLOCKS), c->dev->clocks)
+
 /* Present only so a client can tell the 535 window apart (see nvml_abi.h); never supported,
  * but still logged and subject to hang and error rules. */
 #define STUB(fn)                                                                            \

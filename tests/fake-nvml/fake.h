@@ -57,6 +57,12 @@ enum fake_scope { FAKE_NONE, FAKE_GLOBAL, FAKE_INDEX, FAKE_DEVICE };
     X(nvmlDeviceGetTemperature, FAKE_DEVICE) X(nvmlDeviceGetPowerUsage, FAKE_DEVICE)            \
     X(nvmlDeviceGetEnforcedPowerLimit, FAKE_DEVICE)                                             \
     X(nvmlDeviceGetPowerManagementLimit, FAKE_DEVICE) X(nvmlDeviceGetFanSpeed, FAKE_DEVICE)     \
+    X(nvmlDeviceGetEccMode, FAKE_DEVICE) X(nvmlDeviceGetTotalEccErrors, FAKE_DEVICE)            \
+    X(nvmlDeviceGetRetiredPages, FAKE_DEVICE)                                                   \
+    X(nvmlDeviceGetRetiredPagesPendingStatus, FAKE_DEVICE)                                      \
+    X(nvmlDeviceGetRemappedRows, FAKE_DEVICE) X(nvmlDeviceGetFieldValues, FAKE_DEVICE)          \
+    X(nvmlDeviceGetCurrentClocksEventReasons, FAKE_DEVICE)                                      \
+    X(nvmlDeviceGetCurrentClocksThrottleReasons, FAKE_DEVICE)                                   \
     X(nvmlDeviceGetConfComputeMemSizeInfo, FAKE_DEVICE)                                         \
     X(nvmlDeviceGetRunningProcessDetailList, FAKE_DEVICE)
 
@@ -73,15 +79,32 @@ enum {
     FK_MIG = 1u << 12, FK_GI = 1u << 13, FK_CI = 1u << 14,
     FK_DRIVER = 1u << 15, FK_NVML = 1u << 16, FK_CUDA = 1u << 17,
     FK_TEMP = 1u << 18, FK_POWER = 1u << 19, FK_PLIMIT = 1u << 20, FK_FAN = 1u << 21,
-    FK_PARSER = 1u << 22, /* bits from here on are the parser's own */
 };
+/* The health keys' bits, past what an int enum holds (fake_dev.known is 64-bit). */
+#define FK_H(n) ((uint64_t)1 << (22 + (n)))
+#define FK_ECC FK_H(0)         /* ecc (and ecc_pending) */
+#define FK_ECC_VC FK_H(1)      /* ecc_vol_corr */
+#define FK_ECC_VU FK_H(2)      /* ecc_vol_uncorr */
+#define FK_ECC_AC FK_H(3)      /* ecc_agg_corr */
+#define FK_ECC_AU FK_H(4)      /* ecc_agg_uncorr */
+#define FK_RET_SBE FK_H(5)     /* retired_sbe */
+#define FK_RET_DBE FK_H(6)     /* retired_dbe */
+#define FK_RET_PEND FK_H(7)    /* retired_pending */
+#define FK_REMAP_C FK_H(8)     /* remap_corr */
+#define FK_REMAP_U FK_H(9)     /* remap_uncorr */
+#define FK_REMAP_P FK_H(10)    /* remap_pending */
+#define FK_REMAP_F FK_H(11)    /* remap_failure */
+#define FK_RECOVERY FK_H(12)   /* recovery_action */
+#define FK_CLOCKS FK_H(13)     /* clocks_event_reasons */
+#define FK_REMAP (FK_REMAP_C | FK_REMAP_U | FK_REMAP_P | FK_REMAP_F)
+#define FK_PARSER FK_H(14)     /* bits from here on are the parser's own */
 
 enum fake_ptype { FAKE_COMPUTE, FAKE_GRAPHICS, FAKE_MPS };
 enum fake_rule_kind { FAKE_RULE_ERROR, FAKE_RULE_HANG, FAKE_RULE_GROW };
 
 /* A GPU or a MIG device: MIG devices use name, uuid, total, used, gi and ci only. */
 struct fake_dev {
-    unsigned known;
+    uint64_t known;
     char uuid[FAKE_STR], name[FAKE_STR];
     char bus[32];                     /* "00000000:07:00.0", as written */
     unsigned domain, bus_no, dev_no, fn_no;
@@ -89,6 +112,12 @@ struct fake_dev {
     unsigned minor, util, mem_util, persistence, compute_mode, mig, mig_pending, gi, ci;
     int cc_major, cc_minor;
     unsigned temp, power_mw, power_limit_mw, fan; /* C, mW, mW, % */
+    unsigned ecc, ecc_pending;        /* nvmlEnableState_t */
+    uint64_t ecc_count[4];            /* volatile corr, volatile uncorr, aggregate corr, unc. */
+    unsigned retired_sbe, retired_dbe, retired_pending;
+    unsigned remap[4];                /* corrected, uncorrected, pending, failure */
+    unsigned recovery;                /* nvmlDeviceGpuRecoveryAction_t */
+    uint64_t clocks;                  /* clock event reason bits */
 };
 
 struct fake_gpu {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define LINE_LEN 1024
-#define MAX_PAIRS 24
+#define MAX_PAIRS 48
 
 /* One line split into words: the directive, an optional bare argument and key=value pairs,
  * all pointing into buf, unquoted and NUL-terminated. */
@@ -53,12 +53,13 @@ struct rec {
 #define K_MEM K_BIT(12)
 #define K_SM K_BIT(13)
 #define K_EXITS K_BIT(14)
+#define K_ECCP K_BIT(15)
 
 enum { D_GPU = 1, D_MIG = 2, D_PROC = 4, D_ERROR = 8, D_HANG = 16, D_GROW = 32 };
 #define D_RULES (D_ERROR | D_HANG | D_GROW)
 
 enum vkind { V_UINT, V_STR, V_SIZE, V_USED, V_BUS, V_CC, V_GPU, V_MIGREF, V_TYPE, V_FUNC,
-             V_INT, V_SECS, V_TIMES };
+             V_INT, V_SECS, V_TIMES, V_U64, V_HEX };
 
 static const struct key {
     unsigned dirs;
@@ -91,6 +92,21 @@ static const struct key {
     {D_GPU, "power_mw", V_UINT, AT(d.power_mw), FK_POWER, 10000000, true},
     {D_GPU, "power_limit_mw", V_UINT, AT(d.power_limit_mw), FK_PLIMIT, 10000000, true},
     {D_GPU, "fan", V_UINT, AT(d.fan), FK_FAN, 200, true},
+    {D_GPU, "ecc", V_UINT, AT(d.ecc), FK_ECC, 1, true},
+    {D_GPU, "ecc_pending", V_UINT, AT(d.ecc_pending), K_ECCP, 1, true},
+    {D_GPU, "ecc_vol_corr", V_U64, AT(d.ecc_count[0]), FK_ECC_VC, 0, true},
+    {D_GPU, "ecc_vol_uncorr", V_U64, AT(d.ecc_count[1]), FK_ECC_VU, 0, true},
+    {D_GPU, "ecc_agg_corr", V_U64, AT(d.ecc_count[2]), FK_ECC_AC, 0, true},
+    {D_GPU, "ecc_agg_uncorr", V_U64, AT(d.ecc_count[3]), FK_ECC_AU, 0, true},
+    {D_GPU, "retired_sbe", V_UINT, AT(d.retired_sbe), FK_RET_SBE, 0xFFFFFFFFu, true},
+    {D_GPU, "retired_dbe", V_UINT, AT(d.retired_dbe), FK_RET_DBE, 0xFFFFFFFFu, true},
+    {D_GPU, "retired_pending", V_UINT, AT(d.retired_pending), FK_RET_PEND, 1, true},
+    {D_GPU, "remap_corr", V_UINT, AT(d.remap[0]), FK_REMAP_C, 0xFFFFFFFFu, true},
+    {D_GPU, "remap_uncorr", V_UINT, AT(d.remap[1]), FK_REMAP_U, 0xFFFFFFFFu, true},
+    {D_GPU, "remap_pending", V_UINT, AT(d.remap[2]), FK_REMAP_P, 1, true},
+    {D_GPU, "remap_failure", V_UINT, AT(d.remap[3]), FK_REMAP_F, 1, true},
+    {D_GPU, "recovery_action", V_UINT, AT(d.recovery), FK_RECOVERY, 255, true},
+    {D_GPU, "clocks_event_reasons", V_HEX, AT(d.clocks), FK_CLOCKS, 0, true},
     {D_MIG, "gi", V_UINT, AT(d.gi), FK_GI, 0xFFFFFFFEu, true},
     {D_MIG, "ci", V_UINT, AT(d.ci), FK_CI, 0xFFFFFFFEu, true},
     {D_PROC | D_RULES, "gpu", V_GPU, AT(g), K_TARGET, FAKE_MAX_GPUS - 1, false},
@@ -222,6 +238,26 @@ static bool parse_size(const char *s, uint64_t *out)
     return false;
 }
 
+/* A 64-bit value in decimal, or in hex after 0x (1 to 16 digits). */
+static bool parse_hex64(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t n;
+    if (s[0] != '0' || s[1] != 'x')
+        return parse_u64(s, 0, UINT64_MAX, out);
+    s += 2;
+    n = strlen(s);
+    if (!n || n > 16 || strspn(s, "0123456789abcdefABCDEF") != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        unsigned d = ch <= '9' ? (unsigned)(ch - '0') : (unsigned)((ch | 0x20) - 'a' + 10);
+        v = v << 4 | d;
+    }
+    *out = v;
+    return true;
+}
+
 /* Seconds as digits[.digits] (at most 9 decimals, at most a day), to nanoseconds. */
 static bool parse_seconds(const char *s, uint64_t *ns)
 {
@@ -289,7 +325,8 @@ static const char *const hints[] = {
     [V_GPU] = "a GPU index below 64", [V_MIGREF] = "GPU/INDEX like 0/1",
     [V_TYPE] = "compute, graphics or mps", [V_FUNC] = "an NVML function of nvml_abi.h",
     [V_INT] = "a nonzero integer", [V_SECS] = "seconds like 30 or 0.25 (at most 86400)",
-    [V_TIMES] = "a number from 1",
+    [V_TIMES] = "a number from 1", [V_U64] = "a number below 2^64",
+    [V_HEX] = "a number, or hex like 0x48",
 };
 
 /* Sets the field of one key from v. */
@@ -354,6 +391,12 @@ static int set(struct parser *ps, struct rec *rc, const struct key *k, const cha
         if ((ok = parse_u64(v, 0, 1000000000, &u) && u))
             rc->r.left = (long long)u;
         break;
+    case V_U64:
+        ok = parse_u64(v, 0, UINT64_MAX, at);
+        break;
+    case V_HEX:
+        ok = parse_hex64(v, at);
+        break;
     }
     if (!ok && k->kind == V_UINT)
         return fail(ps, "%s must be %sa number from 0 to %u, not '%s'", k->name,
@@ -377,6 +420,10 @@ static int do_gpu(struct parser *ps, struct rec *rc)
         d->known &= ~FK_MIG;  /* mig_pending=na */
     if (!(rc->seen & K_MIGP))
         d->mig_pending = d->mig;
+    if ((rc->seen & K_ECCP) && !(rc->known & K_ECCP))
+        d->known &= ~FK_ECC;  /* ecc_pending=na */
+    if (!(rc->seen & K_ECCP))
+        d->ecc_pending = d->ecc;
     sc->gpus[sc->ngpus].dev = *d;
     sc->gpus[sc->ngpus++].nmig = 0;
     return 0;

@@ -136,6 +136,29 @@ static inline void fx_util(struct vg_gpu *g, uint32_t pid, unsigned pct)
         }
 }
 
+/* Every health fact known and healthy on g (ECC on, no errors, nothing retired, remapped or
+ * pending, no recovery action, clocks free): tests then set the one they mean. */
+static inline struct vg_gpu_health *fx_health(struct vg_gpu *g)
+{
+    memset(&g->health, 0, sizeof g->health);
+    g->health.known = VG_GH_K_ECC_MODE | VG_GH_K_ECC_VOL_CORR | VG_GH_K_ECC_VOL_UNCORR |
+                      VG_GH_K_ECC_AGG_CORR | VG_GH_K_ECC_AGG_UNCORR | VG_GH_K_RETIRED_SBE |
+                      VG_GH_K_RETIRED_DBE | VG_GH_K_RETIRED_PENDING | VG_GH_K_REMAP |
+                      VG_GH_K_RECOVERY | VG_GH_K_CLOCKS;
+    g->health.ecc_current = g->health.ecc_pending = true;
+    return &g->health;
+}
+
+/* The NVIDIA GPUs on the PCI bus a snapshot says the host has (n addresses, bus 0x17 + i). */
+static inline void fx_pci(struct vg_snapshot *s, size_t n)
+{
+    s->pci.known = true;
+    s->pci.n = n;
+    s->pci.devs = n ? fx_grow(NULL, n, sizeof(*s->pci.devs)) : NULL;
+    for (size_t i = 0; i < n; i++)
+        s->pci.devs[i] = (struct vg_pci_dev){0, 0x17 + (unsigned)i, 0, 0};
+}
+
 static inline struct vg_snapshot *fx_assemble(struct vg_gpu_list *l, struct vg_proc_table *t)
 {
     struct vg_snapshot *s = vg_snap_new();

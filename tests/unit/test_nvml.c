@@ -1060,11 +1060,140 @@ static void test_env_library(void **state)
     vg_t_done(&t);
 }
 
+/* ---- health facts ------------------------------------------------------------------------ */
+
+#define ALL_HEALTH_BITS                                                                            \
+    (VG_GH_K_ECC_MODE | VG_GH_K_ECC_VOL_CORR | VG_GH_K_ECC_VOL_UNCORR | VG_GH_K_ECC_AGG_CORR |    \
+     VG_GH_K_ECC_AGG_UNCORR | VG_GH_K_RETIRED_SBE | VG_GH_K_RETIRED_DBE |                         \
+     VG_GH_K_RETIRED_PENDING | VG_GH_K_REMAP | VG_GH_K_RECOVERY | VG_GH_K_CLOCKS)
+
+static const char health_gpus[] =
+    "gpu index=0 uuid=GPU-h0 name=H minor=0 bus=00000000:01:00.0 total=80GiB"
+    " ecc=1 ecc_pending=0 ecc_vol_corr=12 ecc_vol_uncorr=2 ecc_agg_corr=5000000000"
+    " ecc_agg_uncorr=3 retired_sbe=4 retired_dbe=1 retired_pending=1 remap_corr=7"
+    " remap_uncorr=2 remap_pending=1 remap_failure=0 recovery_action=1"
+    " clocks_event_reasons=0x48\n"
+    "gpu index=1 uuid=GPU-h1 name=H minor=1 bus=00000000:02:00.0 total=80GiB\n";
+
+/* Every health fact is read on every GPU, whatever the sensors say; a GPU whose driver has
+ * none of them (NOT_SUPPORTED) leaves them all unknown, without an error. */
+static void test_health_facts(void **state)
+{
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_FULL, health_gpus);
+    const struct vg_gpu_health *h = &t.list.gpus[0].health;
+    assert_int_equal(h->known, ALL_HEALTH_BITS);
+    assert_true(h->ecc_current);
+    assert_false(h->ecc_pending);
+    assert_int_equal(h->ecc_vol_corr, 12);
+    assert_int_equal(h->ecc_vol_uncorr, 2);
+    assert_int_equal(h->ecc_agg_corr, 5000000000ull);
+    assert_int_equal(h->ecc_agg_uncorr, 3);
+    assert_int_equal(h->retired_sbe, 4);
+    assert_int_equal(h->retired_dbe, 1);
+    assert_true(h->retired_pending);
+    assert_int_equal(h->remap_corr, 7);
+    assert_int_equal(h->remap_uncorr, 2);
+    assert_true(h->remap_pending);
+    assert_false(h->remap_failure);
+    assert_int_equal(h->recovery, VG_RECOVERY_GPU_RESET);
+    assert_int_equal(h->clocks, VG_CLK_HW_SLOWDOWN | VG_CLK_HW_THERMAL);
+    assert_int_equal(t.list.gpus[1].health.known, 0);
+    assert_int_equal(vg_t_nerrors(&t.list), 0);
+    /* the newer clocks name answered; the older one was not needed */
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetCurrentClocksEventReasons"), 2);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetCurrentClocksThrottleReasons"), 0);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetTotalEccErrors"), 8);
+    vg_t_done(&t);
+}
+
+/* NO_PERMISSION leaves a fact unknown and is said (an error naming the call); NOT_SUPPORTED
+ * leaves it unknown quietly; a driver without the event-reasons name falls back to the
+ * throttle-reasons one; the recovery field failing inside a successful call is unknown. */
+static void test_health_refused(void **state)
+{
+    char *sc = vg_t_with(health_gpus,
+                         "error func=nvmlDeviceGetRemappedRows gpu=0 code=4\n"
+                         "error func=nvmlDeviceGetEccMode gpu=0 code=3\n"
+                         "error func=nvmlDeviceGetTotalEccErrors gpu=0 code=4 times=1\n"
+                         "error func=nvmlDeviceGetRetiredPages gpu=0 code=3\n"
+                         "error func=nvmlDeviceGetCurrentClocksEventReasons code=13\n");
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_FULL, sc);
+    const struct vg_gpu *g = &t.list.gpus[0];
+    const struct vg_gpu_health *h = &g->health;
+    assert_false(h->known & VG_GH_K_REMAP);
+    assert_false(h->remap_pending); /* unknown, and left zero: never read */
+    assert_false(h->known & VG_GH_K_ECC_MODE);
+    assert_false(h->known & VG_GH_K_ECC_VOL_CORR); /* the first counter was refused */
+    assert_true(h->known & VG_GH_K_ECC_VOL_UNCORR);
+    assert_false(h->known & (VG_GH_K_RETIRED_SBE | VG_GH_K_RETIRED_DBE));
+    assert_true(h->known & VG_GH_K_RETIRED_PENDING);
+    assert_true(h->known & VG_GH_K_CLOCKS);
+    assert_int_equal(h->clocks, 0x48);
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetCurrentClocksThrottleReasons"), 2);
+    assert_int_equal(g->nerrors, 2);
+    assert_string_equal(g->errors[0].func, "nvmlDeviceGetTotalEccErrors");
+    assert_int_equal(g->errors[0].status, 4);
+    assert_string_equal(g->errors[1].func, "nvmlDeviceGetRemappedRows");
+    assert_non_null(strstr(g->errors[1].msg, "GPU 0: nvmlDeviceGetRemappedRows: Insufficient"));
+    /* GPU 1 has no recovery_action: the call succeeds, the field answers NOT_SUPPORTED */
+    assert_false(t.list.gpus[1].health.known & VG_GH_K_RECOVERY);
+    assert_int_equal(t.list.gpus[1].nerrors, 0);
+    vg_t_done(&t);
+    free(sc);
+}
+
+/* The legacy library exports none of the health symbols: all unknown, no error, no call. */
+static void test_health_legacy(void **state)
+{
+    struct vg_t t;
+    vg_t_read(state, &t, FAKE_LEGACY, health_gpus);
+    assert_int_equal(t.list.gpus[0].health.known, 0);
+    assert_int_equal(vg_t_nerrors(&t.list), 0);
+    assert_false(vg_nvml_has_symbol(t.nvml, "nvmlDeviceGetRemappedRows"));
+    assert_false(vg_nvml_has_symbol(t.nvml, "nvmlDeviceGetFieldValues"));
+    assert_int_equal(vg_t_calls(&t, "nvmlDeviceGetEccMode"), 0);
+    vg_t_done(&t);
+}
+
+/* A health call that hangs costs its GPU only, like any other: hung, its health unknown, the
+ * call named; once it returns the GPU is read whole again (polled with a bound). */
+static void test_health_hang(void **state)
+{
+    char *sc = vg_t_with(health_gpus,
+                         "hang func=nvmlDeviceGetRemappedRows gpu=0 seconds=1 times=1\n");
+    struct vg_t t;
+    vg_t_open(state, &t, FAKE_FULL, sc);
+    assert_int_equal(t.rc_open, 0);
+    vg_t_reread(&t, 200);
+    const struct vg_gpu *g = &t.list.gpus[0];
+    assert_true(g->hung);
+    assert_int_equal(g->health.known, 0);
+    assert_string_equal(g->errors[0].func, "nvmlDeviceGetRemappedRows");
+    assert_false(t.list.gpus[1].hung);
+    bool back = false;
+    for (int i = 0; i < 300 && !back; i++) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        vg_t_reread(&t, 5000);
+        back = !t.list.gpus[0].hung;
+    }
+    assert_true(back);
+    assert_int_equal(t.list.gpus[0].health.known, ALL_HEALTH_BITS);
+    vg_t_done(&t);
+    free(sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_four_gpus),
         cmocka_unit_test(test_sensors),
+        cmocka_unit_test(test_health_facts),
+        cmocka_unit_test(test_health_refused),
+        cmocka_unit_test(test_health_legacy),
+        cmocka_unit_test(test_health_hang),
         cmocka_unit_test(test_proc_util_silence),
         cmocka_unit_test(test_legacy_v1_everything),
         cmocka_unit_test(test_r535_stride),
