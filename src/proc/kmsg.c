@@ -254,6 +254,17 @@ static int vg_kmsg_keep(struct vg_kmsg_log *log, const struct vg_kmsg_xid_view *
     }
     d->xid[d->nxid++] = x;
     d->count++;
+    size_t c = 0;
+    while (c < d->ncodes && d->codes[c].code != v->code)
+        c++;
+    if (c == d->ncodes && d->ncodes < VG_KMSG_CODES_MAX)
+        d->codes[d->ncodes++] = (struct vg_kmsg_code){.code = v->code};
+    if (c < d->ncodes) {
+        d->codes[c].count++;
+        d->codes[c].last_ts_us = v->ts_us;
+    } else {
+        d->n_other_codes++;
+    }
     return 0;
 }
 

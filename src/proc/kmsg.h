@@ -57,6 +57,9 @@ int vg_proc_parse_kmsg_xid(const char *rec, size_t len, struct vg_kmsg_xid_view 
  * VG_KMSG_DEVS_MAX distinct PCI devices (reports of any further device are only counted). */
 #define VG_KMSG_XID_KEEP 8
 #define VG_KMSG_DEVS_MAX 64
+/* Each device also counts its distinct codes, at most this many (further codes are counted in
+ * n_other_codes): what a verdict needs even after many later Xids pushed an early one out. */
+#define VG_KMSG_CODES_MAX 16
 /* A process name or message longer than this is cut (the driver's are far shorter). */
 #define VG_KMSG_TEXT_MAX 512
 
@@ -69,9 +72,18 @@ struct vg_kmsg_xid {
     char *msg;  /* never NULL */
 };
 
+struct vg_kmsg_code {
+    unsigned code;
+    uint64_t count;
+    uint64_t last_ts_us; /* the last of them, microseconds since boot */
+};
+
 struct vg_kmsg_xid_dev {
     struct vg_pci_addr pci;
-    uint64_t count;          /* every Xid of this device read */
+    uint64_t count;                               /* every Xid of this device read */
+    struct vg_kmsg_code codes[VG_KMSG_CODES_MAX]; /* in the order first seen */
+    size_t ncodes;
+    uint64_t n_other_codes;  /* Xids of codes beyond VG_KMSG_CODES_MAX */
     struct vg_kmsg_xid *xid; /* the last ones, oldest first: nxid <= VG_KMSG_XID_KEEP */
     size_t nxid;
 };

@@ -86,5 +86,6 @@ void vg_rule_idle_holder(const struct vg_rule_ctx *ctx, struct vg_findings *out)
 void vg_rule_stale_pid(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_unmatched_node(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_allocator_cache(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_xid(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 
 #endif

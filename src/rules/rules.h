@@ -35,6 +35,11 @@ struct vg_rule_opts {
     const struct vg_idle_info *idle;
     size_t nidle;
     uint64_t idle_min_ms; /* default 1 h */
+    /* xid: codes given another class than the table's (comma lists, checked with
+     * vg_xid_list_check; NULL: none). rules/xid_table.h. */
+    const char *xid_wedged; /* --xid-fatal */
+    const char *xid_dirty;  /* --xid-dirty */
+    const char *xid_noted;  /* --xid-noted */
 };
 
 void vg_rule_opts_init(struct vg_rule_opts *o);
