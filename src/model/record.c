@@ -950,7 +950,9 @@ static int vg_rec_close(struct vg_rec_reader *r)
 }
 
 /* An object's word: finish the current one, start the new one. 1 when word is one, 0 when it
- * is not, negative on error. */
+ * is not, negative on error.
+ * long: where each object may stand and where it is stored, one case per object of the format;
+ * split, the halves would pass the reader and the object back and forth. */
 static int vg_rec_open(struct vg_rec_reader *r, const char *w, size_t n)
 {
     static const struct {
