@@ -215,6 +215,12 @@ static void test_log_bounded(void **state)
     assert_string_equal(log.devs[0].xid[VG_KMSG_XID_KEEP - 1].msg, "m19");
     assert_string_equal(log.devs[0].xid[0].name, "w");
     assert_int_equal(log.devs[1].count, 1);
+    /* every code counted, even those no longer kept */
+    assert_int_equal(log.devs[0].ncodes, 2);
+    assert_int_equal(log.devs[0].codes[0].code, 13);
+    assert_int_equal(log.devs[0].codes[0].count, 10);
+    assert_int_equal(log.devs[0].codes[1].code, 31);
+    assert_int_equal(log.devs[0].codes[1].last_ts_us, 19000);
     assert_int_equal(log.n_malformed, 1);
     assert_int_equal(log.n_records, 21);
     assert_false(log.lost);
