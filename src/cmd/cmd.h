@@ -49,6 +49,9 @@ struct vg_global {
     const char *record;       /* --record FILE: write the snapshot diagnosed (model/record.h) */
     const char *replay;       /* --replay FILE: diagnose that record instead of this host */
     const char *sys_root;     /* sysfs for the GPUs on the PCI bus (doctor --sysfs); NULL: /sys */
+    const char *kmsg_path;    /* --kmsg FILE (into kmsg_abs when checked), else
+                               * $VRAMGUARD_KMSG (never in a privileged copy), else /dev/kmsg */
+    char kmsg_abs[PATH_MAX];
 };
 
 /* Option codes of the global options inside getopt_long tables. */
@@ -63,6 +66,7 @@ enum {
     VG_OPT_SCAN,
     VG_OPT_RECORD,
     VG_OPT_REPLAY,
+    VG_OPT_KMSG,
     VG_OPT_HELP,
     VG_OPT_VERSION,
     VG_OPT_FIRST_LOCAL /* commands number their options that come back from here */
@@ -79,7 +83,7 @@ extern const struct vg_opt vg_global_opts[];
  * not a global option, -1 after printing an error for a bad value. cmd names the command for
  * messages (NULL before the command). In a setuid or file-capability copy (vg_priv_elevated)
  * the options that name a file are refused (--record, --replay) or take only paths root alone
- * can change (--nvml, --proc, --dev): see docs/reliability.md, "Trust boundaries". */
+ * can change (--nvml, --proc, --dev, --kmsg): see docs/reliability.md, "Trust boundaries". */
 int vg_global_opt(struct vg_global *g, int c, const char *arg, const char *cmd);
 
 /* The global options' section, shared by every command's --help and the main help. */

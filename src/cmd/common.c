@@ -66,6 +66,10 @@ const struct vg_opt vg_global_opts[] = {
      "diagnose the snapshot recorded in FILE instead of this host\n"
      "(status, doctor, check, visible, clean's plan)",
      VG_OPT_REPLAY, NULL, VG_OPT_VAL(VG_GLOBAL_AT(replay), .kind = VG_OPT_K_STR)},
+    {"kmsg", 0, VG_OPT_ARG_REQUIRED, "FILE",
+     "the kernel log to read Xid errors from (default $VRAMGUARD_KMSG\n"
+     "or /dev/kmsg; a file of kmsg records, e.g. for tests)",
+     VG_OPT_KMSG, NULL, VG_OPT_VAL(VG_GLOBAL_AT(kmsg_path), .kind = VG_OPT_K_STR)},
     {"help", 0, VG_OPT_ARG_NONE, NULL, "this help", VG_OPT_HELP, NULL, VG_OPT_CODE},
     {"version", 0, VG_OPT_ARG_NONE, NULL, "print the version and exit", VG_OPT_VERSION, NULL,
      VG_OPT_CODE},
@@ -370,14 +374,14 @@ bool vg_cmd_refuse_elevated(const char *cmd, const char *what, const char *why)
 
 /* A global option that names a file, in a setuid or file-capability copy: --record and
  * --replay are refused (neither needs any privilege, and each would open a file the caller
- * chose with rights the caller lacks); --nvml (code to load), --proc and --dev (what is read
- * and shown) take only a path that root alone can change, stored resolved. 1: handled, 0:
+ * chose with rights the caller lacks); --nvml (code to load), --proc, --dev and --kmsg (what
+ * is read and shown) take only a path that root alone can change, stored resolved. 1: handled, 0:
  * not such an option (or not elevated), -1 after the message. */
 static int vg_global_elevated(struct vg_global *g, const struct vg_opt *o, const char *arg,
                               const char *cmd)
 {
     if (o->id != VG_OPT_RECORD && o->id != VG_OPT_REPLAY && o->id != VG_OPT_NVML &&
-        o->id != VG_OPT_PROC && o->id != VG_OPT_DEV)
+        o->id != VG_OPT_PROC && o->id != VG_OPT_DEV && o->id != VG_OPT_KMSG)
         return 0;
     if (!vg_priv_elevated())
         return 0;
@@ -392,6 +396,7 @@ static int vg_global_elevated(struct vg_global *g, const struct vg_opt *o, const
     }
     char *dst = o->id == VG_OPT_NVML   ? g->nvml_abs
                 : o->id == VG_OPT_PROC ? g->proc_abs
+                : o->id == VG_OPT_KMSG ? g->kmsg_abs
                                        : g->dev_abs;
     size_t n = sizeof(g->dev_abs);
     struct vg_err err = VG_ERR_INIT;
@@ -407,6 +412,8 @@ static int vg_global_elevated(struct vg_global *g, const struct vg_opt *o, const
         g->nvml_path = g->nvml_abs;
     else if (o->id == VG_OPT_PROC)
         g->proc_root = g->proc_abs;
+    else if (o->id == VG_OPT_KMSG)
+        g->kmsg_path = g->kmsg_abs;
     else
         g->dev_dir = g->dev_abs;
     return 1;
@@ -499,6 +506,9 @@ int vg_cmd_snapshot(const struct vg_global *g, const char *cmd, unsigned flags,
             .skip_nvml = (flags & VG_CMD_SNAP_NO_NVML) != 0,
             .scan = g->scan,
             .sys_root = g->sys_root,
+            /* $VRAMGUARD_KMSG: secure_getenv, so a privileged copy never takes it */
+            .read_kmsg = !(flags & VG_CMD_SNAP_GPUS_ONLY),
+            .kmsg_path = g->kmsg_path ? g->kmsg_path : secure_getenv("VRAMGUARD_KMSG"),
         };
         struct vg_err err = VG_ERR_INIT;
         rc = vg_snap_build(&so, out, &err);

@@ -11,6 +11,7 @@
 #include "model/snapshot.h"
 #include "render/render.h"
 #include "rules/rules.h"
+#include "rules/xid_table.h"
 #include "util/parse.h"
 
 static const char vg_doctor_help[] =
@@ -67,6 +68,14 @@ const struct vg_opt vg_doctor_opts[] = {
     {"unattributed-min", 0, VG_OPT_ARG_REQUIRED, "SIZE",
      "unexplained memory reported above this (default 256MiB)", 0, NULL,
      VG_OPT_VAL(VG_DOCTOR_RULES(unattributed_min), .kind = VG_OPT_K_SIZE, .takes = VG_DOCTOR_SIZE)},
+    {"xid-fatal", 0, VG_OPT_ARG_REQUIRED, "CODES",
+     "Xid codes that leave a GPU wedged, whatever the table says\n"
+     "(e.g. 13,31; docs/diagnoses.md, \"xid\")",
+     0, NULL, VG_OPT_VAL(VG_DOCTOR_RULES(xid_wedged), .kind = VG_OPT_K_STR)},
+    {"xid-dirty", 0, VG_OPT_ARG_REQUIRED, "CODES", "Xid codes that leave a GPU dirty", 0, NULL,
+     VG_OPT_VAL(VG_DOCTOR_RULES(xid_dirty), .kind = VG_OPT_K_STR)},
+    {"xid-noted", 0, VG_OPT_ARG_REQUIRED, "CODES", "Xid codes that are only noted", 0, NULL,
+     VG_OPT_VAL(VG_DOCTOR_RULES(xid_noted), .kind = VG_OPT_K_STR)},
     {"no-shell", 0, VG_OPT_ARG_NONE, NULL,
      "do not check this shell's CUDA_VISIBLE_DEVICES and\n"
      "CUDA_DEVICE_ORDER",
@@ -106,6 +115,16 @@ static int vg_doctor_parse(struct vg_global *g, int argc, char **argv, struct vg
     }
     if (c != VG_CMD_OPT_END)
         return c == VG_CMD_OPT_HELP ? VG_EXIT_OK : VG_EXIT_USAGE;
+    const char *lists[] = {ropts->xid_wedged, ropts->xid_dirty, ropts->xid_noted};
+    const char *names[] = {"--xid-fatal", "--xid-dirty", "--xid-noted"};
+    for (size_t i = 0; i < 3; i++) {
+        struct vg_err err = VG_ERR_INIT;
+        if (lists[i] && vg_xid_list_check(lists[i], &err) != 0) {
+            vg_cmd_error("doctor", "%s: %s", names[i], vg_err_msg(&err));
+            vg_err_release(&err);
+            return VG_EXIT_USAGE;
+        }
+    }
     return -1;
 }
 

@@ -22,6 +22,7 @@
 #include "util/array.h"
 #include "util/file.h"
 #include "util/parse.h"
+#include "util/pci.h"
 
 #define VG_REC_MAGIC "vramguard-snapshot"
 
@@ -265,6 +266,40 @@ static const struct vg_rec_field vg_rec_kin_fields[] = {
 };
 #undef VG_K
 
+#define VG_KL struct vg_kmsg_log
+static const struct vg_rec_field vg_rec_kmsg_fields[] = {
+    VG_REC_F(VG_KL, "path", path, VG_REC_STR),
+    VG_REC_F(VG_KL, "why", why, VG_REC_STR),
+    VG_REC_F(VG_KL, "records", n_records, VG_REC_UNS),
+    VG_REC_F(VG_KL, "malformed", n_malformed, VG_REC_UNS),
+    VG_REC_F(VG_KL, "foreign", n_foreign, VG_REC_UNS),
+    VG_REC_F(VG_KL, "other_devices", n_other_dev, VG_REC_UNS),
+    VG_REC_F(VG_KL, "lost", lost, VG_REC_BOOL),
+    VG_REC_F(VG_KL, "lost_records", n_lost, VG_REC_UNS),
+    VG_REC_F(VG_KL, "first_known", first_known, VG_REC_BOOL),
+    VG_REC_F(VG_KL, "first_seq", first_seq, VG_REC_UNS),
+    VG_REC_F(VG_KL, "last_seq", last_seq, VG_REC_UNS),
+    VG_REC_END,
+};
+#undef VG_KL
+
+#define VG_KD struct vg_kmsg_xid_dev
+static const struct vg_rec_field vg_rec_xid_dev_fields[] = {
+    VG_REC_F(VG_KD, "count", count, VG_REC_UNS),
+    VG_REC_F(VG_KD, "other_codes", n_other_codes, VG_REC_UNS),
+    VG_REC_END,
+};
+#undef VG_KD
+
+#define VG_KX struct vg_kmsg_xid
+static const struct vg_rec_field vg_rec_xid_fields[] = {
+    VG_REC_F(VG_KX, "seq", seq, VG_REC_UNS),   VG_REC_F(VG_KX, "ts_us", ts_us, VG_REC_UNS),
+    VG_REC_F(VG_KX, "code", code, VG_REC_UNS), VG_REC_F(VG_KX, "pid_known", pid_known, VG_REC_BOOL),
+    VG_REC_F(VG_KX, "pid", pid, VG_REC_SIG),   VG_REC_F(VG_KX, "name", name, VG_REC_STR),
+    VG_REC_F(VG_KX, "msg", msg, VG_REC_STR),   VG_REC_END,
+};
+#undef VG_KX
+
 #define VG_R struct vg_proc
 static const struct vg_rec_field vg_rec_proc_fields[] = {
     VG_REC_F(VG_R, "pid", pid, VG_REC_SIG),
@@ -485,6 +520,30 @@ static void vg_rec_put_proc(struct vg_buf *out, const struct vg_proc *p)
     }
 }
 
+/* The kernel log's Xids, when the command read the log: the log, each device, its codes and
+ * the Xids it kept. */
+static void vg_rec_put_kmsg(struct vg_buf *out, const struct vg_kmsg_log *log)
+{
+    if (log->state == VG_KMSG_NOT_ASKED)
+        return;
+    vg_buf_printf(out, "kmsg\nstate %s\n", log->state == VG_KMSG_READ ? "read" : "unreadable");
+    vg_rec_put_fields(out, log, vg_rec_kmsg_fields);
+    for (size_t i = 0; i < log->ndevs; i++) {
+        const struct vg_kmsg_xid_dev *d = &log->devs[i];
+        char bus[VG_PCI_TEXT_MAX];
+        vg_pci_format(&d->pci, bus, sizeof(bus));
+        vg_buf_printf(out, "xid_dev\npci %s\n", bus);
+        vg_rec_put_fields(out, d, vg_rec_xid_dev_fields);
+        for (size_t c = 0; c < d->ncodes; c++)
+            vg_buf_printf(out, "code %u %" PRIu64 " %" PRIu64 "\n", d->codes[c].code,
+                          d->codes[c].count, d->codes[c].last_ts_us);
+        for (size_t k = 0; k < d->nxid; k++) {
+            vg_buf_adds(out, "xid\n");
+            vg_rec_put_fields(out, &d->xid[k], vg_rec_xid_fields);
+        }
+    }
+}
+
 int vg_snap_record_write(const struct vg_snapshot *snap, struct vg_buf *out, struct vg_err *err)
 {
     vg_buf_printf(out, "%s %d\n", VG_REC_MAGIC, VG_SNAP_RECORD_VERSION);
@@ -519,6 +578,7 @@ int vg_snap_record_write(const struct vg_snapshot *snap, struct vg_buf *out, str
     }
     for (size_t i = 0; i < t->n; i++)
         vg_rec_put_proc(out, &t->procs[i]);
+    vg_rec_put_kmsg(out, &snap->kmsg);
     vg_buf_adds(out, "end\n");
     if (out->err)
         return vg_err_set(err, out->err, "cannot put the record together: %s",
@@ -574,6 +634,9 @@ enum vg_rec_obj {
     VG_REC_O_UNREAD,
     VG_REC_O_KIN,
     VG_REC_O_PROC,
+    VG_REC_O_KMSG,
+    VG_REC_O_XID_DEV,
+    VG_REC_O_XID,
 };
 
 struct vg_rec_reader {
@@ -590,6 +653,7 @@ struct vg_rec_reader {
     struct vg_gpu *gpu; /* the GPU (or MIG device) objects of process and error attach to */
     bool env_set[VG_ENV_COUNT];
     bool nspid_set, proc_api_set, mem_api_set, pidns_set, taken_at_set;
+    bool had_kmsg, kmsg_state_set, pci_set;
 };
 
 /* Fail with "NAME:LINE: message". */
@@ -821,8 +885,9 @@ static void *vg_rec_push(void **v, size_t *n, size_t size)
 
 static const char *vg_rec_obj_name(enum vg_rec_obj o)
 {
-    static const char *const names[] = {"the snapshot", "driver", "error",  "gpu", "mig",
-                                        "process",      "procs",  "unread", "kin", "proc"};
+    static const char *const names[] = {"the snapshot", "driver",  "error",  "gpu", "mig",
+                                        "process",      "procs",   "unread", "kin", "proc",
+                                        "kmsg",         "xid_dev", "xid"};
     return names[o];
 }
 
@@ -848,6 +913,12 @@ static const struct vg_rec_field *vg_rec_table(enum vg_rec_obj o)
         return vg_rec_kin_fields;
     case VG_REC_O_PROC:
         return vg_rec_proc_fields;
+    case VG_REC_O_KMSG:
+        return vg_rec_kmsg_fields;
+    case VG_REC_O_XID_DEV:
+        return vg_rec_xid_dev_fields;
+    case VG_REC_O_XID:
+        return vg_rec_xid_fields;
     }
     return NULL;
 }
@@ -866,20 +937,32 @@ static int vg_rec_close(struct vg_rec_reader *r)
         return vg_rec_fail(r, -EINVAL, "processes must be in ascending pid order");
     if (r->obj == VG_REC_O_UNREAD && r->procs.nunread > VG_PROC_UNREAD_MAX)
         return vg_rec_fail(r, -EINVAL, "more than %d unread processes", VG_PROC_UNREAD_MAX);
+    if (r->obj == VG_REC_O_KMSG && !r->kmsg_state_set)
+        return vg_rec_fail(r, -EINVAL, "a kmsg without its state");
+    if (r->obj == VG_REC_O_XID_DEV && !r->pci_set)
+        return vg_rec_fail(r, -EINVAL, "an xid_dev without its pci");
+    if (r->obj == VG_REC_O_XID) {
+        struct vg_kmsg_xid *x = r->cur;
+        if (!x->msg && !(x->msg = strdup("")))
+            return vg_rec_fail(r, -ENOMEM, "out of memory");
+    }
     return 0;
 }
 
 /* An object's word: finish the current one, start the new one. 1 when word is one, 0 when it
- * is not, negative on error. */
+ * is not, negative on error.
+ * long: where each object may stand and where it is stored, one case per object of the format;
+ * split, the halves would pass the reader and the object back and forth. */
 static int vg_rec_open(struct vg_rec_reader *r, const char *w, size_t n)
 {
     static const struct {
         const char *word;
         enum vg_rec_obj obj;
     } words[] = {
-        {"driver", VG_REC_O_DRIVER}, {"error", VG_REC_O_ERROR},   {"gpu", VG_REC_O_GPU},
-        {"mig", VG_REC_O_MIG},       {"process", VG_REC_O_GPROC}, {"procs", VG_REC_O_PROCS},
-        {"unread", VG_REC_O_UNREAD}, {"kin", VG_REC_O_KIN},       {"proc", VG_REC_O_PROC},
+        {"driver", VG_REC_O_DRIVER}, {"error", VG_REC_O_ERROR},     {"gpu", VG_REC_O_GPU},
+        {"mig", VG_REC_O_MIG},       {"process", VG_REC_O_GPROC},   {"procs", VG_REC_O_PROCS},
+        {"unread", VG_REC_O_UNREAD}, {"kin", VG_REC_O_KIN},         {"proc", VG_REC_O_PROC},
+        {"kmsg", VG_REC_O_KMSG},     {"xid_dev", VG_REC_O_XID_DEV}, {"xid", VG_REC_O_XID},
     };
     size_t i = 0;
     while (i < sizeof(words) / sizeof(words[0]) && !vg_parse_is(w, n, words[i].word))
@@ -892,8 +975,14 @@ static int vg_rec_open(struct vg_rec_reader *r, const char *w, size_t n)
     enum vg_rec_obj o = words[i].obj;
     /* where each may stand: the driver's parts after "driver", the table's after "procs" */
     bool in_driver = r->had_driver && !r->had_procs;
-    bool ok = o == VG_REC_O_DRIVER                       ? !r->had_driver
-              : o == VG_REC_O_PROCS                      ? r->had_driver && !r->had_procs
+    struct vg_kmsg_log *log = &r->snap->kmsg;
+    struct vg_kmsg_xid_dev *dev = log->ndevs ? &log->devs[log->ndevs - 1] : NULL;
+    bool ok = o == VG_REC_O_KMSG      ? r->had_procs && !r->had_kmsg
+              : o == VG_REC_O_XID_DEV ? r->had_kmsg && log->ndevs < VG_KMSG_DEVS_MAX
+              : o == VG_REC_O_XID     ? dev && dev->nxid < VG_KMSG_XID_KEEP
+              : r->had_kmsg           ? false
+              : o == VG_REC_O_DRIVER  ? !r->had_driver
+              : o == VG_REC_O_PROCS   ? r->had_driver && !r->had_procs
               : o == VG_REC_O_ERROR || o == VG_REC_O_GPU ? in_driver
               : o == VG_REC_O_MIG || o == VG_REC_O_GPROC ? in_driver && r->gpu
                                                          : r->had_procs;
@@ -936,6 +1025,22 @@ static int vg_rec_open(struct vg_rec_reader *r, const char *w, size_t n)
         obj = vg_rec_push((void **)&r->procs.procs, &r->procs.n, sizeof(struct vg_proc));
         memset(r->env_set, 0, sizeof(r->env_set));
         r->nspid_set = false;
+        break;
+    case VG_REC_O_KMSG:
+        r->had_kmsg = true;
+        obj = log;
+        break;
+    case VG_REC_O_XID_DEV:
+        obj = dev = vg_rec_push((void **)&log->devs, &log->ndevs, sizeof(*log->devs));
+        log->devs_cap = log->ndevs;
+        if (dev && !(dev->xid = calloc(VG_KMSG_XID_KEEP, sizeof(*dev->xid)))) {
+            log->ndevs--;
+            obj = NULL;
+        }
+        r->pci_set = false;
+        break;
+    case VG_REC_O_XID:
+        obj = &dev->xid[dev->nxid++];
         break;
     case VG_REC_O_SNAP:
         break;
@@ -1041,6 +1146,48 @@ static int vg_rec_proc_list(struct vg_rec_reader *r, const char *k, size_t kn, c
     return 0;
 }
 
+/* The kernel log's fields that are no plain field: its state, a device's pci and codes. */
+static int vg_rec_kmsg_special(struct vg_rec_reader *r, const char *k, size_t kn, const char *v,
+                               size_t vn)
+{
+    struct vg_kmsg_log *log = &r->snap->kmsg;
+    if (r->obj == VG_REC_O_KMSG && vg_parse_is(k, kn, "state")) {
+        bool read = vg_parse_is(v, vn, "read");
+        if (r->kmsg_state_set || (!read && !vg_parse_is(v, vn, "unreadable")))
+            return vg_rec_fail(r, -EINVAL, "state takes read or unreadable, once");
+        log->state = read ? VG_KMSG_READ : VG_KMSG_UNREADABLE;
+        r->kmsg_state_set = true;
+        return 1;
+    }
+    if (r->obj != VG_REC_O_XID_DEV)
+        return 0;
+    struct vg_kmsg_xid_dev *d = r->cur;
+    if (vg_parse_is(k, kn, "pci")) {
+        if (r->pci_set || vg_pci_parse(v, vn, &d->pci) != 0)
+            return vg_rec_fail(r, -EINVAL, "pci takes DOMAIN:BUS:DEVICE, once");
+        r->pci_set = true;
+        return 1;
+    }
+    if (!vg_parse_is(k, kn, "code"))
+        return 0;
+    const char *f[3], *end = v + vn;
+    size_t fl[3];
+    uint64_t x[3];
+    for (int i = 0; i < 3; i++) {
+        const char *sp = memchr(v, ' ', (size_t)(end - v));
+        f[i] = v;
+        fl[i] = (size_t)((i < 2 && sp ? sp : end) - v);
+        v = i < 2 && sp ? sp + 1 : end;
+        if (vg_parse_u64n(f[i], fl[i], &x[i]) != 0)
+            return vg_rec_fail(r, -EINVAL, "code takes CODE COUNT LAST_TS_US");
+    }
+    if (d->ncodes == VG_KMSG_CODES_MAX || x[0] > 0xffffu)
+        return vg_rec_fail(r, -EINVAL, "more than %d codes, or a code above 65535",
+                           VG_KMSG_CODES_MAX);
+    d->codes[d->ncodes++] = (struct vg_kmsg_code){(unsigned)x[0], x[1], x[2]};
+    return 1;
+}
+
 /* The fields that are no plain field of a table. 1 when key was one, 0 when not. */
 static int vg_rec_special(struct vg_rec_reader *r, const char *k, size_t kn, const char *v,
                           size_t vn)
@@ -1090,6 +1237,8 @@ static int vg_rec_special(struct vg_rec_reader *r, const char *k, size_t kn, con
     }
     if (r->obj == VG_REC_O_PROC)
         return vg_rec_proc_list(r, k, kn, v, vn);
+    if (r->obj == VG_REC_O_KMSG || r->obj == VG_REC_O_XID_DEV)
+        return vg_rec_kmsg_special(r, k, kn, v, vn);
     return 0;
 }
 
@@ -1202,6 +1351,8 @@ int vg_snap_record_parse(const char *text, size_t len, const char *name, struct 
     }
     if (!rc)
         rc = vg_snap_assemble(r.snap, &r.gpus, r.snap->driver_ok, &r.procs, err);
+    if (!rc)
+        rc = vg_snap_join_xids(r.snap, err);
     if (rc) {
         vg_gpu_list_release(&r.gpus);
         vg_proc_table_release(&r.procs);

@@ -44,6 +44,8 @@ void vg_snap_free(struct vg_snapshot *snap)
     vg_proc_table_release(&snap->procs);
     vg_proc_pci_release(&snap->pci);
     free(snap->holdings);
+    vg_kmsg_log_release(&snap->kmsg);
+    free(snap->xid_devs);
     free(snap);
 }
 
@@ -437,6 +439,16 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         vg_err_set(err, rc, "out of memory");
         goto fail;
     }
+    /* Before /proc, so that the processes the Xids name are read in full: their user, cgroup
+     * and job are the Xid's. */
+    if (opts->read_kmsg && (parts & VG_SNAP_PART_PROCS)) {
+        if ((rc = vg_proc_read_kmsg(opts->kmsg_path, &snap->kmsg, err)) != 0 ||
+            (rc = vg_snap_xid_pids(&snap->kmsg, &pt.want, &pt.nwant)) != 0) {
+            if (!err->msg)
+                vg_err_set(err, rc, "out of memory");
+            goto fail;
+        }
+    }
     struct vg_proc_opts popts = {
         .proc_root = proc_root,
         .dev_dir = dev_dir,
@@ -450,7 +462,7 @@ int vg_snap_build(const struct vg_snap_opts *opts, struct vg_snapshot **out, str
         goto fail;
     snap->scanned_ms = vg_clock_ms();
     rc = vg_snap_assemble(snap, &pt.gpus, driver_ok, &pt.procs, err);
-    if (rc)
+    if (rc || (rc = vg_snap_join_xids(snap, err)) != 0)
         goto fail;
     vg_snap_parts_release(&pt);
     *out = snap;

@@ -23,6 +23,7 @@
 
 #include "gpu/gpu.h"
 #include "proc/pci.h"
+#include "proc/kmsg.h"
 #include "proc/proc.h"
 #include "util/err.h"
 
@@ -75,6 +76,19 @@ struct vg_snap_gpu {
     bool unexplained_upper_bound;
 };
 
+/* One device of the kernel log's Xid reports (snap->kmsg.devs[i]) joined to the snapshot
+ * (model/snap_xid.c): the GPU it is, by PCI bus id, and the process each Xid kept names. */
+struct vg_snap_xid_dev {
+    const struct vg_kmsg_xid_dev *dev; /* in snap->kmsg */
+    size_t gpu; /* index into snap->gpus.gpus; VG_SNAP_NO_GPU when the driver lists no GPU
+                 * there (one that fell off the bus, or no driver view) */
+    /* For each of dev->xid[]: the process it names when this procfs shows it and it is that
+     * process (started before the Xid, its name the one the driver gave); NULL when it is
+     * gone, unknown, or its PID now names another process (stale[k]). */
+    const struct vg_proc *proc[VG_KMSG_XID_KEEP];
+    bool stale[VG_KMSG_XID_KEEP];
+};
+
 struct vg_snapshot {
     struct timespec taken_at; /* CLOCK_REALTIME */
     uint64_t scanned_ms;      /* vg_clock_ms() when /proc had been read: where an activity
@@ -98,6 +112,12 @@ struct vg_snapshot {
 
     struct vg_holding *holdings; /* sorted by gpu (NO_GPU last), mig, pid */
     size_t nholdings;
+
+    /* The kernel log's Xid reports since boot (state VG_KMSG_NOT_ASKED unless the builder was
+     * asked to read it), and their join (one entry per kmsg.devs[i], same order). */
+    struct vg_kmsg_log kmsg;
+    struct vg_snap_xid_dev *xid_devs;
+    size_t nxid_devs;
 };
 
 /* The parts a snapshot is built from; a command asks only for what it uses (`visible` needs the
@@ -119,6 +139,8 @@ struct vg_snap_opts {
     bool all_procs;           /* read every process in full, not only holders */
     int scan;                 /* enum vg_proc_scan_mode: how holders are found (--scan) */
     const char *sys_root;     /* sysfs, for the GPUs on the PCI bus; NULL: /sys */
+    bool read_kmsg;           /* read the kernel log's Xid reports (one-shot commands) */
+    const char *kmsg_path;    /* NULL: /dev/kmsg (--kmsg, a stand-in file in tests) */
 };
 
 /* The window the commands that judge leftovers (doctor, check, clean) measure activity over. */
@@ -220,6 +242,16 @@ void vg_snap_activity_since(struct vg_snapshot *snap, const struct vg_snap_cpu_m
 /* Replace m with snap's processes. 0 or -ENOMEM (m is then empty). */
 int vg_snap_cpu_marks_take(const struct vg_snapshot *snap, struct vg_snap_cpu_marks *m);
 void vg_snap_cpu_marks_release(struct vg_snap_cpu_marks *m);
+
+/* Join the kernel log's Xids (snap->kmsg, filled) to the GPUs by PCI bus id and to the
+ * processes they name, filling xid_devs; run after vg_snap_assemble(), again after any change
+ * of the log. 0 or -ENOMEM (err set). model/snap_xid.c. */
+int vg_snap_join_xids(struct vg_snapshot *snap, struct vg_err *err);
+/* The joined device of GPU gpu, or NULL when the log names none there. */
+const struct vg_snap_xid_dev *vg_snap_gpu_xids(const struct vg_snapshot *snap, size_t gpu);
+/* Append to *want (heap, *nwant entries) the PIDs the log's Xids name, so that /proc reads
+ * them in full. 0 or -ENOMEM. */
+int vg_snap_xid_pids(const struct vg_kmsg_log *log, pid_t **want, size_t *nwant);
 
 /* Allocate an empty snapshot (for vg_snap_assemble). */
 struct vg_snapshot *vg_snap_new(void);

@@ -310,6 +310,17 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
                 vg_buf_printf(out, "%s%s", k++ ? "; " : "", vg_render_unchecked_text(bit));
         vg_buf_printf(out, " (vramguard status).%s\n", st.reset);
     }
+    /* Xids: a log that could not be read is said, never "no Xid" */
+    if (snap->kmsg.state == VG_KMSG_UNREADABLE)
+        vg_buf_printf(out, "%sXid errors: not checked: %s.%s\n", st.yellow,
+                      snap->kmsg.why ? snap->kmsg.why : "the kernel log could not be read",
+                      st.reset);
+    else if (snap->kmsg.state == VG_KMSG_READ && snap->kmsg.lost && !snap->kmsg.ndevs)
+        vg_buf_printf(out,
+                      "%sXid errors: none in the kernel log, which overwrote %llu record%s "
+                      "before they were read.%s\n",
+                      st.yellow, (unsigned long long)snap->kmsg.n_lost,
+                      snap->kmsg.n_lost == 1 ? "" : "s", st.reset);
     vg_render_unread_text(out, snap, &st);
     if (ro->verbose)
         vg_render_unread_names(out, snap, &st);
@@ -319,7 +330,8 @@ int vg_render_doctor_text(const struct vg_snapshot *snap, const struct vg_findin
         bool partial = false;
         for (size_t gi = 0; gi < snap->gpus.ngpus && !partial; gi++)
             partial = vg_snap_gpu_unchecked(snap, gi) != 0;
-        partial = partial || vg_snap_unread_envs(snap) > 0;
+        partial =
+            partial || vg_snap_unread_envs(snap) > 0 || snap->kmsg.state == VG_KMSG_UNREADABLE;
         vg_buf_printf(out,
                       "%sNo problems found%s.%s Checked %zu GPU%s and %zu holder%s against "
                       "%zu rules (vramguard doctor --list).\n",
@@ -393,6 +405,20 @@ int vg_render_doctor_json(const struct vg_snapshot *snap, const struct vg_findin
     vg_json_kbool(&j, "available", snap->driver_ok);
     vg_json_kstr(&j, "error", snap->driver_error);
     vg_json_obj_end(&j);
+    /* where the Xids came from: null when this command did not read the kernel log */
+    vg_json_key(&j, "kernel_log");
+    if (snap->kmsg.state == VG_KMSG_NOT_ASKED) {
+        vg_json_null(&j);
+    } else {
+        vg_json_obj_begin(&j);
+        vg_json_kbool(&j, "read", snap->kmsg.state == VG_KMSG_READ);
+        vg_json_kstr(&j, "path", snap->kmsg.path);
+        vg_json_kstr(&j, "error", snap->kmsg.why);
+        vg_json_kbool(&j, "lost", snap->kmsg.lost);
+        vg_json_ku64(&j, "lost_records", snap->kmsg.n_lost);
+        vg_json_ku64(&j, "records", snap->kmsg.n_records);
+        vg_json_obj_end(&j);
+    }
     vg_json_key(&j, "checked");
     vg_json_obj_begin(&j);
     vg_json_ku64(&j, "gpus", snap->gpus.ngpus);

@@ -94,5 +94,6 @@ void vg_rule_remap_failed(const struct vg_rule_ctx *ctx, struct vg_findings *out
 void vg_rule_recovery_action(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_throttled(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 void vg_rule_gpu_missing(const struct vg_rule_ctx *ctx, struct vg_findings *out);
+void vg_rule_xid(const struct vg_rule_ctx *ctx, struct vg_findings *out);
 
 #endif

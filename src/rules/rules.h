@@ -39,6 +39,11 @@ struct vg_rule_opts {
      * GPUs on the PCI bus (snap->pci) say it */
     bool expect_gpus_set;
     unsigned expect_gpus;
+    /* xid: codes given another class than the table's (comma lists, checked with
+     * vg_xid_list_check; NULL: none). rules/xid_table.h. */
+    const char *xid_wedged; /* --xid-fatal */
+    const char *xid_dirty;  /* --xid-dirty */
+    const char *xid_noted;  /* --xid-noted */
 };
 
 void vg_rule_opts_init(struct vg_rule_opts *o);

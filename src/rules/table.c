@@ -21,6 +21,8 @@ static const struct vg_rule_def vg_rule_table[] = {
      "a page retirement waits for the next GPU reset"},
     {"throttled", vg_rule_throttled,
      "clocks held down by a hardware slowdown, a thermal slowdown or a power brake"},
+    {"xid", vg_rule_xid,
+     "Xid errors in the kernel log since boot, per GPU, with the process and job they name"},
     {"invalid-visible", vg_rule_invalid_visible,
      "a CUDA_VISIBLE_DEVICES entry CUDA stops at (bad index, unknown UUID, duplicate)"},
     {"outside-visible", vg_rule_outside_visible,

@@ -22,6 +22,9 @@ HELPER=$VG_BUILD/tests/vg-helper
 FAKE_FULL=$VG_BUILD/fake-nvml/full/libnvidia-ml.so.1
 FAKE_LEGACY=$VG_BUILD/fake-nvml/legacy/libnvidia-ml.so.1
 FAKE_535=$VG_BUILD/fake-nvml/r535/libnvidia-ml.so.1
+# The kernel log the xid rule reads: none (an empty log), unless a test gives one (--kmsg FILE
+# or its own VRAMGUARD_KMSG), so that a host whose own log carries Xids changes no other test.
+export VRAMGUARD_KMSG=${VRAMGUARD_KMSG:-/dev/null}
 VG_WAIT_TIMEOUT=${VG_WAIT_TIMEOUT:-10}
 # The user the suite runs as: the owner vramguard names for the processes a test starts.
 VG_USER=$(id -un)

@@ -11,7 +11,7 @@ setup() {
 }
 
 ALL_RULES="gpu-missing recovery-action ecc-uncorrected remap-failed remap-pending
-retirement-pending throttled invalid-visible outside-visible order-mismatch ddp-gpu0 nccl-all-gpus preallocation
+retirement-pending throttled xid invalid-visible outside-visible order-mismatch ddp-gpu0 nccl-all-gpus preallocation
 stray-contexts orphan-holder zombie-holder d-state-holder foreign-pid stale-pid unmatched-node
 unattributed idle-holder allocator-cache"
 
@@ -44,11 +44,11 @@ healthy() {
     # What was not seen is said, never taken as absent: on this machine some process (a
     # sandbox's init) may deny even root its open files.
     if [ "$hidden" -eq 0 ]; then
-        [[ $output == *"No problems found. Checked 4 GPUs and 3 holders against 23 rules (vramguard doctor --list)."* ]]
+        [[ $output == *"No problems found. Checked 4 GPUs and 3 holders against 24 rules (vramguard doctor --list)."* ]]
         [ "$(grep -c 'who:  nobody holds it' <<<"$output")" -eq 2 ]
         [[ $output != *"Not seen"* ]]
     else
-        [[ $output == *"No problems found in what could be checked. Checked 4 GPUs and 3 holders against 23 rules"* ]]
+        [[ $output == *"No problems found in what could be checked. Checked 4 GPUs and 3 holders against 24 rules"* ]]
         [ "$(grep -c 'who:  unknown: no process vramguard could read holds its node' <<<"$output")" -eq 2 ]
         [[ $output == *"Not seen: the open files of $hidden process"* ]]
     fi
@@ -82,7 +82,7 @@ healthy() {
     show
     [ "$status" -eq 0 ]
     [ "$(grep -c 'who:  nobody holds it' <<<"$output")" -eq 4 ]
-    [[ $output == *"No problems found. Checked 4 GPUs and 0 holders against 23 rules"* ]]
+    [[ $output == *"No problems found. Checked 4 GPUs and 0 holders against 24 rules"* ]]
     vgd_alone --json doctor
     json_ok '.unread == {"processes": 0, "descriptors": 0, "environments": 0, "list": [], "list_more": 0, "kernel_threads": 0, "read_by_kernel": 0, "thread_tables": 0, "hidden": false, "causes": []}'
     json_ok '.gpus | all(.fully_checked)'
@@ -107,7 +107,7 @@ healthy() {
     show
     [ "$status" -eq 0 ]
     [ -z "$stderr" ]
-    [ "$(wc -l <<<"$output")" -eq 23 ]
+    [ "$(wc -l <<<"$output")" -eq 24 ]
     for r in $ALL_RULES; do
         grep -qE "^$r +[a-zA-Z]" <<<"$output" || { echo "rule $r not listed"; return 1; }
     done
