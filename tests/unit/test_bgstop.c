@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "kids.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -83,56 +85,6 @@ static void done(void *arg)
     __atomic_add_fetch(&dones, 1, __ATOMIC_SEQ_CST);
 }
 
-static pid_t kid;
-
-static pid_t child(void)
-{
-    int pfd[2];
-    assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        char c = 'r';
-        if (write(pfd[1], &c, 1) != 1)
-            _exit(1);
-        for (int i = 0; i < 600; i++) /* bounded: the test ends it long before */
-            usleep(100000);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char c;
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
-    kid = pid;
-    return pid;
-}
-
-static int kid_teardown(void **state)
-{
-    (void)state;
-    if (kid > 0) {
-        kill(kid, SIGKILL);
-        waitpid(kid, NULL, 0);
-    }
-    kid = 0;
-    return 0;
-}
-
-static uint64_t start_of(pid_t pid)
-{
-    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    struct vg_proc p;
-    struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_proc_read(fd, pid, "/dev", &p, &err), 0);
-    uint64_t st = p.start_ticks;
-    vg_proc_release(&p);
-    vg_err_release(&err);
-    close(fd);
-    return st;
-}
-
 /* A plan of one entry, pid on GPU 0 of the frame, to be signalled. */
 static void one_entry(struct vg_plan *plan, bool **chosen, pid_t pid, uint64_t st, bool signal)
 {
@@ -183,28 +135,13 @@ static struct vg_bgstop_result *await(struct vg_bgstop *s)
     return NULL;
 }
 
-/* k on a real child: SIGTERM through its pidfd; the GPU, found again by UUID at index 1 of the
- * first look, is freed. */
-/* The stop signals through pidfds: where pidfd_open(2) is missing (valgrind 3.19 does not know
- * it) the tests that signal skip, saying so; the plain and sanitizer runs run them. */
-static bool need_pidfd(void)
-{
-    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-    if (fd >= 0) {
-        close(fd);
-        return true;
-    }
-    print_message("pidfd_open(2) is not available here (valgrind?): skipped\n");
-    return false;
-}
-
 static void test_stop_freed(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t pid = child();
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct script sc = {.pid = pid, .st = st};
     int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(proc_fd >= 0);
@@ -244,7 +181,7 @@ static void test_stop_freed(void **state)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-    kid = 0;
+    nkids = 0; /* reaped here: nothing for the teardown to kill */
     vg_bgstop_release(&s);
     vg_err_release(&err);
     close(proc_fd);

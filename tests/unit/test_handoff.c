@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "kids.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -85,57 +87,6 @@ static int lists(void *arg, pid_t pid)
     (void)arg;
     (void)pid;
     return 1;
-}
-
-static pid_t kid;
-
-static pid_t child(void)
-{
-    int pfd[2];
-    assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGTERM, SIG_DFL);
-        char c = 'r';
-        if (write(pfd[1], &c, 1) != 1)
-            _exit(1);
-        for (int i = 0; i < 600; i++) /* bounded: the test ends it long before */
-            usleep(100000);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char c;
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
-    kid = pid;
-    return pid;
-}
-
-static int kid_teardown(void **state)
-{
-    (void)state;
-    if (kid > 0) {
-        kill(kid, SIGKILL);
-        waitpid(kid, NULL, 0);
-    }
-    kid = 0;
-    return 0;
-}
-
-static uint64_t start_of(pid_t pid)
-{
-    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    struct vg_proc p;
-    struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_proc_read(fd, pid, "/dev", &p, &err), 0);
-    uint64_t st = p.start_ticks;
-    vg_proc_release(&p);
-    vg_err_release(&err);
-    close(fd);
-    return st;
 }
 
 struct run {
@@ -284,28 +235,13 @@ static void test_prolog(void **state)
     run_release(&r);
 }
 
-/* Epilog: the job's worker is stopped and the memory comes back: cleaned; another user's
- * process on another run is left alone: dirty. */
-/* The stop signals through pidfds: where pidfd_open(2) is missing (valgrind 3.19 does not know
- * it) the tests that signal skip, saying so; the plain and sanitizer runs run them. */
-static bool need_pidfd(void)
-{
-    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-    if (fd >= 0) {
-        close(fd);
-        return true;
-    }
-    print_message("pidfd_open(2) is not available here (valgrind?): skipped\n");
-    return false;
-}
-
 static void test_epilog_cleaned(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t pid = child();
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, VG_HANDOFF_EPILOG, "3");
     const struct step steps[] = {
@@ -324,8 +260,8 @@ static void test_epilog_cleaned(void **state)
     run_release(&r);
     kid_teardown(NULL);
 
-    pid = child();
-    st = start_of(pid);
+    pid = kid_spawn(false);
+    st = kid_start(pid);
     run_init(&r, VG_HANDOFF_EPILOG, "3");
     const struct step other[] = {
         {.used = 5 * GiB,
@@ -348,12 +284,12 @@ static void test_epilog_cleaned(void **state)
 static void test_epilog_reopened(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t first = child();
-    uint64_t st1 = start_of(first);
-    pid_t second = child();
-    uint64_t st2 = start_of(second);
+    pid_t first = kid_spawn(false);
+    uint64_t st1 = kid_start(first);
+    pid_t second = kid_spawn(false);
+    uint64_t st2 = kid_start(second);
     struct run r;
     run_init(&r, VG_HANDOFF_EPILOG, "3");
     r.req.timeout_ms = 8000;
@@ -368,8 +304,6 @@ static void test_epilog_reopened(void **state)
     assert_int_equal(r.res.s.nsignalled, 2);
     assert_true(r.res.s.looks >= 5);
     run_release(&r);
-    kill(first, SIGKILL);
-    waitpid(first, NULL, 0);
     kid_teardown(NULL);
 }
 
@@ -411,8 +345,8 @@ static void test_epilog_stuck_and_look_failed(void **state)
     assert_true(r.res.s.timed_out);
     run_release(&r);
 
-    pid_t pid = child();
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     run_init(&r, VG_HANDOFF_EPILOG, "3");
     const struct step fail[] = {
         {.used = 4 * GiB, .job = pid, .start = st, .state = 'S', .job_in_proc = true},

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "kids.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -100,58 +102,6 @@ static int lists(void *arg, pid_t pid)
 
 /* ---- children ---- */
 
-static pid_t kids[4];
-static size_t nkids;
-
-static pid_t child(bool ignore_term)
-{
-    int pfd[2];
-    assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGTERM, ignore_term ? SIG_IGN : SIG_DFL);
-        char c = 'r';
-        if (write(pfd[1], &c, 1) != 1)
-            _exit(1);
-        for (int i = 0; i < 600; i++) /* bounded: the test ends it long before */
-            usleep(100000);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char c;
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
-    kids[nkids++] = pid;
-    return pid;
-}
-
-static int kids_teardown(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < nkids; i++) {
-        kill(kids[i], SIGKILL);
-        waitpid(kids[i], NULL, 0);
-    }
-    nkids = 0;
-    return 0;
-}
-
-static uint64_t start_of(pid_t pid)
-{
-    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    assert_true(fd >= 0);
-    struct vg_proc p;
-    struct vg_err err = VG_ERR_INIT;
-    assert_int_equal(vg_proc_read(fd, pid, "/dev", &p, &err), 0);
-    uint64_t st = p.start_ticks;
-    vg_proc_release(&p);
-    vg_err_release(&err);
-    close(fd);
-    return st;
-}
-
 /* ---- the run ---- */
 
 struct run {
@@ -218,27 +168,13 @@ static const struct vg_settle_gpu *gpu0(const struct run *r)
     return g;
 }
 
-/* A target stopped with SIGTERM, its memory back at the next look: freed. */
-/* The stop signals through pidfds: where pidfd_open(2) is missing (valgrind 3.19 does not know
- * it) the tests that signal skip, saying so; the plain and sanitizer runs run them. */
-static bool need_pidfd(void)
-{
-    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-    if (fd >= 0) {
-        close(fd);
-        return true;
-    }
-    print_message("pidfd_open(2) is not available here (valgrind?): skipped\n");
-    return false;
-}
-
 static void test_freed(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t pid = child(false);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, pid, st, true, VG_KILL_ALLOWED);
     const struct step steps[] = {
@@ -268,8 +204,8 @@ static void test_freed(void **state)
 static void test_held_by_other(void **state)
 {
     (void)state;
-    pid_t pid = child(false);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, pid, st, true, VG_KILL_ALLOWED);
     const struct step steps[] = {
@@ -328,8 +264,8 @@ static void test_dstate(void **state)
 static void test_wedged(void **state)
 {
     (void)state;
-    pid_t pid = child(false);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, pid, st, true, VG_KILL_ALLOWED);
     const struct step steps[] = {
@@ -341,8 +277,8 @@ static void test_wedged(void **state)
     assert_string_equal(gpu0(&r)->why, "lost");
     run_release(&r);
 
-    pid = child(false);
-    st = start_of(pid);
+    pid = kid_spawn(false);
+    st = kid_start(pid);
     run_init(&r, pid, st, true, VG_KILL_ALLOWED);
     const struct step gone[] = {
         {.used = 5 * GiB, .holder = pid, .in_proc = true, .start = st, .state = 'S'},
@@ -360,10 +296,10 @@ static void test_wedged(void **state)
 static void test_timeout_stuck(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t pid = child(true);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(true);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, pid, st, true, VG_KILL_ALLOWED);
     r.req.timeout_ms = 400;
@@ -390,8 +326,8 @@ static void test_timeout_stuck(void **state)
 static void test_refusal(void **state)
 {
     (void)state;
-    pid_t pid = child(false);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     struct run r;
     run_init(&r, pid, st, false, VG_KILL_OTHER_USER);
     const struct step steps[] = {
@@ -414,10 +350,10 @@ static void test_refusal(void **state)
 static void test_vanished(void **state)
 {
     (void)state;
-    if (!need_pidfd())
+    if (!kid_need_pidfd())
         skip();
-    pid_t pid = child(false);
-    uint64_t st = start_of(pid);
+    pid_t pid = kid_spawn(false);
+    uint64_t st = kid_start(pid);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     nkids--;
@@ -476,13 +412,13 @@ static void test_look_only(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_freed, kids_teardown),
-        cmocka_unit_test_teardown(test_held_by_other, kids_teardown),
+        cmocka_unit_test_teardown(test_freed, kid_teardown),
+        cmocka_unit_test_teardown(test_held_by_other, kid_teardown),
         cmocka_unit_test(test_dstate),
-        cmocka_unit_test_teardown(test_wedged, kids_teardown),
-        cmocka_unit_test_teardown(test_timeout_stuck, kids_teardown),
-        cmocka_unit_test_teardown(test_refusal, kids_teardown),
-        cmocka_unit_test_teardown(test_vanished, kids_teardown),
+        cmocka_unit_test_teardown(test_wedged, kid_teardown),
+        cmocka_unit_test_teardown(test_timeout_stuck, kid_teardown),
+        cmocka_unit_test_teardown(test_refusal, kid_teardown),
+        cmocka_unit_test_teardown(test_vanished, kid_teardown),
         cmocka_unit_test(test_look_only),
     };
     return cmocka_run_group_tests_name("settle", tests, NULL, NULL);
