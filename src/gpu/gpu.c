@@ -62,6 +62,9 @@ const char *vg_gpu_recovery_name(unsigned action)
         [VG_RECOVERY_NODE_REBOOT] = "node_reboot",
         [VG_RECOVERY_DRAIN_P2P] = "drain_p2p",
         [VG_RECOVERY_DRAIN_AND_RESET] = "drain_and_reset",
+        [VG_RECOVERY_RECOVER_IMEX] = "recover_imex_domain",
+        [VG_RECOVERY_BUS_RESET] = "bus_reset",
+        [VG_RECOVERY_SYSTEM_REBOOT] = "system_reboot",
     };
     return action < sizeof names / sizeof names[0] ? names[action] : NULL;
 }
@@ -74,6 +77,9 @@ const char *vg_gpu_recovery_text(unsigned action)
         [VG_RECOVERY_NODE_REBOOT] = "a node reboot",
         [VG_RECOVERY_DRAIN_P2P] = "a drain of peer-to-peer traffic",
         [VG_RECOVERY_DRAIN_AND_RESET] = "a drain, then a GPU reset",
+        [VG_RECOVERY_RECOVER_IMEX] = "a recovery of its IMEX domain",
+        [VG_RECOVERY_BUS_RESET] = "a reset of its PCIe bus",
+        [VG_RECOVERY_SYSTEM_REBOOT] = "a system reboot",
     };
     return action < sizeof texts / sizeof texts[0] ? texts[action] : NULL;
 }

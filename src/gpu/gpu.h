@@ -105,6 +105,9 @@ enum vg_recovery {
     VG_RECOVERY_NODE_REBOOT = 2,
     VG_RECOVERY_DRAIN_P2P = 3,
     VG_RECOVERY_DRAIN_AND_RESET = 4,
+    VG_RECOVERY_RECOVER_IMEX = 5, /* newer drivers: recover the IMEX domain (multi-node NVLink) */
+    VG_RECOVERY_BUS_RESET = 6,    /* reset the GPU's PCIe bus */
+    VG_RECOVERY_SYSTEM_REBOOT = 7,
 };
 
 /* Clock event reasons, NVML's bits (nvmlClocksEventReason*). */

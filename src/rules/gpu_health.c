@@ -272,6 +272,20 @@ void vg_rule_recovery_action(const struct vg_rule_ctx *ctx, struct vg_findings *
                            "let what runs finish");
             vg_gh_fix_reset(snap, gi, out, f, "then a reset restores it");
             break;
+        case VG_RECOVERY_RECOVER_IMEX:
+            vg_finding_fix(out, f,
+                           "the multi-node NVLink (IMEX) domain needs recovering: stop the "
+                           "jobs that span it and restart the IMEX daemon (nvidia-imex) on its "
+                           "nodes, then run `vramguard doctor` again");
+            break;
+        case VG_RECOVERY_BUS_RESET:
+            vg_gh_fix_reset(snap, gi, out, f, "the driver asks for a reset of the GPU's PCIe bus");
+            break;
+        case VG_RECOVERY_SYSTEM_REBOOT:
+            vg_finding_fix(out, f,
+                           "drain the node's jobs, then reboot the whole system (a GPU reset "
+                           "is not enough)");
+            break;
         default:
             vg_finding_fix(out, f,
                            "look the action up in NVIDIA's NVML documentation "
