@@ -676,17 +676,6 @@ static int vg_rec_fail(struct vg_rec_reader *r, int code, const char *fmt, ...)
     return code;
 }
 
-static int vg_rec_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A quoted string value into a new heap string *out (its length in *outn: it may hold NULs
  * only where a one-byte field allows it). */
 static int vg_rec_get_str(struct vg_rec_reader *r, const char *v, size_t n, char **out,
@@ -713,8 +702,8 @@ static int vg_rec_get_str(struct vg_rec_reader *r, const char *v, size_t n, char
             s[k++] = v[++i];
             continue;
         }
-        int hi = i + 3 < n - 1 && v[i + 1] == 'x' ? vg_rec_hex(v[i + 2]) : -1;
-        int lo = hi >= 0 ? vg_rec_hex(v[i + 3]) : -1;
+        int hi = i + 3 < n - 1 && v[i + 1] == 'x' ? vg_parse_hex_digit(v[i + 2]) : -1;
+        int lo = hi >= 0 ? vg_parse_hex_digit(v[i + 3]) : -1;
         if (hi < 0 || lo < 0) {
             free(s);
             return vg_rec_fail(r, -EINVAL, "a bad escape in a string (\\\\, \\\" or \\xHH)");
@@ -745,7 +734,7 @@ static int vg_rec_get_bits(struct vg_rec_reader *r, const char *v, size_t n,
         else if (len > 2 && vg_parse_starts(v, len, "0x")) {
             raw = 0;
             for (size_t i = 2; i < len; i++) {
-                int d = vg_rec_hex(v[i]);
+                int d = vg_parse_hex_digit(v[i]);
                 if (d < 0 || raw > (UINT32_MAX >> 4))
                     return vg_rec_fail(r, -EINVAL, "a bad bit '%.*s'", (int)len, v);
                 raw = raw * 16 + (unsigned)d;

@@ -49,10 +49,8 @@ static bool vg_acc_hex(const char *s, const char *e, uint64_t *out)
     size_t n = 0;
     for (; s < e && *s != ' ' && *s != '\t'; s++, n++) {
         char c = *s;
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                                            : 16u;
-        if (d > 15 || n >= 16)
+        int d = vg_parse_hex_digit(c);
+        if (d < 0 || n >= 16)
             return false;
         x = x << 4 | d;
     }

@@ -132,11 +132,8 @@ static bool vg_maps_hex(const char *s, size_t n, uint32_t *v)
     uint32_t x = 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
-                     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
-                     : ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10)
-                                              : 16;
-        if (d == 16)
+        int d = vg_parse_hex_digit(ch);
+        if (d < 0)
             return false;
         x = x << 4 | d;
     }

@@ -46,11 +46,8 @@ static bool vg_sock_hex(const char *s, size_t n, uint64_t *out)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                                            : 16;
-        if (d == 16)
+        int d = vg_parse_hex_digit(c);
+        if (d < 0)
             return false;
         v = v << 4 | d;
     }

@@ -53,11 +53,8 @@ static int vg_status_hex(const char *s, const char *end, uint64_t *v)
     uint64_t x = 0;
     for (; s < end; s++) {
         char c = *s;
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                                            : 16u;
-        if (d > 15)
+        int d = vg_parse_hex_digit(c);
+        if (d < 0)
             return -EINVAL;
         x = x << 4 | d;
     }

@@ -260,3 +260,14 @@ void vg_fmt_size_or(bool known, uint64_t bytes, const char *unknown, char *out, 
     if (!known || vg_fmt_size(bytes, out, n) != 0)
         snprintf(out, n, "%s", unknown);
 }
+
+int vg_parse_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

@@ -16,6 +16,9 @@
 int vg_parse_u64(const char *s, uint64_t *out);
 /* Same, over exactly n bytes (s need not be NUL-terminated). */
 int vg_parse_u64n(const char *s, size_t n, uint64_t *out);
+
+/* The value of one hex digit (0-9, a-f, A-F): 0..15, or -1 for any other byte. */
+int vg_parse_hex_digit(char c);
 /* Decimal signed integer within [min, max]. */
 int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* Same, over exactly n bytes. */

@@ -6,16 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-static int vg_pci_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "util/parse.h"
 
 /* Hex digits s[0..n) (1 to max of them) into *v. */
 static bool vg_pci_field(const char *s, size_t n, size_t max, uint32_t *v)
@@ -24,7 +15,7 @@ static bool vg_pci_field(const char *s, size_t n, size_t max, uint32_t *v)
         return false;
     uint32_t x = 0;
     for (size_t i = 0; i < n; i++) {
-        int d = vg_pci_hex(s[i]);
+        int d = vg_parse_hex_digit(s[i]);
         if (d < 0)
             return false;
         x = x << 4 | (uint32_t)d;

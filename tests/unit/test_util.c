@@ -533,9 +533,24 @@ static void test_array_cmp_pid(void **state)
     assert_int_equal(hit->tag, 2);
 }
 
+/* One hex digit, written once for every parser of hex fields (status masks, maps, sockets,
+ * records, PCI addresses). */
+static void test_hex_digit(void **state)
+{
+    (void)state;
+    assert_int_equal(vg_parse_hex_digit('0'), 0);
+    assert_int_equal(vg_parse_hex_digit('9'), 9);
+    assert_int_equal(vg_parse_hex_digit('a'), 10);
+    assert_int_equal(vg_parse_hex_digit('F'), 15);
+    static const char bad[] = {'g', 'G', '/', ':', '@', '`', ' ', '\0', 'x', (char)0xff};
+    for (size_t i = 0; i < sizeof(bad); i++)
+        assert_int_equal(vg_parse_hex_digit(bad[i]), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hex_digit),
         cmocka_unit_test(test_buf_bounded),
         cmocka_unit_test(test_buf_grows),
         cmocka_unit_test(test_parse_list),
