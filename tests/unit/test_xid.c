@@ -48,7 +48,6 @@ static struct vg_snapshot *host(void)
     g1->pci_bus_id = fx_strdup("00000000:3B:00.0");
     fx_gproc(g1, 500, 1ull << 30, VG_PTYPE_COMPUTE);
     struct vg_proc *p = fx_proc(&t, 500, "python", "python train.py", 'S');
-    p->user = fx_strdup("alice");
     p->cgroup = fx_strdup("/system.slice/slurmstepd.scope/job_812");
     p->env[VG_ENV_SLURM_JOB_ID] = fx_strdup("812");
     p->known |= VG_PROC_K_ENV;
