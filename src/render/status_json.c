@@ -333,12 +333,11 @@ int vg_render_status_json(const struct vg_snapshot *snap, const struct vg_render
         vg_json_arr_end(&j);
         vg_json_key(&j, "gpus");
         vg_json_arr_begin(&j);
-        for (size_t k = 0; k < p->npath_minors; k++)
-            for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
-                const struct vg_gpu *g = &snap->gpus.gpus[gi];
-                if ((g->known & VG_GPU_K_MINOR) && g->minor == p->path_minors[k])
-                    vg_json_u64(&j, g->index);
-            }
+        for (size_t k = 0; k < p->npath_minors; k++) {
+            const struct vg_gpu *g = vg_gpu_list_by_minor(&snap->gpus, p->path_minors[k]);
+            if (g)
+                vg_json_u64(&j, g->index);
+        }
         vg_json_arr_end(&j);
         vg_json_ku64(&j, "descriptors", p->dev_path_count);
         vg_json_proc_fields(&j, p);

@@ -311,17 +311,6 @@ static void vg_text_unmatched(struct vg_buf *o, const struct vg_snapshot *snap,
     vg_buf_addc(o, '\n');
 }
 
-/* The GPU index whose node has this minor, for a path-only line; -1 when none. */
-static long vg_text_gpu_of_minor(const struct vg_snapshot *snap, unsigned minor)
-{
-    for (size_t gi = 0; gi < snap->gpus.ngpus; gi++) {
-        const struct vg_gpu *g = &snap->gpus.gpus[gi];
-        if ((g->known & VG_GPU_K_MINOR) && g->minor == minor)
-            return (long)gi;
-    }
-    return -1;
-}
-
 /* Processes that hold nodes only through O_PATH descriptors: shown, since fuser and lsof list
  * them, and said to hold nothing, since no open of the device took place (issue 27). */
 static void vg_text_path_only(struct vg_buf *o, const struct vg_snapshot *snap,
@@ -345,9 +334,9 @@ static void vg_text_path_only(struct vg_buf *o, const struct vg_snapshot *snap,
         vg_text_escape_str(o, (p->known & VG_PROC_K_STAT) ? p->comm : "n/a", 16);
         vg_buf_adds(o, ":");
         for (size_t k = 0; k < p->npath_minors; k++) {
-            long gi = vg_text_gpu_of_minor(snap, p->path_minors[k]);
-            if (gi >= 0)
-                vg_buf_printf(o, "%s GPU %ld", k ? "," : "", gi);
+            const struct vg_gpu *g = vg_gpu_list_by_minor(&snap->gpus, p->path_minors[k]);
+            if (g)
+                vg_buf_printf(o, "%s GPU %u", k ? "," : "", g->index);
             else
                 vg_buf_printf(o, "%s %s/nvidia%u", k ? "," : "", snap->dev_dir, p->path_minors[k]);
         }
